@@ -1,0 +1,95 @@
+"""Reading the library's files safely: never leave the library, never choke on size or encoding.
+
+A library under review may come from an untrusted pull request. A symlink that points outside
+it (say to /etc/passwd or ~/.ssh) is reported and never followed; a huge file is reported and
+never read into memory; a file that is not UTF-8 is reported with the line of the first bad byte.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.findings import Finding, display_path, error, warning
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """Where reads may go and how big a file may be."""
+
+    allowed_roots: tuple[Path, ...]
+    base: Path
+    max_bytes: int
+
+    def show(self, path: Path) -> str:
+        return display_path(path, self.base)
+
+    def inside(self, path: Path) -> bool:
+        real = Path(os.path.realpath(path))
+        return any(real == root or root in real.parents for root in self.allowed_roots)
+
+
+def make_policy(roots: list[Path], base: Path, max_bytes: int) -> ReadPolicy:
+    resolved = tuple(Path(os.path.realpath(r)) for r in roots)
+    return ReadPolicy(allowed_roots=resolved, base=base, max_bytes=max_bytes)
+
+
+def _line_of_offset(data: bytes, offset: int) -> tuple[int, int]:
+    line = data.count(b"\n", 0, offset) + 1
+    col = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return line, col
+
+
+def read_text(path: Path, policy: ReadPolicy) -> tuple[str | None, Finding | None]:
+    """The file's text, or None and the finding that says why it cannot be read."""
+    shown = policy.show(path)
+    if path.is_symlink() and not policy.inside(path):
+        target = os.readlink(path)
+        return None, error("symlink-escape", shown, 1,
+                           f"symlink points outside the library (to {target}); it is not followed. "
+                           "Copy the file into the skill folder instead.")
+    if not path.exists():
+        return None, error("missing-file", shown, 1, "file not found (a dangling symlink?)")
+    if not path.is_file():
+        return None, error("not-a-file", shown, 1, "expected a file, found a folder or special file")
+    size = path.stat().st_size
+    if size > policy.max_bytes:
+        return None, error("file-too-large", shown, 1,
+                           f"file is {size:,} bytes, over the {policy.max_bytes:,}-byte limit; it was not read "
+                           "(raise [limits] max_file_bytes in .skill-evals.toml if this is intended)")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, col = _line_of_offset(data, exc.start)
+        return None, error("not-utf8", shown, line,
+                           f"file is not valid UTF-8 (byte 0x{data[exc.start]:02x} at line {line}, column {col}); "
+                           "save it as UTF-8", col=col)
+    return text.removeprefix("\ufeff"), None
+
+
+def scan_tree(root: Path, policy: ReadPolicy) -> list[Finding]:
+    """Findings for every symlink that leaves the library and every oversized file under root.
+
+    Files the runner reads itself (SKILL.md, eval files) are checked again, as errors, when read;
+    here an oversized supporting file is a warning: the host would copy it into every session.
+    """
+    findings: list[Finding] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            path = here / name
+            if path.is_symlink():
+                if not policy.inside(path):
+                    findings.append(error(
+                        "symlink-escape", policy.show(path), 1,
+                        f"symlink points outside the library (to {os.readlink(path)}); it is not followed "
+                        "and would leak host files into every session. Replace it with a real file."))
+                continue
+            if name in filenames and path.is_file() and path.stat().st_size > policy.max_bytes:
+                findings.append(warning(
+                    "file-too-large", policy.show(path), 1,
+                    f"supporting file is {path.stat().st_size:,} bytes, over the {policy.max_bytes:,}-byte "
+                    "limit; every session copies the library, so it costs time in each one"))
+    return findings

@@ -1,0 +1,115 @@
+"""Findings: what validation and loading tell a library's authors, with a place to act on.
+
+Every finding carries a level, a rule id, a file and line (1-based), and a message a person can
+act on. Rendering is here too, because the three formats (text, json, github) are the contract
+with people, tools and GitHub's workflow-command annotations respectively.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+
+class Level(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class Finding(BaseModel):
+    level: Level
+    rule: str
+    file: str = Field(description="Path as shown to the user (relative to the repository root when inside it).")
+    line: int = Field(ge=1, default=1)
+    col: int | None = Field(default=None, ge=1)
+    message: str
+    detail: str | None = Field(default=None, description="Longer output, e.g. the library validator's own output.")
+
+    def location(self) -> str:
+        loc = f"{self.file}:{self.line}"
+        return f"{loc}:{self.col}" if self.col else loc
+
+
+def error(rule: str, file: str, line: int, message: str, col: int | None = None, detail: str | None = None) -> Finding:
+    return Finding(level=Level.ERROR, rule=rule, file=file, line=max(1, line), col=col, message=message, detail=detail)
+
+
+def warning(rule: str, file: str, line: int, message: str, col: int | None = None) -> Finding:
+    return Finding(level=Level.WARNING, rule=rule, file=file, line=max(1, line), col=col, message=message)
+
+
+def info(rule: str, file: str, line: int, message: str) -> Finding:
+    return Finding(level=Level.INFO, rule=rule, file=file, line=max(1, line), message=message)
+
+
+def has_errors(findings: list[Finding]) -> bool:
+    return any(f.level is Level.ERROR for f in findings)
+
+
+def sort_key(f: Finding) -> tuple[str, int, int, str]:
+    return (f.file, f.line, f.col or 0, f.rule)
+
+
+def counts(findings: list[Finding]) -> dict[str, int]:
+    return {level.value: sum(1 for f in findings if f.level is level) for level in Level}
+
+
+def render_text(findings: list[Finding]) -> str:
+    lines = []
+    for f in sorted(findings, key=sort_key):
+        lines.append(f"{f.location()}: {f.level.value}[{f.rule}] {f.message}")
+        if f.detail:
+            lines.extend("    | " + d for d in f.detail.rstrip().splitlines())
+    c = counts(findings)
+    lines.append(f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)")
+    return "\n".join(lines)
+
+
+def render_json(findings: list[Finding], extra: dict | None = None) -> str:
+    payload = {
+        "schema_version": 1,
+        "counts": counts(findings),
+        "findings": [f.model_dump(mode="json") for f in sorted(findings, key=sort_key)],
+    }
+    if extra:
+        payload.update(extra)
+    return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+_GITHUB_COMMAND = {Level.ERROR: "error", Level.WARNING: "warning", Level.INFO: "notice"}
+
+
+def _escape_data(value: str) -> str:
+    # GitHub workflow commands: %, CR and LF must be escaped in the message.
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(value: str) -> str:
+    return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(findings: list[Finding]) -> str:
+    """Workflow commands (`::error file=...,line=...::message`) that annotate the file in a PR."""
+    lines = []
+    for f in sorted(findings, key=sort_key):
+        props = [f"file={_escape_property(f.file)}", f"line={f.line}"]
+        if f.col:
+            props.append(f"col={f.col}")
+        props.append(f"title={_escape_property('skill-evals ' + f.rule)}")
+        message = f.message if not f.detail else f.message + "\n" + f.detail
+        lines.append(f"::{_GITHUB_COMMAND[f.level]} {','.join(props)}::{_escape_data(message)}")
+    c = counts(findings)
+    lines.append(f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)")
+    return "\n".join(lines)
+
+
+def display_path(path: Path, base: Path) -> str:
+    """A path relative to `base` when it is inside it (what annotations need), else absolute."""
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return path.as_posix()

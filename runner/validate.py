@@ -1,0 +1,229 @@
+"""`skill-evals validate`: the floor every run stands on.
+
+First the library's own structural validator (it always gates: a failure here fails the run),
+then our checks on the loaded corpus: frontmatter by the Agent Skills spec, cross-references,
+probe rules from seed 000. Schema, syntax and file-safety findings come from loading itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner import classify
+from runner.corpus import Case, Library, Probe, Skill, is_kebab, is_subagent, subagent_name
+from runner.findings import Finding, display_path, error, info, warning
+from runner.settings import SETTINGS_FILE, Settings
+
+DEFAULT_VALIDATOR = Path("scripts") / "validate-skills.py"
+NAME_MAX = 64
+DESCRIPTION_MAX = 1024
+# The library's validator is code from the repository under review (maybe an untrusted PR):
+# it gets a minimal environment, never the runner's secrets.
+_VALIDATOR_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SYSTEMROOT")
+_MAX_OUTPUT_CHARS = 20_000
+
+
+# ---- the library's own validator --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LibraryValidator:
+    command: list[str]
+    shown: str  # what to call it in findings
+
+
+def find_library_validator(root: Path, settings: Settings, command: str | None) -> LibraryValidator | None:
+    configured = command or settings.validator.command
+    if configured:
+        return LibraryValidator(command=shlex.split(configured), shown=configured)
+    script = root / DEFAULT_VALIDATOR
+    if script.is_file():
+        return LibraryValidator(command=[sys.executable, str(script)], shown=DEFAULT_VALIDATOR.as_posix())
+    return None
+
+
+def run_library_validator(root: Path, validator: LibraryValidator | None, timeout_s: float) -> list[Finding]:
+    if validator is None:
+        return [info("library-validator-missing", SETTINGS_FILE, 1,
+                     f"no library validator configured or found (looked for {DEFAULT_VALIDATOR.as_posix()}); "
+                     "set [validator] command in .skill-evals.toml to run yours first")]
+    env = {k: v for k, v in os.environ.items() if k in _VALIDATOR_ENV or k.startswith("LC_")}
+    try:
+        done = subprocess.run(validator.command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return [error("library-validator", validator.shown, 1,
+                      f"the library's validator `{validator.shown}` did not finish in {timeout_s:g} s")]
+    except OSError as exc:
+        return [error("library-validator", validator.shown, 1,
+                      f"the library's validator `{validator.shown}` could not start: {exc.strerror or exc}")]
+    output = done.stdout.decode("utf-8", errors="replace")
+    if len(output) > _MAX_OUTPUT_CHARS:
+        output = "[... earlier output cut ...]\n" + output[-_MAX_OUTPUT_CHARS:]
+    if done.returncode != 0:
+        return [error("library-validator", validator.shown, 1,
+                      f"the library's own validator failed (exit {done.returncode}); it gates every run",
+                      detail=output or "(no output)")]
+    last = output.strip().splitlines()[-1] if output.strip() else "no output"
+    return [info("library-validator-passed", validator.shown, 1, f"the library's own validator passed: {last}")]
+
+
+# ---- frontmatter (Agent Skills spec) ----------------------------------------------------------
+
+def check_frontmatter(skill: Skill) -> list[Finding]:
+    if not skill.frontmatter_ok:
+        return []
+    out: list[Finding] = []
+    file, fields, lines = skill.skill_md, skill.fields, skill.key_lines
+    name = fields.get("name")
+    if not isinstance(name, str) or not name:
+        out.append(error("name-missing", file, lines.get("name", 2), "frontmatter needs a `name` (the folder name)"))
+    else:
+        line = lines["name"]
+        if name != skill.name:
+            out.append(error("name-mismatch", file, line,
+                             f"`name` is {name!r} but the folder is {skill.name!r}; they must be equal"))
+        if not skill.template and not is_kebab(name):
+            out.append(error("name-format", file, line,
+                             f"`name` {name!r} must be lowercase kebab-case (a-z, 0-9, single hyphens)"))
+        if len(name) > NAME_MAX:
+            out.append(error("name-too-long", file, line, f"`name` has {len(name)} characters; at most {NAME_MAX}"))
+    description = fields.get("description")
+    line = lines.get("description", 2)
+    if not isinstance(description, str) or not description.strip():
+        out.append(error("description-missing", file, line,
+                         "frontmatter needs a non-empty `description`: it is all the model sees when it picks skills"))
+    elif len(description) > DESCRIPTION_MAX:
+        out.append(error("description-too-long", file, line,
+                         f"`description` is {len(description)} characters (parsed value); at most {DESCRIPTION_MAX}"))
+    flag = fields.get("disable-model-invocation")
+    if flag is not None and not isinstance(flag, bool):
+        out.append(warning("manual-only-flag", file, lines.get("disable-model-invocation", 2),
+                           f"`disable-model-invocation` should be true or false, found {flag!r}"))
+    return out
+
+
+# ---- cross-references -------------------------------------------------------------------------
+
+def _exists(name: str, library: Library) -> bool:
+    if is_subagent(name):
+        return subagent_name(name) in library.agents
+    return name in library.skills
+
+
+def _dangling(name: str, field: str, file: str, line: int, library: Library) -> Finding:
+    if is_subagent(name):
+        where = f"{library.agents_dir or '.claude/agents'}/{subagent_name(name)}.md"
+        return error("dangling-reference", file, line, f"{field} names subagent {name!r} but {where} does not exist")
+    return error("dangling-reference", file, line,
+                 f"{field} names skill {name!r}, which is not a folder of the library (a typo or a renamed skill?)")
+
+
+def check_references(library: Library) -> list[Finding]:
+    out: list[Finding] = []
+    for skill in library.skills.values():
+        for name, line in zip(skill.overlaps_with, skill.overlaps_lines):
+            if not _exists(name, library):
+                out.append(_dangling(name, "overlaps_with", skill.trigger_file or skill.dir, line, library))
+    for case in library.cases:
+        if case.source != "trigger" or case.kind == "invalid":
+            continue
+        if case.target and not _exists(case.target, library):
+            out.append(_dangling(case.target, "expected_skill", case.file,
+                                 case.lines.get("expected_skill", case.line), library))
+        for position, name in enumerate(case.should_not_trigger):
+            line = case.lines.get(f"should_not_trigger/{position}", case.line)
+            if not _exists(name, library):
+                out.append(_dangling(name, "should_not_trigger", case.file, line, library))
+            elif name == case.target:
+                out.append(error("contradictory-case", case.file, line,
+                                 f"{name!r} is both the expected_skill and in should_not_trigger"))
+    return out
+
+
+def manual_only_targets(library: Library) -> dict[str, list[Case]]:
+    """Cases, by file, whose target is a manual-only skill: the host cannot auto-invoke it."""
+    by_file: dict[str, list[Case]] = defaultdict(list)
+    for case in library.cases:
+        skill = library.skills.get(case.target)
+        if skill and skill.manual_only and case.kind in ("trigger", "refusal", "discrimination", "probe"):
+            by_file[case.file].append(case)
+    return by_file
+
+
+def check_manual_only(library: Library) -> list[Finding]:
+    out = []
+    for file, cases in sorted(manual_only_targets(library).items()):
+        targets = sorted({c.target for c in cases})
+        ids = ", ".join(c.id for c in cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
+        out.append(warning(
+            "manual-only-target", file, cases[0].line,
+            f"{len(cases)} case(s) expect manual-only skill(s) {', '.join(targets)} to activate ({ids}); the host "
+            "cannot auto-invoke a skill with disable-model-invocation: true, so these stay UNRUN "
+            "(manual-only-target)"))
+    return out
+
+
+# ---- probes (seed 000) ------------------------------------------------------------------------
+
+def _signposts(probe: Probe, rules: classify.Rules) -> list[Finding]:
+    out = []
+    for number, line in enumerate(probe.question.splitlines(), start=1):
+        lowered = line.lower()
+        for phrase in rules.signposts:
+            column = lowered.find(phrase)
+            if column >= 0:
+                out.append(error("probe-signpost", probe.question_file, number,
+                                 f"signposting phrase {phrase!r} points the agent at the defect (seed 000 rule 6); "
+                                 "hand over the work, not a quiz", col=column + 1))
+    return out
+
+
+def check_probe(probe: Probe, settings: Settings, rules: classify.Rules) -> list[Finding]:
+    out: list[Finding] = []
+    lines = probe.lines
+    if probe.kind == "floor" and len(probe.defects) != 1:
+        out.append(error("probe-floor-one-defect", probe.file, lines.get("defects", 1),
+                         f"a floor probe has exactly one defect (seed 000 rule 1); this one has {len(probe.defects)}"))
+    if probe.seeded_defects != len(probe.defects):
+        out.append(error("probe-seeded-defects", probe.file, lines.get("seeded_defects", 1),
+                         f"seeded_defects is {probe.seeded_defects} but {len(probe.defects)} defect(s) are listed "
+                         "(seed 000 rule 2: the count must be exact)"))
+    for defect in probe.defects:
+        found = probe.question.count(defect.locator)
+        if found != 1:
+            where = "does not occur" if found == 0 else f"occurs {found} times"
+            out.append(error("probe-locator", probe.file, defect.line,
+                             f"defect {defect.id}: its locator {where} in question.md; it must occur exactly once "
+                             "(seed 000 rule 2)"))
+    count = len(probe.question.splitlines())
+    limit = settings.limits.max_probe_lines
+    if count >= limit:
+        out.append(error("probe-too-long", probe.question_file, limit,
+                         f"question.md has {count} lines; keep it under {limit} (seed 000 rule 5: a long artifact "
+                         "measures reading stamina)"))
+    out.extend(_signposts(probe, rules))
+    return out
+
+
+# ---- all checks -------------------------------------------------------------------------------
+
+def check_library(library: Library, settings: Settings) -> list[Finding]:
+    rules = classify.packaged_rules()
+    out: list[Finding] = []
+    for skill in library.skills.values():
+        out.extend(check_frontmatter(skill))
+    out.extend(check_references(library))
+    out.extend(check_manual_only(library))
+    for probe in library.probes:
+        out.extend(check_probe(probe, settings, rules))
+    return out
+
+
+def shown_root(root: Path) -> str:
+    return display_path(root, Path.cwd())
