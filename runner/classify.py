@@ -106,6 +106,17 @@ def output_format_section(body: str) -> str | None:
     return "\n".join(lines[start:]) if start is not None else None
 
 
+def _outside_fences(lines: list[str]) -> list[str]:
+    """The prose lines: inside a fence, backticks are characters of the output, not code spans."""
+    out, in_fence = [], False
+    for line in lines:
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence:
+            out.append(line)
+    return out
+
+
 def shape_literals(body: str) -> dict[str, list[str]]:
     """Literals an answer in the skill's Output Format must contain, by the rule that found them."""
     section = output_format_section(body) or ""
@@ -118,10 +129,11 @@ def shape_literals(body: str) -> dict[str, list[str]]:
             if match and len(match.group(1)) >= 4 and not _FENCE.match(first):
                 header.append(match.group(1).strip())
             break
+    prose = "\n".join(_outside_fences(lines))
     return {
         "shape-output-header": header,
         "shape-bracket-token": sorted(set(_BRACKET_TOKEN.findall(body))),
-        "shape-backtick-literal": sorted({m for m in _BACKTICK.findall(section) if len(m.strip()) >= 3}),
+        "shape-backtick-literal": sorted({m for m in _BACKTICK.findall(prose) if len(m.strip()) >= 3}),
     }
 
 

@@ -69,6 +69,10 @@ def read_text(path: Path, policy: ReadPolicy) -> tuple[str | None, Finding | Non
     return text.removeprefix("\ufeff"), None
 
 
+# Files the loader reads itself: their size is checked (as an error) when they are read.
+READ_BY_RUNNER = frozenset({"SKILL.md", "evals.json", "trigger-evals.json", "probe.json", "question.md"})
+
+
 def scan_tree(root: Path, policy: ReadPolicy) -> list[Finding]:
     """Findings for every symlink that leaves the library and every oversized file under root.
 
@@ -87,7 +91,9 @@ def scan_tree(root: Path, policy: ReadPolicy) -> list[Finding]:
                         f"symlink points outside the library (to {os.readlink(path)}); it is not followed "
                         "and would leak host files into every session. Replace it with a real file."))
                 continue
-            if name in filenames and path.is_file() and path.stat().st_size > policy.max_bytes:
+            if name in READ_BY_RUNNER or name not in filenames:
+                continue
+            if path.is_file() and path.stat().st_size > policy.max_bytes:
                 findings.append(warning(
                     "file-too-large", policy.show(path), 1,
                     f"supporting file is {path.stat().st_size:,} bytes, over the {policy.max_bytes:,}-byte "

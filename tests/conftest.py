@@ -1,0 +1,64 @@
+"""Shared fixtures: the bundled example library, the real Aegis corpus, and a CLI runner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from runner.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "library"
+AEGIS_SKILLS = REPO.parent / "shared" / "corpora" / "project-aegis" / "dot-claude" / "skills"
+
+
+@pytest.fixture
+def example_copy(tmp_path: Path) -> Path:
+    """A writable copy of the example library (a repository root with .claude/skills)."""
+    target = tmp_path / "library"
+    shutil.copytree(EXAMPLE, target, symlinks=True)
+    return target
+
+
+@pytest.fixture
+def aegis_skills() -> Path:
+    if not AEGIS_SKILLS.is_dir():
+        pytest.skip(f"the Project Aegis corpus is not beside this checkout ({AEGIS_SKILLS}); "
+                    "CI and developers have it at ../shared")
+    return AEGIS_SKILLS
+
+
+def cli(*args: str) -> Result:
+    """Run the real CLI in-process; exceptions are not swallowed into a pass."""
+    result = CliRunner().invoke(main, list(args), catch_exceptions=True)
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def cli_process(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m runner` as a separate process (what a user or CI runs)."""
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def findings_of(library: Path, *extra: str) -> tuple[int, list[dict]]:
+    result = cli("validate", "--library", str(library), "--format", "json", *extra)
+    return result.exit_code, json.loads(result.output)["findings"]
+
+
+def line_of(path: Path, needle: str, occurrence: int = 1) -> int:
+    """1-based line of the n-th line containing needle (tests compute expected lines, never guess)."""
+    seen = 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if needle in line:
+            seen += 1
+            if seen == occurrence:
+                return number
+    raise AssertionError(f"{needle!r} not in {path}")
