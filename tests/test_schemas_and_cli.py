@@ -1,0 +1,81 @@
+"""Shipped schemas are valid and current; the CLI's formats and entry points behave."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from runner import schema_check
+from runner.settings import Settings
+from tests.conftest import EXAMPLE, cli, cli_process
+
+SCHEMAS = ["aegis-evals", "aegis-trigger-evals", "skill-creator-evals", "skill-creator-trigger-set", "probe",
+           "settings"]
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_shipped_schemas_are_valid_draft_2020_12(name: str) -> None:
+    schema = json.loads(resources.files("runner").joinpath("schemas", f"{name}.schema.json").read_text())
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_settings_schema_matches_the_model() -> None:
+    shipped = json.loads(resources.files("runner").joinpath("schemas", "settings.schema.json").read_text())
+    generated = Settings.model_json_schema(by_alias=True)
+    for key in ("$schema", "title"):
+        shipped.pop(key)
+        generated.pop(key, None)
+    assert shipped == generated, "regenerate runner/schemas/settings.schema.json from runner.settings.Settings"
+
+
+def test_example_files_match_their_schemas() -> None:
+    skills = EXAMPLE / ".claude" / "skills"
+    for path in skills.glob("*/evals/evals.json"):
+        assert not list(schema_check.validator(schema_check.AEGIS_EVALS).iter_errors(json.loads(path.read_text())))
+    for path in skills.glob("*/evals/trigger-evals.json"):
+        assert not list(schema_check.validator(schema_check.AEGIS_TRIGGER).iter_errors(json.loads(path.read_text())))
+    for path in skills.glob("*/evals/probes/*/probe.json"):
+        assert not list(schema_check.validator(schema_check.PROBE).iter_errors(json.loads(path.read_text())))
+
+
+def test_skill_creator_format_is_read(tmp_path: Path) -> None:
+    skill = tmp_path / "skills" / "pdf-filler"
+    (skill / "evals").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: pdf-filler\ndescription: Fill PDF forms from data.\n---\n# PDF\n")
+    (skill / "evals" / "evals.json").write_text(json.dumps({"skill_name": "pdf-filler", "evals": [
+        {"id": 1, "prompt": "Fill form.pdf with this CSV", "expected_output": "a filled PDF",
+         "files": ["evals/files/form.pdf"], "expectations": ["The output PDF has every field filled."]},
+        {"id": 2, "prompt": "Fill it again", "assertions": ["Says which fields were empty."]},
+    ]}, indent=2))
+    census = json.loads(cli("census", "--library", str(tmp_path), "--format", "json").output)
+    assert census["cases"]["by_kind"] == {"trigger": 2}
+    assert census["cases"]["by_type"] == {"(skill-creator)": 2}
+    assert census["assertions"]["total"] == 2
+    result = cli("validate", "--library", str(tmp_path))
+    assert result.exit_code == 0, result.output
+
+
+def test_python_dash_m_runner_and_json_output() -> None:
+    done = cli_process("validate", "--library", str(EXAMPLE), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["counts"]["error"] == 0 and payload["cases"] == 39
+    assert all({"level", "rule", "file", "line", "message"} <= set(f) for f in payload["findings"])
+
+
+def test_census_text_view_names_the_essentials() -> None:
+    result = cli("census", "--library", str(EXAMPLE))
+    assert result.exit_code == 0
+    for expected in ("Cases by kind", "Refusal cases", "Assertions:", "manual-only", "(subagent) targets",
+                     "Skill listing", "rule 3", "review by a person"):
+        assert expected in result.output
+
+
+def test_help_lists_commands() -> None:
+    result = cli("--help")
+    assert result.exit_code == 0 and "validate" in result.output and "census" in result.output
