@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,8 @@ def example_copy(tmp_path: Path) -> Path:
 @pytest.fixture
 def aegis_skills() -> Path:
     if not AEGIS_SKILLS.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have the Project Aegis corpus at {AEGIS_SKILLS} (../shared beside the checkout)")
         pytest.skip(f"the Project Aegis corpus is not beside this checkout ({AEGIS_SKILLS}); "
                     "CI and developers have it at ../shared")
     return AEGIS_SKILLS
