@@ -244,7 +244,7 @@ def render_text(census: Census, console: Console) -> None:
     console.print(f"Prompts that may assume workspace files or a repo/PR: {w.total} "
                   f"({', '.join(f'{k} {v}' for k, v in w.by_signal.items())}); a heuristic, listed in --format json")
     m = census.manual_only
-    console.print(f"Manual-only skills: {len(m.skills)}; cases that expect one to activate: {m.cases_targeting} "
+    console.print(f"Manual-only skills: {len(m.skills)}; cases that target one: {m.cases_targeting} "
                   f"({', '.join(f'{k} {v}' for k, v in m.by_source.items())}): UNRUN manual-only-target")
     sa = census.subagents
     console.print(f"(subagent) targets: {len(sa.expected_skill)} as expected_skill, {len(sa.overlaps_with)} in "

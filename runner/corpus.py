@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from runner import classify, frontmatter, jsonfile
 from runner import schema_check as schemas
@@ -210,8 +210,10 @@ def _text(value: Any) -> str | None:
 class _Loader:
     """One pass over the library; collects models and findings. Private: use `load_library`."""
 
-    def __init__(self, root: Path, skills_dir: Path, agents_dir: Path | None, settings: Settings):
+    def __init__(self, root: Path, skills_dir: Path, agents_dir: Path | None, settings: Settings,
+                 settings_shown: str):
         self.root = root
+        self.settings_shown = settings_shown
         self.skills_dir = skills_dir
         self.agents_dir = agents_dir
         self.settings = settings
@@ -464,15 +466,22 @@ class _Loader:
         data = doc.data
         if question is None or not isinstance(data, dict) or paths:
             return  # the probe cannot be built; the findings above say why
-        defects = [Defect(line=doc.line("defects", i), **d) for i, d in enumerate(data["defects"])]
         digest = hashlib.sha256(probe_file.read_bytes() + b"\0" + question.encode()).hexdigest()
-        probe = Probe(
-            uid=self.uid(skill, "probe", probe_dir.name), skill=skill.name, id=probe_dir.name, dir=self.show(probe_dir),
-            file=shown, question_file=self.show(question_file), kind=data["kind"],
-            seeded_defects=data["seeded_defects"], defects=defects, modifiers=data.get("modifiers", []),
-            act=data["discriminator"]["act"], patterns=data["discriminator"].get("patterns", []),
-            question=question, content_hash=digest, lines={k: doc.line(k) for k in data},
-        )
+        try:
+            probe = Probe(
+                uid=self.uid(skill, "probe", probe_dir.name), skill=skill.name, id=probe_dir.name,
+                dir=self.show(probe_dir), file=shown, question_file=self.show(question_file), kind=data["kind"],
+                seeded_defects=data["seeded_defects"],
+                defects=[Defect(line=doc.line("defects", i), **d) for i, d in enumerate(data["defects"])],
+                modifiers=data.get("modifiers", []), act=data["discriminator"]["act"],
+                patterns=data["discriminator"].get("patterns", []), question=question, content_hash=digest,
+                lines={k: doc.line(k) for k in data},
+            )
+        except ValidationError as exc:
+            # The schema is the contract; this is a second line for values it admits but a model
+            # cannot hold (e.g. 1e+20 as an integer).
+            self.findings.append(error("probe-schema", shown, 1, f"probe.json cannot be read: {exc.errors()[0]['msg']}"))
+            return
         if data["id"] != probe_dir.name:
             self.findings.append(error("probe-id-mismatch", shown, doc.line("id"),
                                        f"probe id {data['id']!r} differs from its folder {probe_dir.name!r}"))
@@ -498,7 +507,7 @@ class _Loader:
         for override in self.settings.case_override:
             case = by_uid.get(override.uid)
             if case is None:
-                self.findings.append(error("override-unknown-case", SETTINGS_FILE, 1,
+                self.findings.append(error("override-unknown-case", self.settings_shown, 1,
                                            f"case_override names {override.uid!r}, which is not a case of this "
                                            "library (uids are <skill>/<source>/<id>)"))
                 continue
@@ -506,7 +515,7 @@ class _Loader:
         known = {case.uid for case in self.cases}
         for override in self.settings.assertion_override:
             if override.uid not in known:
-                self.findings.append(error("override-unknown-case", SETTINGS_FILE, 1,
+                self.findings.append(error("override-unknown-case", self.settings_shown, 1,
                                            f"assertion_override names {override.uid!r}, which is not a case of "
                                            "this library"))
 
@@ -517,7 +526,8 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
     root, named = find_root(path)
     skills_dir = find_skills_dir(root, named, settings)
     agents_dir = (root / settings.library.agents).resolve() if settings.library.agents else skills_dir.parent / "agents"
-    loader = _Loader(root, skills_dir, agents_dir if agents_dir.is_dir() else None, settings)
+    settings_shown = display_path(settings_file, root) if settings_file else SETTINGS_FILE
+    loader = _Loader(root, skills_dir, agents_dir if agents_dir.is_dir() else None, settings, settings_shown)
     loader.findings.extend(scan_tree(skills_dir, loader.policy))
     if loader.agents_dir:
         loader.findings.extend(scan_tree(loader.agents_dir, loader.policy))

@@ -81,6 +81,11 @@ def parse(text: str, shown: str) -> tuple[Frontmatter | None, Finding | None]:
                            "quote values that contain ': ' (single quotes, doubled apostrophes)", col=col)
     except yaml.YAMLError as exc:
         return None, error("frontmatter-yaml", shown, first_line, f"frontmatter is not strict YAML: {exc}")
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError) as exc:
+        # PyYAML's constructors raise plain exceptions on some values (a 30 February timestamp,
+        # `0b` with no digits, a merge key on a scalar): still bad frontmatter, never a crash.
+        return None, error("frontmatter-yaml", shown, first_line,
+                           f"frontmatter has a value YAML cannot construct: {type(exc).__name__}: {exc}")
     if data is None:
         data, node = {}, None
     if not isinstance(data, dict):

@@ -104,4 +104,7 @@ def parse(text: str, shown: str) -> tuple[JsonDocument | None, Finding | None]:
         return None, error("json-syntax", shown, line, message, col=col)
     except RecursionError:
         return None, error("json-syntax", shown, 1, "JSON nests too deeply to read")
+    except ValueError as exc:
+        # Not a syntax error: e.g. an integer longer than Python's 4,300-digit conversion limit.
+        return None, error("json-syntax", shown, 1, f"JSON value cannot be read: {exc}")
     return JsonDocument(data=data, text=text, lines=_positions(text)), None

@@ -119,6 +119,9 @@ def load(path: Path | None, base: Path) -> tuple[Settings, list[Finding]]:
         match = _TOML_POSITION.search(str(exc))
         line, col = (int(match.group(1)), int(match.group(2))) if match else (1, None)
         return Settings(), [error("settings-syntax", shown, line, f"invalid TOML: {exc}", col=col)]
+    except ValueError as exc:
+        # tomllib raises a bare ValueError for an integer past Python's 4,300-digit limit.
+        return Settings(), [error("settings-syntax", shown, 1, f"invalid TOML value: {exc}")]
     try:
         return Settings.model_validate(raw), []
     except ValidationError as exc:

@@ -147,11 +147,12 @@ def check_references(library: Library) -> list[Finding]:
 
 
 def manual_only_targets(library: Library) -> dict[str, list[Case]]:
-    """Cases, by file, whose target is a manual-only skill: the host cannot auto-invoke it."""
+    """Cases, by file, whose target is a manual-only skill. The host cannot auto-invoke it, so a
+    trigger case could never pass and a no-trigger case could never fail: both stay UNRUN."""
     by_file: dict[str, list[Case]] = defaultdict(list)
     for case in library.cases:
         skill = library.skills.get(case.target)
-        if skill and skill.manual_only and case.kind in ("trigger", "refusal", "discrimination", "probe"):
+        if skill and skill.manual_only and case.kind not in ("unknown", "invalid"):
             by_file[case.file].append(case)
     return by_file
 
@@ -163,9 +164,9 @@ def check_manual_only(library: Library) -> list[Finding]:
         ids = ", ".join(c.id for c in cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
         out.append(warning(
             "manual-only-target", file, cases[0].line,
-            f"{len(cases)} case(s) expect manual-only skill(s) {', '.join(targets)} to activate ({ids}); the host "
-            "cannot auto-invoke a skill with disable-model-invocation: true, so these stay UNRUN "
-            "(manual-only-target)"))
+            f"{len(cases)} case(s) target manual-only skill(s) {', '.join(targets)} ({ids}); the host cannot "
+            "auto-invoke a skill with disable-model-invocation: true, so a trigger case could never pass and a "
+            "no-trigger case could never fail: they stay UNRUN (manual-only-target)"))
     return out
 
 
