@@ -100,7 +100,10 @@ class Skill(BaseModel):
     description: str | None = None
     manual_only: bool = False
     template: bool = False
-    body_lines: int = 0
+    body: str = Field(default="", description="SKILL.md after the frontmatter.")
+    body_line: int = Field(default=1, description="Line of SKILL.md where the body starts.")
+    files: list[str] = Field(default=[], description="Every file of the skill folder, relative to it (links that "
+                                                      "leave the library excluded).")
     shape_literals: dict[str, list[str]] = {}
     overlaps_with: list[str] = []
     trigger_file: str | None = None
@@ -199,6 +202,10 @@ def _case_errors(paths: set[tuple[Any, ...]], list_key: str, index: int) -> list
     return [p[2:] for p in paths if p[:2] == (list_key, index)]
 
 
+def _case_errors_top(paths: set[tuple[Any, ...]], index: int) -> list[tuple[Any, ...]]:
+    return [p for p in paths if p[:1] == (index,)]
+
+
 def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
@@ -246,7 +253,7 @@ class _Loader:
     def load_skill(self, folder: Path) -> Skill:
         skill_md = folder / "SKILL.md"
         skill = Skill(name=folder.name, dir=self.show(folder), skill_md=self.show(skill_md),
-                      template=self.is_template(folder.name))
+                      template=self.is_template(folder.name), files=self.files_of(folder))
         if not skill_md.exists() and not skill_md.is_symlink():
             self.findings.append(error("skill-md-missing", skill.skill_md, 1,
                                        f"skill folder {folder.name}/ has no SKILL.md; the host will not list it"))
@@ -269,6 +276,14 @@ class _Loader:
                 self.load_probe(probe_dir, skill)
         return skill
 
+    def files_of(self, folder: Path) -> list[str]:
+        out = []
+        for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if self.policy.inside(Path(dirpath) / d))
+            out.extend((Path(dirpath) / name).relative_to(folder).as_posix() for name in sorted(filenames)
+                       if self.policy.inside(Path(dirpath) / name))
+        return out
+
     def _read_skill_md(self, path: Path, skill: Skill) -> None:
         text, problem = read_text(path, self.policy)
         if problem:
@@ -284,7 +299,7 @@ class _Loader:
         skill.key_lines = fm.key_lines
         skill.description = fm.fields.get("description") if isinstance(fm.fields.get("description"), str) else None
         skill.manual_only = fm.fields.get("disable-model-invocation") is True
-        skill.body_lines = len(fm.body.splitlines())
+        skill.body, skill.body_line = fm.body, fm.body_line
         skill.shape_literals = classify.shape_literals(fm.body)
 
     # -- cases --
@@ -490,6 +505,44 @@ class _Loader:
                     prompt=question, target=skill.name, kind="probe", kind_rule="source:probe")
         (self.template_cases if skill.template else self.cases).append(case)
 
+    def load_trigger_sets(self, skills: dict[str, Skill]) -> None:
+        """skill-creator trigger sets named in the settings; `q<n>` ids (the format has none)."""
+        policy = make_policy([self.root], self.root, self.settings.limits.max_file_bytes)
+        for entry in self.settings.trigger_set:
+            path = self.root / entry.path
+            skill = skills.get(entry.skill)
+            if skill is None:
+                self.findings.append(error("dangling-reference", self.settings_shown, 1,
+                                           f"trigger_set names skill {entry.skill!r}, which is not in the library"))
+                continue
+            if not path.exists() and not path.is_symlink():
+                self.findings.append(error("missing-file", self.settings_shown, 1,
+                                           f"trigger_set file {entry.path} does not exist"))
+                continue
+            doc, problems = _read_json(path, policy)
+            self.findings.extend(problems)
+            if doc is None:
+                continue
+            shown = policy.show(path)
+            problems, paths = schemas.check(doc, schemas.SKILL_CREATOR_TRIGGER_SET, shown, "eval-schema")
+            self.findings.extend(problems)
+            skill.eval_files.append(shown)
+            seen: dict[str, int] = {}
+            for index, raw in enumerate(doc.data if isinstance(doc.data, list) else []):
+                if not isinstance(raw, dict):
+                    continue
+                wanted = raw.get("should_trigger")
+                invalid = bool(_case_errors_top(paths, index)) or not isinstance(wanted, bool)
+                kind = "invalid" if invalid else ("trigger" if wanted else "no_trigger")
+                case = Case(
+                    uid=self.uid(skill, "trigger", f"q{index + 1}"), skill=skill.name, source="trigger",
+                    id=f"q{index + 1}", file=shown, line=doc.line(index), format="skill-creator",
+                    prompt=_text(raw.get("query")) or "", triggers=wanted if isinstance(wanted, bool) else None,
+                    target=skill.name, kind=kind,
+                    kind_rule="schema-invalid" if invalid else "format:skill-creator-trigger-set",
+                )
+                self.keep(case, skill, seen)
+
     # -- agents --
     def load_agents(self) -> dict[str, Agent]:
         agents: dict[str, Agent] = {}
@@ -533,6 +586,7 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
         loader.findings.extend(scan_tree(loader.agents_dir, loader.policy))
     skills = {folder.name: loader.load_skill(folder) for folder in loader.skill_folders()}
     agents = loader.load_agents()
+    loader.load_trigger_sets(skills)
     for case in loader.cases:
         case.workspace_signals = classify.workspace_signals(case.prompt, loader.rules) if case.source != "probe" else []
     loader.apply_case_overrides()

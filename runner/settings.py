@@ -79,6 +79,13 @@ class AssertionOverride(_Strict):
     reason: str = Field(min_length=1)
 
 
+class TriggerSetSettings(_Strict):
+    """A skill-creator trigger set: a JSON list of {query, should_trigger} for one skill."""
+
+    skill: str = Field(min_length=1)
+    path: str = Field(min_length=1, description="Relative to the repository root.")
+
+
 class Settings(_Strict):
     library: LibrarySettings = LibrarySettings()
     validator: ValidatorSettings = ValidatorSettings()
@@ -87,6 +94,7 @@ class Settings(_Strict):
     classify: ClassifySettings = ClassifySettings()
     case_override: list[CaseOverride] = []
     assertion_override: list[AssertionOverride] = []
+    trigger_set: list[TriggerSetSettings] = []
 
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")

@@ -79,3 +79,23 @@ def test_census_text_view_names_the_essentials() -> None:
 def test_help_lists_commands() -> None:
     result = cli("--help")
     assert result.exit_code == 0 and "validate" in result.output and "census" in result.output
+
+
+def test_skill_creator_trigger_set_from_settings(example_copy: Path) -> None:
+    triggers = example_copy / "evals" / "migration-planner-triggers.json"
+    triggers.parent.mkdir()
+    triggers.write_text(json.dumps([
+        {"query": "Plan adding a NOT NULL column to orders", "should_trigger": True},
+        {"query": "Write the postmortem for last night", "should_trigger": False},
+        {"query": "Rename a column live", "should_trigger": "yes"},
+    ], indent=2))
+    (example_copy / ".skill-evals.toml").write_text(
+        '[[trigger_set]]\nskill = "migration-planner"\npath = "evals/migration-planner-triggers.json"\n')
+    census = json.loads(cli("census", "--library", str(example_copy), "--format", "json").output)
+    assert census["cases"]["by_source"]["trigger"] == 14 + 3
+    decided = {r["uid"]: r["rule"] for r in census["pattern_breaks"]["decided_by_override_or_fallback"]}
+    assert decided == {"migration-planner/trigger/q3": "schema-invalid"}
+    result = cli("validate", "--library", str(example_copy), "--format", "json", "--no-library-validator")
+    findings = json.loads(result.output)["findings"]
+    bad = [f for f in findings if f["rule"] == "eval-schema"]
+    assert bad and bad[0]["file"] == "evals/migration-planner-triggers.json" and bad[0]["line"] == 12
