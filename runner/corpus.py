@@ -415,14 +415,24 @@ class _Loader:
             )
             self.keep(case, skill, seen)
 
-    def load_trigger_file(self, path: Path, skill: Skill) -> None:
-        doc, problems = _read_json(path, self.policy)
+    def read_checked(self, path: Path, schema_name: str, rule: str, policy: ReadPolicy | None = None
+                     ) -> tuple[jsonfile.JsonDocument, set[tuple[Any, ...]], str] | None:
+        """Read a JSON file and check it against its schema; None when it cannot be parsed."""
+        policy = policy or self.policy
+        doc, problems = _read_json(path, policy)
         self.findings.extend(problems)
         if doc is None:
-            return
-        shown = self.show(path)
-        problems, paths = schemas.check(doc, schemas.AEGIS_TRIGGER, shown, "eval-schema")
+            return None
+        shown = policy.show(path)
+        problems, paths = schemas.check(doc, schema_name, shown, rule)
         self.findings.extend(problems)
+        return doc, paths, shown
+
+    def load_trigger_file(self, path: Path, skill: Skill) -> None:
+        checked = self.read_checked(path, schemas.AEGIS_TRIGGER, "eval-schema")
+        if checked is None:
+            return
+        doc, paths, shown = checked
         if not isinstance(doc.data, dict):
             return
         self.check_owner(doc, skill, shown, "skill")
@@ -465,19 +475,16 @@ class _Loader:
             self.findings.append(error("probe-missing-file", self.show(probe_file), 1,
                                        f"probe folder {probe_dir.name}/ has no probe.json"))
             return
-        doc, problems = _read_json(probe_file, self.policy)
-        self.findings.extend(problems)
+        checked = self.read_checked(probe_file, schemas.PROBE, "probe-schema")
         question, problem = read_text(question_file, self.policy) if (
             question_file.exists() or question_file.is_symlink()) else (None, error(
                 "probe-missing-file", self.show(question_file), 1,
                 f"probe folder {probe_dir.name}/ has no question.md (the work artifact)"))
         if problem:
             self.findings.append(problem)
-        if doc is None:
+        if checked is None:
             return
-        shown = self.show(probe_file)
-        problems, paths = schemas.check(doc, schemas.PROBE, shown, "probe-schema")
-        self.findings.extend(problems)
+        doc, paths, shown = checked
         data = doc.data
         if question is None or not isinstance(data, dict) or paths:
             return  # the probe cannot be built; the findings above say why
@@ -519,13 +526,10 @@ class _Loader:
                 self.findings.append(error("missing-file", self.settings_shown, 1,
                                            f"trigger_set file {entry.path} does not exist"))
                 continue
-            doc, problems = _read_json(path, policy)
-            self.findings.extend(problems)
-            if doc is None:
+            checked = self.read_checked(path, schemas.SKILL_CREATOR_TRIGGER_SET, "eval-schema", policy)
+            if checked is None:
                 continue
-            shown = policy.show(path)
-            problems, paths = schemas.check(doc, schemas.SKILL_CREATOR_TRIGGER_SET, shown, "eval-schema")
-            self.findings.extend(problems)
+            doc, paths, shown = checked
             skill.eval_files.append(shown)
             seen: dict[str, int] = {}
             for index, raw in enumerate(doc.data if isinstance(doc.data, list) else []):
