@@ -53,14 +53,14 @@ def estimate(library: Library, settings: ListingSettings) -> ListingEstimate:
     for skill in sorted(listed, key=lambda s: s.name):
         full = len(entry_line(skill.name, skill.description, settings.max_description_chars)) + 1
         full_total += full
-        if spent + full <= settings.budget_chars:
+        if spent + full <= settings.effective_budget:
             spent += full
             with_description.append(skill.name)
         else:
             spent += len(entry_line(skill.name, None, settings.max_description_chars)) + 1
             name_only.append(skill.name)
     return ListingEstimate(
-        budget_chars=settings.budget_chars, max_description_chars=settings.max_description_chars,
+        budget_chars=settings.effective_budget, max_description_chars=settings.max_description_chars,
         listed=len(listed), not_listed_manual_only=sorted(s.name for s in library.skills.values() if s.manual_only),
         total_chars_all_descriptions=full_total, estimated_listing_chars=spent,
         with_description=with_description, name_only=name_only,

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runner.findings import Finding, display_path, error
 
@@ -49,12 +49,22 @@ class LimitsSettings(_Strict):
     max_probe_lines: int = Field(default=40, gt=0, description="question.md must be shorter than this (seed 000 rule 5).")
 
 
+# Claude Code's skill listing budget: context tokens x 4 chars per token x 1%
+# (skillListingBudgetFraction 0.01 of a 200,000-token window = 8,000 characters), overridable
+# with SLASH_COMMAND_TOOL_CHAR_BUDGET; each description is also capped (1,536 characters).
+HOST_DEFAULT_LISTING_BUDGET = 8_000
+
+
 class ListingSettings(_Strict):
-    # Claude Code's skill listing budget: context tokens x 4 chars per token x 1%
-    # (skillListingBudgetFraction 0.01 of a 200,000-token window = 8,000 characters), overridable
-    # with SLASH_COMMAND_TOOL_CHAR_BUDGET; each description is also capped (1,536 characters).
-    budget_chars: int = Field(default=8_000, gt=0)
+    budget_chars: int | None = Field(
+        default=None, gt=0,
+        description="Sessions get SLASH_COMMAND_TOOL_CHAR_BUDGET=<this>; unset = the host's own default "
+                    "(estimated as 8,000 characters by the census).")
     max_description_chars: int = Field(default=1_536, gt=0)
+
+    @property
+    def effective_budget(self) -> int:
+        return self.budget_chars or HOST_DEFAULT_LISTING_BUDGET
 
 
 class ClassifySettings(_Strict):
@@ -64,6 +74,48 @@ class ClassifySettings(_Strict):
     halt_id_prefixes: list[str] = Field(
         default=["stop-"],
         description="Ids of halt cases (the skill fires and stops to ask): run as trigger cases, listed in the census.")
+
+
+class TierSettings(_Strict):
+    repeats: int = Field(default=3, ge=1, description="N, odd.")
+    quorum: int = Field(default=2, ge=1, description="k, more than N/2.")
+
+    @model_validator(mode="after")
+    def _odd_majority(self) -> "TierSettings":
+        if self.repeats % 2 == 0:
+            raise ValueError(f"repeats must be odd (got {self.repeats}): an even N can tie")
+        if not self.repeats / 2 < self.quorum <= self.repeats:
+            raise ValueError(f"quorum must be more than half of repeats and at most repeats (got {self.quorum} of "
+                             f"{self.repeats})")
+        return self
+
+
+class TiersSettings(_Strict):
+    pr: TierSettings = TierSettings()
+    cadence: TierSettings = TierSettings()
+    full: TierSettings = TierSettings()
+
+
+class RunSettings(_Strict):
+    host: Literal["claude-code", "api"] = "claude-code"
+    model: str = "claude-sonnet-4-6"
+    max_turns: int = Field(default=6, ge=1)
+    timeout_s: float = Field(default=300, gt=0, description="Wall-clock bound of one session.")
+    max_output_tokens: int = Field(default=4096, ge=1, description="Per model call.")
+    expected_turns: int = Field(default=2, ge=1, description="Turns of a typical session, for the plan's estimate.")
+    concurrency: int = Field(default=4, ge=1)
+    max_usd: float = Field(default=10.0, ge=0, description="Hard cap on one run's spend (sessions and judge).")
+    disabled: bool = Field(default=False, description="Kill switch: every case UNRUN kill-switch, exit 0.")
+    allowed_tools: list[str] = Field(default=["Skill", "Read", "Glob", "Grep"],
+                                     description="Read-only tools a session may use (Skill must be among them).")
+    cli_path: str | None = Field(default=None, description="Another Claude Code CLI than the SDK's bundled one.")
+
+
+class Price(_Strict):
+    input: float = Field(ge=0, description="USD per million input tokens.")
+    output: float = Field(ge=0)
+    cache_write: float | None = Field(default=None, ge=0, description="Default 1.25 x input.")
+    cache_read: float | None = Field(default=None, ge=0, description="Default 0.1 x input.")
 
 
 class CaseOverride(_Strict):
@@ -95,6 +147,9 @@ class Settings(_Strict):
     case_override: list[CaseOverride] = []
     assertion_override: list[AssertionOverride] = []
     trigger_set: list[TriggerSetSettings] = []
+    run: RunSettings = RunSettings()
+    tiers: TiersSettings = TiersSettings()
+    prices: dict[str, Price] = Field(default={}, description="Add or override model prices (USD per million tokens).")
 
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")

@@ -1,0 +1,162 @@
+"""Running a plan: sessions under a concurrency limit, a spend cap, quorum early stop, a clean stop.
+
+Every case starts UNRUN. Each case asks the quorum rule how many attempts it may start; each
+start first reserves its worst-case cost in the ledger; a refused reservation stops all further
+starts (the rest stays UNRUN `budget-cap`); a spend-limit 429 stops the run the same way. An
+errored attempt is recorded and never replaced. Finished attempts are appended to
+attempts.jsonl as they finish, so a crash or a SIGTERM loses nothing that finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from runner.budget import Ledger
+from runner.corpus import Case
+from runner.hosts.base import Host, Observation, SessionSpec
+from runner.plan import Plan, PlannedCase
+from runner.quorum import QuorumRule, Tally, starts_allowed
+from runner.rundir import AttemptRecord, RunDir
+from runner.verdicts import attempt_outcome
+
+# Why starting stopped, in the words of semantics §3 (UNRUN reasons).
+STOP_BUDGET = "budget-cap"
+STOP_CANCELLED = "cancelled"
+STOP_SPEND_LIMIT = "spend-limit"
+
+
+@dataclass
+class RunState:
+    """Shared between the case tasks of one run (one instance per run, never global)."""
+
+    ledger: Ledger
+    stop_reason: str | None = None
+    in_flight: dict[str, PlannedCase] = field(default_factory=dict)
+    finished: int = 0
+    errors: int = 0
+
+    def stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+
+ProgressFn = Callable[[AttemptRecord, RunState], None]
+
+
+def attempt_id(uid: str, arm: str, repeat: int) -> str:
+    return f"{uid}#{arm}#{repeat}"
+
+
+class Executor:
+    def __init__(self, plan: Plan, plan_hash: str, cases: dict[str, Case], host: Host, rundir: RunDir,
+                 state: RunState, known_names: set[str], progress: ProgressFn | None = None):
+        self.plan = plan
+        self.plan_hash = plan_hash
+        self.cases = cases
+        self.host = host
+        self.rundir = rundir
+        self.state = state
+        self.known = known_names
+        self.progress = progress
+        self.sessions = asyncio.Semaphore(plan.concurrency)
+
+    def spec(self, planned: PlannedCase, repeat: int) -> SessionSpec:
+        case = self.cases[planned.uid]
+        return SessionSpec(
+            attempt_id=attempt_id(planned.uid, "main", repeat), uid=planned.uid, prompt=case.prompt,
+            model=self.plan.model, max_turns=self.plan.max_turns, timeout_s=self.plan.timeout_s,
+            max_output_tokens=self.plan.max_output_tokens, max_usd=self.plan.estimate.worst_session_usd,
+            case_files=case.files)
+
+    def record(self, planned: PlannedCase, spec: SessionSpec, repeat: int, obs: Observation,
+               reserved: float) -> AttemptRecord:
+        case = self.cases[planned.uid]
+        outcome = attempt_outcome(case, obs, self.known)
+        transcript = self.rundir.write_transcript(spec.attempt_id, obs.transcript) if obs.transcript else None
+        return AttemptRecord(
+            attempt_id=spec.attempt_id, uid=planned.uid, arm="main", repeat=repeat, plan_hash=self.plan_hash,
+            status="finished", outcome=outcome, error_kind=obs.error_kind, error_message=obs.error_message,
+            bounds_hit=obs.bounds_hit, turns=obs.turns, usage=obs.usage, cost_usd=obs.cost_usd,
+            host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, duration_s=obs.duration_s,
+            transcript=transcript, final_answer=obs.final_answer)
+
+    async def one_attempt(self, planned: PlannedCase, repeat: int) -> AttemptRecord | None:
+        """Reserve, run, settle, record. None when the attempt was never started."""
+        async with self.sessions:
+            if self.state.stop_reason:
+                return None
+            reservation = await self.state.ledger.reserve(self.plan.estimate.worst_session_usd)
+            if reservation is None:
+                self.state.stop(STOP_BUDGET)
+                return None
+            spec = self.spec(planned, repeat)
+            self.state.in_flight[spec.attempt_id] = planned
+            started = time.monotonic()
+            try:
+                obs = await self.host.run(spec)
+            except asyncio.CancelledError:
+                await self.state.ledger.settle(reservation, 0.0)
+                self.rundir.append_attempt(AttemptRecord(
+                    attempt_id=spec.attempt_id, uid=planned.uid, arm="main", repeat=repeat,
+                    plan_hash=self.plan_hash, status="cancelled", duration_s=time.monotonic() - started))
+                raise
+            finally:
+                self.state.in_flight.pop(spec.attempt_id, None)
+            await self.state.ledger.settle(reservation, obs.cost_usd)
+            record = self.record(planned, spec, repeat, obs, reservation.amount_usd)
+            self.rundir.append_attempt(record)
+            self.state.finished += 1
+            if obs.error_kind == "spend-limit":
+                self.state.stop(STOP_SPEND_LIMIT)
+            if self.progress:
+                self.progress(record, self.state)
+            return record
+
+    async def run_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
+        rule = QuorumRule(planned.repeats, planned.quorum)
+        wins = sum(1 for r in prior if r.outcome and r.outcome.state == "PASS")
+        losses = sum(1 for r in prior if r.outcome and r.outcome.state == "FAIL")
+        errors = sum(1 for r in prior if r.outcome and r.outcome.state == "ERROR")
+        used = {r.repeat for r in prior}
+        next_repeats = (n for n in range(1, planned.repeats + 1) if n not in used)
+        pending: set[asyncio.Task[AttemptRecord | None]] = set()
+        while True:
+            tally = Tally(wins=wins, losses=losses, errors=errors, in_flight=len(pending))
+            if not self.state.stop_reason:
+                for _ in range(starts_allowed(rule, tally)):
+                    repeat = next(next_repeats, None)
+                    if repeat is None:
+                        break
+                    pending.add(asyncio.ensure_future(self.one_attempt(planned, repeat)))
+            if not pending:
+                return
+            try:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                # Stop the sessions of this case too; each records itself as cancelled.
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                raise
+            for task in done:
+                record = task.result()
+                if record is None or record.outcome is None:
+                    continue
+                state = record.outcome.state
+                wins += state == "PASS"
+                losses += state == "FAIL"
+                errors += state == "ERROR"
+
+    async def run(self, prior: dict[str, list[AttemptRecord]]) -> None:
+        runnable = [c for c in self.plan.cases if c.unrun_reason is None]
+        tasks = [asyncio.ensure_future(self.run_case(c, prior.get(c.uid, []))) for c in runnable]
+        try:
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise

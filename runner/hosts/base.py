@@ -1,0 +1,113 @@
+"""The host interface: one fresh session for one attempt, and what the harness observed in it.
+
+A host never decides PASS or FAIL. It reports what happened: which skills and subagents were
+activated (by which mechanism, in which turn), the tool calls, the final answer, usage and
+cost from the host's own figures, the bounds it hit, and — when it could not observe a result —
+an error with its kind. runner.verdicts turns observations into attempt outcomes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+ErrorKind = Literal[
+    "api-error",      # the API answered with an error after the client's own transport retries
+    "rate-limited",   # 429 that outlived the retries
+    "spend-limit",    # 429 without retry-after (an account spend limit): the run stops
+    "timeout",        # the session outlived its wall-clock bound
+    "host-crash",     # the host process died or could not start
+    "malformed",      # the host or API produced output the harness cannot read
+    "ambiguous",      # the session ended in a way that does not show what happened
+]
+Mechanism = Literal["skill-tool", "skill-md-read", "subagent"]
+Bound = Literal["max-turns", "timeout", "max-budget"]
+
+
+class SessionSpec(BaseModel):
+    """Everything a host needs for one attempt; nothing else leaks in."""
+
+    attempt_id: str
+    uid: str
+    prompt: str
+    model: str
+    max_turns: int = Field(ge=1)
+    timeout_s: float = Field(gt=0)
+    max_output_tokens: int = Field(ge=1, default=4096)
+    max_usd: float | None = Field(default=None, description="This session's reservation; a host may enforce it.")
+    exclude_skills: list[str] = Field(default=[], description="Skills left out of the session (probe control arm).")
+    case_files: list[str] = Field(default=[], description="Files copied into the session's folder.")
+
+
+class Activation(BaseModel):
+    name: str = Field(description="A skill name, or `<agent> (subagent)`.")
+    mechanism: Mechanism
+    turn: int
+    tool_use_id: str | None = None
+    rejected: bool = Field(default=False, description="The host answered the call with an error (e.g. unknown skill).")
+
+
+class ToolCall(BaseModel):
+    name: str
+    input: str = Field(description="The call's input as JSON, cut to a readable length.")
+    turn: int
+    is_error: bool | None = None
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def add(self, other: "Usage") -> "Usage":
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+
+
+class ListingSeen(BaseModel):
+    """The skill listing a session's model received, when the host can tell."""
+
+    with_description: list[str]
+    name_only: list[str]
+
+
+class Observation(BaseModel):
+    attempt_id: str
+    host: str
+    error_kind: ErrorKind | None = None
+    error_message: str | None = None
+    activations: list[Activation] = []
+    tool_calls: list[ToolCall] = []
+    final_answer: str | None = None
+    turns: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = Field(default=0.0, description="From the run's price table and the host's usage figures.")
+    host_cost_usd: float | None = Field(default=None, description="The host's own cost figure, when it gives one.")
+    bounds_hit: list[Bound] = []
+    listing: ListingSeen | None = None
+    duration_s: float = 0.0
+    transcript: list[dict] = Field(default=[], description="The host's messages, secrets removed.")
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    def fired(self) -> list[str]:
+        """Names activated (accepted by the host), in order, without repeats."""
+        seen: list[str] = []
+        for activation in self.activations:
+            if not activation.rejected and activation.name not in seen:
+                seen.append(activation.name)
+        return seen
+
+
+class Host(Protocol):
+    name: str
+
+    def versions(self) -> dict[str, str]:
+        """Versions that decide behaviour (SDK, CLI, model), recorded in the plan."""
+
+    async def run(self, spec: SessionSpec) -> Observation:
+        """Run one fresh session. Never raises for what happened inside the session: errors are
+        observations. Raises only for a bug in the runner itself."""

@@ -1,0 +1,289 @@
+"""The real host: Claude Code through `claude-agent-sdk`, with Claude Code's own system prompt.
+
+Each attempt gets a fresh workspace (runner.hosts.workspace), project settings only, no MCP
+servers, `dontAsk` permissions with a read-only tool allowlist that includes Skill, max turns,
+a wall-clock timeout, and an explicit minimal environment. The SDK merges the parent process's
+environment into the CLI's, so the CLI is started through a small wrapper that runs it under
+`env -i` with only the variables listed in KEEP: the runner's own secrets never reach a session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+import shlex
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import claude_agent_sdk
+from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessage, SystemMessage, TextBlock,
+                              ToolResultBlock, ToolUseBlock, UserMessage, query)
+from claude_agent_sdk import _errors as sdk_errors
+
+from runner.files import ReadPolicy
+from runner.hosts import workspace
+from runner.hosts.base import Activation, ErrorKind, Observation, SessionSpec, ToolCall, Usage
+from runner.prices import PriceTable
+from runner.surface import CaptureServer, Surface, surface_from_request
+
+# Variables the CLI may see. Everything else of the runner's environment is dropped.
+KEEP = (
+    "PATH", "HOME", "TMPDIR", "LANG", "PWD", "CLAUDE_CONFIG_DIR", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
+    "DISABLE_BUG_COMMAND", "SLASH_COMMAND_TOOL_CHAR_BUDGET", "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+    "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
+)
+MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+_SKILL_MD = re.compile(r"\.claude/skills/([^/]+)/SKILL\.md$")
+_SUBAGENT_TOOLS = ("Task", "Agent")
+_INPUT_CHARS = 300
+
+
+def bundled_cli() -> Path:
+    return Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+
+
+def cli_version(cli: Path) -> str:
+    version_file = cli.parent / "claude.version"
+    if version_file.exists():
+        return version_file.read_text(encoding="utf-8").split()[0]
+    return "unknown"
+
+
+def write_env_wrapper(directory: Path, cli: Path) -> Path:
+    """A shell script that execs the CLI with only the KEEP variables (`env -i`)."""
+    keep = " ".join(f'${{{name}:+"{name}=${name}"}}' for name in KEEP)
+    script = directory / "claude-minimal-env"
+    script.write_text(
+        "#!/bin/sh\n"
+        "# Written by skill-evals: the CLI sees only these variables, never the runner's environment.\n"
+        f"exec /usr/bin/env -i {keep} {shlex.quote(str(cli))} \"$@\"\n", encoding="utf-8")
+    script.chmod(0o700)
+    return script
+
+
+def _as_dict(message: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(message):
+        payload = dataclasses.asdict(message)
+        payload["_type"] = type(message).__name__
+        return payload
+    return {"_type": type(message).__name__, "repr": repr(message)}
+
+
+def _redact(messages: list[dict], secret: str | None) -> list[dict]:
+    if not secret:
+        return messages
+    text = json.dumps(messages, default=str)
+    if secret not in text:
+        return messages
+    return json.loads(text.replace(secret, "[redacted]"))
+
+
+class _Recorder:
+    """Turns the SDK's message stream into an Observation, whatever order things arrive in."""
+
+    def __init__(self, spec: SessionSpec):
+        self.spec = spec
+        self.activations: list[Activation] = []
+        self.calls: list[ToolCall] = []
+        self.by_tool_id: dict[str, int] = {}
+        self.call_by_id: dict[str, ToolCall] = {}
+        self.message_ids: list[str] = []
+        self.last_text: str | None = None
+        self.result: ResultMessage | None = None
+        self.api_error: str | None = None
+        self.transcript: list[dict] = []
+
+    def turn(self, message: AssistantMessage) -> int:
+        key = message.message_id or f"anon-{len(self.message_ids)}"
+        if key not in self.message_ids:
+            self.message_ids.append(key)
+        return self.message_ids.index(key)
+
+    def on_tool_use(self, block: ToolUseBlock, turn: int) -> None:
+        call = ToolCall(name=block.name, input=json.dumps(block.input)[:_INPUT_CHARS], turn=turn)
+        self.calls.append(call)
+        self.call_by_id[block.id] = call
+        activation = None
+        if block.name == "Skill" and isinstance(block.input.get("skill"), str):
+            name = block.input["skill"].split(":")[-1].lstrip("/")
+            activation = Activation(name=name, mechanism="skill-tool", turn=turn, tool_use_id=block.id)
+        elif block.name == "Read" and isinstance(block.input.get("file_path"), str):
+            match = _SKILL_MD.search(block.input["file_path"])
+            if match:
+                activation = Activation(name=match.group(1), mechanism="skill-md-read", turn=turn, tool_use_id=block.id)
+        elif block.name in _SUBAGENT_TOOLS and isinstance(block.input.get("subagent_type"), str):
+            activation = Activation(name=f"{block.input['subagent_type']} (subagent)", mechanism="subagent", turn=turn,
+                                    tool_use_id=block.id)
+        if activation:
+            self.by_tool_id[block.id] = len(self.activations)
+            self.activations.append(activation)
+
+    def on_tool_result(self, block: ToolResultBlock) -> None:
+        if block.tool_use_id in self.call_by_id:
+            self.call_by_id[block.tool_use_id].is_error = bool(block.is_error)
+        if block.tool_use_id in self.by_tool_id and block.is_error:
+            self.activations[self.by_tool_id[block.tool_use_id]].rejected = True
+
+    def on_message(self, message: Any) -> None:
+        self.transcript.append(_as_dict(message))
+        if isinstance(message, AssistantMessage):
+            turn = self.turn(message)
+            if message.error:
+                self.api_error = message.error
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    self.on_tool_use(block, turn)
+                elif isinstance(block, TextBlock) and block.text.strip():
+                    self.last_text = block.text
+        elif isinstance(message, UserMessage) and isinstance(message.content, list):
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    self.on_tool_result(block)
+        elif isinstance(message, ResultMessage):
+            self.result = message
+
+
+def _usage(raw: dict[str, Any] | None) -> Usage:
+    raw = raw or {}
+    return Usage(**{k: int(raw.get(k) or 0) for k in Usage.model_fields})
+
+
+def _error_from_result(result: ResultMessage, api_error: str | None) -> tuple[ErrorKind | None, str | None]:
+    status = result.api_error_status
+    detail = "; ".join(result.errors or []) or (result.result or "")
+    if status == 429 or api_error == "rate_limit":
+        return "rate-limited", f"HTTP 429 from the API after the CLI's retries: {detail}".strip()
+    if status is not None or api_error in ("server_error", "authentication_failed", "billing_error",
+                                           "invalid_request", "unknown"):
+        return "api-error", f"HTTP {status} ({api_error or 'api error'}): {detail}".strip()
+    if result.subtype in ("success", "error_max_turns", "error_max_budget_usd"):
+        return None, None
+    return "ambiguous", f"the session ended with {result.subtype}: {detail}".strip()
+
+
+class ClaudeCodeHost:
+    name = "claude-code"
+
+    def __init__(self, skills_dir: Path, agents_dir: Path | None, policy: ReadPolicy, prices: PriceTable,
+                 api_key: str, base_url: str | None, listing_budget_chars: int | None, allowed_tools: list[str],
+                 cli_path: str | None = None, work_parent: Path | None = None):
+        self.skills_dir = skills_dir
+        self.agents_dir = agents_dir
+        self.policy = policy
+        self.prices = prices
+        self.api_key = api_key
+        self.base_url = base_url
+        self.listing_budget_chars = listing_budget_chars
+        self.allowed_tools = allowed_tools
+        self.cli = Path(cli_path) if cli_path else bundled_cli()
+        self.work_parent = work_parent
+        self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=work_parent))
+        self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli)
+
+    async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
+        """Run one session against a capture endpoint: the real first request, no model, no key."""
+        with CaptureServer() as capture:
+            probe = ClaudeCodeHost(self.skills_dir, self.agents_dir, self.policy, self.prices,
+                                   api_key="skill-evals-surface-audit-no-key", base_url=capture.url,
+                                   listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
+                                   cli_path=str(self.cli), work_parent=self.work_parent)
+            obs = await probe.run(SessionSpec(attempt_id="surface-audit", uid="surface-audit", model=model,
+                                              prompt="Surface audit: this session only records its first request.",
+                                              max_turns=1, timeout_s=120))
+        if not capture.captured:
+            return Surface(host=self.name, listing_budget_chars=self.listing_budget_chars,
+                           error=f"the CLI sent no request to the capture endpoint ({obs.error_kind}: "
+                                 f"{obs.error_message})")
+        return surface_from_request(capture.captured[0], self.name, self.listing_budget_chars, library_names,
+                                    invocable)
+
+    def versions(self) -> dict[str, str]:
+        return {"claude-agent-sdk": claude_agent_sdk.__version__, "claude-code-cli": cli_version(self.cli)}
+
+    def environment(self, ws: workspace.Workspace, max_output_tokens: int) -> dict[str, str]:
+        env = {
+            "PATH": MINIMAL_PATH, "HOME": str(ws.home), "TMPDIR": str(ws.root), "LANG": "C.UTF-8",
+            "CLAUDE_CONFIG_DIR": str(ws.config), "ANTHROPIC_API_KEY": self.api_key,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
+            # Bounds each model call, so the plan's worst case per session holds.
+            "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens),
+        }
+        if self.base_url:
+            env["ANTHROPIC_BASE_URL"] = self.base_url
+        if self.listing_budget_chars:
+            env["SLASH_COMMAND_TOOL_CHAR_BUDGET"] = str(self.listing_budget_chars)
+        return env
+
+    def options(self, spec: SessionSpec, ws: workspace.Workspace, stderr: list[str]) -> ClaudeAgentOptions:
+        return ClaudeAgentOptions(
+            system_prompt={"type": "preset", "preset": "claude_code"}, cwd=str(ws.project),
+            setting_sources=["project"], allowed_tools=list(self.allowed_tools), tools=list(self.allowed_tools),
+            permission_mode="dontAsk", max_turns=spec.max_turns, model=spec.model, env=self.environment(ws, spec.max_output_tokens),
+            max_budget_usd=spec.max_usd, mcp_servers={}, strict_mcp_config=True, cli_path=str(self.wrapper),
+            stderr=lambda line: stderr.append(line) if len(stderr) < 200 else None,
+        )
+
+    async def run(self, spec: SessionSpec) -> Observation:
+        started = time.monotonic()
+        ws = workspace.build(self.skills_dir, self.agents_dir, self.policy, spec.exclude_skills,
+                             [(self.skills_dir / f, f) for f in spec.case_files], self.work_parent)
+        stderr: list[str] = []
+        recorder = _Recorder(spec)
+        error_kind: ErrorKind | None = None
+        error_message: str | None = None
+        stream = query(prompt=spec.prompt, options=self.options(spec, ws, stderr))
+        try:
+            async with asyncio.timeout(spec.timeout_s):
+                async for message in stream:
+                    recorder.on_message(message)
+        except TimeoutError:
+            error_kind, error_message = "timeout", f"the session outlived its {spec.timeout_s:g} s bound"
+        except sdk_errors.CLIJSONDecodeError as exc:
+            error_kind, error_message = "malformed", f"the CLI printed output that is not JSON: {exc}"
+        except sdk_errors.ClaudeSDKError as exc:
+            error_kind, error_message = "host-crash", f"{type(exc).__name__}: {exc}"
+        finally:
+            await stream.aclose()
+            ws.remove()
+        return self.observe(spec, recorder, error_kind, error_message, stderr, time.monotonic() - started)
+
+    def observe(self, spec: SessionSpec, recorder: _Recorder, error_kind: ErrorKind | None, error_message: str | None,
+                stderr: list[str], duration: float) -> Observation:
+        result = recorder.result
+        bounds = []
+        usage = Usage()
+        turns = len(recorder.message_ids)
+        final = None
+        host_cost = None
+        if error_kind == "timeout":
+            bounds.append("timeout")
+        if result is not None:
+            usage = _usage(result.usage)
+            turns = result.num_turns or turns
+            host_cost = result.total_cost_usd
+            if result.subtype == "error_max_turns":
+                bounds.append("max-turns")
+            elif result.subtype == "error_max_budget_usd":
+                bounds.append("max-budget")
+            elif result.subtype == "success" and not result.is_error:
+                final = result.result if result.result is not None else recorder.last_text
+            if error_kind is None:
+                error_kind, error_message = _error_from_result(result, recorder.api_error)
+        elif error_kind is None:
+            error_kind = "ambiguous"
+            error_message = "the CLI ended without a result message"
+        if error_kind and stderr and error_kind in ("host-crash", "ambiguous"):
+            error_message = f"{error_message} | stderr: {' '.join(stderr[-5:])[:500]}"
+        cost = self.prices.cost(spec.model, usage)
+        return Observation(
+            attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind, error_message=error_message,
+            activations=recorder.activations, tool_calls=recorder.calls, final_answer=final, turns=turns,
+            usage=usage, cost_usd=cost if cost is not None else (host_cost or 0.0), host_cost_usd=host_cost,
+            bounds_hit=bounds, duration_s=round(duration, 3),
+            transcript=_redact(recorder.transcript, self.api_key))

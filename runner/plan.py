@@ -1,0 +1,178 @@
+"""The plan: what a run will do and what it may cost, written before anything is spent.
+
+Semantics §1 and §7. The plan fixes the selected cases, the library's content hash, the host
+and its versions, the model, repeats and quorum, the cap and the surface audit. Its hash is
+recorded in every attempt, so `--resume` and `merge` refuse to mix plans.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+from pydantic import BaseModel, Field
+
+from runner.corpus import Case, Library
+from runner.prices import PriceTable
+from runner.settings import Settings, TierSettings
+from runner.surface import Surface
+
+SCHEMA_VERSION = 1
+# Claude Code's Read tool returns at most about 25,000 tokens of a file; a skill body or a
+# reference read is bounded by it. The worst case of a session assumes every turn adds that much.
+MAX_TOOL_RESULT_TOKENS = 25_000
+CHARS_PER_TOKEN = 4  # the same rule of thumb Claude Code uses for its listing budget
+API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (same listing format and Skill "
+                 "tool schema, not Claude Code's system prompt or tools); results are not a measurement of the "
+                 "real host")
+
+
+class PlannedCase(BaseModel):
+    uid: str
+    skill: str
+    kind: str
+    target: str
+    should_not_trigger: list[str] = []
+    repeats: int
+    quorum: int
+    unrun_reason: str | None = Field(default=None, description="Set when the case cannot run at all.")
+    why: str = Field(description="Why the case was selected.")
+    warnings: list[str] = []
+
+
+class CostEstimate(BaseModel):
+    model: str
+    price_input_per_mtok: float
+    price_output_per_mtok: float
+    price_read_on: str
+    runnable_cases: int
+    sessions_max: int = Field(description="Σ N over runnable cases: every repeat runs.")
+    sessions_min: int = Field(description="Σ k: every case decided by its first k attempts.")
+    first_turn_input_tokens: int
+    token_basis: str
+    expected_session_usd: float
+    worst_session_usd: float = Field(description="What each session reserves against the cap before it starts.")
+    expected_usd: float = Field(description="sessions_max × expected_session_usd")
+    worst_usd: float = Field(description="sessions_max × worst_session_usd")
+    judge_calls: int
+    judge_note: str
+
+
+class Plan(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    created_at: str
+    tier: str
+    host: str
+    approximation: str | None = None
+    versions: dict[str, str]
+    model: str
+    library: dict[str, str]
+    repeats: int
+    quorum: int
+    max_turns: int
+    timeout_s: float
+    max_output_tokens: int
+    concurrency: int
+    cap_usd: float
+    listing_budget_chars: int | None
+    allowed_tools: list[str]
+    surface: Surface | None
+    cases: list[PlannedCase]
+    estimate: CostEstimate
+    unrun_all: str | None = Field(default=None, description="kill-switch or no-credentials: nothing will start.")
+
+    def digest(self) -> str:
+        """Stable hash of everything but the creation time."""
+        body = self.model_dump_json(exclude={"created_at"})
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def unrun_reason(case: Case, library: Library) -> str | None:
+    if case.kind == "unknown":
+        return "unknown-case-type"
+    if case.kind == "invalid":
+        return "invalid-case"
+    if case.kind == "probe":
+        return "probe-not-calibrated"  # probes run through `calibrate` (tier-2), not the main lane
+    target = library.skills.get(case.target)
+    if target is not None and target.manual_only:
+        return "manual-only-target"
+    if not case.prompt.strip():
+        return "invalid-case"
+    return None
+
+
+def surface_warnings(case: Case, surface: Surface | None) -> list[str]:
+    if surface is None or surface.error:
+        return []
+    dropped = set(surface.name_only)
+    out = []
+    if case.target in dropped:
+        out.append(f"target {case.target} was listed without its description")
+    for name in case.should_not_trigger:
+        if name in dropped:
+            out.append(f"neighbour {name} was listed without its description")
+    return out
+
+
+def first_turn_tokens(library: Library, surface: Surface | None, prompt_chars: int) -> tuple[int, str]:
+    if surface is not None and surface.request_chars:
+        return (surface.request_chars + prompt_chars) // CHARS_PER_TOKEN, (
+            f"the surface audit's captured first request ({surface.request_chars:,} characters) / {CHARS_PER_TOKEN}")
+    listing = sum(len(s.name) + len(s.description or "") + 4 for s in library.skills.values() if not s.manual_only)
+    return (listing + prompt_chars) // CHARS_PER_TOKEN, (
+        f"the skill listing ({listing:,} characters) / {CHARS_PER_TOKEN}; no surface audit, so the host's own "
+        "system prompt and tools are not counted")
+
+
+def session_costs(first_turn: int, max_turns: int, expected_turns: int, max_output: int,
+                  price_in: float, price_out: float) -> tuple[float, float]:
+    """(expected, worst) USD of one session. Turn t re-sends everything before it."""
+    def turns_cost(turns: int, growth: int, output: int) -> float:
+        tokens_in = sum(first_turn + t * growth for t in range(turns))
+        return (tokens_in * price_in + turns * output * price_out) / 1_000_000
+
+    expected = turns_cost(expected_turns, 2_000, min(max_output, 1_000))
+    worst = turns_cost(max_turns, max_output + MAX_TOOL_RESULT_TOKENS, max_output)
+    return expected, worst
+
+
+def build(library: Library, selected: list[tuple[Case, str]], settings: Settings, tier: str, tier_rule: TierSettings,
+          host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
+          unrun_all: str | None) -> Plan:
+    run = settings.run
+    cases = []
+    for case, why in selected:
+        cases.append(PlannedCase(
+            uid=case.uid, skill=case.skill, kind=case.kind, target=case.target,
+            should_not_trigger=case.should_not_trigger, repeats=tier_rule.repeats, quorum=tier_rule.quorum,
+            unrun_reason=unrun_reason(case, library), why=why, warnings=surface_warnings(case, surface)))
+    runnable = [c for c in cases if c.unrun_reason is None]
+    by_uid = {case.uid: case for case, _ in selected}
+    longest_prompt = max((len(by_uid[c.uid].prompt) for c in runnable), default=0)
+    first_turn, basis = first_turn_tokens(library, surface, longest_prompt)
+    price = prices.price(run.model)
+    price_in, price_out = (price.input, price.output) if price else (0.0, 0.0)
+    expected, worst = session_costs(first_turn, run.max_turns, run.expected_turns, run.max_output_tokens,
+                                    price_in, price_out)
+    sessions_max = sum(c.repeats for c in runnable)
+    judged = sum(1 for c in runnable if any(a.assertion_class == "semantic" for a in by_uid[c.uid].assertions))
+    estimate = CostEstimate(
+        model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
+        price_read_on=prices.read_on, runnable_cases=len(runnable), sessions_max=sessions_max,
+        sessions_min=sum(c.quorum for c in runnable), first_turn_input_tokens=first_turn, token_basis=basis,
+        expected_session_usd=round(expected, 6), worst_session_usd=round(worst, 6),
+        expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
+        judge_calls=judged * tier_rule.repeats,
+        judge_note="one judge call per attempt for cases with semantic assertions; judging is not built yet, so "
+                   "these assertions stay UNRUN (not-judged) and no judge call is made or charged",
+    )
+    return Plan(
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), tier=tier, host=host,
+        approximation=API_HOST_NOTE if host == "api" else None, versions=versions, model=run.model,
+        library={"root": library.root, "skills_dir": library.skills_dir, "content_hash": library.content_hash},
+        repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
+        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, cap_usd=run.max_usd,
+        listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools, surface=surface,
+        cases=cases, estimate=estimate, unrun_all=unrun_all,
+    )

@@ -1,0 +1,158 @@
+"""results.json: the run's outcome, computed only from the plan and the attempts that really ran.
+
+Every case starts UNRUN with a reason; only an attempt of this run can change that (semantics
+§3). Rollup precedence FAIL > ERROR > JUDGE-ERROR > UNRUN > PASS. The file is the single source
+for every report; its JSON Schema ships as runner/schemas/results.schema.json.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+
+from pydantic import BaseModel, Field
+
+from runner.corpus import Case
+from runner.plan import Plan, PlannedCase
+from runner.quorum import QuorumRule, decide
+from runner.rundir import AttemptRecord
+from runner.surface import Surface
+from runner.verdicts import (ActivationResult, AssertionResult, CaseState, PairResult, activation_result,
+                             assertion_results, fired_instead, pair_results, rollup, tally_of)
+
+SCHEMA_VERSION = 1
+NOT_EXECUTED = ("{n} case(s) were not executed (UNRUN); no result is claimed for them.")
+
+
+class CaseResult(BaseModel):
+    uid: str
+    skill: str
+    kind: str
+    target: str
+    state: CaseState
+    reason: str | None = None
+    wins: int = 0
+    losses: int = 0
+    errors: int = 0
+    repeats_run: int = 0
+    repeats_planned: int = 0
+    quorum: int = 0
+    parts: dict[str, str] = Field(default={}, description="Refusal cases: activation and refusal, separately.")
+    activation: ActivationResult | None = None
+    fired_instead: dict[str, int] = {}
+    pairs: list[PairResult] = []
+    assertions: list[AssertionResult] = []
+    attempts: list[str] = []
+    cost_usd: float = 0.0
+    warnings: list[str] = []
+
+
+class PlanSummary(BaseModel):
+    hash: str
+    tier: str
+    host: str
+    approximation: str | None
+    versions: dict[str, str]
+    model: str
+    judge_model: str | None = None
+    repeats: int
+    quorum: int
+    cap_usd: float
+    library_hash: str
+    listing_budget_chars: int | None
+    surface: Surface | None
+
+
+class Spend(BaseModel):
+    usd: float
+    cap_usd: float
+    refused_reservations: int = 0
+
+
+class Results(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    finished_at: str
+    plan: PlanSummary
+    stop_reason: str | None = None
+    counts: dict[str, int]
+    unrun_by_reason: dict[str, int]
+    attempts_finished: int
+    attempts_errored: int
+    cases: list[CaseResult]
+    spend: Spend
+    not_executed: str
+
+
+def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult:
+    return CaseResult(uid=planned.uid, skill=planned.skill, kind=planned.kind, target=planned.target, state="UNRUN",
+                      reason=reason, repeats_planned=planned.repeats, quorum=planned.quorum, warnings=warnings)
+
+
+def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
+                unrun_all: str | None) -> CaseResult:
+    warnings = list(planned.warnings)
+    if unrun_all:
+        return _unrun(planned, unrun_all, warnings)
+    if planned.unrun_reason:
+        return _unrun(planned, planned.unrun_reason, warnings)
+    finished = [r for r in records if r.status == "finished" and r.outcome is not None]
+    if not finished:
+        return _unrun(planned, stop_reason or "not-started", warnings)
+    outcomes = [r.outcome for r in finished if r.outcome is not None]
+    rule = QuorumRule(planned.repeats, planned.quorum)
+    tally = tally_of(outcomes)
+    verdict = decide(rule, tally)
+    finished_all = len(finished) >= planned.repeats
+    activation = activation_result(outcomes, rule, finished_all)
+    assertions = assertion_results(case, outcomes, rule)
+    judged = [a.state for a in assertions if a.state != "UNJUDGEABLE"]
+    parts: dict[str, str] = {}
+    if case.kind == "refusal":
+        parts = {"activation": activation.state, "refusal": rollup(judged) if judged else "UNRUN"}
+    if verdict == "loss":
+        state, reason = "FAIL", None
+    elif verdict == "error":
+        state, reason = "ERROR", "errors left too few attempts to decide the quorum"
+    elif verdict == "undecided":
+        state, reason = "UNRUN", stop_reason or "not-started"
+    else:
+        state = rollup([activation.state, *judged])
+        pending = [a for a in assertions if a.state == "UNRUN"]
+        reason = (pending[0].reason if pending else None) if state == "UNRUN" else None
+    errors = [r.outcome.error for r in finished if r.outcome and r.outcome.error]
+    if state == "ERROR" and errors:
+        reason = errors[0]
+    return CaseResult(
+        uid=planned.uid, skill=planned.skill, kind=planned.kind, target=planned.target, state=state, reason=reason,
+        wins=tally.wins, losses=tally.losses, errors=tally.errors, repeats_run=len(finished),
+        repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
+        fired_instead=fired_instead(outcomes),
+        pairs=pair_results(case, outcomes, rule, finished_all) if case.kind == "discrimination" else [],
+        assertions=assertions, attempts=[r.attempt_id for r in finished], cost_usd=round(sum(r.cost_usd for r in finished), 6),
+        warnings=warnings)
+
+
+def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[AttemptRecord], stop_reason: str | None,
+          refused: int = 0) -> Results:
+    by_uid: dict[str, list[AttemptRecord]] = {}
+    for record in records:
+        by_uid.setdefault(record.uid, []).append(record)
+    results = [case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all) for p in plan.cases]
+    counts = Counter(r.state for r in results)
+    unrun = Counter(r.reason or "unknown" for r in results if r.state == "UNRUN")
+    finished = [r for r in records if r.status == "finished"]
+    return Results(
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        plan=PlanSummary(hash=plan_hash, tier=plan.tier, host=plan.host, approximation=plan.approximation,
+                         versions=plan.versions, model=plan.model, repeats=plan.repeats, quorum=plan.quorum,
+                         cap_usd=plan.cap_usd, library_hash=plan.library["content_hash"],
+                         listing_budget_chars=plan.listing_budget_chars, surface=plan.surface),
+        stop_reason=stop_reason,
+        counts={state: counts.get(state, 0) for state in ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")},
+        unrun_by_reason=dict(unrun.most_common()),
+        attempts_finished=len(finished),
+        attempts_errored=sum(1 for r in finished if r.outcome and r.outcome.state == "ERROR"),
+        cases=results,
+        spend=Spend(usd=round(sum(r.cost_usd for r in finished), 6), cap_usd=plan.cap_usd, refused_reservations=refused),
+        not_executed=NOT_EXECUTED.format(n=counts.get("UNRUN", 0)),
+    )

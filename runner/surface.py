@@ -1,0 +1,160 @@
+"""The surface audit: what the model is really shown, measured before anything is spent.
+
+The host is run once against a capture endpoint on 127.0.0.1 that records the first Messages
+API request and ends the session at once (no model is called, no key is needed). From the
+recorded request we read the skill listing — which skills kept their description and which were
+listed by name only — for the run's own settings (listing budget, model, library).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+LISTING_HEADER = "The following skills are available for use with the Skill tool:"
+
+
+class Surface(BaseModel):
+    host: str
+    listing_budget_chars: int | None = Field(description="SLASH_COMMAND_TOOL_CHAR_BUDGET given; None = host default.")
+    with_description: list[str] = []
+    name_only: list[str] = []
+    not_from_library: list[str] = Field(default=[], description="Listed skills that are not the library's (the "
+                                                                 "host's own bundled skills).")
+    missing: list[str] = Field(default=[], description="Model-invocable library skills absent from the listing.")
+    listing_chars: int = 0
+    request_chars: int = Field(default=0, description="Size of the captured first request (system, tools, messages).")
+    tools: list[str] = []
+    error: str | None = Field(default=None, description="Why the audit could not be made; then nothing above is "
+                                                         "measured.")
+
+
+def parse_listing(text: str) -> tuple[list[str], list[str]]:
+    """(names with a description, names alone) from the listing text the host sent."""
+    with_description: list[str] = []
+    name_only: list[str] = []
+    started = False
+    for line in text.splitlines():
+        if LISTING_HEADER in line:
+            started = True
+            continue
+        if not started:
+            continue
+        if not line.startswith("- "):
+            if with_description or name_only:
+                if line.strip() and not line.startswith(" "):
+                    break
+            continue
+        entry = line[2:]
+        name, sep, description = entry.partition(": ")
+        if sep and description.strip():
+            with_description.append(name.strip())
+        else:
+            name_only.append(entry.strip().rstrip(":"))
+    return with_description, name_only
+
+
+# ---- the capture endpoint ---------------------------------------------------------------------
+
+_END_SESSION_EVENTS = (
+    ("message_start", {"type": "message_start", "message": {
+        "id": "msg_capture", "type": "message", "role": "assistant", "model": "capture", "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                       "usage": {"output_tokens": 0}}),
+    ("message_stop", {"type": "message_stop"}),
+)
+
+
+class _CaptureHandler(BaseHTTPRequestHandler):
+    server: "CaptureServer"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: nothing to log
+        return
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and self.path.split("?")[0].endswith("/v1/messages"):
+            self.server.captured.append(body)
+        self.end_session(bool(isinstance(body, dict) and body.get("stream")))
+
+    def end_session(self, stream: bool) -> None:
+        if stream:
+            payload = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in _END_SESSION_EVENTS)
+            content_type = "text/event-stream"
+        else:
+            message = dict(_END_SESSION_EVENTS[0][1]["message"])
+            message.update(content=[{"type": "text", "text": ""}], stop_reason="end_turn")
+            payload, content_type = json.dumps(message), "application/json"
+        data = payload.encode()
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class CaptureServer(ThreadingHTTPServer):
+    """Records Messages API requests on 127.0.0.1 and answers each with an empty end_turn."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _CaptureHandler)
+        self.captured: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def __enter__(self) -> "CaptureServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def _texts(value: Any) -> list[str]:
+    """Every text inside a request's system or messages, in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item)]
+    if isinstance(value, dict):
+        if isinstance(value.get("text"), str):
+            return [value["text"]]
+        return _texts(value.get("content"))
+    return []
+
+
+def surface_from_request(body: dict[str, Any], host: str, budget: int | None, library_names: set[str],
+                         invocable: set[str]) -> Surface:
+    listing = next((t for t in _texts(body.get("system")) + _texts(body.get("messages")) if LISTING_HEADER in t), None)
+    tools = [t.get("name", "") for t in body.get("tools", []) if isinstance(t, dict)]
+    request_chars = sum(len(json.dumps(body.get(k, ""))) for k in ("system", "tools", "messages"))
+    if listing is None:
+        return Surface(host=host, listing_budget_chars=budget, request_chars=request_chars, tools=tools,
+                       missing=sorted(invocable),
+                       error="the captured request holds no skill listing (is Skill among the allowed tools?)")
+    with_description, name_only = parse_listing(listing)
+    listed = set(with_description) | set(name_only)
+    return Surface(
+        host=host, listing_budget_chars=budget,
+        with_description=[n for n in with_description if n in library_names],
+        name_only=[n for n in name_only if n in library_names],
+        not_from_library=sorted(listed - library_names), missing=sorted(invocable - listed),
+        listing_chars=len(listing), request_chars=request_chars, tools=tools)

@@ -1,0 +1,235 @@
+"""From observations to verdicts: one attempt's outcome, then a case's state over its repeats.
+
+Semantics §2–§4. An attempt whose host could not observe a result is ERROR, whatever the kind:
+a should-not-trigger case whose sessions all errored is ERROR, never PASS. A session that hit
+its turn bound counts only for what is already certain (the target fired); otherwise it is
+ERROR, since the skill might still have fired. Assertions the harness or a script can decide
+are decided here; those that need the judge stay UNRUN (`not-judged`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel
+
+from runner.corpus import Assertion, Case
+from runner.hosts.base import Observation
+from runner.quorum import QuorumRule, Tally, decide, wilson_interval
+
+AttemptState = Literal["PASS", "FAIL", "ERROR"]
+AssertionState = Literal["PASS", "FAIL", "ERROR", "UNRUN", "UNJUDGEABLE", "JUDGE-ERROR"]
+CaseState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"]
+ROLLUP_ORDER = ("FAIL", "ERROR", "JUDGE-ERROR", "UNRUN", "PASS")  # semantics §3: the first present wins
+
+
+class AssertionOutcome(BaseModel):
+    index: int
+    state: AssertionState
+    reason: str | None = None
+    evidence: str | None = None
+
+
+class AttemptOutcome(BaseModel):
+    state: AttemptState
+    activation: AttemptState
+    fired: list[str]
+    target_fired: bool | None
+    fired_instead: list[str]
+    pairs: dict[str, bool] = {}  # neighbour -> stayed silent (discrimination)
+    assertions: list[AssertionOutcome] = []
+    error: str | None = None
+
+
+# ---- one attempt ------------------------------------------------------------------------------
+
+_NEGATIVE = re.compile(r"(?i)\b(does\s+not|doesn't|must\s+not|should\s+not|never|not)\b")
+_NAME = re.compile(r"`?([a-z0-9]+(?:-[a-z0-9]+)+)`?(\s+\(subagent\))?")
+
+
+def _named_targets(text: str, case: Case, known: set[str]) -> list[str]:
+    """Skills an activation assertion names, in order: known names, or 'this skill' = the target."""
+    names = []
+    for match in _NAME.finditer(text):
+        name = match.group(1) + (" (subagent)" if match.group(2) else "")
+        if name in known:
+            names.append(name)
+    if not names and re.search(r"(?i)\bthis\s+skill\b", text):
+        names.append(case.target)
+    return names
+
+
+def check_activation_assertion(assertion: Assertion, case: Case, fired: list[str], known: set[str]
+                               ) -> AssertionOutcome:
+    names = _named_targets(assertion.text, case, known)
+    if not names:
+        return AssertionOutcome(index=assertion.index, state="UNJUDGEABLE",
+                                reason="activation assertion names no skill of the library")
+    name = names[0]
+    negative = bool(_NEGATIVE.search(assertion.text.split(name)[0] if name in assertion.text else assertion.text))
+    did_fire = name in fired
+    passed = not did_fire if negative else did_fire
+    evidence = f"{name} {'fired' if did_fire else 'did not fire'} (fired: {', '.join(fired) or 'nothing'})"
+    return AssertionOutcome(index=assertion.index, state="PASS" if passed else "FAIL", evidence=evidence)
+
+
+def check_shape_assertion(assertion: Assertion, answer: str | None) -> AssertionOutcome:
+    if answer is None:
+        return AssertionOutcome(index=assertion.index, state="ERROR", reason="the session gave no final answer")
+    missing = [literal for literal in assertion.hooks if literal not in answer]
+    if missing:
+        return AssertionOutcome(index=assertion.index, state="FAIL", evidence=f"missing: {', '.join(missing)}")
+    return AssertionOutcome(index=assertion.index, state="PASS", evidence=", ".join(assertion.hooks))
+
+
+def check_assertion(assertion: Assertion, case: Case, obs: Observation, known: set[str]) -> AssertionOutcome:
+    cls = assertion.assertion_class
+    if cls == "activation":
+        return check_activation_assertion(assertion, case, obs.fired(), known)
+    if cls == "artifact_shape":
+        return check_shape_assertion(assertion, obs.final_answer)
+    if cls == "unjudgeable":
+        return AssertionOutcome(index=assertion.index, state="UNJUDGEABLE", reason="no observable behaviour as written")
+    return AssertionOutcome(index=assertion.index, state="UNRUN", reason="not-judged")
+
+
+def attempt_outcome(case: Case, obs: Observation, known: set[str]) -> AttemptOutcome:
+    fired = obs.fired()
+    target_fired = case.target in fired
+    instead = [name for name in fired if name != case.target]
+    if not obs.ok:
+        return AttemptOutcome(state="ERROR", activation="ERROR", fired=fired, target_fired=None,
+                              fired_instead=instead, error=f"{obs.error_kind}: {obs.error_message or ''}".strip())
+    cut_short = "max-turns" in obs.bounds_hit or "max-budget" in obs.bounds_hit
+    pairs: dict[str, bool] = {}
+    if case.kind == "no_trigger":
+        activation: AttemptState = "FAIL" if target_fired else ("ERROR" if cut_short else "PASS")
+    elif case.kind == "discrimination":
+        pairs = {name: name not in fired for name in case.should_not_trigger}
+        if not target_fired or not all(pairs.values()):
+            # A neighbour that fired is a certain loss; a target not yet fired is certain only
+            # when the session finished by itself.
+            certain_loss = not all(pairs.values()) or not cut_short
+            activation = "FAIL" if certain_loss else "ERROR"
+        else:
+            activation = "PASS"
+    else:  # trigger, refusal, probe (treatment arm) — the target must fire
+        activation = "PASS" if target_fired else ("ERROR" if cut_short else "FAIL")
+    assertions = [check_assertion(a, case, obs, known) for a in case.assertions]
+    decided = [a.state for a in assertions if a.state in ("PASS", "FAIL", "ERROR")]
+    if activation == "ERROR":
+        state: AttemptState = "ERROR"
+    elif activation == "FAIL" or "FAIL" in decided:
+        state = "FAIL"
+    elif "ERROR" in decided:
+        state = "ERROR"
+    else:
+        state = "PASS"
+    error = "the session hit its turn bound before the result was certain" if activation == "ERROR" else None
+    return AttemptOutcome(state=state, activation=activation, fired=fired, target_fired=target_fired,
+                          fired_instead=instead, pairs=pairs, assertions=assertions, error=error)
+
+
+# ---- one case over its repeats ----------------------------------------------------------------
+
+class PairResult(BaseModel):
+    neighbour: str
+    won: int
+    lost: int
+    state: CaseState
+
+
+class AssertionResult(BaseModel):
+    index: int
+    text: str
+    assertion_class: str
+    state: AssertionState
+    reason: str | None = None
+    passes: int = 0
+    fails: int = 0
+    evidence: list[str] = []
+
+
+class ActivationResult(BaseModel):
+    state: CaseState
+    fired_runs: int
+    observed_runs: int
+    rate: float | None
+    wilson_95: tuple[float, float] | None
+
+
+def tally_of(outcomes: list[AttemptOutcome]) -> Tally:
+    counts = Counter(o.state for o in outcomes)
+    return Tally(wins=counts["PASS"], losses=counts["FAIL"], errors=counts["ERROR"])
+
+
+def _quorum_state(rule: QuorumRule, wins: int, losses: int, errors: int, finished_all: bool) -> CaseState:
+    verdict = decide(rule, Tally(wins=wins, losses=losses, errors=errors))
+    if verdict == "win":
+        return "PASS"
+    if verdict == "loss":
+        return "FAIL"
+    if verdict == "error" or finished_all:
+        return "ERROR"
+    return "UNRUN"
+
+
+def rollup(states: list[str]) -> CaseState:
+    for state in ROLLUP_ORDER:
+        if state in states:
+            return state  # type: ignore[return-value]
+    return "UNRUN"
+
+
+def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRule) -> list[AssertionResult]:
+    results = []
+    for assertion in case.assertions:
+        mine = [a for o in outcomes for a in o.assertions if a.index == assertion.index]
+        passes = sum(1 for a in mine if a.state == "PASS")
+        fails = sum(1 for a in mine if a.state == "FAIL")
+        errors = sum(1 for a in mine if a.state == "ERROR")
+        evidence = [a.evidence for a in mine if a.evidence][:3]
+        if not mine:
+            state: AssertionState = "UNRUN"
+            reason = "no attempt observed it"
+        elif all(a.state == "UNRUN" for a in mine):
+            state, reason = "UNRUN", mine[0].reason
+        elif all(a.state == "UNJUDGEABLE" for a in mine):
+            state, reason = "UNJUDGEABLE", mine[0].reason
+        else:
+            verdict = decide(rule, Tally(wins=passes, losses=fails, errors=errors))
+            state, reason = {"win": ("PASS", None), "loss": ("FAIL", None),
+                             "error": ("ERROR", "errors left too few observations for a quorum")}.get(
+                verdict, ("UNRUN", "decided"))  # the case was decided before this assertion was
+        results.append(AssertionResult(index=assertion.index, text=assertion.text,
+                                       assertion_class=assertion.assertion_class, state=state, reason=reason,
+                                       passes=passes, fails=fails, evidence=evidence))
+    return results
+
+
+def activation_result(outcomes: list[AttemptOutcome], rule: QuorumRule, finished_all: bool) -> ActivationResult:
+    observed = [o for o in outcomes if o.activation != "ERROR"]
+    fired = sum(1 for o in observed if o.target_fired)
+    wins = sum(1 for o in observed if o.activation == "PASS")
+    losses = sum(1 for o in observed if o.activation == "FAIL")
+    errors = len(outcomes) - len(observed)
+    return ActivationResult(
+        state=_quorum_state(rule, wins, losses, errors, finished_all), fired_runs=fired, observed_runs=len(observed),
+        rate=fired / len(observed) if observed else None, wilson_95=wilson_interval(fired, len(observed)))
+
+
+def pair_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRule, finished_all: bool) -> list[PairResult]:
+    results = []
+    for neighbour in case.should_not_trigger:
+        observed = [o for o in outcomes if o.activation != "ERROR"]
+        won = sum(1 for o in observed if o.target_fired and o.pairs.get(neighbour, False))
+        lost = len(observed) - won
+        state = _quorum_state(rule, won, lost, len(outcomes) - len(observed), finished_all)
+        results.append(PairResult(neighbour=neighbour, won=won, lost=lost, state=state))
+    return results
+
+
+def fired_instead(outcomes: list[AttemptOutcome]) -> dict[str, int]:
+    return dict(Counter(name for o in outcomes for name in o.fired_instead).most_common())

@@ -1,0 +1,632 @@
+"""A scripted, offline fake of the Anthropic Messages API for tests (stdlib only).
+
+What the real Claude Code CLI sent (claude-agent-sdk 0.2.189, bundled CLI 2.1.332, measured 2026-11-30 with
+``claude -p PROMPT --output-format stream-json --verbose --max-turns 3``, env = PATH, fresh HOME, ANTHROPIC_BASE_URL,
+ANTHROPIC_API_KEY, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, DISABLE_TELEMETRY=1; a project with
+.claude/skills/demo-skill/SKILL.md). Nothing else was needed to run offline: the fake only had to answer
+``POST /v1/messages?beta=true``.
+- Paths: only ``POST /v1/messages?beta=true``; one request per model turn (a Skill activation + final answer =
+  2 requests, ~0.6 s per session). No count_tokens, no /v1/models, no HEAD/GET probe, no title request.
+- Headers of note: ``x-api-key: <key>``, ``anthropic-version: 2023-06-01``, ``anthropic-beta:
+  claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,...`` (9 betas),
+  ``x-app: cli``, ``user-agent: claude-cli/2.1.332 (external, sdk-cli)``, ``x-claude-code-session-id``,
+  ``x-stainless-*`` (package 0.128.0, runtime node; ``x-stainless-retry-count`` stays "0" on the CLI's own
+  retries), ``x-stainless-timeout: 600``, ``accept: application/json``, ``content-length`` (not chunked).
+- Body keys: ``model`` (default ``claude-opus-5-5``), ``max_tokens`` (128000), ``stream`` (true), ``system``,
+  ``tools``, ``messages``, ``metadata`` ({"user_id": "<JSON string with device_id, session_id>"}), ``thinking``
+  ({"type": "adaptive", "display": "updates"}), ``context_management`` ({"edits": [clear_thinking_20251015]}),
+  ``output_config`` ({"effort": "medium"}).
+- ``system``: 3 text blocks: "x-anthropic-billing-header: cc_version=...; cc_entrypoint=sdk-cli;", "You are a
+  Claude agent, built on Anthropic's Claude Agent SDK." (cache_control ephemeral), then the ~7K-char prompt.
+- ``tools`` (names): Agent, Bash, Edit, ListAgents, Read, ReportFindings, ScheduleWakeup, Skill, ToolSearch,
+  Workflow, DeferredToolPlaceholder (``defer_loading``), Write. Skill's input_schema: {"skill": string (required),
+  "args": string}, additionalProperties false. Other tools (WebFetch, WebSearch, Cron*, ...) are deferred and
+  only named in the system-role message.
+- ``messages[0]`` user, a block list: a ``<system-reminder>`` text block (commit attribution), then the prompt.
+  ``messages[1]`` role ``system`` (block list on the first call, a plain string on later calls): "# Environment
+  ...", the deferred tool names, agent types, then "The following skills are available for use with the Skill
+  tool:" and ``- name: description`` lines, project skills first (demo-skill), then ~13 bundled ones (dataviz,
+  update-config, code-review, simplify, claude-api, init, security-review, ...), ending "Today's date is ...".
+- Turn 1 (after ``skill("demo-skill")``): messages = user, system, assistant [tool_use Skill], user
+  [tool_result "Launching skill: demo-skill", text "Base directory for this skill: <dir>\n\n<SKILL.md body>"].
+- Faults: a cut stream (``break_stream``) -> stream-json ``{"type":"system","subtype":"api_retry",
+  "max_retries":10,...}`` and a new STREAMED request after ~0.5 s; a 529 -> api_retry event (error_status 529),
+  retried after ~0.6 s (``retry-after: 0`` ignored); a malformed SSE body -> stderr "Could not parse message into
+  JSON" and an immediate NON-streaming retry (``stream: false``) for the same turn.
+
+Usage::
+
+    from tests.fake_anthropic import FakeAnthropic, text, tool, skill, blocks, error, break_stream, hang, malformed
+
+    with FakeAnthropic() as fake:
+        fake.script("summarise the report", skill("report-summary"), text("final answer"))
+        fake.script("flaky", error(529, "overloaded_error", times=1), text("ok"))
+        env = {"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test-key", ...}
+        ...
+        assert fake.requests_for("summarise the report")[0].body["stream"] is True
+
+Semantics
+- A script is chosen by ``match`` being a substring of the text of the FIRST ``user`` message in the
+  request's ``messages`` (string content, or every ``text`` block of a block list concatenated, so
+  system-reminder blocks Claude Code prepends are searched too). First registered match wins;
+  otherwise the default script (``default(...)``; initially one ``text("ok")`` turn) is played.
+- Turn index = number of ``assistant`` messages already in ``messages``. Past the end of a script
+  the reply is ``text("done")`` (stop_reason ``end_turn``).
+- Faults (``error``, ``break_stream``, ``hang``, ``malformed``) take ``times``: ``None`` = every
+  request for that turn index gets the fault; ``times=n`` = the first n requests for that turn
+  index get it, after which the NEXT item of the script answers that same turn index. So
+  ``script("x", error(529, times=1), text("ok"))`` plays 529 once, then "ok" as turn 0, and a
+  following item would be turn 1. Counters are per script (and per turn index).
+- Responses honour the request's ``"stream"`` flag: SSE (``message_start``, ``ping``,
+  ``content_block_start``/``content_block_delta`` (``text_delta`` / ``input_json_delta``)/
+  ``content_block_stop`` per block, ``message_delta`` with stop_reason and usage, ``message_stop``),
+  sent with ``Transfer-Encoding: chunked`` so a broken stream is a detectable protocol error; or
+  one JSON message. Ids are ``msg_fake_<n>`` / ``toolu_fake_<n>``; ``model`` is echoed.
+  Headers: ``request-id`` (``req_fake_<n>``), ``anthropic-ratelimit-requests-remaining``.
+- Usage (deterministic): ``input_tokens = max(1, len(json.dumps(messages) + json.dumps(system)) // 4)``
+  (see :func:`input_tokens_for`), ``output_tokens = 10 + len(reply text) // 4`` where the reply
+  text is the text blocks plus ``json.dumps(input)`` of each tool_use block (see
+  :func:`output_tokens_for`); cache fields 0. ``script(..., usage=Usage(...))`` fixes them.
+- ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": input_tokens_for(body)}``; any other
+  path -> 404 with the Anthropic error JSON. Query strings (``?beta=true``) are ignored for routing
+  (kept in ``Recorded.query``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Union
+from urllib.parse import urlsplit
+
+__all__ = [
+    "FakeAnthropic", "Recorded", "Usage", "Text", "ToolUse", "Blocks", "Error", "BreakStream", "Hang",
+    "Malformed", "StreamError", "Turn", "text", "tool", "skill", "blocks", "error", "break_stream", "hang", "malformed",
+    "stream_error", "input_tokens_for", "output_tokens_for", "first_user_text",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Turns
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    name: str
+    input: dict[str, Any]
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Blocks:
+    parts: tuple[Union[Text, ToolUse], ...]
+
+
+@dataclass(frozen=True)
+class Error:
+    status: int
+    err_type: str = "api_error"
+    message: str = "..."
+    retry_after: float | int | str | None = None
+    times: int | None = None
+
+
+@dataclass(frozen=True)
+class BreakStream:
+    times: int | None = None
+
+
+@dataclass(frozen=True)
+class Hang:
+    seconds: float
+    times: int | None = None
+
+
+@dataclass(frozen=True)
+class Malformed:
+    times: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamError:
+    err_type: str = "overloaded_error"
+    message: str = "..."
+    times: int | None = None
+
+
+Turn = Union[Text, ToolUse, Blocks, Error, BreakStream, Hang, Malformed, StreamError]
+_FAULTS = (Error, BreakStream, Hang, Malformed, StreamError)
+_STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
+              "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+              "timeout_error": 504, "overloaded_error": 529}
+
+
+def text(s: str) -> Text:
+    """One text block; stop_reason ``end_turn``."""
+    return Text(s)
+
+
+def tool(name: str, input_dict: dict[str, Any] | None = None, id: str | None = None) -> ToolUse:  # noqa: A002
+    """One tool_use block; stop_reason ``tool_use``."""
+    return ToolUse(name, dict(input_dict or {}), id)
+
+
+def skill(name: str) -> ToolUse:
+    """Claude Code's Skill tool call: ``{"name": "Skill", "input": {"skill": name}}``."""
+    return tool("Skill", {"skill": name})
+
+
+def blocks(*parts: Text | ToolUse | str) -> Blocks:
+    """Several blocks in one assistant message (plain strings become text blocks)."""
+    return Blocks(tuple(Text(p) if isinstance(p, str) else p for p in parts))
+
+
+def error(status: int, err_type: str = "api_error", message: str = "...", retry_after: float | int | str | None = None,
+          times: int | None = None) -> Error:
+    """An HTTP error with body ``{"type":"error","error":{"type":err_type,"message":message}}``."""
+    return Error(status, err_type, message, retry_after, times)
+
+
+def break_stream(times: int | None = None) -> BreakStream:
+    """Stream: message_start + half a text block, then the connection is cut. Non-stream: cut, no response."""
+    return BreakStream(times)
+
+
+def hang(seconds: float, times: int | None = None) -> Hang:
+    """Sleep ``seconds`` before answering (the client should time out first), then answer "late"."""
+    return Hang(seconds, times)
+
+
+def malformed(times: int | None = None) -> Malformed:
+    """HTTP 200 with a body that is not JSON (stream: an SSE ``data:`` line that is not JSON)."""
+    return Malformed(times)
+
+
+def stream_error(err_type: str = "overloaded_error", message: str = "...", times: int | None = None) -> StreamError:
+    """Stream: HTTP 200, message_start, then an SSE ``error`` event (how the API reports e.g. overload
+    mid-stream). Non-stream: the matching HTTP status (overloaded_error -> 529, api_error -> 500, ...)."""
+    return StreamError(err_type, message, times)
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str                       # without the query string
+    headers: dict[str, str]         # header names lower-cased
+    body: Any                       # parsed JSON, or None
+    time: float                     # time.time() when received
+    query: str = ""                 # e.g. "beta=true"
+    script: str | None = None       # the matched script's `match` (None: default script / not a message call)
+    turn: int | None = None         # turn index played
+    outcome: str = ""               # "text", "tool_use", "error 529", "break_stream", "hang", "malformed", ...
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers (public so tests can compute expected figures)
+# --------------------------------------------------------------------------------------------
+
+def first_user_text(body: Any) -> str:
+    """Concatenated text of the first ``user`` message of a Messages request body ('' if none)."""
+    if not isinstance(body, dict):
+        return ""
+    for message in body.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                return "".join(b.get("text", "") for b in content
+                               if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+            return ""
+    return ""
+
+
+def input_tokens_for(body: Any) -> int:
+    body = body if isinstance(body, dict) else {}
+    return max(1, len(json.dumps(body.get("messages", [])) + json.dumps(body.get("system", ""))) // 4)
+
+
+def _parts(turn: Text | ToolUse | Blocks) -> tuple[Text | ToolUse, ...]:
+    return turn.parts if isinstance(turn, Blocks) else (turn,)
+
+
+def output_tokens_for(turn: Text | ToolUse | Blocks) -> int:
+    reply = "".join(p.text if isinstance(p, Text) else json.dumps(p.input) for p in _parts(turn))
+    return 10 + len(reply) // 4
+
+
+# --------------------------------------------------------------------------------------------
+# Scripts
+# --------------------------------------------------------------------------------------------
+
+class _Script:
+    def __init__(self, match: str | None, turns: tuple[Turn, ...], usage: Usage | None):
+        self.match = match
+        self.usage = usage
+        # slots[k] = (finite faults in order, terminal turn) for turn index k
+        self.slots: list[tuple[list[Turn], Turn]] = []
+        pending: list[Turn] = []
+        for t in turns:
+            if not isinstance(t, (Text, ToolUse, Blocks, *_FAULTS)):
+                raise TypeError(f"not a turn: {t!r}")
+            if isinstance(t, _FAULTS) and t.times is not None:
+                if t.times < 0:
+                    raise ValueError("times must be >= 0")
+                pending.append(t)
+            else:
+                self.slots.append((pending, t))
+                pending = []
+        if pending:
+            self.slots.append((pending, Text("done")))
+        self.seen: dict[int, int] = {}
+
+    def pick(self, turn_index: int) -> Turn:
+        """Call with the fake's lock held."""
+        count = self.seen.get(turn_index, 0)
+        self.seen[turn_index] = count + 1
+        if turn_index >= len(self.slots):
+            return Text("done")
+        faults, terminal = self.slots[turn_index]
+        for fault in faults:
+            if count < fault.times:  # type: ignore[union-attr]
+                return fault
+            count -= fault.times  # type: ignore[union-attr]
+        return terminal
+
+
+def _error_body(err_type: str, message: str, request_id: str) -> bytes:
+    return json.dumps({"type": "error", "error": {"type": err_type, "message": message},
+                       "request_id": request_id}).encode()
+
+
+def _chunks(s: str, size: int) -> list[str]:
+    return [s[i:i + size] for i in range(0, len(s), size)] or [""]
+
+
+# --------------------------------------------------------------------------------------------
+# Server
+# --------------------------------------------------------------------------------------------
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    fake: FakeAnthropic
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+    def do_POST(self) -> None:
+        self.server.fake._handle(self)
+
+    do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
+
+    # -- low-level writers ------------------------------------------------------------------
+    def read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def send_bytes(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.wfile.flush()
+
+    def start_chunked(self, headers: dict[str, str]) -> None:
+        self.send_response(200)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+
+    def chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+    def event(self, name: str, data: dict[str, Any]) -> None:
+        self.chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+    def end_chunked(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def cut(self) -> None:
+        """Drop the connection abruptly."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+        except OSError:
+            pass
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class FakeAnthropic:
+    """``with FakeAnthropic() as fake:`` serves on ``fake.url`` until the block ends."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self._host, self._port = host, port
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._scripts: list[_Script] = []
+        self._default = _Script(None, (Text("ok"),), None)
+        self._latency = 0.0
+        self._ids = {"msg": 0, "toolu": 0, "req": 0}
+        self.requests: list[Recorded] = []
+        self.url = ""
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> FakeAnthropic:
+        self._server = _Server((self._host, self._port), _Handler)
+        self._server.fake = self
+        host, port = self._server.server_address[:2]
+        self.url = f"http://{host}:{port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-anthropic", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()  # wakes hang() / latency sleeps
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- configuration --------------------------------------------------------------------------
+    def script(self, match: str, *turns: Turn, usage: Usage | None = None) -> None:
+        with self._lock:
+            self._scripts.append(_Script(match, turns, usage))
+
+    def default(self, *turns: Turn) -> None:
+        with self._lock:
+            self._default = _Script(None, turns, None)
+
+    def set_latency(self, seconds: float) -> None:
+        self._latency = float(seconds)
+
+    def requests_for(self, match: str) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if match in first_user_text(r.body)]
+
+    @property
+    def message_requests(self) -> list[Recorded]:
+        """Recorded ``POST /v1/messages`` calls (not count_tokens, not 404s)."""
+        with self._lock:
+            return [r for r in self.requests if r.method == "POST" and r.path.rstrip("/") == "/v1/messages"]
+
+    # -- internals ----------------------------------------------------------------------------
+    def _next_id(self, kind: str) -> int:
+        with self._lock:
+            self._ids[kind] += 1
+            return self._ids[kind]
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep unless the fake is closing; False when interrupted."""
+        return not self._stop.wait(seconds) if seconds > 0 else True
+
+    def _handle(self, h: _Handler) -> None:
+        try:
+            self._handle_inner(h)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout, OSError):
+            h.close_connection = True
+
+    def _handle_inner(self, h: _Handler) -> None:
+        parts = urlsplit(h.path)
+        path = parts.path
+        raw = h.read_body()
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        record = Recorded(h.command, path, {k.lower(): v for k, v in h.headers.items()}, body, time.time(),
+                          query=parts.query)
+        request_id = f"req_fake_{self._next_id('req')}"
+        headers = {"request-id": request_id, "anthropic-ratelimit-requests-remaining": "999",
+                   "anthropic-ratelimit-requests-limit": "1000"}
+
+        route = path.rstrip("/")
+        if h.command == "POST" and route == "/v1/messages" and isinstance(body, dict):
+            with self._lock:
+                script = next((s for s in self._scripts if s.match in first_user_text(body)), self._default)
+                turn_index = sum(1 for m in body.get("messages") or []
+                                 if isinstance(m, dict) and m.get("role") == "assistant")
+                turn = script.pick(turn_index)
+                record.script, record.turn = script.match, turn_index
+                record.outcome = _outcome(turn)
+                self.requests.append(record)
+            if not self._sleep(self._latency):
+                return h.cut()
+            return self._answer(h, body, turn, script.usage, headers, request_id)
+
+        with self._lock:
+            self.requests.append(record)
+        if not self._sleep(self._latency):
+            return h.cut()
+        if h.command == "POST" and route == "/v1/messages/count_tokens" and isinstance(body, dict):
+            record.outcome = "count_tokens"
+            return h.send_bytes(200, json.dumps({"input_tokens": input_tokens_for(body)}).encode(),
+                                {**headers, "Content-Type": "application/json"})
+        if h.command == "POST" and route == "/v1/messages":
+            record.outcome = "error 400"
+            return h.send_bytes(400, _error_body("invalid_request_error", "body is not a JSON object", request_id),
+                                {**headers, "Content-Type": "application/json"})
+        record.outcome = "error 404"
+        return h.send_bytes(404, _error_body("not_found_error", f"fake: no route for {h.command} {path}", request_id),
+                            {**headers, "Content-Type": "application/json"})
+
+    def _answer(self, h: _Handler, body: dict[str, Any], turn: Turn, usage: Usage | None,
+                headers: dict[str, str], request_id: str) -> None:
+        stream = bool(body.get("stream"))
+        if isinstance(turn, Error):
+            extra = {**headers, "Content-Type": "application/json"}
+            if turn.retry_after is not None:
+                extra["retry-after"] = str(turn.retry_after)
+            message = turn.message if turn.message != "..." else _default_message(turn.err_type)
+            return h.send_bytes(turn.status, _error_body(turn.err_type, message, request_id), extra)
+        if isinstance(turn, BreakStream):
+            if stream:
+                h.start_chunked(headers)
+                start = _start(self._message(body, Text(""), usage))
+                h.event("message_start", {"type": "message_start", "message": start})
+                h.event("content_block_start", {"type": "content_block_start", "index": 0,
+                                                "content_block": {"type": "text", "text": ""}})
+                h.event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                "delta": {"type": "text_delta", "text": "Partial ans"}})
+            return h.cut()
+        if isinstance(turn, StreamError):
+            message = turn.message if turn.message != "..." else _default_message(turn.err_type)
+            if not stream:
+                return h.send_bytes(_STATUS_OF.get(turn.err_type, 500), _error_body(turn.err_type, message, request_id),
+                                    {**headers, "Content-Type": "application/json"})
+            h.start_chunked(headers)
+            h.event("message_start", {"type": "message_start", "message": _start(self._message(body, Text(""), usage))})
+            h.event("error", {"type": "error", "error": {"type": turn.err_type, "message": message}})
+            h.end_chunked()
+            return None
+        if isinstance(turn, Malformed):
+            if stream:
+                h.start_chunked(headers)
+                h.chunk(b"event: message_start\ndata: {this is not json\n\n")
+                h.end_chunked()
+                return None
+            return h.send_bytes(200, b"{this is not json", {**headers, "Content-Type": "application/json"})
+        if isinstance(turn, Hang):
+            if not self._sleep(turn.seconds):
+                return h.cut()
+            turn = Text("late")
+        assert isinstance(turn, (Text, ToolUse, Blocks))
+        msg = self._message(body, turn, usage)
+        if not stream:
+            return h.send_bytes(200, json.dumps(msg).encode(), {**headers, "Content-Type": "application/json"})
+        self._stream(h, msg, headers)
+        return None
+
+    def _message(self, body: dict[str, Any], turn: Text | ToolUse | Blocks, usage: Usage | None) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        for p in _parts(turn):
+            if isinstance(p, Text):
+                content.append({"type": "text", "text": p.text})
+            else:
+                content.append({"type": "tool_use", "id": p.id or f"toolu_fake_{self._next_id('toolu')}",
+                                "name": p.name, "input": p.input})
+        if usage is None:
+            usage = Usage(input_tokens_for(body), output_tokens_for(turn))
+        return {
+            "id": f"msg_fake_{self._next_id('msg')}", "type": "message", "role": "assistant",
+            "model": body.get("model") or "claude-fake", "content": content,
+            "stop_reason": "tool_use" if any(c["type"] == "tool_use" for c in content) else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                      "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+                      "cache_read_input_tokens": usage.cache_read_input_tokens},
+        }
+
+    @staticmethod
+    def _stream(h: _Handler, msg: dict[str, Any], headers: dict[str, str]) -> None:
+        h.start_chunked(headers)
+        h.event("message_start", {"type": "message_start", "message": _start(msg)})
+        h.event("ping", {"type": "ping"})
+        for index, block in enumerate(msg["content"]):
+            if block["type"] == "text":
+                h.event("content_block_start", {"type": "content_block_start", "index": index,
+                                                "content_block": {"type": "text", "text": ""}})
+                for piece in _chunks(block["text"], 16):
+                    h.event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                    "delta": {"type": "text_delta", "text": piece}})
+            else:
+                h.event("content_block_start", {"type": "content_block_start", "index": index,
+                                                "content_block": {"type": "tool_use", "id": block["id"],
+                                                                  "name": block["name"], "input": {}}})
+                h.event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                "delta": {"type": "input_json_delta", "partial_json": ""}})
+                for piece in _chunks(json.dumps(block["input"]), 12):
+                    h.event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                    "delta": {"type": "input_json_delta", "partial_json": piece}})
+            h.event("content_block_stop", {"type": "content_block_stop", "index": index})
+        h.event("message_delta", {"type": "message_delta",
+                                  "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                                  "usage": dict(msg["usage"])})
+        h.event("message_stop", {"type": "message_stop"})
+        h.end_chunked()
+
+
+def _start(msg: dict[str, Any]) -> dict[str, Any]:
+    """The message as sent in ``message_start``: no content, no stop_reason, output_tokens 1."""
+    return {**msg, "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {**msg["usage"], "output_tokens": 1}}
+
+
+def _outcome(turn: Turn) -> str:
+    if isinstance(turn, Error):
+        return f"error {turn.status}"
+    if isinstance(turn, BreakStream):
+        return "break_stream"
+    if isinstance(turn, Hang):
+        return "hang"
+    if isinstance(turn, Malformed):
+        return "malformed"
+    if isinstance(turn, StreamError):
+        return "stream_error"
+    if isinstance(turn, Text):
+        return "text"
+    return "tool_use" if any(isinstance(p, ToolUse) for p in _parts(turn)) else "text"
+
+
+def _default_message(err_type: str) -> str:
+    return {"overloaded_error": "Overloaded", "rate_limit_error": "Rate limited (fake)",
+            "api_error": "Internal server error (fake)", "invalid_request_error": "Invalid request (fake)",
+            "authentication_error": "invalid x-api-key (fake)", "permission_error": "Permission denied (fake)",
+            "not_found_error": "Not found (fake)", "request_too_large": "Request too large (fake)",
+            }.get(err_type, f"fake {err_type}")
