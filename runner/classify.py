@@ -142,20 +142,49 @@ class AssertionDecision:
     assertion_class: str
     rule: str
     hooks: tuple[str, ...] = ()
+    # An artifact-shape assertion says more than "contains the literal" unless it is short: then a
+    # missing literal is a certain FAIL, but a present one still leaves the rest to the judge.
+    shape_only: bool = False
+
+
+# A literal under negation ("does not return [GREEN]") or among alternatives ("[GREEN], [RED] or
+# [NOT PROVEN]") is not a literal the answer must contain: such assertions go to the judge.
+_NEGATION = re.compile(r"(?i)\b(not|never|no|without|nor)\b|n't\b")
+_ALTERNATIVE = re.compile(r"(?i)\bor\b")
+_SHAPE_ONLY_MAX_WORDS = 8
+
+
+def _shape_only(text: str, hooks: tuple[str, ...]) -> bool:
+    return len(re.findall(r"[A-Za-z]+", _without(text, hooks))) <= _SHAPE_ONLY_MAX_WORDS
+
+
+def _without(text: str, hooks: tuple[str, ...]) -> str:
+    for literal in hooks:
+        text = text.replace(literal, " ")
+    return text
+
+
+def _shape(text: str, literals: dict[str, list[str]]) -> AssertionDecision | None:
+    quoted = set(_BACKTICK.findall(text))
+    for rule_id in ("shape-output-header", "shape-bracket-token", "shape-backtick-literal"):
+        candidates = literals.get(rule_id, [])
+        hits = tuple(lit for lit in candidates if (lit in quoted if rule_id == "shape-backtick-literal" else lit in text))
+        if not hits:
+            continue
+        rest = _without(text, hits)
+        if _NEGATION.search(rest) or (len(hits) > 1 and _ALTERNATIVE.search(rest)):
+            return None
+        return AssertionDecision("artifact_shape", rule_id, hits, _shape_only(text, hits))
+    return None
 
 
 def assertion_class(text: str, literals: dict[str, list[str]], rules: Rules) -> AssertionDecision:
     for rule in rules.activation:
         if rule.pattern.search(text):
             return AssertionDecision("activation", rule.id)
-    for rule_id in ("shape-output-header", "shape-bracket-token"):
-        hits = tuple(lit for lit in literals.get(rule_id, []) if lit in text)
-        if hits:
-            return AssertionDecision("artifact_shape", rule_id, hits)
-    quoted = set(_BACKTICK.findall(text))
-    hits = tuple(lit for lit in literals.get("shape-backtick-literal", []) if lit in quoted)
-    if hits:
-        return AssertionDecision("artifact_shape", "shape-backtick-literal", hits)
+    shape = _shape(text, literals)
+    if shape is not None:
+        return shape
     for rule in rules.unjudgeable:
         if rule.pattern.search(text):
             return AssertionDecision("unjudgeable", rule.id)

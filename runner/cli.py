@@ -6,9 +6,14 @@ holds no library. Bad input never produces a traceback: it produces findings.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
+from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -18,6 +23,12 @@ from runner import settings as settings_mod
 from runner import validate as validate_mod
 from runner.corpus import Library, LibraryError, find_root, load_library
 from runner.findings import Finding
+
+if TYPE_CHECKING:
+    from runner import plan as plan_mod
+    from runner import results as results_mod
+    from runner import runs as runs_mod
+    from runner.surface import Surface
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -117,6 +128,224 @@ def census(library_path: Path, config: Path | None, fmt: str) -> None:
     else:
         census_mod.render_text(report, Console(soft_wrap=True, highlight=False))
     sys.exit(EXIT_OK)
+
+
+# ---- live execution ----------------------------------------------------------------------------
+
+def _run_options(f):  # type: ignore[no-untyped-def]
+    options = [
+        click.option("--tier", type=click.Choice(["pr", "cadence", "full"]), default="full", show_default=True,
+                     help="Repeats and quorum come from [tiers.<tier>]."),
+        click.option("--skill", "skills", multiple=True, help="Only the cases of this skill (repeatable)."),
+        click.option("--case", "cases", multiple=True, help="Only cases whose uid matches this glob (repeatable)."),
+        click.option("--neighbours", is_flag=True, help="With --skill: add the skills each names as a neighbour."),
+        click.option("--host", type=click.Choice(["claude-code", "api"]), default=None,
+                     help="Default from [run] host (claude-code)."),
+        click.option("--model", default=None),
+        click.option("--repeats", type=int, default=None, help="N (odd)."),
+        click.option("--quorum", type=int, default=None, help="k (> N/2); default the majority of N."),
+        click.option("--max-usd", type=float, default=None, help="Hard cap on this run's spend."),
+        click.option("--concurrency", type=int, default=None),
+        click.option("--max-turns", type=int, default=None),
+        click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per session."),
+        click.option("--listing-budget", type=int, default=None,
+                     help="SLASH_COMMAND_TOOL_CHAR_BUDGET for every session (default: the host's own)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _options(**kw: object) -> "runs_mod.Options":
+    from runner import runs as runs_mod
+    return runs_mod.Options(**kw)  # type: ignore[arg-type]
+
+
+def _load_or_exit(library_path: Path, config: Path | None) -> Loaded:
+    try:
+        loaded, _ = _load(library_path, config)
+    except LibraryError as exc:
+        _fail_usage(str(exc))
+        raise  # unreachable: _fail_usage exits
+    assert loaded is not None
+    return loaded
+
+
+def _floor(loaded: Loaded, config: Path | None) -> list[Finding]:
+    """The library's validator and our checks; a run does not start when either reports an error."""
+    results = list(loaded.findings)
+    settings = loaded.settings
+    if settings.validator.enabled:
+        validator = validate_mod.find_library_validator(loaded.root, settings, None)
+        results += validate_mod.run_library_validator(loaded.root, validator, settings.validator.timeout_s)
+    results += validate_mod.check_library(loaded.library, settings)
+    return results
+
+
+def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
+    e = plan.estimate
+    runnable = e.runnable_cases
+    unrun = Counter(c.unrun_reason for c in plan.cases if c.unrun_reason)
+    console.print(f"[bold]Plan[/bold] tier {plan.tier}, host {plan.host} {plan.versions}, model {plan.model}, "
+                  f"N={plan.repeats} k={plan.quorum}, cap ${plan.cap_usd:.2f}")
+    if plan.approximation:
+        console.print(f"[yellow]{plan.approximation}[/yellow]")
+    console.print(f"Cases selected: {len(plan.cases)}; runnable: {runnable}; not runnable: "
+                  + (", ".join(f"{k} {v}" for k, v in unrun.items()) or "none"))
+    console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
+                  f"repeat runs) = runnable cases × N")
+    console.print(f"Tokens: first turn ≈ {e.first_turn_input_tokens:,} input tokens ({e.token_basis})")
+    console.print(f"Prices ({e.price_read_on}): {e.model} ${e.price_input_per_mtok}/M input, "
+                  f"${e.price_output_per_mtok}/M output")
+    console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session → ${e.expected_usd:.2f} for {e.sessions_max} "
+                  f"sessions; worst case ${e.worst_session_usd:.4f}/session (reserved before each start) → "
+                  f"${e.worst_usd:.2f}")
+    affordable = int(plan.cap_usd // e.worst_session_usd) if e.worst_session_usd else e.sessions_max
+    console.print(f"Cap: ${plan.cap_usd:.2f} admits {min(affordable, e.sessions_max)} concurrent worst-case "
+                  "reservations; spend is reconciled from the host's usage after each session")
+    console.print(f"Judge calls: {e.judge_calls} ({e.judge_note})")
+    if plan.surface is not None:
+        _print_surface(plan.surface, console, brief=True)
+    warned = [c for c in plan.cases if c.warnings]
+    if warned:
+        console.print(f"[yellow]Surface warnings: {len(warned)} case(s) whose target or neighbours were listed "
+                      "without a description[/yellow]")
+    if plan.unrun_all:
+        console.print(f"[bold]Nothing will start: every case is UNRUN ({plan.unrun_all}).[/bold]")
+
+
+def _print_surface(surface: "Surface", console: Console, brief: bool = False) -> None:
+    if surface.error:
+        console.print(f"[red]Surface audit failed: {surface.error}[/red]")
+        return
+    budget = surface.listing_budget_chars or "host default"
+    console.print(f"Surface ({surface.host}, listing budget {budget}): {len(surface.with_description)} library "
+                  f"skill(s) listed with their description, {len(surface.name_only)} by name only, "
+                  f"{len(surface.missing)} missing; {len(surface.not_from_library)} of the host's own; listing "
+                  f"{surface.listing_chars:,} characters, first request {surface.request_chars:,}")
+    if not brief:
+        console.print("With description: " + (", ".join(surface.with_description) or "none"), markup=False)
+        console.print("Name only: " + (", ".join(surface.name_only) or "none"), markup=False)
+        if surface.missing:
+            console.print("Missing: " + ", ".join(surface.missing), markup=False)
+        console.print("Host's own: " + (", ".join(surface.not_from_library) or "none"), markup=False)
+
+
+def _print_results(results: "results_mod.Results", run_dir: Path, console: Console) -> None:
+    counts = ", ".join(f"{k} {v}" for k, v in results.counts.items() if v)
+    console.print(f"[bold]Results[/bold] ({results.plan.host}, {results.plan.model}): {counts}; "
+                  f"attempts {results.attempts_finished} ({results.attempts_errored} errored); spend "
+                  f"${results.spend.usd:.4f} of ${results.spend.cap_usd:.2f}")
+    if results.plan.approximation:
+        console.print(f"[yellow]{results.plan.approximation}[/yellow]")
+    if results.stop_reason:
+        console.print(f"Stopped early: {results.stop_reason}")
+    if results.unrun_by_reason:
+        console.print("UNRUN by reason: " + ", ".join(f"{k} {v}" for k, v in results.unrun_by_reason.items()))
+    console.print(results.not_executed)
+    console.print(f"Results: {run_dir / 'results.json'}")
+
+
+@main.command()
+@library_option
+@config_option
+@click.option("--host", type=click.Choice(["claude-code", "api"]), default=None)
+@click.option("--model", default=None)
+@click.option("--listing-budget", type=int, default=None)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def surface(library_path: Path, config: Path | None, host: str | None, model: str | None,
+            listing_budget: int | None, fmt: str) -> None:
+    """What the model is shown: which skills keep their description (no spend, no key)."""
+    from runner import runs as runs_mod
+
+    loaded = _load_or_exit(library_path, config)
+    settings, _ = runs_mod.apply_options(loaded.settings, _options(host=host, model=model,
+                                                                   listing_budget=listing_budget))
+    credentials = runs_mod.credentials_from_env({})
+    prices = runs_mod.prices_mod.load(settings)
+    the_host = runs_mod.make_host(settings.run.host, loaded.library, settings, credentials, prices, "")
+    result = asyncio.run(runs_mod.audit_surface(the_host, loaded.library, settings.run.model))
+    if fmt == "json":
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        _print_surface(result, Console(soft_wrap=True, highlight=False))
+    sys.exit(EXIT_FINDINGS if result.error else EXIT_OK)
+
+
+@main.command()
+@library_option
+@config_option
+@_run_options
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write plan.json here.")
+@click.option("--no-surface", is_flag=True, help="Skip the surface audit (the estimate then omits the host's prompt).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: bool, fmt: str,
+         **run_options: object) -> None:
+    """The cost arithmetic of a run, before anything is spent."""
+    from runner import runs as runs_mod
+
+    loaded = _load_or_exit(library_path, config)
+    try:
+        prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options),
+                                    runs_mod.credentials_from_env(os.environ), audit=not no_surface)
+    except ValueError as exc:
+        _fail_usage(str(exc))
+        return
+    if prepared.unknown_skills:
+        _fail_usage(f"no such skill(s) in the library: {', '.join(prepared.unknown_skills)}")
+    if out:
+        runs_mod.write_plan(runs_mod.RunDir(out), prepared)
+    if fmt == "json":
+        click.echo(prepared.plan.model_dump_json(indent=2))
+    else:
+        _print_plan(prepared.plan, Console(soft_wrap=True, highlight=False))
+    sys.exit(EXIT_OK)
+
+
+@main.command()
+@library_option
+@config_option
+@_run_options
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Run folder (default runs/<timestamp>).")
+@click.option("--resume", "resume_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Continue this run folder's plan; finished attempts are not run again.")
+def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None,
+        **run_options: object) -> None:
+    """Validate, audit the surface, plan, execute, and write results.json."""
+    from runner import runs as runs_mod
+    from runner.progress import reporter
+
+    console = Console(soft_wrap=True, highlight=False, stderr=False)
+    loaded = _load_or_exit(library_path, config)
+    floor = _floor(loaded, config)
+    if findings_mod.has_errors(floor):
+        click.echo(findings_mod.render_text([f for f in floor if f.level.value == "error"]))
+        click.echo("skill-evals: the floor failed (see `skill-evals validate`); nothing was run", err=True)
+        sys.exit(EXIT_FINDINGS)
+    credentials = runs_mod.credentials_from_env(os.environ)
+    try:
+        if resume_dir:
+            rundir = runs_mod.RunDir(resume_dir)
+            prepared = runs_mod.prepare_resume(rundir, loaded.library, loaded.settings, credentials)
+        else:
+            prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options), credentials,
+                                        audit=True)
+            if prepared.unknown_skills:
+                _fail_usage(f"no such skill(s) in the library: {', '.join(prepared.unknown_skills)}")
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            rundir = runs_mod.RunDir(out or Path("runs") / stamp)
+            runs_mod.write_plan(rundir, prepared)
+    except (runs_mod.ResumeError, ValueError) as exc:
+        _fail_usage(str(exc))
+        return
+    _print_plan(prepared.plan, console)
+    if prepared.plan.unrun_all == "no-credentials":
+        console.print(runs_mod.HOW_TO_GET_RESULTS)
+    with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
+        results = runs_mod.execute(prepared, rundir, progress)
+    _print_results(results, rundir.path, console)
+    sys.exit(130 if results.stop_reason == "cancelled" else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,6 +37,7 @@ class Assertion(BaseModel):
     assertion_class: str
     class_rule: str
     hooks: list[str] = []
+    shape_only: bool = Field(default=False, description="Artifact shape and nothing more: the script decides it.")
 
 
 class Case(BaseModel):
@@ -325,10 +326,11 @@ class _Loader:
                 continue
             decision = classify.assertion_class(text, skill.shape_literals, self.rules)
             cls, rule, hooks = decision.assertion_class, decision.rule, list(decision.hooks)
+            shape_only = decision.shape_only
             if index in overrides:
-                cls, rule = overrides[index].assertion_class, "override"
+                cls, rule, shape_only = overrides[index].assertion_class, "override", False
             out.append(Assertion(index=index, text=text, line=doc.line(*pointer, index - 1),
-                                 assertion_class=cls, class_rule=rule, hooks=hooks))
+                                 assertion_class=cls, class_rule=rule, hooks=hooks, shape_only=shape_only))
         return out
 
     def check_owner(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, key: str) -> None:

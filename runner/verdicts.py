@@ -81,6 +81,10 @@ def check_shape_assertion(assertion: Assertion, answer: str | None) -> Assertion
     missing = [literal for literal in assertion.hooks if literal not in answer]
     if missing:
         return AssertionOutcome(index=assertion.index, state="FAIL", evidence=f"missing: {', '.join(missing)}")
+    if not assertion.shape_only:
+        # The literal is there; whether the rest of the sentence holds is the judge's to say.
+        return AssertionOutcome(index=assertion.index, state="UNRUN", reason="not-judged",
+                                evidence=f"present: {', '.join(assertion.hooks)}")
     return AssertionOutcome(index=assertion.index, state="PASS", evidence=", ".join(assertion.hooks))
 
 

@@ -130,3 +130,17 @@ def test_custom_refusal_prefixes(example_copy: Path) -> None:
     (example_copy / ".skill-evals.toml").write_text('[classify]\nrefusal_id_prefixes = ["refusal-"]\n')
     census = json.loads(cli("census", "--library", str(example_copy), "--format", "json").output)
     assert census["refusals"]["by_rule"] == {"type:should_not_do": 1}
+
+
+def test_shape_hooks_under_negation_or_alternatives_go_to_the_judge() -> None:
+    literals = classify.shape_literals(SKILL_BODY)
+    negated = classify.assertion_class("Does not return [GREEN]; marks the run [NOT PROVEN] until it passes.",
+                                       literals, RULES)
+    assert negated.assertion_class == "semantic"
+    either = classify.assertion_class("States which token applies: [GREEN] or [NOT PROVEN].", literals, RULES)
+    assert either.assertion_class == "semantic"
+    short = classify.assertion_class("Output starts with the TEST REPORT TRIAGE block.", literals, RULES)
+    assert short.shape_only
+    longer = classify.assertion_class(
+        "Marks the run [NOT PROVEN] and says what evidence would make it pass, suite by suite.", literals, RULES)
+    assert longer.assertion_class == "artifact_shape" and not longer.shape_only

@@ -1,0 +1,408 @@
+"""The api host: a direct Messages API APPROXIMATION of Claude Code's skill-selection surface.
+
+It is cheaper than running Claude Code and needs no CLI, but it is not the real host: it sends
+its own short system prompt and only two tools. What it copies from Claude Code (host-surface.md)
+is what decides skill selection as far as it can be copied through the public API:
+
+- the listing: `LISTING_HEADER`, then `- name: description` per model-invocable skill in name
+  order, or `- name` alone once the running total of entry lines would pass the character budget
+  (`listing_budget_chars`, default 8,000 — the greedy rule of runner/listing.py). Claude Code puts
+  the listing in a `role: "system"` message inside `messages`, which the public Messages API does
+  not accept; here it is the second part of the `system` prompt. Skills whose folder has no
+  SKILL.md (Claude Code does not list them) and manual-only skills are not listed; a skill
+  without a description is listed as `- name` and reported as name-only, which is what the
+  model saw.
+- the Skill tool, with Claude Code's input schema; its result is `Launching skill: <name>` and the
+  SKILL.md body of the session's copy (frontmatter stripped), as Claude Code sends it.
+- a read-only `Read` tool confined to the session's project folder (a read of
+  `.claude/skills/<name>/SKILL.md` is an activation too, mechanism `skill-md-read`).
+
+Errors (never raised; an Observation with `error_kind`):
+- the session's wall clock (`asyncio.timeout(spec.timeout_s)`) or the SDK's request timeout
+  (APITimeoutError, after its own retries) -> `timeout` (bounds_hit also holds "timeout");
+- 429 (`RateLimitError`, after the SDK's retries): with a `retry-after` / `retry-after-ms`
+  header -> `rate-limited`; without one, or the SDK's EnforcedSpendLimitReachedError ->
+  `spend-limit` (an account spend limit: the executor stops the run);
+- any other HTTP error status (`APIStatusError`) -> `api-error`, with the status code;
+- a connection the API dropped or refused (`APIConnectionError`: no readable response at all,
+  after the SDK's transport retries) -> `api-error` (the API failed, not the data);
+- a response that arrived but cannot be read (a body that is not JSON, or that does not fit the
+  Message schema: ValueError / APIResponseValidationError) -> `malformed`.
+Nothing is retried beyond the SDK's own transport retries (`max_retries`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from runner import frontmatter
+from runner.corpus import Library, Skill
+from runner.files import ReadPolicy
+from runner.hosts import workspace as workspace_mod
+from runner.hosts.base import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
+from runner.prices import PriceTable
+from runner.settings import HOST_DEFAULT_LISTING_BUDGET
+from runner.surface import LISTING_HEADER, Surface
+
+HOST_NAME = "api"
+HOST_VERSION = "api-approximation"
+CHARS_PER_TOKEN = 4  # the estimate runner.plan uses; only for the per-session budget check
+READ_MAX_BYTES = 200 * 1024
+TOOL_INPUT_CHARS = 300
+SKILLS_PREFIX = (".claude", "skills")
+
+BASE_PROMPT = (
+    "You are Claude, an AI assistant helping a user with tasks in a software project. The project "
+    "folder is your working directory; file paths are relative to it.\n"
+    "Skills are packaged instructions for particular kinds of task. When one of the skills listed "
+    "below is relevant to the user's request, use it by calling the Skill tool with its name before "
+    "doing the task; otherwise answer directly. You can read files of the project with the Read tool."
+)
+
+SKILL_TOOL: dict[str, Any] = {
+    "name": "Skill",
+    "description": (
+        "Execute a skill within the main conversation. Skills provide specialised instructions for "
+        "particular tasks. Call this tool with the skill's name (as listed) to load its instructions, "
+        "then follow them. Optional `args` are passed to the skill. Only skills listed as available "
+        "can be used."
+    ),
+    "input_schema": {"type": "object", "properties": {"skill": {"type": "string"}, "args": {"type": "string"}},
+                     "required": ["skill"]},
+}
+
+READ_TOOL: dict[str, Any] = {
+    "name": "Read",
+    "description": (
+        "Read a text file of the project folder (read-only). `file_path` is a path relative to the "
+        "project folder, or an absolute path inside it. Files larger than 200 KB cannot be read."
+    ),
+    "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}},
+                     "required": ["file_path"]},
+}
+
+TOOLS: list[dict[str, Any]] = [SKILL_TOOL, READ_TOOL]
+
+
+def _entry_line(name: str, description: str | None, max_description_chars: int) -> str:
+    if not description:
+        return f"- {name}"
+    return f"- {name}: {description[:max_description_chars]}"
+
+
+class _SessionError(Exception):
+    """An observed failure of the session (not a runner bug): becomes the Observation's error."""
+
+    def __init__(self, kind: ErrorKind, message: str, bound: Bound | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.bound = bound
+
+
+def _classify(exc: BaseException) -> _SessionError | None:
+    """The error kind of an exception from one `messages.create` call; None = not the API's doing."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return _SessionError("timeout", f"the API request timed out after the client's retries: {exc}", "timeout")
+    if isinstance(exc, anthropic.RateLimitError):
+        headers = exc.response.headers if exc.response is not None else {}
+        retry_after = headers.get("retry-after") or headers.get("retry-after-ms")
+        spend = isinstance(exc, getattr(anthropic, "EnforcedSpendLimitReachedError", ())) or not retry_after
+        if spend:
+            return _SessionError("spend-limit", f"HTTP 429 without retry-after (a spend limit): {exc}")
+        return _SessionError("rate-limited", f"HTTP 429 (retry-after {retry_after}) after the client's retries: {exc}")
+    if isinstance(exc, anthropic.APIStatusError):
+        return _SessionError("api-error", f"HTTP {exc.status_code}: {exc}")
+    if isinstance(exc, anthropic.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f" ({type(cause).__name__}: {cause})" if cause else ""
+        return _SessionError("api-error", f"connection to the API failed after the client's retries: {exc}{detail}")
+    if isinstance(exc, (anthropic.APIResponseValidationError, ValueError)):
+        return _SessionError("malformed", f"the API response could not be read: {type(exc).__name__}: {exc}")
+    return None
+
+
+class ApiHost:
+    name = HOST_NAME
+
+    def __init__(self, library: Library, skills_dir: Path, policy: ReadPolicy, prices: PriceTable, api_key: str,
+                 base_url: str | None, listing_budget_chars: int | None, max_description_chars: int = 1536,
+                 max_retries: int = 2):
+        self.library = library
+        self.skills_dir = Path(skills_dir)
+        self.policy = policy
+        self.prices = prices
+        self._api_key = api_key
+        self.base_url = base_url
+        self.listing_budget_chars = listing_budget_chars
+        self.max_description_chars = max_description_chars
+        self.max_retries = max_retries
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ApiHost(base_url={self.base_url!r}, listing_budget_chars={self.listing_budget_chars!r})"
+
+    def versions(self) -> dict[str, str]:
+        return {"anthropic": anthropic.__version__, "host": HOST_VERSION}
+
+    # ---- the listing ---------------------------------------------------------------------------
+
+    def _listed(self, skill: Skill, exclude: list[str]) -> bool:
+        return (not skill.manual_only and skill.name not in exclude
+                and (self.skills_dir / skill.name / "SKILL.md").is_file())
+
+    def build_listing(self, exclude: list[str]) -> tuple[str, list[str], list[str]]:
+        """(listing text, names with a description, names alone). Excluded skills are absent."""
+        budget = self.listing_budget_chars or HOST_DEFAULT_LISTING_BUDGET
+        lines = [LISTING_HEADER]
+        with_description: list[str] = []
+        name_only: list[str] = []
+        spent = 0
+        for skill in sorted((s for s in self.library.skills.values() if self._listed(s, exclude)),
+                            key=lambda s: s.name):
+            full = _entry_line(skill.name, skill.description, self.max_description_chars)
+            if skill.description and spent + len(full) + 1 <= budget:
+                line = full
+                with_description.append(skill.name)
+            else:
+                line = _entry_line(skill.name, None, self.max_description_chars)
+                name_only.append(skill.name)
+            spent += len(line) + 1
+            lines.append(line)
+        return "\n".join(lines), with_description, name_only
+
+    def _system(self, listing: str) -> str:
+        return BASE_PROMPT + "\n\n" + listing
+
+    async def surface(self) -> Surface:
+        text, with_description, name_only = self.build_listing([])
+        system = self._system(text)
+        invocable = sorted(s.name for s in self.library.skills.values() if not s.manual_only)
+        listed = set(with_description) | set(name_only)
+        return Surface(host=HOST_NAME, listing_budget_chars=self.listing_budget_chars,
+                       with_description=with_description, name_only=name_only,
+                       missing=[name for name in invocable if name not in listed], listing_chars=len(text),
+                       request_chars=len(system) + len(json.dumps(TOOLS)), tools=[t["name"] for t in TOOLS])
+
+    # ---- one session ---------------------------------------------------------------------------
+
+    async def run(self, spec: SessionSpec) -> Observation:
+        started = time.monotonic()
+        listing, with_description, name_only = self.build_listing(spec.exclude_skills)
+        session = _Session(self, spec, self._system(listing), set(with_description) | set(name_only))
+        obs = Observation(attempt_id=spec.attempt_id, host=HOST_NAME,
+                          listing=ListingSeen(with_description=with_description, name_only=name_only))
+        try:
+            ws = workspace_mod.build(self.skills_dir, None, self.policy, spec.exclude_skills, [])
+        except OSError as exc:
+            session.fail(_SessionError("host-crash", f"the session folder could not be created: {exc}"))
+            session.fill(obs)
+            obs.duration_s = time.monotonic() - started
+            return _scrub(obs, self._api_key)
+        client: anthropic.AsyncAnthropic | None = None
+        try:
+            session.project = ws.project
+            client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
+                                              max_retries=self.max_retries, timeout=spec.timeout_s)
+            try:
+                async with asyncio.timeout(spec.timeout_s):
+                    await session.loop(client)
+            except TimeoutError:
+                session.fail(_SessionError("timeout", f"the session outlived its {spec.timeout_s:g} s wall-clock "
+                                                      "bound", "timeout"))
+        finally:
+            try:
+                if client is not None:
+                    await client.close()
+            finally:
+                ws.remove()
+        session.fill(obs)
+        obs.duration_s = time.monotonic() - started
+        return _scrub(obs, self._api_key)
+
+
+class _Session:
+    """The state of one session's conversation."""
+
+    def __init__(self, host: ApiHost, spec: SessionSpec, system: str, listed: set[str]):
+        self.host = host
+        self.spec = spec
+        self.system = system
+        self.listed = listed
+        self.project: Path = Path()
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": spec.prompt}]
+        self.transcript: list[dict[str, Any]] = [{"role": "system", "content": system},
+                                                 {"role": "user", "content": spec.prompt}]
+        self.activations: list[Activation] = []
+        self.tool_calls: list[ToolCall] = []
+        self.usage = Usage()
+        self.turns = 0
+        self.final_answer: str | None = None
+        self.bounds: list[Bound] = []
+        self.error: _SessionError | None = None
+        self.last_input_tokens = 0
+        self.chars_at_last_call = 0
+
+    def fail(self, error: _SessionError) -> None:
+        self.error = error
+        if error.bound and error.bound not in self.bounds:
+            self.bounds.append(error.bound)
+
+    def cost(self) -> float | None:
+        return self.host.prices.cost(self.spec.model, self.usage)
+
+    def request_chars(self) -> int:
+        return len(self.system) + len(json.dumps(TOOLS)) + len(json.dumps(self.messages))
+
+    def over_budget(self) -> bool:
+        """Would the spent cost plus the worst case of one more call pass spec.max_usd?"""
+        if self.spec.max_usd is None:
+            return False
+        chars = self.request_chars()
+        input_tokens = chars // CHARS_PER_TOKEN + 1
+        if self.turns:
+            input_tokens = max(input_tokens,
+                               self.last_input_tokens + (chars - self.chars_at_last_call) // CHARS_PER_TOKEN + 1)
+        spent = self.cost()
+        worst = self.host.prices.cost(self.spec.model, Usage(input_tokens=input_tokens,
+                                                             output_tokens=self.spec.max_output_tokens))
+        if spent is None or worst is None:
+            return False  # price unknown: the budget cannot be enforced here (the plan says so)
+        return spent + worst > self.spec.max_usd + 1e-12
+
+    async def loop(self, client: anthropic.AsyncAnthropic) -> None:
+        deadline = time.monotonic() + self.spec.timeout_s
+        while True:
+            if self.turns >= self.spec.max_turns:
+                self.bounds.append("max-turns")
+                return
+            if self.over_budget():
+                self.bounds.append("max-budget")
+                return
+            chars = self.request_chars()
+            try:
+                response = await client.messages.create(
+                    model=self.spec.model, max_tokens=self.spec.max_output_tokens, system=self.system,
+                    tools=TOOLS, messages=self.messages,  # type: ignore[arg-type]
+                    timeout=max(0.05, deadline - time.monotonic()))
+            except Exception as exc:  # noqa: BLE001 - classified below; anything else is a runner bug
+                error = _classify(exc)
+                if error is None:
+                    raise
+                self.fail(error)
+                return
+            turn = self.turns
+            self.turns += 1
+            used = response.usage
+            call_usage = Usage(input_tokens=used.input_tokens or 0, output_tokens=used.output_tokens or 0,
+                               cache_creation_input_tokens=used.cache_creation_input_tokens or 0,
+                               cache_read_input_tokens=used.cache_read_input_tokens or 0)
+            self.usage = self.usage.add(call_usage)
+            self.last_input_tokens = (call_usage.input_tokens + call_usage.cache_creation_input_tokens
+                                      + call_usage.cache_read_input_tokens)
+            self.chars_at_last_call = chars
+            dumped = response.model_dump(mode="json", exclude_none=False)
+            self.transcript.append(dumped)
+            content = [block.model_dump(mode="json", exclude_none=True) for block in response.content]
+            self.messages.append({"role": "assistant", "content": content})
+            tool_uses = [block for block in response.content if block.type == "tool_use"]
+            if response.stop_reason != "tool_use" or not tool_uses:
+                self.final_answer = "".join(block.text for block in response.content if block.type == "text")
+                return
+            results = [self.answer(block.id, block.name, block.input, turn) for block in tool_uses]
+            user = {"role": "user", "content": results}
+            self.messages.append(user)
+            self.transcript.append(user)
+
+    # ---- tools ---------------------------------------------------------------------------------
+
+    def answer(self, tool_use_id: str, name: str, tool_input: Any, turn: int) -> dict[str, Any]:
+        tool_input = tool_input if isinstance(tool_input, dict) else {}
+        if name == "Skill":
+            content, is_error = self.skill(tool_use_id, tool_input, turn)
+        elif name == "Read":
+            content, is_error = self.read(tool_use_id, tool_input, turn)
+        else:
+            content, is_error = f"No such tool available: {name}", True
+        shown = json.dumps(tool_input, ensure_ascii=False)[:TOOL_INPUT_CHARS]
+        self.tool_calls.append(ToolCall(name=name, input=shown, turn=turn, is_error=is_error))
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+        if is_error:
+            result["is_error"] = True
+        return result
+
+    def skill(self, tool_use_id: str, tool_input: dict[str, Any], turn: int) -> tuple[Any, bool]:
+        raw = tool_input.get("skill")
+        name = raw.strip().removeprefix("/") if isinstance(raw, str) else ""
+        skill_md = self.project.joinpath(*SKILLS_PREFIX, name, "SKILL.md") if name else None
+        if name not in self.listed or skill_md is None or not skill_md.is_file():
+            self.activations.append(Activation(name=name or str(raw), mechanism="skill-tool", turn=turn,
+                                               tool_use_id=tool_use_id, rejected=True))
+            return f"Unknown skill: {name or raw}", True
+        self.activations.append(Activation(name=name, mechanism="skill-tool", turn=turn, tool_use_id=tool_use_id))
+        text = skill_md.read_text(encoding="utf-8", errors="replace")
+        parts = frontmatter.split(text, name)
+        body = parts[2] if isinstance(parts, tuple) else text
+        base = "/".join((*SKILLS_PREFIX, name))
+        return [{"type": "text", "text": f"Launching skill: {name}"},
+                {"type": "text", "text": f"Base directory for this skill: {base}\n\n{body}"}], False
+
+    def read(self, tool_use_id: str, tool_input: dict[str, Any], turn: int) -> tuple[str, bool]:
+        raw = tool_input.get("file_path")
+        if not isinstance(raw, str) or not raw.strip():
+            return "Error: file_path must be a non-empty string", True
+        try:
+            return self._read(raw, tool_use_id, turn)
+        except (OSError, ValueError) as exc:  # a path the OS refuses (too long, NUL byte, ...)
+            return f"Error: {raw} cannot be read: {type(exc).__name__}", True
+
+    def _read(self, raw: str, tool_use_id: str, turn: int) -> tuple[str, bool]:
+        project = self.project.resolve()
+        path = (project / raw.strip()).resolve()  # an absolute file_path replaces the project part
+        if path != project and project not in path.parents:
+            return f"Error: {raw} is outside the project folder; only files of the project can be read", True
+        if not path.is_file():
+            return f"Error: file does not exist: {raw}", True
+        size = path.stat().st_size
+        if size > READ_MAX_BYTES:
+            return f"Error: {raw} is {size:,} bytes, over the {READ_MAX_BYTES:,}-byte read limit", True
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return f"Error: {raw} is not a UTF-8 text file", True
+        relative = path.relative_to(project).parts
+        if len(relative) == 4 and relative[:2] == SKILLS_PREFIX and relative[3] == "SKILL.md":
+            self.activations.append(Activation(name=relative[2], mechanism="skill-md-read", turn=turn,
+                                               tool_use_id=tool_use_id))
+        return text, False
+
+    def fill(self, obs: Observation) -> None:
+        obs.activations = self.activations
+        obs.tool_calls = self.tool_calls
+        obs.turns = self.turns
+        obs.usage = self.usage
+        obs.cost_usd = self.cost() or 0.0
+        obs.host_cost_usd = None
+        obs.bounds_hit = self.bounds
+        obs.transcript = self.transcript
+        if self.error is not None:
+            obs.error_kind = self.error.kind
+            obs.error_message = self.error.message
+            obs.final_answer = None
+        else:
+            obs.final_answer = self.final_answer
+
+
+def _scrub(obs: Observation, secret: str) -> Observation:
+    """The observation with every occurrence of the API key replaced (defence in depth)."""
+    if len(secret) < 8:
+        return obs
+    dumped = obs.model_dump_json()
+    if secret not in dumped:
+        return obs
+    return Observation.model_validate_json(dumped.replace(json.dumps(secret)[1:-1], "[redacted]"))

@@ -1,0 +1,234 @@
+"""A run from start to end: floor, selection, host, surface audit, plan, execution, results.
+
+The CLI calls these functions; they hold no state between calls. Credentials are read once
+from the environment into memory and handed to the host explicitly; the host never inherits
+the runner's environment (see runner.hosts.claude_code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner import plan as plan_mod
+from runner import prices as prices_mod
+from runner import results as results_mod
+from runner.budget import Ledger
+from runner.corpus import Case, Library
+from runner.execute import STOP_CANCELLED, Executor, RunState
+from runner.files import make_policy
+from runner.findings import Finding
+from runner.plan import Plan
+from runner.rundir import PLAN, RESULTS, SURFACE, AttemptRecord, RunDir
+from runner.select import select
+from runner.settings import Settings, TierSettings
+from runner.surface import Surface
+
+KILL_SWITCH_ENV = "SKILL_EVALS_DISABLED"
+HOW_TO_GET_RESULTS = ("no ANTHROPIC_API_KEY reached this run, so nothing was executed and every case is UNRUN "
+                      "(no-credentials). Set ANTHROPIC_API_KEY (in CI: a repository secret passed to the action) "
+                      "to execute the cases.")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    api_key: str | None
+    base_url: str | None
+
+
+def credentials_from_env(environ: dict[str, str] | os._Environ[str]) -> Credentials:
+    return Credentials(api_key=environ.get("ANTHROPIC_API_KEY") or None,
+                       base_url=environ.get("ANTHROPIC_BASE_URL") or None)
+
+
+def kill_switch(settings: Settings, environ: dict[str, str] | os._Environ[str]) -> bool:
+    return settings.run.disabled or environ.get(KILL_SWITCH_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+@dataclass
+class Options:
+    """What the command line may change for one run (everything else comes from settings)."""
+
+    tier: str = "full"
+    skills: tuple[str, ...] = ()
+    cases: tuple[str, ...] = ()
+    neighbours: bool = False
+    host: str | None = None
+    model: str | None = None
+    repeats: int | None = None
+    quorum: int | None = None
+    max_usd: float | None = None
+    concurrency: int | None = None
+    max_turns: int | None = None
+    timeout_s: float | None = None
+    listing_budget: int | None = None
+
+
+def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierSettings]:
+    run = settings.run.model_copy(update={k: v for k, v in {
+        "host": options.host, "model": options.model, "max_usd": options.max_usd,
+        "concurrency": options.concurrency, "max_turns": options.max_turns, "timeout_s": options.timeout_s,
+    }.items() if v is not None})
+    listing = settings.listing.model_copy(
+        update={"budget_chars": options.listing_budget} if options.listing_budget else {})
+    base = getattr(settings.tiers, options.tier)
+    tier = TierSettings(repeats=options.repeats or base.repeats, quorum=options.quorum or (
+        base.quorum if not options.repeats else options.repeats // 2 + 1))
+    return settings.model_copy(update={"run": run, "listing": listing}), tier
+
+
+def make_host(name: str, library: Library, settings: Settings, credentials: Credentials,
+              prices: prices_mod.PriceTable, api_key_for_host: str) -> Any:
+    root = Path(library.root)
+    skills_dir = (root / library.skills_dir).resolve()
+    agents_dir = (root / library.agents_dir).resolve() if library.agents_dir else None
+    policy = make_policy([skills_dir] + ([agents_dir] if agents_dir else []), root, settings.limits.max_file_bytes)
+    if name == "api":
+        from runner.hosts.api import ApiHost
+        return ApiHost(library, skills_dir, policy, prices, api_key_for_host, credentials.base_url,
+                       settings.listing.budget_chars, settings.listing.max_description_chars)
+    from runner.hosts.claude_code import ClaudeCodeHost
+    return ClaudeCodeHost(skills_dir, agents_dir, policy, prices, api_key_for_host, credentials.base_url,
+                          settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path)
+
+
+async def audit_surface(host: Any, library: Library, model: str) -> Surface:
+    names = set(library.skills)
+    invocable = {name for name, skill in library.skills.items() if not skill.manual_only}
+    if host.name == "api":
+        return await host.surface()
+    return await host.surface(model, names, invocable)
+
+
+@dataclass
+class Prepared:
+    plan: Plan
+    plan_hash: str
+    cases: dict[str, Case]
+    host: Any
+    unknown_skills: list[str]
+    known_names: set[str]
+
+
+def prepare(library: Library, settings: Settings, options: Options, credentials: Credentials, audit: bool
+            ) -> Prepared:
+    """Select, audit the surface (no spend, no key), and plan. Writes nothing."""
+    settings, tier = apply_options(settings, options)
+    unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
+        "no-credentials" if not credentials.api_key else None)
+    selected, unknown = select(library, list(options.skills), list(options.cases), options.neighbours)
+    prices = prices_mod.load(settings)
+    host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "")
+    surface = None
+    if audit and unrun_all != "kill-switch":
+        surface = asyncio.run(audit_surface(host, library, settings.run.model))
+    plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
+                          prices, surface, unrun_all)
+    return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
+                    unknown_skills=unknown, known_names=known_names(library))
+
+
+def known_names(library: Library) -> set[str]:
+    return set(library.skills) | {f"{name} (subagent)" for name in library.agents}
+
+
+class ResumeError(Exception):
+    """The run folder cannot be resumed against this library (a usage error)."""
+
+
+def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credentials: Credentials) -> Prepared:
+    """The plan of an earlier run, unchanged; refuses when the library is no longer the same."""
+    if not (rundir.path / PLAN).exists():
+        raise ResumeError(f"{rundir.path}: no {PLAN} to resume")
+    plan = load_plan(rundir)
+    if plan.library["content_hash"] != library.content_hash:
+        raise ResumeError(f"{rundir.path}: the library changed since this run was planned (content hash "
+                          f"{plan.library['content_hash'][:12]} then, {library.content_hash[:12]} now); start a new run")
+    cases = {c.uid: c for c in library.cases}
+    missing = [c.uid for c in plan.cases if c.uid not in cases]
+    if missing:
+        raise ResumeError(f"{rundir.path}: planned cases are missing from the library: {', '.join(missing[:5])}")
+    run = settings.run.model_copy(update={"host": plan.host, "model": plan.model, "allowed_tools": plan.allowed_tools})
+    listing = settings.listing.model_copy(update={"budget_chars": plan.listing_budget_chars})
+    settings = settings.model_copy(update={"run": run, "listing": listing})
+    prices = prices_mod.load(settings)
+    host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "")
+    if plan.unrun_all is None and not credentials.api_key:
+        plan = plan.model_copy(update={"unrun_all": "no-credentials"})
+        return Prepared(plan=plan, plan_hash=load_plan(rundir).digest(), cases=cases, host=host, unknown_skills=[],
+                        known_names=known_names(library))
+    return Prepared(plan=plan, plan_hash=plan.digest(), cases=cases, host=host, unknown_skills=[],
+                    known_names=known_names(library))
+
+
+def write_plan(rundir: RunDir, prepared: Prepared) -> None:
+    rundir.create()
+    rundir.write_json(PLAN, prepared.plan.model_dump_json(indent=2))
+    if prepared.plan.surface is not None:
+        rundir.write_json(SURFACE, prepared.plan.surface.model_dump_json(indent=2))
+
+
+def load_plan(rundir: RunDir) -> Plan:
+    return Plan.model_validate_json(rundir.read_text(PLAN))
+
+
+def prior_attempts(rundir: RunDir, plan_hash: str) -> dict[str, list[AttemptRecord]]:
+    """Finished attempts of the same plan (cancelled ones are started again on resume)."""
+    prior: dict[str, list[AttemptRecord]] = {}
+    for record in rundir.read_attempts():
+        if record.plan_hash == plan_hash and record.status == "finished":
+            prior.setdefault(record.uid, []).append(record)
+    return prior
+
+
+def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results_mod.Results:
+    """Run the plan; on SIGINT/SIGTERM stop starting, cancel in-flight sessions, write results."""
+    plan = prepared.plan
+    prior = prior_attempts(rundir, prepared.plan_hash)
+    ledger = Ledger(cap_usd=plan.cap_usd)
+    ledger.record_prior(sum(r.cost_usd for records in prior.values() for r in records))
+    state = RunState(ledger=ledger)
+    executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
+                        prepared.known_names, progress)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(executor.run(prior))
+        loop = asyncio.get_running_loop()
+
+        def cancel() -> None:
+            state.stop(STOP_CANCELLED)
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    if plan.unrun_all is None:
+        asyncio.run(main())
+    return finish(prepared, rundir, state.stop_reason, ledger.refused)
+
+
+def finish(prepared: Prepared, rundir: RunDir, stop_reason: str | None, refused: int = 0) -> results_mod.Results:
+    records = [r for r in rundir.read_attempts() if r.plan_hash == prepared.plan_hash]
+    results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, records, stop_reason, refused)
+    rundir.write_json(RESULTS, results.model_dump_json(indent=2))
+    return results
+
+
+def floor_errors(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.level.value == "error"]
+
+
+def is_terminal() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI")
