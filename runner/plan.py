@@ -76,6 +76,8 @@ class Plan(BaseModel):
     cap_usd: float
     listing_budget_chars: int | None
     allowed_tools: list[str]
+    manual_only: list[str] = Field(default=[], description="Skills the host cannot auto-invoke: a pair against one "
+                                                            "of them proves nothing.")
     surface: Surface | None
     cases: list[PlannedCase]
     estimate: CostEstimate
@@ -173,6 +175,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         library={"root": library.root, "skills_dir": library.skills_dir, "content_hash": library.content_hash},
         repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
         max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, cap_usd=run.max_usd,
-        listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools, surface=surface,
+        listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
+        manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
         cases=cases, estimate=estimate, unrun_all=unrun_all,
     )

@@ -89,7 +89,7 @@ def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult
 
 
 def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
-                unrun_all: str | None) -> CaseResult:
+                unrun_all: str | None, manual_only: set[str]) -> CaseResult:
     warnings = list(planned.warnings)
     if unrun_all:
         return _unrun(planned, unrun_all, warnings)
@@ -127,7 +127,7 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
         wins=tally.wins, losses=tally.losses, errors=tally.errors, repeats_run=len(finished),
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
-        pairs=pair_results(case, outcomes, rule, finished_all) if case.kind == "discrimination" else [],
+        pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if case.kind == "discrimination" else [],
         assertions=assertions, attempts=[r.attempt_id for r in finished], cost_usd=round(sum(r.cost_usd for r in finished), 6),
         warnings=warnings)
 
@@ -137,7 +137,9 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     by_uid: dict[str, list[AttemptRecord]] = {}
     for record in records:
         by_uid.setdefault(record.uid, []).append(record)
-    results = [case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all) for p in plan.cases]
+    manual_only = set(plan.manual_only)
+    results = [case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all, manual_only)
+               for p in plan.cases]
     counts = Counter(r.state for r in results)
     unrun = Counter(r.reason or "unknown" for r in results if r.state == "UNRUN")
     finished = [r for r in records if r.status == "finished"]

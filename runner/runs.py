@@ -94,7 +94,8 @@ def make_host(name: str, library: Library, settings: Settings, credentials: Cred
                        settings.listing.budget_chars, settings.listing.max_description_chars)
     from runner.hosts.claude_code import ClaudeCodeHost
     return ClaudeCodeHost(skills_dir, agents_dir, policy, prices, api_key_for_host, credentials.base_url,
-                          settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path)
+                          settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path,
+                          max_retries=settings.run.host_max_retries)
 
 
 async def audit_surface(host: Any, library: Library, model: str) -> Surface:

@@ -143,6 +143,7 @@ class PairResult(BaseModel):
     won: int
     lost: int
     state: CaseState
+    reason: str | None = None
 
 
 class AssertionResult(BaseModel):
@@ -224,9 +225,14 @@ def activation_result(outcomes: list[AttemptOutcome], rule: QuorumRule, finished
         rate=fired / len(observed) if observed else None, wilson_95=wilson_interval(fired, len(observed)))
 
 
-def pair_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRule, finished_all: bool) -> list[PairResult]:
+def pair_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRule, finished_all: bool,
+                 manual_only: set[str]) -> list[PairResult]:
     results = []
     for neighbour in case.should_not_trigger:
+        if neighbour in manual_only:
+            # It cannot auto-fire, so its silence is no evidence of discrimination.
+            results.append(PairResult(neighbour=neighbour, won=0, lost=0, state="UNRUN", reason="manual-only-target"))
+            continue
         observed = [o for o in outcomes if o.activation != "ERROR"]
         won = sum(1 for o in observed if o.target_fired and o.pairs.get(neighbour, False))
         lost = len(observed) - won

@@ -34,7 +34,7 @@ from runner.surface import CaptureServer, Surface, surface_from_request
 KEEP = (
     "PATH", "HOME", "TMPDIR", "LANG", "PWD", "CLAUDE_CONFIG_DIR", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
-    "DISABLE_BUG_COMMAND", "SLASH_COMMAND_TOOL_CHAR_BUDGET", "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+    "DISABLE_BUG_COMMAND", "SLASH_COMMAND_TOOL_CHAR_BUDGET", "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "CLAUDE_CODE_MAX_RETRIES",
     "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
 )
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -171,7 +171,7 @@ class ClaudeCodeHost:
 
     def __init__(self, skills_dir: Path, agents_dir: Path | None, policy: ReadPolicy, prices: PriceTable,
                  api_key: str, base_url: str | None, listing_budget_chars: int | None, allowed_tools: list[str],
-                 cli_path: str | None = None, work_parent: Path | None = None):
+                 cli_path: str | None = None, work_parent: Path | None = None, max_retries: int = 2):
         self.skills_dir = skills_dir
         self.agents_dir = agents_dir
         self.policy = policy
@@ -182,6 +182,7 @@ class ClaudeCodeHost:
         self.allowed_tools = allowed_tools
         self.cli = Path(cli_path) if cli_path else bundled_cli()
         self.work_parent = work_parent
+        self.max_retries = max_retries
         self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=work_parent))
         self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli)
 
@@ -191,7 +192,7 @@ class ClaudeCodeHost:
             probe = ClaudeCodeHost(self.skills_dir, self.agents_dir, self.policy, self.prices,
                                    api_key="skill-evals-surface-audit-no-key", base_url=capture.url,
                                    listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
-                                   cli_path=str(self.cli), work_parent=self.work_parent)
+                                   cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0)
             obs = await probe.run(SessionSpec(attempt_id="surface-audit", uid="surface-audit", model=model,
                                               prompt="Surface audit: this session only records its first request.",
                                               max_turns=1, timeout_s=120))
@@ -213,6 +214,7 @@ class ClaudeCodeHost:
             "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
             # Bounds each model call, so the plan's worst case per session holds.
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens),
+            "CLAUDE_CODE_MAX_RETRIES": str(self.max_retries),
         }
         if self.base_url:
             env["ANTHROPIC_BASE_URL"] = self.base_url
@@ -247,7 +249,9 @@ class ClaudeCodeHost:
         except sdk_errors.CLIJSONDecodeError as exc:
             error_kind, error_message = "malformed", f"the CLI printed output that is not JSON: {exc}"
         except sdk_errors.ClaudeSDKError as exc:
-            error_kind, error_message = "host-crash", f"{type(exc).__name__}: {exc}"
+            # The CLI exits non-zero after an API error result; that result says what happened.
+            if recorder.result is None and recorder.api_error is None:
+                error_kind, error_message = "host-crash", f"{type(exc).__name__}: {exc}"
         finally:
             await stream.aclose()
             ws.remove()
@@ -275,6 +279,8 @@ class ClaudeCodeHost:
                 final = result.result if result.result is not None else recorder.last_text
             if error_kind is None:
                 error_kind, error_message = _error_from_result(result, recorder.api_error)
+            if error_kind is None and result.is_error:
+                error_kind, error_message = "ambiguous", f"the CLI reported an error result: {result.result}"
         elif error_kind is None:
             error_kind = "ambiguous"
             error_message = "the CLI ended without a result message"

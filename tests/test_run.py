@@ -1,0 +1,240 @@
+"""`skill-evals run` end to end: the real Claude Code CLI (and the api host) against the fake API.
+
+Every test starts the fake Messages API on 127.0.0.1, runs the CLI as a separate process (what a
+user runs), and asserts the exact states in results.json — never a mock of the SDK or the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from runner.corpus import load_library
+from runner.settings import Settings
+from tests.conftest import EXAMPLE
+from tests.fake_anthropic import FakeAnthropic, error, hang, skill, text, tool
+
+KEY = "sk-ant-test-marker-5f3a9c"
+TRIAGE = "test-report-triage"
+
+
+def prompts() -> dict[str, str]:
+    library, _ = load_library(EXAMPLE, Settings())
+    return {case.uid: case.prompt for case in library.cases}
+
+
+PROMPTS = prompts()
+
+
+def key_of(uid: str) -> str:
+    """A substring that identifies the case's prompt (the listing never contains prompts)."""
+    return PROMPTS[uid][:60]
+
+
+def run_cli(fake: FakeAnthropic, out: Path, *args: str, library: Path = EXAMPLE, key: str | None = KEY,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"ANTHROPIC_BASE_URL": fake.url, "CI": "true"})
+    if key:
+        env["ANTHROPIC_API_KEY"] = key
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--out", str(out),
+                           "--timeout", "20", *args], env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+
+
+def results_of(out: Path) -> dict:
+    data = json.loads((out / "results.json").read_text())
+    schema = json.loads((Path(__file__).parent.parent / "runner" / "schemas" / "results.schema.json").read_text())
+    errors = list(Draft202012Validator(schema).iter_errors(data))
+    assert not errors, errors[0].message
+    return data
+
+
+def case(results: dict, uid: str) -> dict:
+    return next(c for c in results["cases"] if c["uid"] == uid)
+
+
+def attempts(out: Path, uid: str | None = None) -> list[dict]:
+    lines = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines() if line.strip()]
+    return [a for a in lines if uid is None or a["uid"] == uid]
+
+
+def no_secret_anywhere(out: Path, *texts: str) -> None:
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(errors="replace"), f"the key leaked into {path}"
+    for value in texts:
+        assert KEY not in value
+
+
+@pytest.fixture
+def fake():
+    with FakeAnthropic() as server:
+        server.default(text("A plain answer without any skill."))
+        yield server
+
+
+def test_claude_code_states(fake: FakeAnthropic, tmp_path: Path) -> None:
+    nightly = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
+    zero = f"{TRIAGE}/evals/edge-zero-test-suite-reported-ok"
+    negative = f"{TRIAGE}/evals/negative-dependency-bump-review"
+    wins = f"{TRIAGE}/trigger/triage-wins-here"
+    junit = f"{TRIAGE}/evals/positive-junit-in-workspace"
+    fake.script(key_of(nightly), skill(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN] api skipped"))
+    fake.script(key_of(zero), tool("Read", {"file_path": "README.md"}), tool("Glob", {"pattern": "*.md"}),
+                skill(TRIAGE), text("TEST REPORT TRIAGE — rc\n[NOT PROVEN]"))
+    fake.script(key_of(negative), error(500, "api_error", "boom"))
+    fake.script(key_of(wins), skill("dependency-upgrade-reviewer"), skill(TRIAGE), text("both"))
+    fake.script(key_of(junit), text("No skill needed."))
+    out = tmp_path / "run"
+    done = run_cli(fake, out, "--skill", TRIAGE, "--repeats", "3", "--quorum", "2",
+                   "--case", f"{TRIAGE}/evals/positive-nightly*", "--case", f"{TRIAGE}/evals/edge-zero*",
+                   "--case", f"{TRIAGE}/evals/negative*", "--case", f"{TRIAGE}/trigger/triage-wins-here",
+                   "--case", f"{TRIAGE}/evals/positive-junit*")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = results_of(out)
+
+    # Early stop: the first k=2 attempts won the activation and the shape check -> exactly 2 sessions.
+    first = case(results, nightly)
+    assert len(attempts(out, nightly)) == 2 and first["repeats_run"] == 2
+    assert first["activation"]["state"] == "PASS" and first["wins"] == 2
+    assert first["state"] == "UNRUN" and first["reason"] == "not-judged"  # prose assertions await the judge
+    shape = next(a for a in first["assertions"] if a["assertion_class"] == "artifact_shape")
+    assert shape["state"] == "PASS"
+
+    # The target fired after two other tools: it counts (no stopping at the first non-Skill tool).
+    later = case(results, zero)
+    assert later["activation"]["fired_runs"] == later["activation"]["observed_runs"] == 2
+
+    # A should-not-trigger case whose sessions all got 500 is ERROR, never PASS.
+    broken = case(results, negative)
+    assert broken["state"] == "ERROR" and broken["errors"] == 3 and broken["wins"] == 0
+    assert all(a["error_kind"] == "api-error" for a in attempts(out, negative))
+
+    # Discrimination: the neighbour fired first -> the pair is lost, the case FAILs, what fired is shown.
+    pair = case(results, wins)
+    assert pair["state"] == "FAIL"
+    pairs = {p["neighbour"]: (p["state"], p["reason"]) for p in pair["pairs"]}
+    assert pairs["dependency-upgrade-reviewer"] == ("FAIL", None)
+    # A manual-only neighbour cannot fire: its silence is no evidence, so the pair is not claimed.
+    assert pairs["release-publisher"] == ("UNRUN", "manual-only-target")
+    assert pair["fired_instead"] == {"dependency-upgrade-reviewer": 2}
+
+    # A trigger case whose skill never fired FAILs after N-k+1 = 2 losses.
+    missed = case(results, junit)
+    assert missed["state"] == "FAIL" and missed["losses"] == 2 and missed["activation"]["state"] == "FAIL"
+
+    assert results["plan"]["host"] == "claude-code" and results["plan"]["versions"]["claude-code-cli"]
+    assert results["spend"]["usd"] > 0 and results["spend"]["usd"] <= results["spend"]["cap_usd"]
+    no_secret_anywhere(out, done.stdout, done.stderr)
+    # The CLI's requests carried the key (it is the real client), our files and logs never.
+    assert any(r.headers.get("x-api-key") == KEY for r in fake.requests)
+
+
+def test_hang_past_the_timeout_is_error(fake: FakeAnthropic, tmp_path: Path) -> None:
+    uid = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
+    fake.script(key_of(uid), hang(60))
+    out = tmp_path / "run"
+    started = time.monotonic()
+    done = run_cli(fake, out, "--case", uid, "--repeats", "1", "--timeout", "4")
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 45
+    result = case(results_of(out), uid)
+    assert result["state"] == "ERROR"
+    assert attempts(out, uid)[0]["error_kind"] == "timeout"
+
+
+def test_no_credentials_and_kill_switch(fake: FakeAnthropic, tmp_path: Path) -> None:
+    done = run_cli(fake, tmp_path / "nokey", "--skill", TRIAGE, key=None)
+    assert done.returncode == 0
+    results = results_of(tmp_path / "nokey")
+    assert set(results["unrun_by_reason"]) == {"no-credentials"}
+    assert "ANTHROPIC_API_KEY" in done.stdout
+    assert (tmp_path / "nokey" / "surface.json").exists(), "the surface audit needs no key and still runs"
+    assert [r for r in fake.message_requests if r.headers.get("x-api-key") != "skill-evals-surface-audit-no-key"] == []
+
+    done = run_cli(fake, tmp_path / "off", "--skill", TRIAGE, extra_env={"SKILL_EVALS_DISABLED": "1"})
+    assert done.returncode == 0
+    assert set(results_of(tmp_path / "off")["unrun_by_reason"]) == {"kill-switch"}
+
+
+def test_cap_below_the_plan_holds(fake: FakeAnthropic, tmp_path: Path) -> None:
+    for uid in PROMPTS:
+        if uid.startswith(f"{TRIAGE}/"):
+            fake.script(key_of(uid), skill(TRIAGE), text("TEST REPORT TRIAGE — x"))
+    out = tmp_path / "run"
+    plan = subprocess.run([sys.executable, "-m", "runner", "plan", "--library", str(EXAMPLE), "--skill", TRIAGE,
+                           "--format", "json", "--no-surface"], capture_output=True, text=True, check=True)
+    worst = json.loads(plan.stdout)["estimate"]["worst_session_usd"]
+    cap = worst * 1.5  # one worst-case reservation fits, a second one at the same time does not
+    done = run_cli(fake, out, "--skill", TRIAGE, "--max-usd", f"{cap:.6f}", "--concurrency", "4")
+    assert done.returncode == 0, done.stderr
+    results = results_of(out)
+    assert results["spend"]["usd"] <= cap
+    assert results["stop_reason"] == "budget-cap"
+    finished = attempts(out)
+    assert 1 <= len(finished) < 4
+    assert all(a["reserved_usd"] >= a["cost_usd"] for a in finished)
+    assert results["unrun_by_reason"]["budget-cap"] >= 7
+    assert results["spend"]["refused_reservations"] >= 1
+
+
+def test_sigterm_then_resume_repeats_nothing(fake: FakeAnthropic, tmp_path: Path) -> None:
+    for uid in PROMPTS:
+        if uid.startswith(f"{TRIAGE}/"):
+            fake.script(key_of(uid), skill(TRIAGE), text("TEST REPORT TRIAGE — x"))
+    fake.set_latency(0.4)
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
+    args = [sys.executable, "-m", "runner", "run", "--library", str(EXAMPLE), "--out", str(out), "--skill", TRIAGE,
+            "--repeats", "3", "--concurrency", "2", "--timeout", "30"]
+    process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if (out / "attempts.jsonl").exists() and len(attempts(out)) >= 3:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stdout + stderr
+    first = results_of(out)
+    assert first["stop_reason"] == "cancelled"
+    finished_before = {a["attempt_id"] for a in attempts(out) if a["status"] == "finished"}
+    assert finished_before
+    assert first["counts"]["UNRUN"] > 0
+
+    fake.set_latency(0.0)
+    done = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(EXAMPLE), "--resume", str(out)],
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = attempts(out)
+    finished = [a["attempt_id"] for a in records if a["status"] == "finished"]
+    assert len(finished) == len(set(finished)), "a finished attempt was run twice"
+    assert finished_before <= set(finished)
+    final = results_of(out)
+    assert final["stop_reason"] is None
+    assert "cancelled" not in final["unrun_by_reason"]
+
+
+def test_resume_refuses_a_changed_library(fake: FakeAnthropic, tmp_path: Path) -> None:
+    import shutil
+    library = tmp_path / "library"
+    shutil.copytree(EXAMPLE, library)
+    out = tmp_path / "run"
+    done = run_cli(fake, out, "--case", f"{TRIAGE}/evals/positive-nightly*", "--repeats", "1", library=library)
+    assert done.returncode == 0
+    skill_md = library / ".claude" / "skills" / TRIAGE / "SKILL.md"
+    skill_md.write_text(skill_md.read_text() + "\nOne more line.\n")
+    again = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--resume", str(out)],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 2 and "library changed" in again.stderr
