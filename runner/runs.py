@@ -91,7 +91,8 @@ def make_host(name: str, library: Library, settings: Settings, credentials: Cred
     if name == "api":
         from runner.hosts.api import ApiHost
         return ApiHost(library, skills_dir, policy, prices, api_key_for_host, credentials.base_url,
-                       settings.listing.budget_chars, settings.listing.max_description_chars)
+                       settings.listing.budget_chars, settings.listing.max_description_chars,
+                       max_retries=settings.run.host_max_retries)
     from runner.hosts.claude_code import ClaudeCodeHost
     return ClaudeCodeHost(skills_dir, agents_dir, policy, prices, api_key_for_host, credentials.base_url,
                           settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path,

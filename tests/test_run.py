@@ -238,3 +238,25 @@ def test_resume_refuses_a_changed_library(fake: FakeAnthropic, tmp_path: Path) -
     again = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--resume", str(out)],
                            capture_output=True, text=True, timeout=120, check=False)
     assert again.returncode == 2 and "library changed" in again.stderr
+
+
+def test_api_host_through_the_cli_says_it_is_an_approximation(fake: FakeAnthropic, tmp_path: Path) -> None:
+    nightly = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
+    negative = f"{TRIAGE}/evals/negative-dependency-bump-review"
+    fake.script(key_of(nightly), tool("Read", {"file_path": ".claude/skills/test-report-triage/SKILL.md"}),
+                skill(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN]"))
+    fake.script(key_of(negative), error(529, "overloaded_error", "busy"))
+    out = tmp_path / "run"
+    done = run_cli(fake, out, "--host", "api", "--case", nightly, "--case", negative, "--repeats", "3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = results_of(out)
+    assert results["plan"]["host"] == "api" and "approximation" in results["plan"]["approximation"]
+    assert "approximation" in done.stdout
+    first = case(results, nightly)
+    assert first["activation"]["state"] == "PASS" and first["repeats_run"] == 2
+    broken = case(results, negative)
+    assert broken["state"] == "ERROR" and broken["wins"] == 0
+    # The api host sends JSON requests (no stream); each errored session made 1 + 2 retried requests.
+    assert all(r.body.get("stream") in (None, False) for r in fake.requests_for(key_of(negative)))
+    assert len(fake.requests_for(key_of(negative))) == 3 * 3
+    no_secret_anywhere(out, done.stdout, done.stderr)

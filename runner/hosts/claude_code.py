@@ -126,8 +126,11 @@ class _Recorder:
     def on_tool_result(self, block: ToolResultBlock) -> None:
         if block.tool_use_id in self.call_by_id:
             self.call_by_id[block.tool_use_id].is_error = bool(block.is_error)
+        # Only the Skill tool can reject a name (unknown skill). A denied subagent call still shows
+        # the routing decision the case measures, so it stays an activation.
         if block.tool_use_id in self.by_tool_id and block.is_error:
-            self.activations[self.by_tool_id[block.tool_use_id]].rejected = True
+            activation = self.activations[self.by_tool_id[block.tool_use_id]]
+            activation.rejected = activation.mechanism == "skill-tool"
 
     def on_message(self, message: Any) -> None:
         self.transcript.append(_as_dict(message))

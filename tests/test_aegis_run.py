@@ -1,0 +1,89 @@
+"""The first real user at work: Project Aegis, three skills with their neighbours, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from runner.corpus import is_subagent, load_library, subagent_name
+from runner.select import select
+from runner.settings import Settings
+from tests.fake_anthropic import FakeAnthropic, skill, text, tool
+from tests.test_run import KEY, results_of
+
+SKILLS = ("agent-failure-recovery", "agent-instruction-consolidator", "docs-first-implementer")
+
+
+def surface(library: Path, *extra: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "runner", "surface", "--library", str(library), "--format", "json",
+                           *extra], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_surface_audit_default_and_raised_budget(aegis_skills: Path) -> None:
+    default = surface(aegis_skills)
+    raised = surface(aegis_skills, "--listing-budget", "250000")
+    listed = 185 - 18  # manual-only skills are not listed
+    # host-surface.md: at the default budget most of the library loses its description...
+    assert len(default["name_only"]) > 100
+    assert len(default["with_description"]) + len(default["name_only"]) == listed
+    # ...and a raised budget keeps every description.
+    assert raised["name_only"] == [] and len(raised["with_description"]) == listed
+    assert default["missing"] == raised["missing"] == []
+    assert raised["listing_chars"] > 150_000 > default["listing_chars"]
+
+
+def test_three_skills_with_neighbours_on_the_real_cli(aegis_skills: Path, tmp_path: Path) -> None:
+    library, _ = load_library(aegis_skills, Settings())
+    selected, _ = select(library, list(SKILLS), [], True)
+    manual = {name for name, s in library.skills.items() if s.manual_only}
+    expected_activation: dict[str, str] = {}
+    with FakeAnthropic() as fake:
+        fake.default(text("A plain answer."))
+        for case, _ in selected:
+            key = case.prompt[:80]
+            if case.kind in ("trigger", "refusal"):
+                fake.script(key, skill(case.target), text("Done."))
+                expected_activation[case.uid] = "PASS"
+            elif case.kind == "discrimination" and is_subagent(case.target):
+                fake.script(key, tool("Agent", {"subagent_type": subagent_name(case.target), "description": "review",
+                                                "prompt": case.prompt}), text("Delegated."))
+                expected_activation[case.uid] = "PASS"
+            elif case.kind == "discrimination":
+                fake.script(key, skill(case.target), text("Done."))
+                expected_activation[case.uid] = "PASS"
+            elif case.kind == "no_trigger":
+                # The file's own skill fires where it should not: a real failure, shown as FAIL.
+                fake.script(key, skill(case.target), text("Oops."))
+                expected_activation[case.uid] = "FAIL"
+        out = tmp_path / "run"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ANTHROPIC_BASE_URL": fake.url,
+               "ANTHROPIC_API_KEY": KEY, "CI": "true"}
+        args = [sys.executable, "-m", "runner", "run", "--library", str(aegis_skills), "--out", str(out),
+                "--repeats", "3", "--quorum", "2", "--concurrency", "4", "--timeout", "60", "--max-usd", "500"]
+        for name in SKILLS:
+            args += ["--skill", name]
+        done = subprocess.run([*args, "--neighbours"], env=env, capture_output=True, text=True, timeout=1200,
+                              check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = results_of(out)
+    by_uid = {c["uid"]: c for c in results["cases"]}
+    assert set(by_uid) == {case.uid for case, _ in selected}
+    assert results["counts"]["ERROR"] == 0
+    for case, _ in selected:
+        result = by_uid[case.uid]
+        if case.target in manual:
+            assert (result["state"], result["reason"]) == ("UNRUN", "manual-only-target")
+            continue
+        assert result["activation"]["state"] == expected_activation[case.uid], case.uid
+        if expected_activation[case.uid] == "FAIL":
+            assert result["state"] == "FAIL"
+        else:
+            assert result["state"] in ("PASS", "UNRUN") and result["repeats_run"] == 2  # decided by k=2 wins
+            if result["state"] == "UNRUN":
+                assert result["reason"] == "not-judged"
+    assert results["plan"]["surface"]["name_only"], "the default budget drops descriptions"
+    assert results["spend"]["usd"] <= results["spend"]["cap_usd"]
