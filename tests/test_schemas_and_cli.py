@@ -14,7 +14,7 @@ from runner.settings import Settings
 from tests.conftest import EXAMPLE, cli, cli_process
 
 SCHEMAS = ["aegis-evals", "aegis-trigger-evals", "skill-creator-evals", "skill-creator-trigger-set", "probe",
-           "settings"]
+           "settings", "results"]
 
 
 @pytest.mark.parametrize("name", SCHEMAS)
@@ -31,6 +31,16 @@ def test_settings_schema_matches_the_model() -> None:
         shipped.pop(key)
         generated.pop(key, None)
     assert shipped == generated, "regenerate runner/schemas/settings.schema.json from runner.settings.Settings"
+
+
+def test_results_schema_matches_the_model() -> None:
+    from runner.results import Results
+    shipped = json.loads(resources.files("runner").joinpath("schemas", "results.schema.json").read_text())
+    generated = Results.model_json_schema()
+    for key in ("$schema", "title"):
+        shipped.pop(key)
+        generated.pop(key, None)
+    assert shipped == generated, "regenerate runner/schemas/results.schema.json from runner.results.Results"
 
 
 def test_example_files_match_their_schemas() -> None:
