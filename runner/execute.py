@@ -37,6 +37,7 @@ class RunState:
     in_flight: dict[str, PlannedCase] = field(default_factory=dict)
     finished: int = 0
     errors: int = 0
+    resume_at: float = 0.0  # monotonic time before which no session starts (rate limited)
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None:
@@ -86,6 +87,8 @@ class Executor:
     async def one_attempt(self, planned: PlannedCase, repeat: int) -> AttemptRecord | None:
         """Reserve, run, settle, record. None when the attempt was never started."""
         async with self.sessions:
+            while (wait := self.state.resume_at - time.monotonic()) > 0 and not self.state.stop_reason:
+                await asyncio.sleep(wait)
             if self.state.stop_reason:
                 return None
             reservation = await self.state.ledger.reserve(self.plan.estimate.worst_session_usd)
@@ -111,6 +114,9 @@ class Executor:
             self.state.finished += 1
             if obs.error_kind == "spend-limit":
                 self.state.stop(STOP_SPEND_LIMIT)
+            elif obs.error_kind == "rate-limited":
+                # Back off as a whole: the errored attempt stays ERROR and is not replaced.
+                self.state.resume_at = max(self.state.resume_at, time.monotonic() + self.plan.rate_limit_pause_s)
             if self.progress:
                 self.progress(record, self.state)
             return record

@@ -73,6 +73,7 @@ class Plan(BaseModel):
     timeout_s: float
     max_output_tokens: int
     concurrency: int
+    rate_limit_pause_s: float = 30.0
     cap_usd: float
     listing_budget_chars: int | None
     allowed_tools: list[str]
@@ -174,7 +175,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         approximation=API_HOST_NOTE if host == "api" else None, versions=versions, model=run.model,
         library={"root": library.root, "skills_dir": library.skills_dir, "content_hash": library.content_hash},
         repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
-        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, cap_usd=run.max_usd,
+        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency,
+        rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
         cases=cases, estimate=estimate, unrun_all=unrun_all,

@@ -109,6 +109,9 @@ class RunSettings(_Strict):
     allowed_tools: list[str] = Field(default=["Skill", "Read", "Glob", "Grep"],
                                      description="Read-only tools a session may use (Skill must be among them).")
     cli_path: str | None = Field(default=None, description="Another Claude Code CLI than the SDK's bundled one.")
+    rate_limit_pause_s: float = Field(default=30.0, ge=0, description="After a session ends rate-limited (429 past "
+                                                                      "the client's retries), no session starts for "
+                                                                      "this long. A spend-limit 429 stops the run.")
     host_max_retries: int = Field(default=2, ge=0, description="Transport retries of the host's own client "
                                                                 "(CLAUDE_CODE_MAX_RETRIES; the anthropic SDK's default "
                                                                 "is 2). An error after them is ERROR.")

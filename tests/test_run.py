@@ -260,3 +260,32 @@ def test_api_host_through_the_cli_says_it_is_an_approximation(fake: FakeAnthropi
     assert all(r.body.get("stream") in (None, False) for r in fake.requests_for(key_of(negative)))
     assert len(fake.requests_for(key_of(negative))) == 3 * 3
     no_secret_anywhere(out, done.stdout, done.stderr)
+
+
+def test_rate_limit_pauses_new_starts_and_spend_limit_stops(fake: FakeAnthropic, tmp_path: Path) -> None:
+    limited = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
+    later = f"{TRIAGE}/evals/positive-junit-in-workspace"
+    fake.script(key_of(limited), error(429, "rate_limit_error", "slow down", retry_after=0))
+    fake.script(key_of(later), skill(TRIAGE), text("TEST REPORT TRIAGE — x"))
+    library = tmp_path / "library"
+    import shutil
+    shutil.copytree(EXAMPLE, library)
+    (library / ".skill-evals.toml").write_text("[run]\nrate_limit_pause_s = 3\nhost_max_retries = 0\n")
+    out = tmp_path / "run"
+    done = run_cli(fake, out, "--host", "api", "--case", limited, "--case", later, "--repeats", "1",
+                   "--concurrency", "1", library=library)
+    assert done.returncode == 0, done.stderr
+    results = results_of(out)
+    assert case(results, limited)["state"] == "ERROR"
+    assert attempts(out, limited)[0]["error_kind"] == "rate-limited"
+    first = fake.requests_for(key_of(limited))[-1].time
+    second = fake.requests_for(key_of(later))[0].time
+    assert second - first >= 3.0, "no session may start during the rate-limit pause"
+
+    spend = tmp_path / "spend"
+    fake.script(key_of(f"{TRIAGE}/evals/edge-zero-test-suite-reported-ok"), error(429, "rate_limit_error", "limit"))
+    done = run_cli(fake, spend, "--host", "api", "--case", f"{TRIAGE}/evals/edge-zero*", "--case", later,
+                   "--repeats", "1", "--concurrency", "1", library=library)
+    assert done.returncode == 0
+    results = results_of(spend)
+    assert results["stop_reason"] == "spend-limit"
