@@ -203,6 +203,10 @@ def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
     affordable = int(plan.cap_usd // e.worst_session_usd) if e.worst_session_usd else e.sessions_max
     console.print(f"Cap: ${plan.cap_usd:.2f} admits {min(affordable, e.sessions_max)} concurrent worst-case "
                   "reservations; spend is reconciled from the host's usage after each session")
+    if e.expected_usd > plan.cap_usd:
+        console.print(f"[yellow]The expected cost (${e.expected_usd:.2f}) is above the cap: the run will stop at "
+                      f"${plan.cap_usd:.2f} and the rest will be UNRUN (budget-cap). Narrow the selection or raise "
+                      "--max-usd.[/yellow]")
     console.print(f"Judge calls: {e.judge_calls} ({e.judge_note})")
     if plan.surface is not None:
         _print_surface(plan.surface, console, brief=True)

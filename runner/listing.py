@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from runner.corpus import Library
+from dataclasses import dataclass
+
+from runner.corpus import Library, Skill
 from runner.settings import ListingSettings
 
 
@@ -43,25 +45,42 @@ def entry_line(name: str, description: str | None, max_description_chars: int) -
     return f"- {name}: {description[:max_description_chars]}"
 
 
+@dataclass(frozen=True)
+class Fitted:
+    lines: list[str]
+    with_description: list[str]
+    name_only: list[str]
+    chars: int
+    chars_all_descriptions: int
+
+
+def fit(skills: list[Skill], budget: int, max_description_chars: int) -> Fitted:
+    """The greedy rule, in name order: a skill keeps its description while the total still fits."""
+    lines: list[str] = []
+    with_description: list[str] = []
+    name_only: list[str] = []
+    spent = full_total = 0
+    for skill in sorted(skills, key=lambda s: s.name):
+        full = entry_line(skill.name, skill.description, max_description_chars)
+        full_total += len(full) + 1
+        if skill.description and spent + len(full) + 1 <= budget:
+            line = full
+            with_description.append(skill.name)
+        else:
+            line = entry_line(skill.name, None, max_description_chars)
+            name_only.append(skill.name)
+        spent += len(line) + 1
+        lines.append(line)
+    return Fitted(lines, with_description, name_only, spent, full_total)
+
+
 def estimate(library: Library, settings: ListingSettings) -> ListingEstimate:
     # A skill whose frontmatter does not parse loses all its fields in Claude Code: name only.
     listed = [s for s in library.skills.values() if not s.manual_only]
-    spent = 0
-    full_total = 0
-    with_description: list[str] = []
-    name_only: list[str] = []
-    for skill in sorted(listed, key=lambda s: s.name):
-        full = len(entry_line(skill.name, skill.description, settings.max_description_chars)) + 1
-        full_total += full
-        if spent + full <= settings.effective_budget:
-            spent += full
-            with_description.append(skill.name)
-        else:
-            spent += len(entry_line(skill.name, None, settings.max_description_chars)) + 1
-            name_only.append(skill.name)
+    fitted = fit(listed, settings.effective_budget, settings.max_description_chars)
     return ListingEstimate(
         budget_chars=settings.effective_budget, max_description_chars=settings.max_description_chars,
         listed=len(listed), not_listed_manual_only=sorted(s.name for s in library.skills.values() if s.manual_only),
-        total_chars_all_descriptions=full_total, estimated_listing_chars=spent,
-        with_description=with_description, name_only=name_only,
+        total_chars_all_descriptions=fitted.chars_all_descriptions, estimated_listing_chars=fitted.chars,
+        with_description=fitted.with_description, name_only=fitted.name_only,
     )

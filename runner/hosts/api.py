@@ -41,7 +41,7 @@ from typing import Any
 
 import anthropic
 
-from runner import frontmatter
+from runner import frontmatter, listing
 from runner.corpus import Library, Skill
 from runner.files import ReadPolicy
 from runner.hosts import workspace as workspace_mod
@@ -88,12 +88,6 @@ READ_TOOL: dict[str, Any] = {
 }
 
 TOOLS: list[dict[str, Any]] = [SKILL_TOOL, READ_TOOL]
-
-
-def _entry_line(name: str, description: str | None, max_description_chars: int) -> str:
-    if not description:
-        return f"- {name}"
-    return f"- {name}: {description[:max_description_chars]}"
 
 
 class _SessionError(Exception):
@@ -159,25 +153,12 @@ class ApiHost:
     def build_listing(self, exclude: list[str]) -> tuple[str, list[str], list[str]]:
         """(listing text, names with a description, names alone). Excluded skills are absent."""
         budget = self.listing_budget_chars or HOST_DEFAULT_LISTING_BUDGET
-        lines = [LISTING_HEADER]
-        with_description: list[str] = []
-        name_only: list[str] = []
-        spent = 0
-        for skill in sorted((s for s in self.library.skills.values() if self._listed(s, exclude)),
-                            key=lambda s: s.name):
-            full = _entry_line(skill.name, skill.description, self.max_description_chars)
-            if skill.description and spent + len(full) + 1 <= budget:
-                line = full
-                with_description.append(skill.name)
-            else:
-                line = _entry_line(skill.name, None, self.max_description_chars)
-                name_only.append(skill.name)
-            spent += len(line) + 1
-            lines.append(line)
-        return "\n".join(lines), with_description, name_only
+        listed = [s for s in self.library.skills.values() if self._listed(s, exclude)]
+        fitted = listing.fit(listed, budget, self.max_description_chars)
+        return "\n".join([LISTING_HEADER, *fitted.lines]), fitted.with_description, fitted.name_only
 
-    def _system(self, listing: str) -> str:
-        return BASE_PROMPT + "\n\n" + listing
+    def _system(self, listing_text: str) -> str:
+        return BASE_PROMPT + "\n\n" + listing_text
 
     async def surface(self) -> Surface:
         text, with_description, name_only = self.build_listing([])
