@@ -20,7 +20,8 @@ from runner.hosts.base import Host, Observation, SessionSpec
 from runner.plan import Plan, PlannedCase
 from runner.quorum import QuorumRule, Tally, starts_allowed
 from runner.rundir import AttemptRecord, RunDir
-from runner.verdicts import attempt_outcome
+from runner.judge import Judge, JudgeCall
+from runner.verdicts import AttemptOutcome, apply_judgement, attempt_outcome, mark_unjudged, needs_judge
 
 # Why starting stopped, in the words of semantics §3 (UNRUN reasons).
 STOP_BUDGET = "budget-cap"
@@ -53,7 +54,10 @@ def attempt_id(uid: str, arm: str, repeat: int) -> str:
 
 class Executor:
     def __init__(self, plan: Plan, plan_hash: str, cases: dict[str, Case], host: Host, rundir: RunDir,
-                 state: RunState, known_names: set[str], progress: ProgressFn | None = None):
+                 state: RunState, known_names: set[str], progress: ProgressFn | None = None,
+                 judge: Judge | None = None, judge_unavailable: str | None = None):
+        self.judge = judge
+        self.judge_unavailable = judge_unavailable or "not-judged"
         self.plan = plan
         self.plan_hash = plan_hash
         self.cases = cases
@@ -72,17 +76,38 @@ class Executor:
             max_output_tokens=self.plan.max_output_tokens, max_usd=self.plan.estimate.worst_session_usd,
             case_files=case.files)
 
-    def record(self, planned: PlannedCase, spec: SessionSpec, repeat: int, obs: Observation,
-               reserved: float) -> AttemptRecord:
-        case = self.cases[planned.uid]
+    async def judged(self, case: Case, obs: Observation) -> tuple[AttemptOutcome, JudgeCall | None]:
+        """The attempt's outcome with its prose assertions judged, when the judge may be called."""
         outcome = attempt_outcome(case, obs, self.known)
+        pending = needs_judge(outcome)
+        if not pending or outcome.activation == "ERROR":
+            return outcome, None
+        if outcome.state == "FAIL":
+            # Already a loss (wrong activation or a failed check): no money is spent judging the rest.
+            return mark_unjudged(outcome, "attempt-already-failed"), None
+        if obs.final_answer is None:
+            return mark_unjudged(outcome, "no-final-answer"), None
+        if self.judge is None:
+            return mark_unjudged(outcome, self.judge_unavailable), None
+        assertions = [a for a in case.assertions if a.index in pending]
+        worst = self.judge.worst_case_usd(case.prompt, obs.final_answer, obs.tool_calls, assertions)
+        reservation = await self.state.ledger.reserve(worst)
+        if reservation is None:
+            self.state.stop(STOP_BUDGET)
+            return mark_unjudged(outcome, STOP_BUDGET), None
+        verdicts, call = await self.judge.judge(case.prompt, obs.final_answer, obs.tool_calls, assertions)
+        await self.state.ledger.settle(reservation, call.cost_usd)
+        return apply_judgement(outcome, verdicts), call
+
+    def record(self, planned: PlannedCase, spec: SessionSpec, repeat: int, obs: Observation, reserved: float,
+               outcome: AttemptOutcome, judge_call: JudgeCall | None) -> AttemptRecord:
         transcript = self.rundir.write_transcript(spec.attempt_id, obs.transcript) if obs.transcript else None
         return AttemptRecord(
             attempt_id=spec.attempt_id, uid=planned.uid, arm="main", repeat=repeat, plan_hash=self.plan_hash,
             status="finished", outcome=outcome, error_kind=obs.error_kind, error_message=obs.error_message,
             bounds_hit=obs.bounds_hit, turns=obs.turns, usage=obs.usage, cost_usd=obs.cost_usd,
             host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, duration_s=obs.duration_s,
-            transcript=transcript, final_answer=obs.final_answer)
+            transcript=transcript, final_answer=obs.final_answer, tool_calls=obs.tool_calls, judge=judge_call)
 
     async def one_attempt(self, planned: PlannedCase, repeat: int) -> AttemptRecord | None:
         """Reserve, run, settle, record. None when the attempt was never started."""
@@ -109,7 +134,8 @@ class Executor:
             finally:
                 self.state.in_flight.pop(spec.attempt_id, None)
             await self.state.ledger.settle(reservation, obs.cost_usd)
-            record = self.record(planned, spec, repeat, obs, reservation.amount_usd)
+            outcome, judge_call = await self.judged(self.cases[planned.uid], obs)
+            record = self.record(planned, spec, repeat, obs, reservation.amount_usd, outcome, judge_call)
             self.rundir.append_attempt(record)
             self.state.finished += 1
             if obs.error_kind == "spend-limit":
@@ -125,7 +151,7 @@ class Executor:
         rule = QuorumRule(planned.repeats, planned.quorum)
         wins = sum(1 for r in prior if r.outcome and r.outcome.state == "PASS")
         losses = sum(1 for r in prior if r.outcome and r.outcome.state == "FAIL")
-        errors = sum(1 for r in prior if r.outcome and r.outcome.state == "ERROR")
+        errors = sum(1 for r in prior if r.outcome and r.outcome.state in ("ERROR", "JUDGE-ERROR"))
         used = {r.repeat for r in prior}
         next_repeats = (n for n in range(1, planned.repeats + 1) if n not in used)
         pending: set[asyncio.Task[AttemptRecord | None]] = set()
@@ -154,7 +180,7 @@ class Executor:
                 state = record.outcome.state
                 wins += state == "PASS"
                 losses += state == "FAIL"
-                errors += state == "ERROR"
+                errors += state in ("ERROR", "JUDGE-ERROR")
 
     async def run(self, prior: dict[str, list[AttemptRecord]]) -> None:
         runnable = [c for c in self.plan.cases if c.unrun_reason is None]

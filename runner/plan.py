@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from runner.corpus import Case, Library
+from runner.judge import prompt_version
 from runner.prices import PriceTable
 from runner.settings import Settings, TierSettings
 from runner.surface import Surface
@@ -66,6 +67,9 @@ class Plan(BaseModel):
     approximation: str | None = None
     versions: dict[str, str]
     model: str
+    judge_model: str | None = None
+    judge_prompt_version: str | None = None
+    judge_unavailable: str | None = Field(default=None, description="Why prose assertions will stay UNRUN.")
     library: dict[str, str]
     repeats: int
     quorum: int
@@ -142,7 +146,7 @@ def session_costs(first_turn: int, max_turns: int, expected_turns: int, max_outp
 
 def build(library: Library, selected: list[tuple[Case, str]], settings: Settings, tier: str, tier_rule: TierSettings,
           host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
-          unrun_all: str | None) -> Plan:
+          unrun_all: str | None, judge_unavailable: str | None = None) -> Plan:
     run = settings.run
     cases = []
     for case, why in selected:
@@ -167,12 +171,16 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         expected_session_usd=round(expected, 6), worst_session_usd=round(worst, 6),
         expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
         judge_calls=judged * tier_rule.repeats,
-        judge_note="one judge call per attempt for cases with semantic assertions; judging is not built yet, so "
-                   "these assertions stay UNRUN (not-judged) and no judge call is made or charged",
+        judge_note=(f"at most one call per attempt of a case with prose assertions, {settings.judge.model}, "
+                    "reserved against the same cap before each call" if judge_unavailable is None else
+                    f"no judge calls: prose assertions stay UNRUN ({judge_unavailable})"),
     )
     return Plan(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), tier=tier, host=host,
         approximation=API_HOST_NOTE if host == "api" else None, versions=versions, model=run.model,
+        judge_model=settings.judge.model if judge_unavailable is None else None,
+        judge_prompt_version=prompt_version() if judge_unavailable is None else None,
+        judge_unavailable=judge_unavailable,
         library={"root": library.root, "skills_dir": library.skills_dir, "content_hash": library.content_hash},
         repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
         max_output_tokens=run.max_output_tokens, concurrency=run.concurrency,

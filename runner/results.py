@@ -55,6 +55,8 @@ class PlanSummary(BaseModel):
     versions: dict[str, str]
     model: str
     judge_model: str | None = None
+    judge_prompt_version: str | None = None
+    judge_unavailable: str | None = None
     repeats: int
     quorum: int
     cap_usd: float
@@ -64,7 +66,9 @@ class PlanSummary(BaseModel):
 
 
 class Spend(BaseModel):
-    usd: float
+    usd: float = Field(description="Sessions and judge calls.")
+    judge_usd: float = 0.0
+    judge_calls: int = 0
     cap_usd: float
     refused_reservations: int = 0
 
@@ -79,6 +83,9 @@ class Results(BaseModel):
     attempts_finished: int
     attempts_errored: int
     cases: list[CaseResult]
+    assertion_counts: dict[str, int] = Field(default={}, description="Assertions of executed cases by how they were "
+                                                                      "decided: judged, checked by script or by the "
+                                                                      "harness, unjudgeable, JUDGE-ERROR, not judged.")
     spend: Spend
     not_executed: str
 
@@ -112,7 +119,10 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
     if verdict == "loss":
         state, reason = "FAIL", None
     elif verdict == "error":
-        state, reason = "ERROR", "errors left too few attempts to decide the quorum"
+        # Errors of the host are ERROR; attempts only the judge could not decide are JUDGE-ERROR.
+        host_errors = sum(1 for o in outcomes if o.state == "ERROR")
+        state = "ERROR" if host_errors else "JUDGE-ERROR"
+        reason = "errors left too few attempts to decide the quorum"
     elif verdict == "undecided":
         state, reason = "UNRUN", stop_reason or "not-started"
     else:
@@ -128,8 +138,31 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
         pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if case.kind == "discrimination" else [],
-        assertions=assertions, attempts=[r.attempt_id for r in finished], cost_usd=round(sum(r.cost_usd for r in finished), 6),
+        assertions=assertions, attempts=[r.attempt_id for r in finished],
+        cost_usd=round(sum(r.total_cost_usd for r in finished), 6),
         warnings=warnings)
+
+
+def assertion_counts(results: list[CaseResult]) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for result in results:
+        if result.state == "UNRUN" and not result.assertions:
+            continue
+        for assertion in result.assertions:
+            if assertion.state == "UNJUDGEABLE":
+                counts["unjudgeable"] += 1
+            elif assertion.state == "JUDGE-ERROR":
+                counts["judge_error"] += 1
+            elif assertion.state == "UNRUN":
+                counts[f"unrun:{assertion.reason}"] += 1
+            elif assertion.assertion_class == "semantic" or (assertion.assertion_class == "artifact_shape"
+                                                             and assertion.reason is not None):
+                counts["judged"] += 1
+            elif assertion.assertion_class == "activation":
+                counts["checked_by_harness"] += 1
+            else:
+                counts["checked_by_script"] += 1
+    return dict(sorted(counts.items()))
 
 
 def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[AttemptRecord], stop_reason: str | None,
@@ -146,7 +179,9 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     return Results(
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         plan=PlanSummary(hash=plan_hash, tier=plan.tier, host=plan.host, approximation=plan.approximation,
-                         versions=plan.versions, model=plan.model, repeats=plan.repeats, quorum=plan.quorum,
+                         versions=plan.versions, model=plan.model, judge_model=plan.judge_model,
+                         judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,
+                         repeats=plan.repeats, quorum=plan.quorum,
                          cap_usd=plan.cap_usd, library_hash=plan.library["content_hash"],
                          listing_budget_chars=plan.listing_budget_chars, surface=plan.surface),
         stop_reason=stop_reason,
@@ -155,6 +190,10 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         attempts_finished=len(finished),
         attempts_errored=sum(1 for r in finished if r.outcome and r.outcome.state == "ERROR"),
         cases=results,
-        spend=Spend(usd=round(sum(r.cost_usd for r in finished), 6), cap_usd=plan.cap_usd, refused_reservations=refused),
+        assertion_counts=assertion_counts(results),
+        spend=Spend(usd=round(sum(r.total_cost_usd for r in finished), 6),
+                    judge_usd=round(sum(r.judge.cost_usd for r in finished if r.judge), 6),
+                    judge_calls=sum(1 for r in finished if r.judge), cap_usd=plan.cap_usd,
+                    refused_reservations=refused),
         not_executed=NOT_EXECUTED.format(n=counts.get("UNRUN", 0)),
     )

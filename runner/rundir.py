@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from runner.hosts.base import Bound, Usage
+from runner.hosts.base import Bound, ToolCall, Usage
+from runner.judge import JudgeCall
 from runner.verdicts import AttemptOutcome
 
 PLAN = "plan.json"
@@ -48,6 +49,12 @@ class AttemptRecord(BaseModel):
     duration_s: float = 0.0
     transcript: str | None = None
     final_answer: str | None = None
+    tool_calls: list[ToolCall] = []
+    judge: JudgeCall | None = None
+
+    @property
+    def total_cost_usd(self) -> float:
+        return self.cost_usd + (self.judge.cost_usd if self.judge else 0.0)
 
 
 def safe_name(attempt_id: str) -> str:

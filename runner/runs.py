@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner import calibration
 from runner import plan as plan_mod
 from runner import prices as prices_mod
 from runner import results as results_mod
@@ -23,6 +24,7 @@ from runner.corpus import Case, Library
 from runner.execute import STOP_CANCELLED, Executor, RunState
 from runner.files import make_policy
 from runner.findings import Finding
+from runner.judge import Judge, JudgeSettingsView, prompt_version
 from runner.plan import Plan
 from runner.rundir import PLAN, RESULTS, SURFACE, AttemptRecord, RunDir
 from runner.select import select
@@ -115,6 +117,22 @@ class Prepared:
     host: Any
     unknown_skills: list[str]
     known_names: set[str]
+    judge: Judge | None = None
+
+
+def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.PriceTable, root: Path
+               ) -> tuple[Judge | None, str | None]:
+    """The judge, or why prose assertions will stay UNRUN."""
+    view = JudgeSettingsView(model=settings.judge.model, timeout_s=settings.judge.timeout_s,
+                             max_tokens=settings.judge.max_tokens, max_retries=settings.judge.max_retries)
+    if not settings.judge.enabled:
+        return None, "judge-disabled"
+    if not credentials.api_key:
+        return None, "no-credentials"
+    if settings.judge.require_calibration and not calibration.passing_record(root, settings.judge.model,
+                                                                               prompt_version()):
+        return None, "judge-not-calibrated"
+    return Judge(view, credentials.api_key, credentials.base_url, prices), None
 
 
 def prepare(library: Library, settings: Settings, options: Options, credentials: Credentials, audit: bool
@@ -129,10 +147,11 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     surface = None
     if audit and unrun_all != "kill-switch":
         surface = asyncio.run(audit_surface(host, library, settings.run.model))
+    judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
-                          prices, surface, unrun_all)
+                          prices, surface, unrun_all, judge_unavailable)
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
-                    unknown_skills=unknown, known_names=known_names(library))
+                    unknown_skills=unknown, known_names=known_names(library), judge=judge)
 
 
 def known_names(library: Library) -> set[str]:
@@ -160,12 +179,18 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
     settings = settings.model_copy(update={"run": run, "listing": listing})
     prices = prices_mod.load(settings)
     host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "")
+    judge_settings = settings.judge.model_copy(update={"model": plan.judge_model or settings.judge.model})
+    judge, _ = make_judge(settings.model_copy(update={"judge": judge_settings}), credentials, prices,
+                          Path(library.root))
+    if judge is not None and judge.version != plan.judge_prompt_version:
+        raise ResumeError(f"{rundir.path}: the judge prompt changed since this run was planned "
+                          f"({plan.judge_prompt_version} then, {judge.version} now); start a new run")
     if plan.unrun_all is None and not credentials.api_key:
         plan = plan.model_copy(update={"unrun_all": "no-credentials"})
         return Prepared(plan=plan, plan_hash=load_plan(rundir).digest(), cases=cases, host=host, unknown_skills=[],
                         known_names=known_names(library))
     return Prepared(plan=plan, plan_hash=plan.digest(), cases=cases, host=host, unknown_skills=[],
-                    known_names=known_names(library))
+                    known_names=known_names(library), judge=judge)
 
 
 def write_plan(rundir: RunDir, prepared: Prepared) -> None:
@@ -193,10 +218,10 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
     plan = prepared.plan
     prior = prior_attempts(rundir, prepared.plan_hash)
     ledger = Ledger(cap_usd=plan.cap_usd)
-    ledger.record_prior(sum(r.cost_usd for records in prior.values() for r in records))
+    ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records))
     state = RunState(ledger=ledger)
     executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
-                        prepared.known_names, progress)
+                        prepared.known_names, progress, prepared.judge, plan.judge_unavailable)
 
     async def main() -> None:
         task = asyncio.ensure_future(executor.run(prior))

@@ -117,6 +117,26 @@ class RunSettings(_Strict):
                                                                 "is 2). An error after them is ERROR.")
 
 
+class CalibrationThresholds(_Strict):
+    min_agreement: float = Field(default=0.9, ge=0, le=1)
+    max_false_pass: float = Field(default=0.05, ge=0, le=1, description="Judge PASS where the label is FAIL.")
+    max_false_fail: float = Field(default=0.10, ge=0, le=1, description="Judge FAIL where the label is PASS.")
+    max_judge_error: float = Field(default=0.05, ge=0, le=1)
+
+
+class JudgeSettings(_Strict):
+    enabled: bool = Field(default=True, description="false: prose assertions stay UNRUN (not-judged).")
+    model: str = "claude-sonnet-4-6"
+    timeout_s: float = Field(default=60, gt=0)
+    max_tokens: int = Field(default=2048, ge=64)
+    max_retries: int = Field(default=2, ge=0)
+    require_calibration: bool = Field(
+        default=False, description="Judge only with a passing calibration record for this judge model and prompt "
+                                   "version (.skill-evals/judge-calibration.json); else prose assertions stay UNRUN "
+                                   "(judge-not-calibrated).")
+    calibration: CalibrationThresholds = CalibrationThresholds()
+
+
 class Price(_Strict):
     input: float = Field(ge=0, description="USD per million input tokens.")
     output: float = Field(ge=0)
@@ -154,6 +174,7 @@ class Settings(_Strict):
     assertion_override: list[AssertionOverride] = []
     trigger_set: list[TriggerSetSettings] = []
     run: RunSettings = RunSettings()
+    judge: JudgeSettings = JudgeSettings()
     tiers: TiersSettings = TiersSettings()
     prices: dict[str, Price] = Field(default={}, description="Add or override model prices (USD per million tokens).")
 

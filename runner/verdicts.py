@@ -19,7 +19,9 @@ from runner.corpus import Assertion, Case
 from runner.hosts.base import Observation
 from runner.quorum import QuorumRule, Tally, decide, wilson_interval
 
-AttemptState = Literal["PASS", "FAIL", "ERROR"]
+# An attempt's combined outcome: its activation part and every assertion a script or the judge decided.
+# JUDGE-ERROR here means the host observed fine but the judge could not decide: never PASS, never FAIL.
+AttemptState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR"]
 AssertionState = Literal["PASS", "FAIL", "ERROR", "UNRUN", "UNJUDGEABLE", "JUDGE-ERROR"]
 CaseState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"]
 ROLLUP_ORDER = ("FAIL", "ERROR", "JUDGE-ERROR", "UNRUN", "PASS")  # semantics §3: the first present wins
@@ -122,18 +124,43 @@ def attempt_outcome(case: Case, obs: Observation, known: set[str]) -> AttemptOut
     else:  # trigger, refusal, probe (treatment arm) — the target must fire
         activation = "PASS" if target_fired else ("ERROR" if cut_short else "FAIL")
     assertions = [check_assertion(a, case, obs, known) for a in case.assertions]
-    decided = [a.state for a in assertions if a.state in ("PASS", "FAIL", "ERROR")]
-    if activation == "ERROR":
-        state: AttemptState = "ERROR"
-    elif activation == "FAIL" or "FAIL" in decided:
-        state = "FAIL"
-    elif "ERROR" in decided:
-        state = "ERROR"
-    else:
-        state = "PASS"
     error = "the session hit its turn bound before the result was certain" if activation == "ERROR" else None
-    return AttemptOutcome(state=state, activation=activation, fired=fired, target_fired=target_fired,
-                          fired_instead=instead, pairs=pairs, assertions=assertions, error=error)
+    return AttemptOutcome(state=combine(activation, assertions), activation=activation, fired=fired,
+                          target_fired=target_fired, fired_instead=instead, pairs=pairs, assertions=assertions,
+                          error=error)
+
+
+def combine(activation: AttemptState, assertions: list[AssertionOutcome]) -> AttemptState:
+    """FAIL if any decided part failed; ERROR or JUDGE-ERROR if a part could not be observed; else PASS.
+    Assertions still UNRUN (not judged) or UNJUDGEABLE do not make an attempt pass or fail."""
+    states = {a.state for a in assertions}
+    if activation == "ERROR":
+        return "ERROR"
+    if activation == "FAIL" or "FAIL" in states:
+        return "FAIL"
+    if "ERROR" in states:
+        return "ERROR"
+    if "JUDGE-ERROR" in states:
+        return "JUDGE-ERROR"
+    return "PASS"
+
+
+def needs_judge(outcome: AttemptOutcome) -> list[int]:
+    """Indexes of the assertions this attempt leaves to the judge."""
+    return [a.index for a in outcome.assertions if a.state == "UNRUN" and a.reason == "not-judged"]
+
+
+def apply_judgement(outcome: AttemptOutcome, judged: list[AssertionOutcome]) -> AttemptOutcome:
+    by_index = {a.index: a for a in judged}
+    assertions = [by_index.get(a.index, a) for a in outcome.assertions]
+    return outcome.model_copy(update={"assertions": assertions, "state": combine(outcome.activation, assertions)})
+
+
+def mark_unjudged(outcome: AttemptOutcome, reason: str) -> AttemptOutcome:
+    """The judge was not called (cap reached, not calibrated, disabled): those assertions stay UNRUN."""
+    assertions = [a.model_copy(update={"reason": reason}) if a.index in needs_judge(outcome) else a
+                  for a in outcome.assertions]
+    return outcome.model_copy(update={"assertions": assertions})
 
 
 # ---- one case over its repeats ----------------------------------------------------------------
@@ -166,8 +193,9 @@ class ActivationResult(BaseModel):
 
 
 def tally_of(outcomes: list[AttemptOutcome]) -> Tally:
+    """Quorum counts: an attempt the judge could not decide counts for neither side, like an error."""
     counts = Counter(o.state for o in outcomes)
-    return Tally(wins=counts["PASS"], losses=counts["FAIL"], errors=counts["ERROR"])
+    return Tally(wins=counts["PASS"], losses=counts["FAIL"], errors=counts["ERROR"] + counts["JUDGE-ERROR"])
 
 
 def _quorum_state(rule: QuorumRule, wins: int, losses: int, errors: int, finished_all: bool) -> CaseState:
@@ -194,19 +222,23 @@ def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRu
         mine = [a for o in outcomes for a in o.assertions if a.index == assertion.index]
         passes = sum(1 for a in mine if a.state == "PASS")
         fails = sum(1 for a in mine if a.state == "FAIL")
-        errors = sum(1 for a in mine if a.state == "ERROR")
+        errors = sum(1 for a in mine if a.state in ("ERROR", "JUDGE-ERROR"))
+        judge_errors = sum(1 for a in mine if a.state == "JUDGE-ERROR")
         evidence = [a.evidence for a in mine if a.evidence][:3]
         if not mine:
             state: AssertionState = "UNRUN"
             reason = "no attempt observed it"
         elif all(a.state == "UNRUN" for a in mine):
             state, reason = "UNRUN", mine[0].reason
+        elif passes + fails == 0 and judge_errors:
+            state, reason = "JUDGE-ERROR", next(a.reason for a in mine if a.state == "JUDGE-ERROR")
         elif all(a.state == "UNJUDGEABLE" for a in mine):
             state, reason = "UNJUDGEABLE", mine[0].reason
         else:
             verdict = decide(rule, Tally(wins=passes, losses=fails, errors=errors))
+            error_state = "JUDGE-ERROR" if judge_errors and judge_errors == errors else "ERROR"
             state, reason = {"win": ("PASS", None), "loss": ("FAIL", None),
-                             "error": ("ERROR", "errors left too few observations for a quorum")}.get(
+                             "error": (error_state, "errors left too few observations for a quorum")}.get(
                 verdict, ("UNRUN", "decided"))  # the case was decided before this assertion was
         results.append(AssertionResult(index=assertion.index, text=assertion.text,
                                        assertion_class=assertion.assertion_class, state=state, reason=reason,

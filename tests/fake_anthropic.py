@@ -86,7 +86,7 @@ from urllib.parse import urlsplit
 __all__ = [
     "FakeAnthropic", "Recorded", "Usage", "Text", "ToolUse", "Blocks", "Error", "BreakStream", "Hang",
     "Malformed", "StreamError", "Turn", "text", "tool", "skill", "blocks", "error", "break_stream", "hang", "malformed",
-    "stream_error", "input_tokens_for", "output_tokens_for", "first_user_text",
+    "stream_error", "input_tokens_for", "output_tokens_for", "first_user_text", "Dynamic", "dynamic",
 ]
 
 
@@ -143,7 +143,17 @@ class StreamError:
     times: int | None = None
 
 
-Turn = Union[Text, ToolUse, Blocks, Error, BreakStream, Hang, Malformed, StreamError]
+@dataclass(frozen=True)
+class Dynamic:
+    """A turn computed from the request body (e.g. a judge reply naming the rubric ids it was sent)."""
+    fn: Any
+
+
+def dynamic(fn: Any) -> Dynamic:
+    return Dynamic(fn)
+
+
+Turn = Union[Text, ToolUse, Blocks, Error, BreakStream, Hang, Malformed, StreamError, Dynamic]
 _FAULTS = (Error, BreakStream, Hang, Malformed, StreamError)
 _STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
               "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
@@ -264,7 +274,7 @@ class _Script:
         self.slots: list[tuple[list[Turn], Turn]] = []
         pending: list[Turn] = []
         for t in turns:
-            if not isinstance(t, (Text, ToolUse, Blocks, *_FAULTS)):
+            if not isinstance(t, (Text, ToolUse, Blocks, Dynamic, *_FAULTS)):
                 raise TypeError(f"not a turn: {t!r}")
             if isinstance(t, _FAULTS) and t.times is not None:
                 if t.times < 0:
@@ -483,6 +493,8 @@ class FakeAnthropic:
                 turn_index = sum(1 for m in body.get("messages") or []
                                  if isinstance(m, dict) and m.get("role") == "assistant")
                 turn = script.pick(turn_index)
+                if isinstance(turn, Dynamic):
+                    turn = turn.fn(body)
                 record.script, record.turn = script.match, turn_index
                 record.outcome = _outcome(turn)
                 self.requests.append(record)
