@@ -150,6 +150,9 @@ def _run_options(f):  # type: ignore[no-untyped-def]
         click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per session."),
         click.option("--listing-budget", type=int, default=None,
                      help="SLASH_COMMAND_TOOL_CHAR_BUDGET for every session (default: the host's own)."),
+        click.option("--judge-model", default=None, help="Default: [judge] model."),
+        click.option("--no-judge", is_flag=True, default=None,
+                     help="Do not judge prose assertions (they stay UNRUN judge-disabled)."),
     ]
     for option in reversed(options):
         f = option(f)
@@ -246,6 +249,11 @@ def _print_results(results: "results_mod.Results", run_dir: Path, console: Conso
         console.print(f"Stopped early: {results.stop_reason}")
     if results.unrun_by_reason:
         console.print("UNRUN by reason: " + ", ".join(f"{k} {v}" for k, v in results.unrun_by_reason.items()))
+    if results.assertion_counts:
+        console.print("Assertions of executed cases: " + ", ".join(
+            f"{k.replace('_', ' ')} {v}" for k, v in results.assertion_counts.items()))
+    judge = results.plan.judge_model or f"none ({results.plan.judge_unavailable})"
+    console.print(f"Judge: {judge}; {results.spend.judge_calls} call(s), ${results.spend.judge_usd:.4f}")
     console.print(results.not_executed)
     console.print(f"Results: {run_dir / 'results.json'}")
 
@@ -350,6 +358,97 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         results = runs_mod.execute(prepared, rundir, progress)
     _print_results(results, rundir.path, console)
     sys.exit(130 if results.stop_reason == "cancelled" else EXIT_OK)
+
+
+@main.command("judge")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@library_option
+@config_option
+@click.option("--judge-model", default=None, help="Default: [judge] model.")
+@click.option("--max-usd", type=float, default=None, help="Cap on the judge calls (default [run] max_usd).")
+def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_model: str | None,
+                  max_usd: float | None) -> None:
+    """Judge a finished run again from its stored answers (no session), into a new results file."""
+    from runner import rejudge as rejudge_mod
+    from runner import runs as runs_mod
+
+    loaded = _load_or_exit(library_path, config)
+    rundir = runs_mod.RunDir(run_dir)
+    credentials = runs_mod.credentials_from_env(os.environ)
+    if not credentials.api_key:
+        _fail_usage("judging needs ANTHROPIC_API_KEY; nothing was judged")
+    try:
+        plan = runs_mod.load_plan(rundir)
+    except (OSError, ValueError) as exc:
+        _fail_usage(f"{run_dir}: not a run folder ({exc})")
+        return
+    if plan.library["content_hash"] != loaded.library.content_hash:
+        _fail_usage(f"{run_dir}: the library changed since this run; its assertions would not be the ones judged")
+    settings = loaded.settings
+    if judge_model:
+        settings = settings.model_copy(update={"judge": settings.judge.model_copy(update={"model": judge_model})})
+    prices = runs_mod.prices_mod.load(settings)
+    the_judge, unavailable = runs_mod.make_judge(settings, credentials, prices, loaded.root)
+    if the_judge is None:
+        _fail_usage(f"the judge is not available ({unavailable})")
+        return
+    target, results, changes = rejudge_mod.rejudge(
+        rundir, {c.uid: c for c in loaded.library.cases}, runs_mod.known_names(loaded.library), the_judge,
+        max_usd if max_usd is not None else settings.run.max_usd)
+    console = Console(soft_wrap=True, highlight=False)
+    _print_results(results, target.path, console)
+    console.print(f"Re-judged with {the_judge.settings.model} (prompt {the_judge.version}): {len(changes)} change(s); "
+                  f"see {target.path / 'changes.json'}")
+    for change in changes[:20]:
+        console.print(f"  {change.uid} {change.what}: {change.before} → {change.after}", markup=False)
+    sys.exit(EXIT_OK)
+
+
+@main.command("calibrate-judge")
+@click.argument("labels", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@library_option
+@config_option
+@click.option("--judge-model", default=None, help="Default: [judge] model.")
+@click.option("--no-record", is_flag=True, help="Do not append the record to .skill-evals/judge-calibration.json.")
+def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge_model: str | None,
+                    no_record: bool) -> None:
+    """Run the judge on labelled answers: agreement, false PASS, false FAIL, JUDGE-ERROR against thresholds."""
+    from runner import calibration
+    from runner import runs as runs_mod
+
+    try:
+        root, _ = find_root(library_path)
+    except LibraryError as exc:
+        _fail_usage(str(exc))
+        return
+    settings, found = settings_mod.load(config or root / settings_mod.SETTINGS_FILE, root)
+    if findings_mod.has_errors(found):
+        click.echo(findings_mod.render_text(found))
+        sys.exit(EXIT_USAGE)
+    if judge_model:
+        settings = settings.model_copy(update={"judge": settings.judge.model_copy(update={"model": judge_model})})
+    try:
+        items = calibration.load_labels(labels)
+    except calibration.LabelsError as exc:
+        _fail_usage(str(exc))
+        return
+    credentials = runs_mod.credentials_from_env(os.environ)
+    if not credentials.api_key:
+        _fail_usage("calibration needs ANTHROPIC_API_KEY; nothing was judged")
+    settings = settings.model_copy(update={"judge": settings.judge.model_copy(update={"require_calibration": False})})
+    the_judge, unavailable = runs_mod.make_judge(settings, credentials, runs_mod.prices_mod.load(settings), root)
+    if the_judge is None:
+        _fail_usage(f"the judge is not available ({unavailable})")
+        return
+    record = calibration.calibrate(the_judge, items, str(labels), settings.judge.calibration)
+    console = Console(soft_wrap=True, highlight=False)
+    console.print(f"Judge {record.model} (prompt {record.prompt_version}) on {record.items} labelled item(s): "
+                  f"agreement {record.agreement}, false PASS {record.false_pass_rate}, false FAIL "
+                  f"{record.false_fail_rate}, JUDGE-ERROR {record.judge_error_rate}; cost ${record.cost_usd:.4f}")
+    console.print("PASSED the thresholds" if record.passed else "FAILED: " + "; ".join(record.failures))
+    if not no_record:
+        console.print(f"Recorded in {calibration.append_record(root, record)}")
+    sys.exit(EXIT_OK if record.passed else EXIT_FINDINGS)
 
 
 if __name__ == "__main__":  # pragma: no cover

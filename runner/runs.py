@@ -69,6 +69,8 @@ class Options:
     max_turns: int | None = None
     timeout_s: float | None = None
     listing_budget: int | None = None
+    judge_model: str | None = None
+    no_judge: bool | None = None
 
 
 def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierSettings]:
@@ -78,10 +80,12 @@ def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierS
     }.items() if v is not None})
     listing = settings.listing.model_copy(
         update={"budget_chars": options.listing_budget} if options.listing_budget else {})
+    judge = settings.judge.model_copy(update={k: v for k, v in {
+        "model": options.judge_model, "enabled": False if options.no_judge else None}.items() if v is not None})
     base = getattr(settings.tiers, options.tier)
     tier = TierSettings(repeats=options.repeats or base.repeats, quorum=options.quorum or (
         base.quorum if not options.repeats else options.repeats // 2 + 1))
-    return settings.model_copy(update={"run": run, "listing": listing}), tier
+    return settings.model_copy(update={"run": run, "listing": listing, "judge": judge}), tier
 
 
 def make_host(name: str, library: Library, settings: Settings, credentials: Credentials,
