@@ -124,7 +124,10 @@ async def _judge_all(judge: Judge, items: list[LabelledItem], concurrency: int) 
         cost += call.cost_usd
         return ItemResult(id=item.id, label=item.label, judged=outcomes[0].state, cause=call.error)
 
-    results = await asyncio.gather(*(one(item) for item in items))
+    try:
+        results = await asyncio.gather(*(one(item) for item in items))
+    finally:
+        await judge.aclose()
     return list(results), cost
 
 

@@ -108,12 +108,13 @@ class JudgeCall(BaseModel):
     error: str | None = Field(default=None, description="The cause when the call produced no valid verdicts.")
 
 
-_DELIMITER = re.compile(r"(?i)</?\s*untrusted-transcript")
+_TAG = "untrusted-transcript"
+_DELIMITER = re.compile(r"(?i)</?\s*" + _TAG)
 
 
 def _neutralise(text: str) -> str:
-    """No text of the session can close (or open) the delimiter, whatever nonce it guesses."""
-    return _DELIMITER.sub(lambda m: m.group(0).replace("untrusted-transcript", "untrusted_transcript"), text)
+    """No text of the session can close (or open) the delimiter, whatever nonce or casing it tries."""
+    return _DELIMITER.sub(lambda m: m.group(0)[: -len(_TAG)] + "untrusted_transcript", text)
 
 
 def _squash(text: str) -> str:
@@ -142,14 +143,15 @@ def check_reply(reply: JudgeReply, answer: str, assertions: list[Assertion]) -> 
     given = [item.id for item in reply.verdicts]
     if sorted(given) != sorted(wanted):
         return f"the reply's verdict ids {given} do not match the rubric ids {sorted(wanted)}"
-    haystack = _squash(answer)
+    # The judge was shown the neutralised answer: a quote of either form is a quote of the answer.
+    haystacks = (_squash(answer), _squash(_neutralise(answer)))
     outcomes = []
     for item in reply.verdicts:
         assertion = wanted[item.id]
         evidence = item.evidence.strip()
         if item.verdict == "PASS" and not evidence:
             return f"{item.id}: PASS without evidence"
-        if evidence and _squash(evidence) not in haystack:
+        if evidence and not any(_squash(evidence) in haystack for haystack in haystacks):
             return f"{item.id}: the quoted evidence does not occur in the answer"
         outcomes.append(AssertionOutcome(index=assertion.index, state=item.verdict,
                                          evidence=evidence or None, reason=item.reason))
@@ -173,6 +175,10 @@ class Judge:
 
     def __repr__(self) -> str:  # never show the key
         return f"Judge(model={self.settings.model!r}, prompt_version={self.version!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client inside the event loop that used it."""
+        await self._client.close()
 
     def worst_case_usd(self, prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion]) -> float:
         chars = len(SYSTEM_PROMPT) + len(build_user_message(prompt, answer, calls, assertions, "x" * 16))

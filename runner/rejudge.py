@@ -89,7 +89,10 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: set[str], judge: Judg
         target.append_attempt(new.model_copy(update={"transcript": transcript}))
 
     async def main() -> None:
-        await asyncio.gather(*(one(r) for r in records if r.uid in planned))
+        try:
+            await asyncio.gather(*(one(r) for r in records if r.uid in planned))
+        finally:
+            await judge.aclose()
 
     asyncio.run(main())
     new_records = target.read_attempts()

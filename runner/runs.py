@@ -244,6 +244,8 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
+            if prepared.judge is not None:
+                await prepared.judge.aclose()
 
     if plan.unrun_all is None:
         asyncio.run(main())
