@@ -300,7 +300,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     try:
         prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options),
                                     runs_mod.credentials_from_env(os.environ), audit=not no_surface)
-    except ValueError as exc:
+    except (runs_mod.quarantine_mod.QuarantineError, ValueError) as exc:
         _fail_usage(str(exc))
         return
     if prepared.unknown_skills:
@@ -348,7 +348,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             rundir = runs_mod.RunDir(out or Path("runs") / stamp)
             runs_mod.write_plan(rundir, prepared)
-    except (runs_mod.ResumeError, ValueError) as exc:
+    except (runs_mod.ResumeError, runs_mod.quarantine_mod.QuarantineError, ValueError) as exc:
         _fail_usage(str(exc))
         return
     _print_plan(prepared.plan, console)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from runner.corpus import Case, Library
 from runner.judge import prompt_version
 from runner.prices import PriceTable
+from runner.quarantine import QuarantineEntry
 from runner.settings import Settings, TierSettings
 from runner.surface import Surface
 
@@ -84,6 +85,8 @@ class Plan(BaseModel):
     manual_only: list[str] = Field(default=[], description="Skills the host cannot auto-invoke: a pair against one "
                                                             "of them proves nothing.")
     surface: Surface | None
+    quarantine: list[QuarantineEntry] = Field(default=[], description="Entries of .skill-evals/quarantine.json "
+                                                                       "in force when the run was planned.")
     cases: list[PlannedCase]
     estimate: CostEstimate
     unrun_all: str | None = Field(default=None, description="kill-switch or no-credentials: nothing will start.")
@@ -146,7 +149,8 @@ def session_costs(first_turn: int, max_turns: int, expected_turns: int, max_outp
 
 def build(library: Library, selected: list[tuple[Case, str]], settings: Settings, tier: str, tier_rule: TierSettings,
           host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
-          unrun_all: str | None, judge_unavailable: str | None = None) -> Plan:
+          unrun_all: str | None, judge_unavailable: str | None = None,
+          quarantine: list[QuarantineEntry] | None = None) -> Plan:
     run = settings.run
     cases = []
     for case, why in selected:
@@ -187,5 +191,5 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
-        cases=cases, estimate=estimate, unrun_all=unrun_all,
+        cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
     )

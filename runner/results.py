@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from runner.corpus import Case
 from runner.plan import Plan, PlannedCase
+from runner.quarantine import QuarantineEntry
 from runner.quorum import QuorumRule, decide
 from runner.rundir import AttemptRecord
 from runner.surface import Surface
@@ -45,6 +46,8 @@ class CaseResult(BaseModel):
     attempts: list[str] = []
     cost_usd: float = 0.0
     warnings: list[str] = []
+    underlying_state: CaseState | None = Field(default=None, description="For QUARANTINED: the state it had.")
+    quarantine: QuarantineEntry | None = None
 
 
 class PlanSummary(BaseModel):
@@ -143,6 +146,12 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
         warnings=warnings)
 
 
+def quarantine(result: CaseResult, entry: QuarantineEntry | None) -> CaseResult:
+    if entry is None:
+        return result
+    return result.model_copy(update={"state": "QUARANTINED", "underlying_state": result.state, "quarantine": entry})
+
+
 def assertion_counts(results: list[CaseResult]) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for result in results:
@@ -171,10 +180,13 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     for record in records:
         by_uid.setdefault(record.uid, []).append(record)
     manual_only = set(plan.manual_only)
-    results = [case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all, manual_only)
+    quarantined = {entry.uid: entry for entry in plan.quarantine}
+    results = [quarantine(case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all,
+                                      manual_only), quarantined.get(p.uid))
                for p in plan.cases]
     counts = Counter(r.state for r in results)
-    unrun = Counter(r.reason or "unknown" for r in results if r.state == "UNRUN")
+    unrun = Counter(r.reason or "unknown" for r in results
+                    if r.state == "UNRUN" or r.underlying_state == "UNRUN")
     finished = [r for r in records if r.status == "finished"]
     return Results(
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -195,5 +207,5 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                     judge_usd=round(sum(r.judge.cost_usd for r in finished if r.judge), 6),
                     judge_calls=sum(1 for r in finished if r.judge), cap_usd=plan.cap_usd,
                     refused_reservations=refused),
-        not_executed=NOT_EXECUTED.format(n=counts.get("UNRUN", 0)),
+        not_executed=NOT_EXECUTED.format(n=sum(unrun.values())),
     )

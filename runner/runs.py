@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import calibration
+from runner import quarantine as quarantine_mod
 from runner import plan as plan_mod
 from runner import prices as prices_mod
 from runner import results as results_mod
@@ -153,7 +154,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
         surface = asyncio.run(audit_surface(host, library, settings.run.model))
     judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
-                          prices, surface, unrun_all, judge_unavailable)
+                          prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)))
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge)
 

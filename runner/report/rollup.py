@@ -1,0 +1,104 @@
+"""The numbers every report shows, computed once from a Results file.
+
+Health metrics (trigger accuracy, discrimination record, refusal compliance) leave quarantined
+cases out; counts never do. Nothing here is a claim about a case that was not executed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from pydantic import BaseModel
+
+from runner.quorum import wilson_interval
+from runner.results import CaseResult, Results
+
+STATES = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")
+
+
+class SkillRollup(BaseModel):
+    skill: str
+    states: dict[str, int]
+    trigger_wins: int = 0
+    trigger_run: int = 0
+    trigger_wilson: tuple[float, float] | None = None
+    pairs_won: int = 0
+    pairs_lost: int = 0
+    refusal_compliant: int = 0
+    refusal_run: int = 0
+
+
+class Note(BaseModel):
+    uid: str
+    text: str
+
+
+class Rollup(BaseModel):
+    header: dict[str, str]
+    counts: dict[str, int]
+    executed: int
+    not_executed: int
+    skills: list[SkillRollup]
+    failing: list[CaseResult]
+    erroring: list[CaseResult]
+    judge_erroring: list[CaseResult]
+    quarantined: list[CaseResult]
+    unjudgeable: list[Note]
+    surface_warnings: list[Note]
+    unrun_by_reason: dict[str, int]
+    judge_error_rate: float | None
+    not_executed_sentence: str
+
+
+def _activation_decided(case: CaseResult) -> bool:
+    return case.activation is not None and case.activation.state in ("PASS", "FAIL")
+
+
+def skill_rollups(cases: list[CaseResult]) -> list[SkillRollup]:
+    by_skill: dict[str, list[CaseResult]] = defaultdict(list)
+    for case in cases:
+        by_skill[case.skill].append(case)
+    out = []
+    for skill in sorted(by_skill):
+        mine = by_skill[skill]
+        healthy = [c for c in mine if c.state != "QUARANTINED"]
+        triggers = [c for c in healthy if c.kind in ("trigger", "refusal") and _activation_decided(c)]
+        wins = sum(1 for c in triggers if c.activation and c.activation.state == "PASS")
+        pairs = [p for c in healthy for p in c.pairs if p.state in ("PASS", "FAIL")]
+        refusals = [c for c in healthy if c.kind == "refusal" and c.parts.get("refusal") in ("PASS", "FAIL")]
+        counts = Counter(c.state for c in mine)
+        out.append(SkillRollup(
+            skill=skill, states={s: counts.get(s, 0) for s in STATES}, trigger_wins=wins, trigger_run=len(triggers),
+            trigger_wilson=wilson_interval(wins, len(triggers)),
+            pairs_won=sum(1 for p in pairs if p.state == "PASS"), pairs_lost=sum(1 for p in pairs if p.state == "FAIL"),
+            refusal_compliant=sum(1 for c in refusals if c.parts.get("refusal") == "PASS"), refusal_run=len(refusals)))
+    return out
+
+
+def build(results: Results) -> Rollup:
+    plan = results.plan
+    cases = results.cases
+    unrun = sum(results.unrun_by_reason.values())
+    host_version = plan.versions.get("claude-code-cli") or plan.versions.get("anthropic") or ""
+    header = {
+        "tier": plan.tier, "host": plan.host, "host_version": host_version, "model": plan.model,
+        "judge_model": plan.judge_model or f"none ({plan.judge_unavailable})", "repeats": str(plan.repeats),
+        "quorum": str(plan.quorum), "spend": f"${results.spend.usd:.2f}", "cap": f"${results.spend.cap_usd:.2f}",
+        "coverage": f"{len(cases) - unrun} run / {unrun} UNRUN",
+    }
+    judged = [a for c in cases if c.state != "QUARANTINED" for a in c.assertions
+              if a.state in ("PASS", "FAIL", "JUDGE-ERROR") and a.assertion_class == "semantic"]
+    judge_errors = sum(1 for a in judged if a.state == "JUDGE-ERROR")
+    return Rollup(
+        header=header, counts=dict(results.counts), executed=len(cases) - unrun, not_executed=unrun,
+        skills=skill_rollups(cases),
+        failing=[c for c in cases if c.state == "FAIL"], erroring=[c for c in cases if c.state == "ERROR"],
+        judge_erroring=[c for c in cases if c.state == "JUDGE-ERROR"],
+        quarantined=[c for c in cases if c.state == "QUARANTINED"],
+        unjudgeable=[Note(uid=f"{c.uid}#{a.index}", text=a.text) for c in cases for a in c.assertions
+                     if a.state == "UNJUDGEABLE" or a.assertion_class == "unjudgeable"],
+        surface_warnings=[Note(uid=c.uid, text=w) for c in cases for w in c.warnings],
+        unrun_by_reason=dict(results.unrun_by_reason),
+        judge_error_rate=round(judge_errors / len(judged), 4) if judged else None,
+        not_executed_sentence=results.not_executed,
+    )
