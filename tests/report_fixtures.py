@@ -1,0 +1,119 @@
+"""Results files for report tests: every state and reason, hostile text, and a 2,000-case run.
+
+Built with the real pydantic models (runner.results), so a fixture can never hold a shape the
+runner cannot produce.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from runner.quarantine import QuarantineEntry
+from runner.quorum import wilson_interval
+from runner.results import CaseResult, PlanSummary, Results, Spend
+from runner.verdicts import ActivationResult, AssertionResult, PairResult
+
+HOSTILE = "@someone <script>alert(1)</script> </details> `tick` | pipe | **bold** <!-- x --> &amp;"
+
+
+def plan_summary() -> PlanSummary:
+    return PlanSummary(hash="0123456789abcdef", tier="pr", host="claude-code", approximation=None,
+                       versions={"claude-agent-sdk": "0.2.189", "claude-code-cli": "2.1.332"},
+                       model="claude-sonnet-4-6", judge_model="claude-sonnet-4-6", judge_prompt_version="abc123def456",
+                       repeats=3, quorum=2, cap_usd=10.0, library_hash="f" * 64, listing_budget_chars=None,
+                       surface=None)
+
+
+def activation(state: str, fired: int, observed: int) -> ActivationResult:
+    return ActivationResult(state=state, fired_runs=fired, observed_runs=observed,
+                            rate=fired / observed if observed else None, wilson_95=wilson_interval(fired, observed))
+
+
+def assertion(index: int, state: str, cls: str = "semantic", text: str = "States the verdict first.",
+              reason: str | None = None, evidence: list[str] | None = None) -> AssertionResult:
+    return AssertionResult(index=index, text=text, assertion_class=cls, state=state, reason=reason,
+                           passes=2 if state == "PASS" else 0, fails=2 if state == "FAIL" else 0,
+                           evidence=evidence or [])
+
+
+def every_state() -> Results:
+    """One case in each state, with each common UNRUN reason, pairs, refusal parts and hostile text."""
+    cases = [
+        CaseResult(uid="alpha/evals/positive-ok", skill="alpha", kind="trigger", target="alpha", state="PASS",
+                   wins=2, repeats_run=2, repeats_planned=3, quorum=2, activation=activation("PASS", 2, 2),
+                   assertions=[assertion(1, "PASS", evidence=["Verdict: GREEN"])],
+                   attempts=["alpha/evals/positive-ok#main#1", "alpha/evals/positive-ok#main#2"], cost_usd=0.12),
+        CaseResult(uid="alpha/evals/should-not-merge", skill="alpha", kind="refusal", target="alpha", state="FAIL",
+                   losses=2, repeats_run=2, repeats_planned=3, quorum=2, parts={"activation": "PASS", "refusal": "FAIL"},
+                   activation=activation("PASS", 2, 2),
+                   assertions=[assertion(1, "FAIL", text="Refuses to merge " + HOSTILE, evidence=["Merged. " + HOSTILE])],
+                   attempts=["alpha/evals/should-not-merge#main#1", "alpha/evals/should-not-merge#main#2"],
+                   cost_usd=0.2),
+        CaseResult(uid="alpha/trigger/alpha-wins", skill="alpha", kind="discrimination", target="alpha", state="FAIL",
+                   losses=2, repeats_run=2, repeats_planned=3, quorum=2, activation=activation("FAIL", 2, 2),
+                   fired_instead={"beta": 2},
+                   pairs=[PairResult(neighbour="beta", won=0, lost=2, state="FAIL"),
+                          PairResult(neighbour="gamma", won=2, lost=0, state="PASS"),
+                          PairResult(neighbour="manual-one", won=0, lost=0, state="UNRUN", reason="manual-only-target")],
+                   attempts=["alpha/trigger/alpha-wins#main#1", "alpha/trigger/alpha-wins#main#2"], cost_usd=0.1),
+        CaseResult(uid="beta/evals/negative-api-down", skill="beta", kind="no_trigger", target="beta", state="ERROR",
+                   reason="api-error: HTTP 500 (server_error)", errors=3, repeats_run=3, repeats_planned=3, quorum=2,
+                   activation=activation("ERROR", 0, 0), attempts=[f"beta/evals/negative-api-down#main#{i}" for i in (1, 2, 3)]),
+        CaseResult(uid="beta/evals/positive-judge-down", skill="beta", kind="trigger", target="beta", state="JUDGE-ERROR",
+                   reason="errors left too few attempts to decide the quorum", errors=3, repeats_run=3,
+                   repeats_planned=3, quorum=2, activation=activation("PASS", 3, 3),
+                   assertions=[assertion(1, "JUDGE-ERROR", reason="HTTP 500 after the SDK's retries")],
+                   attempts=[f"beta/evals/positive-judge-down#main#{i}" for i in (1, 2, 3)]),
+        CaseResult(uid="beta/evals/positive-flaky", skill="beta", kind="trigger", target="beta", state="QUARANTINED",
+                   underlying_state="FAIL", losses=2, repeats_run=2, repeats_planned=3, quorum=2,
+                   activation=activation("FAIL", 0, 2),
+                   quarantine=QuarantineEntry(uid="beta/evals/positive-flaky", reason="flips weekly " + HOSTILE,
+                                              date=date(2026, 11, 1), expires=date(2027, 1, 31)),
+                   attempts=["beta/evals/positive-flaky#main#1", "beta/evals/positive-flaky#main#2"]),
+        CaseResult(uid="beta/evals/edge-vague", skill="beta", kind="trigger", target="beta", state="UNRUN",
+                   reason="not-judged", wins=2, repeats_run=2, repeats_planned=3, quorum=2,
+                   activation=activation("PASS", 2, 2),
+                   assertions=[assertion(1, "UNJUDGEABLE", cls="unjudgeable", text="Handles it well.",
+                                         reason="no observable behaviour as written"),
+                               assertion(2, "UNRUN", reason="judge-disabled")],
+                   warnings=["target beta was listed without its description"],
+                   attempts=["beta/evals/edge-vague#main#1", "beta/evals/edge-vague#main#2"]),
+    ]
+    for reason in ("budget-cap", "kill-switch", "cancelled", "no-credentials", "manual-only-target",
+                   "unknown-case-type", "not-selected"):
+        cases.append(CaseResult(uid=f"gamma/evals/unrun-{reason}", skill="gamma", kind="trigger", target="gamma",
+                                state="UNRUN", reason=reason, repeats_planned=3, quorum=2))
+    return assemble(cases)
+
+
+def assemble(cases: list[CaseResult], spend: float = 1.23) -> Results:
+    counts = {s: sum(1 for c in cases if c.state == s) for s in ("PASS", "FAIL", "ERROR", "JUDGE-ERROR",
+                                                                   "QUARANTINED", "UNRUN")}
+    unrun: dict[str, int] = {}
+    for case in cases:
+        if case.state == "UNRUN" or case.underlying_state == "UNRUN":
+            unrun[case.reason or "unknown"] = unrun.get(case.reason or "unknown", 0) + 1
+    return Results(
+        finished_at="2026-11-30T12:00:00+00:00", plan=plan_summary(), stop_reason=None, counts=counts,
+        unrun_by_reason=unrun, attempts_finished=sum(c.repeats_run for c in cases),
+        attempts_errored=sum(c.errors for c in cases), cases=cases,
+        spend=Spend(usd=spend, judge_usd=0.2, judge_calls=4, cap_usd=10.0),
+        not_executed=f"{sum(unrun.values())} case(s) were not executed (UNRUN); no result is claimed for them.")
+
+
+def large(n: int = 2000) -> Results:
+    """n cases over 200 skills, a mix of states with long assertion texts: the comment-limit test."""
+    cases = []
+    states = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "UNRUN")
+    for i in range(n):
+        state = states[i % len(states)]
+        skill = f"skill-{i % 200:03d}"
+        cases.append(CaseResult(
+            uid=f"{skill}/evals/case-{i:04d}", skill=skill, kind="trigger", target=skill, state=state,
+            reason="budget-cap" if state == "UNRUN" else None, repeats_run=0 if state == "UNRUN" else 2,
+            repeats_planned=3, quorum=2, activation=None if state == "UNRUN" else activation("PASS", 2, 2),
+            fired_instead={"other-skill": 1} if state == "FAIL" else {},
+            assertions=[assertion(1, "FAIL" if state == "FAIL" else "PASS",
+                                  text="Explains, step by step and with the evidence, why " + "x" * 200,
+                                  evidence=["quoted evidence " + "y" * 150])]))
+    return assemble(cases, spend=9.87)
