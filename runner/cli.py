@@ -153,6 +153,9 @@ def _run_options(f):  # type: ignore[no-untyped-def]
         click.option("--judge-model", default=None, help="Default: [judge] model."),
         click.option("--no-judge", is_flag=True, default=None,
                      help="Do not judge prose assertions (they stay UNRUN judge-disabled)."),
+        click.option("--shard", default=None,
+                     help="i/n: execute every n-th case of the plan, starting at the i-th (same plan for every "
+                          "shard; merge the shards with `skill-evals merge`)."),
     ]
     for option in reversed(options):
         f = option(f)
@@ -161,6 +164,10 @@ def _run_options(f):  # type: ignore[no-untyped-def]
 
 def _options(**kw: object) -> "runs_mod.Options":
     from runner import runs as runs_mod
+    try:
+        kw["shard"] = runs_mod.parse_shard(kw.get("shard"))  # type: ignore[arg-type]
+    except ValueError as exc:
+        _fail_usage(str(exc))
     return runs_mod.Options(**kw)  # type: ignore[arg-type]
 
 

@@ -55,7 +55,8 @@ def attempt_id(uid: str, arm: str, repeat: int) -> str:
 class Executor:
     def __init__(self, plan: Plan, plan_hash: str, cases: dict[str, Case], host: Host, rundir: RunDir,
                  state: RunState, known_names: set[str], progress: ProgressFn | None = None,
-                 judge: Judge | None = None, judge_unavailable: str | None = None):
+                 judge: Judge | None = None, judge_unavailable: str | None = None, mine: set[str] | None = None):
+        self.mine = mine  # the uids of this shard; None = every case
         self.judge = judge
         self.judge_unavailable = judge_unavailable or "not-judged"
         self.plan = plan
@@ -183,7 +184,7 @@ class Executor:
                 errors += state in ("ERROR", "JUDGE-ERROR")
 
     async def run(self, prior: dict[str, list[AttemptRecord]]) -> None:
-        runnable = [c for c in self.plan.cases if c.unrun_reason is None]
+        runnable = [c for c in self.plan.cases if c.unrun_reason is None and (self.mine is None or c.uid in self.mine)]
         tasks = [asyncio.ensure_future(self.run_case(c, prior.get(c.uid, []))) for c in runnable]
         try:
             await asyncio.gather(*tasks)

@@ -79,6 +79,7 @@ class Spend(BaseModel):
 class Results(BaseModel):
     schema_version: int = SCHEMA_VERSION
     finished_at: str
+    shard: str | None = Field(default=None, description="`i/n` when this run executed one shard of the plan.")
     plan: PlanSummary
     stop_reason: str | None = None
     counts: dict[str, int]
@@ -175,7 +176,7 @@ def assertion_counts(results: list[CaseResult]) -> dict[str, int]:
 
 
 def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[AttemptRecord], stop_reason: str | None,
-          refused: int = 0) -> Results:
+          refused: int = 0, mine: set[str] | None = None, shard: tuple[int, int] | None = None) -> Results:
     by_uid: dict[str, list[AttemptRecord]] = {}
     for record in records:
         by_uid.setdefault(record.uid, []).append(record)
@@ -183,6 +184,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     quarantined = {entry.uid: entry for entry in plan.quarantine}
     results = [quarantine(case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all,
                                       manual_only), quarantined.get(p.uid))
+               if mine is None or p.uid in mine else _unrun(p, "other-shard", list(p.warnings))
                for p in plan.cases]
     counts = Counter(r.state for r in results)
     unrun = Counter(r.reason or "unknown" for r in results
@@ -190,6 +192,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     finished = [r for r in records if r.status == "finished"]
     return Results(
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        shard=f"{shard[0]}/{shard[1]}" if shard else None,
         plan=PlanSummary(hash=plan_hash, tier=plan.tier, host=plan.host, approximation=plan.approximation,
                          versions=plan.versions, model=plan.model, judge_model=plan.judge_model,
                          judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,

@@ -8,6 +8,7 @@ the runner's environment (see runner.hosts.claude_code).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -72,6 +73,22 @@ class Options:
     listing_budget: int | None = None
     judge_model: str | None = None
     no_judge: bool | None = None
+    shard: tuple[int, int] | None = None
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """`i/n` (1-based) -> (i, n); a usage error (ValueError) otherwise."""
+    if not text:
+        return None
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or not 1 <= int(index) <= int(count):
+        raise ValueError(f"--shard takes i/n with 1 <= i <= n, got {text!r}")
+    return int(index), int(count)
+
+
+def in_shard(position: int, shard: tuple[int, int] | None) -> bool:
+    """Cases are dealt round-robin in plan order: every shard plans the same cases, runs its own."""
+    return shard is None or position % shard[1] == shard[0] - 1
 
 
 def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierSettings]:
@@ -123,6 +140,7 @@ class Prepared:
     unknown_skills: list[str]
     known_names: set[str]
     judge: Judge | None = None
+    shard: tuple[int, int] | None = None
 
 
 def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.PriceTable, root: Path
@@ -156,7 +174,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
                           prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)))
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
-                    unknown_skills=unknown, known_names=known_names(library), judge=judge)
+                    unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard)
 
 
 def known_names(library: Library) -> set[str]:
@@ -176,6 +194,10 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
         raise ResumeError(f"{rundir.path}: the library changed since this run was planned (content hash "
                           f"{plan.library['content_hash'][:12]} then, {library.content_hash[:12]} now); start a new run")
     cases = {c.uid: c for c in library.cases}
+    shard = None
+    if (rundir.path / SHARD).exists():
+        raw = json.loads(rundir.read_text(SHARD))
+        shard = (int(raw["index"]), int(raw["count"]))
     missing = [c.uid for c in plan.cases if c.uid not in cases]
     if missing:
         raise ResumeError(f"{rundir.path}: planned cases are missing from the library: {', '.join(missing[:5])}")
@@ -193,14 +215,19 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
     if plan.unrun_all is None and not credentials.api_key:
         plan = plan.model_copy(update={"unrun_all": "no-credentials"})
         return Prepared(plan=plan, plan_hash=load_plan(rundir).digest(), cases=cases, host=host, unknown_skills=[],
-                        known_names=known_names(library))
+                        known_names=known_names(library), shard=shard)
     return Prepared(plan=plan, plan_hash=plan.digest(), cases=cases, host=host, unknown_skills=[],
-                    known_names=known_names(library), judge=judge)
+                    known_names=known_names(library), judge=judge, shard=shard)
+
+
+SHARD = "shard.json"
 
 
 def write_plan(rundir: RunDir, prepared: Prepared) -> None:
     rundir.create()
     rundir.write_json(PLAN, prepared.plan.model_dump_json(indent=2))
+    if prepared.shard:
+        rundir.write_json(SHARD, json.dumps({"index": prepared.shard[0], "count": prepared.shard[1]}))
     if prepared.plan.surface is not None:
         rundir.write_json(SURFACE, prepared.plan.surface.model_dump_json(indent=2))
 
@@ -226,7 +253,8 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
     ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records))
     state = RunState(ledger=ledger)
     executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
-                        prepared.known_names, progress, prepared.judge, plan.judge_unavailable)
+                        prepared.known_names, progress, prepared.judge, plan.judge_unavailable,
+                        mine=shard_uids(plan, prepared.shard))
 
     async def main() -> None:
         task = asyncio.ensure_future(executor.run(prior))
@@ -253,9 +281,14 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
     return finish(prepared, rundir, state.stop_reason, ledger.refused)
 
 
+def shard_uids(plan: Plan, shard: tuple[int, int] | None) -> set[str]:
+    return {case.uid for position, case in enumerate(plan.cases) if in_shard(position, shard)}
+
+
 def finish(prepared: Prepared, rundir: RunDir, stop_reason: str | None, refused: int = 0) -> results_mod.Results:
     records = [r for r in rundir.read_attempts() if r.plan_hash == prepared.plan_hash]
-    results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, records, stop_reason, refused)
+    results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, records, stop_reason, refused,
+                                shard_uids(prepared.plan, prepared.shard), prepared.shard)
     rundir.write_json(RESULTS, results.model_dump_json(indent=2))
     return results
 
