@@ -411,6 +411,76 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
     sys.exit(EXIT_OK)
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "junit", "html", "json"]),
+              default="terminal", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the report to this file instead of standard output.")
+@click.option("--previous", "previous", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Earlier run folders (oldest first): state changes, flips, quarantine candidates, stability.")
+@click.option("--limit", type=int, default=65_000, show_default=True,
+              help="Markdown: fit this many characters (GitHub comments take 65,535).")
+def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...], limit: int) -> None:
+    """Render a finished run from its results.json: terminal, Markdown, JUnit XML, HTML or JSON."""
+    from runner.results import Results
+
+    def read(folder: Path) -> Results:
+        try:
+            return Results.model_validate_json((folder / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            _fail_usage(f"{folder}: no readable results.json ({str(exc).splitlines()[0]})")
+            raise
+
+    results = read(run_dir)
+    history = None
+    if previous:
+        from runner import history as history_mod
+        history = history_mod.compare(results, [read(p) for p in previous])
+    if fmt == "terminal" and out is None:
+        from runner.report import terminal
+        console = Console(soft_wrap=True, highlight=False)
+        terminal.render(results, console)
+        if history is not None:
+            console.print(history_mod.render_markdown(history), markup=False)
+        sys.exit(EXIT_OK)
+    if fmt == "markdown" or fmt == "terminal":
+        from runner.report import markdown
+        text = markdown.render(results, limit=limit)
+        if history is not None:
+            text += "\n\n" + history_mod.render_markdown(history)
+    elif fmt == "junit":
+        from runner.report import junit
+        text = junit.render(results)
+    elif fmt == "html":
+        from runner.report import html
+        text = html.render(results, run_dir)
+    else:
+        text = results.model_dump_json(indent=2)
+    if out:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}")
+    else:
+        click.echo(text)
+    sys.exit(EXIT_OK)
+
+
+@main.command()
+@click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True)
+def merge(shards: tuple[Path, ...], out: Path) -> None:
+    """Combine the shards of one plan into one run folder and recompute every rollup."""
+    from runner import merge as merge_mod
+
+    try:
+        results = merge_mod.merge_dirs(list(shards), out)
+    except merge_mod.MergeError as exc:
+        _fail_usage(str(exc))
+        return
+    _print_results(results, out, Console(soft_wrap=True, highlight=False))
+    sys.exit(EXIT_OK)
+
+
 @main.command("calibrate-judge")
 @click.argument("labels", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @library_option
