@@ -1,0 +1,678 @@
+"""One self-contained HTML page from results.json (and, when given, the run folder's transcripts).
+
+What the page holds, all inline (no network at view time; a Content-Security-Policy forbids any
+fetch, and the only script and style are the page's own, allowed by their hashes):
+
+- the header (host, model, judge, N/k, spend vs cap, plan hash), the state counts, UNRUN by
+  reason and the not-executed sentence; per-skill numbers and corpus notes (rollup.py);
+- the case table, filtered by skill (a <select>), by state (checkboxes) and by uid text; a row
+  opens to show the case's activation, pairs and every assertion with the judge's evidence,
+  and each attempt with its transcript;
+- a URL fragment drives the filters and opens a case, e.g. `#skill=alpha&state=FAIL` (opens the
+  first matching case) or `#case=<uid>`; changing a filter rewrites the fragment.
+
+Safety: every text of the run (case ids, assertion texts, evidence, transcripts) is user text.
+Server-side it goes through html.escape; the attempts and transcripts travel as JSON in a
+`<script type="application/json">` block with `<`, `>` and `&` written as \\u003c, \\u003e,
+\\u0026 (so nothing can close the block), and the page's script inserts them with textContent
+only. Transcripts are cut at `transcript_cap` bytes per attempt and `total_cap` for the page,
+and the page says so where it cut.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from runner.report import rollup
+from runner.results import CaseResult, Results
+from runner.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
+
+STATES = rollup.STATES
+TRANSCRIPT_CAP = 200_000       # bytes of embedded JSON per attempt's transcript
+TOTAL_CAP = 25_000_000         # bytes of embedded transcripts for the whole page
+READ_LIMIT = 64_000_000        # a transcript file bigger than this is not parsed, only its start is shown
+TEXT_CAP = 20_000              # final answers and error messages
+DATA_ID = "skill-evals-data"
+
+# Characters HTML text should not carry: C0 controls other than tab/newline/CR, lone surrogates.
+_FORBIDDEN = re.compile("[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f\ud800-\udfff]")
+
+
+def _clean(text: object) -> str:
+    return _FORBIDDEN.sub("\ufffd", str(text))
+
+
+def e(text: object) -> str:
+    """User text as HTML text or attribute value: escaped, never markup."""
+    return html.escape(_clean("" if text is None else text), quote=True)
+
+
+def _cut(text: str | None, limit: int = TEXT_CAP) -> str | None:
+    if text is None:
+        return None
+    text = _clean(text)
+    return text if len(text) <= limit else text[:limit] + f"\n[… cut: {len(text) - limit} more characters]"
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe inside <script type="application/json">: no `<`, `>` or `&` survive."""
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1000:.0f} KB" if n >= 1000 else f"{n} bytes"
+
+
+def _size(data: Any) -> int:
+    return len(json.dumps(data, ensure_ascii=True, separators=(",", ":")))
+
+
+# ---- transcripts from the run folder --------------------------------------------------------------
+
+def _records(run_dir: Path, wanted: set[str]) -> dict[str, AttemptRecord]:
+    records: dict[str, AttemptRecord] = {}
+    for record in RunDir(run_dir).read_attempts():
+        if record.attempt_id in wanted:
+            records[record.attempt_id] = record  # a resumed run may repeat a line: the last one wins
+    return records
+
+
+def _transcript_path(run_dir: Path, record: AttemptRecord) -> tuple[str, Path | None]:
+    relative = record.transcript or f"{TRANSCRIPTS}/{safe_name(record.attempt_id)}.json"
+    root = run_dir.resolve()
+    path = (root / relative).resolve()
+    if root not in path.parents:
+        return relative, None  # a path out of the run folder is never read
+    return relative, path
+
+
+def load_transcript(run_dir: Path, record: AttemptRecord, cap: int) -> dict[str, Any]:
+    """The transcript as embedded: messages (cut to `cap` bytes), or a note saying why not."""
+    relative, path = _transcript_path(run_dir, record)
+    out: dict[str, Any] = {"file": relative}
+    if path is None or not path.is_file():
+        out["note"] = ("no transcript was recorded for this attempt" if record.transcript is None
+                       else f"transcript file not found in the run folder: {relative}")
+        return out
+    size = path.stat().st_size
+    out["bytes"] = size
+    if size > READ_LIMIT:
+        with open(path, "rb") as handle:
+            head = handle.read(cap).decode("utf-8", errors="replace")
+        out.update(raw=_clean(head), truncated=True,
+                   note=f"transcript cut: the file is {_kb(size)}; showing its first {_kb(cap)} "
+                        f"as text. Full transcript: {relative}")
+        return out
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        messages = json.loads(text)
+    except ValueError:
+        out.update(raw=_clean(text[:cap]), truncated=len(text) > cap,
+                   note=f"the transcript file is not valid JSON; showing it as text. Full transcript: {relative}")
+        return out
+    if not isinstance(messages, list):
+        messages = [messages]
+    kept: list[Any] = []
+    used = 0
+    for message in messages:
+        size_of = _size(message) + 1
+        if used + size_of > cap:
+            break
+        kept.append(message)
+        used += size_of
+    out["messages"] = kept
+    out["total_messages"] = len(messages)
+    if len(kept) < len(messages):
+        out["truncated"] = True
+        note = (f"transcript cut at {_kb(cap)}: showing the first {len(kept)} of {len(messages)} "
+                f"messages. Full transcript: {relative}")
+        if not kept:
+            out["raw"] = _clean(json.dumps(messages[0], ensure_ascii=False, indent=1, default=str)[:cap])
+            note = (f"transcript cut at {_kb(cap)}: its first message alone is larger, shown as text "
+                    f"from its start ({len(messages)} messages in all). Full transcript: {relative}")
+        out["note"] = note
+    return out
+
+
+def _attempt_data(record: AttemptRecord | None, attempt_id: str) -> dict[str, Any]:
+    if record is None:
+        return {"id": attempt_id, "note": f"no line for this attempt in {ATTEMPTS}"}
+    outcome = record.outcome
+    data: dict[str, Any] = {
+        "id": attempt_id, "status": record.status, "turns": record.turns, "duration_s": round(record.duration_s, 2),
+        "cost_usd": round(record.total_cost_usd, 6), "bounds_hit": list(record.bounds_hit),
+        "error": _cut(" ".join(x for x in (record.error_kind, record.error_message) if x) or None, 2000),
+        "final_answer": _cut(record.final_answer),
+    }
+    if outcome is not None:
+        data.update(state=outcome.state, activation=outcome.activation, fired=outcome.fired,
+                    fired_instead=outcome.fired_instead, pairs=outcome.pairs,
+                    assertions=[{"index": a.index, "state": a.state, "reason": _cut(a.reason, 2000),
+                                 "evidence": _cut(a.evidence, 4000)} for a in outcome.assertions])
+    if record.judge is not None:
+        data["judge"] = {"model": record.judge.model, "prompt_version": record.judge.prompt_version,
+                         "error": _cut(record.judge.error, 2000), "cost_usd": record.judge.cost_usd}
+    return data
+
+
+_PRIORITY = {"FAIL": 0, "ERROR": 1, "JUDGE-ERROR": 1, "QUARANTINED": 2, "UNRUN": 3, "PASS": 4}
+
+
+def attempts_data(results: Results, run_dir: Path | None, transcript_cap: int, total_cap: int
+                  ) -> dict[str, list[dict[str, Any]]]:
+    """Per case index: its attempts, with transcripts. Failing cases get the page budget first."""
+    if run_dir is None:
+        return {}
+    wanted = {a for case in results.cases for a in case.attempts}
+    records = _records(run_dir, wanted)
+    out: dict[str, list[dict[str, Any]]] = {}
+    used = 0
+    order = sorted(range(len(results.cases)), key=lambda i: (_PRIORITY.get(results.cases[i].state, 5), i))
+    for index in order:
+        case = results.cases[index]
+        if not case.attempts:
+            continue
+        entries = []
+        for attempt_id in case.attempts:
+            record = records.get(attempt_id)
+            entry = _attempt_data(record, attempt_id)
+            if record is not None:
+                if used >= total_cap:
+                    relative, _ = _transcript_path(run_dir, record)
+                    entry["transcript"] = {"file": relative, "truncated": True,
+                                           "note": f"not embedded: the page's transcript budget "
+                                                   f"({total_cap // 1_000_000} MB) is used up. "
+                                                   f"Full transcript: {relative}"}
+                else:
+                    entry["transcript"] = load_transcript(run_dir, record, min(transcript_cap, total_cap - used))
+                    used += _size(entry["transcript"])
+            entries.append(entry)
+        out[str(index)] = entries
+    return out
+
+
+# ---- server-side HTML (every user text through e()) -----------------------------------------------
+
+def _badge(state: str | None) -> str:
+    state = state or "UNRUN"
+    return f'<span class="badge st-{e(state)}">{e(state)}</span>'
+
+
+def _dl(items: list[tuple[str, str]]) -> str:
+    return "<dl>" + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+
+
+def _header(results: Results, roll: rollup.Rollup) -> str:
+    plan, spend, h = results.plan, results.spend, roll.header
+    judge = e(h["judge_model"]) + (f" (prompt {e(plan.judge_prompt_version)})" if plan.judge_prompt_version else "")
+    pct = f"{100 * spend.usd / spend.cap_usd:.0f}%" if spend.cap_usd else "no cap"
+    items = [
+        ("Host", e(plan.host) + (f" {e(h['host_version'])}" if h["host_version"] else "")),
+        ("Model", e(plan.model)),
+        ("Judge", judge),
+        ("Repeats N / quorum k", f"{plan.repeats} / {plan.quorum}"),
+        ("Spend vs cap", f'<meter id="spend-meter" min="0" max="{spend.cap_usd or 1}" value="{spend.usd}"></meter> '
+                         f'<span id="spend">${spend.usd:.2f} of ${spend.cap_usd:.2f} cap ({pct})</span>'
+                         f' · judge ${spend.judge_usd:.2f} in {spend.judge_calls} call(s)'
+                         + (f" · {spend.refused_reservations} reservation(s) refused"
+                            if spend.refused_reservations else "")),
+        ("Tier", e(plan.tier)),
+        ("Coverage", e(h["coverage"])),
+        ("Attempts", f"{results.attempts_finished} finished, {results.attempts_errored} errored"),
+        ("Plan", f"<code>{e(plan.hash)}</code> · library <code>{e(plan.library_hash[:12])}</code>"),
+        ("Finished", e(results.finished_at)),
+    ]
+    if results.stop_reason:
+        items.append(("Stopped", e(results.stop_reason)))
+    banner = ""
+    if plan.approximation:
+        banner = f'<p class="warn" id="approximation">Approximation: {e(plan.approximation)}</p>'
+    return (f'<header><h1>Skill evals: {e(plan.tier)} run</h1>{banner}'
+            f'<section id="run-header">{_dl(items)}</section>'
+            f'<p class="not-executed" id="not-executed">{e(results.not_executed)}</p></header>')
+
+
+def _counts(results: Results) -> str:
+    cells = "".join(f'<li class="st-{s}"><button type="button" class="count" data-state="{s}" '
+                    f'title="Show only {s} cases"><b>{results.counts.get(s, 0)}</b> {s}</button></li>'
+                    for s in STATES)
+    return f'<section><h2>States</h2><ul id="counts" class="counts">{cells}</ul></section>'
+
+
+def _unrun(results: Results) -> str:
+    if not results.unrun_by_reason:
+        return ('<section><h2>UNRUN by reason</h2><p id="unrun-by-reason">Every case was executed.</p></section>')
+    rows = "".join(f"<tr><td>{e(reason)}</td><td class=num>{n}</td></tr>"
+                   for reason, n in results.unrun_by_reason.items())
+    return (f'<section><h2>UNRUN by reason</h2><table id="unrun-by-reason"><thead><tr><th>reason</th>'
+            f'<th class=num>cases</th></tr></thead><tbody>{rows}</tbody></table></section>')
+
+
+def _skills(roll: rollup.Rollup) -> str:
+    rows = []
+    for s in roll.skills:
+        states = " ".join(f'<span class="mini st-{st}">{st} {n}</span>' for st, n in s.states.items() if n)
+        trigger = "–"
+        if s.trigger_run:
+            trigger = f"{s.trigger_wins}/{s.trigger_run}"
+            if s.trigger_wilson:
+                trigger += f" <small>(95% {s.trigger_wilson[0]:.2f}–{s.trigger_wilson[1]:.2f})</small>"
+        pairs = f"{s.pairs_won} won / {s.pairs_lost} lost" if s.pairs_won or s.pairs_lost else "–"
+        refusal = f"{s.refusal_compliant}/{s.refusal_run}" if s.refusal_run else "–"
+        rows.append(f"<tr><td>{e(s.skill)}</td><td>{states}</td><td>{trigger}</td><td>{pairs}</td>"
+                    f"<td>{refusal}</td></tr>")
+    return ('<section><h2>Per skill</h2><p class="hint">Health numbers leave quarantined cases out; counts do '
+            'not.</p><table id="skills"><thead><tr><th>skill</th><th>cases by state</th><th>trigger accuracy</th>'
+            '<th>discrimination pairs</th><th>refusal compliance</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table></section>")
+
+
+def _notes(results: Results, roll: rollup.Rollup) -> str:
+    parts = []
+    rate = "–" if roll.judge_error_rate is None else f"{100 * roll.judge_error_rate:.1f}%"
+    counts = ", ".join(f"{e(k)} {v}" for k, v in results.assertion_counts.items()) or "–"
+    parts.append(_dl([("Judge-error rate (semantic assertions)", rate), ("Assertions by how decided", counts)]))
+    if roll.quarantined:
+        items = "".join(
+            f"<li><code>{e(c.uid)}</code> (underlying {_badge(c.underlying_state)}): "
+            + (f"{e(c.quarantine.reason)} <small>since {e(c.quarantine.date.isoformat())}"
+               + (f", expires {e(c.quarantine.expires.isoformat())}" if c.quarantine.expires else "") + "</small>"
+               if c.quarantine else "no entry recorded") + "</li>" for c in roll.quarantined)
+        parts.append(f'<h3>Quarantined ({len(roll.quarantined)})</h3><ul id="quarantine">{items}</ul>')
+    for title, notes, ident in (("Unjudgeable assertions", roll.unjudgeable, "unjudgeable"),
+                                ("Surface warnings", roll.surface_warnings, "surface-warnings")):
+        if notes:
+            items = "".join(f"<li><code>{e(n.uid)}</code>: {e(n.text)}</li>" for n in notes)
+            parts.append(f'<details id="{ident}"><summary>{title} ({len(notes)})</summary><ul>{items}</ul></details>')
+    return "<section><h2>Corpus</h2>" + "".join(parts) + "</section>"
+
+
+def _activation(case: CaseResult) -> str:
+    a = case.activation
+    if a is None:
+        return "–"
+    text = f"{_badge(a.state)} target fired in {a.fired_runs} of {a.observed_runs} observed run(s)"
+    if a.wilson_95 is not None:
+        text += f" (Wilson 95% {a.wilson_95[0]:.2f}–{a.wilson_95[1]:.2f})"
+    return text
+
+
+def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
+    items = [("Kind", e(case.kind)), ("Target", e(case.target)),
+             ("State", _badge(case.state) + (f" underlying {_badge(case.underlying_state)}"
+                                             if case.underlying_state else "")
+              + (f' <span class="reason">{e(case.reason)}</span>' if case.reason else "")),
+             ("Repeats", f"wins {case.wins}, losses {case.losses}, errors {case.errors}; run {case.repeats_run} of "
+                         f"{case.repeats_planned} (quorum {case.quorum})"),
+             ("Activation", _activation(case))]
+    if case.parts:
+        items.append(("Parts", ", ".join(f"{e(k)} {_badge(v)}" for k, v in case.parts.items())))
+    if case.fired_instead:
+        items.append(("Fired instead", ", ".join(f"{e(k)} ×{v}" for k, v in case.fired_instead.items())))
+    items.append(("Cost", f"${case.cost_usd:.4f}"))
+    if case.quarantine:
+        q = case.quarantine
+        items.append(("Quarantine", e(q.reason) + f" <small>since {e(q.date.isoformat())}"
+                      + (f", expires {e(q.expires.isoformat())}" if q.expires else "") + "</small>"))
+    for warning in case.warnings:
+        items.append(("Warning", e(warning)))
+    out = [_dl(items)]
+    if case.state == "UNRUN" and not case.attempts:
+        out.append(f'<p class="not-executed">Not executed ({e(case.reason or "unknown")}); no result is claimed '
+                   f'for this case.</p>')
+    if case.pairs:
+        rows = "".join(f"<tr><td>{e(p.neighbour)}</td><td>{_badge(p.state)}</td><td class=num>{p.won}</td>"
+                       f"<td class=num>{p.lost}</td><td>{e(p.reason or '')}</td></tr>" for p in case.pairs)
+        out.append("<h4>Pairs (target vs neighbour)</h4><table class=pairs><thead><tr><th>neighbour</th>"
+                   "<th>state</th><th class=num>won</th><th class=num>lost</th><th>reason</th></tr></thead>"
+                   f"<tbody>{rows}</tbody></table>")
+    if case.assertions:
+        rows = []
+        for a in case.assertions:
+            evidence = "".join(f'<blockquote class="evidence">{e(x)}</blockquote>' for x in a.evidence) or "–"
+            rows.append(f'<tr class="assertion st-{e(a.state)}"><td class=num>{a.index}</td><td>{e(a.assertion_class)}'
+                        f'</td><td>{_badge(a.state)}</td><td class="text">{e(a.text)}</td>'
+                        f'<td class=num>{a.passes}/{a.fails}</td><td>{e(a.reason or "")}</td>'
+                        f'<td class="evidence-cell">{evidence}</td></tr>')
+        out.append("<h4>Assertions and the judge's evidence</h4><table class=assertions><thead><tr><th>#</th>"
+                   "<th>class</th><th>state</th><th>assertion</th><th class=num>pass/fail</th><th>reason</th>"
+                   "<th>evidence</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    if case.attempts:
+        if has_run_dir:
+            out.append(f'<h4>Attempts</h4><div class="attempts" data-index="{index}"></div>')
+        else:
+            ids = "".join(f"<li><code>{e(a)}</code></li>" for a in case.attempts)
+            out.append(f"<h4>Attempts</h4><p class=hint>Transcripts are not embedded: the page was rendered "
+                       f"without the run folder.</p><ul>{ids}</ul>")
+    return "".join(out)
+
+
+def _case_rows(results: Results, has_run_dir: bool) -> str:
+    rows = []
+    for i, case in enumerate(results.cases):
+        reason = f'<div class="reason">{e(case.reason)}</div>' if case.reason else ""
+        if case.quarantine:
+            reason = f'<div class="reason">{e(case.quarantine.reason)}</div>'
+        rows.append(
+            f'<tr class="case" id="c{i}" data-index="{i}" data-skill="{e(case.skill)}" data-state="{e(case.state)}" '
+            f'data-uid="{e(case.uid)}">'
+            f'<td><button type="button" class="open" aria-expanded="false" aria-controls="d{i}">open</button></td>'
+            f'<td class="uid"><code>{e(case.uid)}</code></td><td>{e(case.skill)}</td><td>{e(case.kind)}</td>'
+            f'<td>{_badge(case.state)}{" " + _badge(case.underlying_state) if case.underlying_state else ""}'
+            f'{reason}</td>'
+            f'<td class=num>{case.wins}/{case.losses}/{case.errors} · {case.repeats_run} of {case.repeats_planned}</td>'
+            f'<td class=num>${case.cost_usd:.2f}</td></tr>'
+            f'<tr class="detail" id="d{i}" hidden><td colspan="7">{_case_detail(case, i, has_run_dir)}</td></tr>')
+    return "".join(rows)
+
+
+def _filters(results: Results) -> str:
+    skills = sorted({c.skill for c in results.cases})
+    options = '<option value="">all skills</option>' + "".join(
+        f'<option value="{e(s)}">{e(s)}</option>' for s in skills)
+    boxes = "".join(f'<label class="st-{s}"><input type="checkbox" name="state" value="{s}" checked> {s} '
+                    f'({results.counts.get(s, 0)})</label>' for s in STATES)
+    return (f'<div id="filters" role="search"><label>Skill <select id="skill-filter">{options}</select>'
+            f'</label><fieldset id="state-filter"><legend>States</legend>{boxes}</fieldset>'
+            f'<label>Case <input type="search" id="uid-filter" placeholder="uid contains…"></label>'
+            f'<button type="button" id="reset-filters">show all</button></div>'
+            f'<p id="shown" aria-live="polite"></p>')
+
+
+CSS = """
+:root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--soft:#f6f8fa;
+--pass:#1a7f37;--fail:#cf222e;--error:#9a6700;--judge:#8250df;--quar:#0969da;--unrun:#6e7781}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg);
+margin:0 auto;max-width:1400px;padding:16px 24px}
+[hidden]{display:none!important}
+h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid var(--line)}
+h3{font-size:15px}h4{font-size:14px;margin:14px 0 6px}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-break:break-all}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}dt{color:var(--muted)}dd{margin:0}
+table{border-collapse:collapse;width:100%;margin:4px 0}
+th,td{border-bottom:1px solid var(--line);padding:4px 6px;text-align:left;vertical-align:top}
+th{background:var(--soft);font-weight:600}.num{text-align:right;white-space:nowrap}
+.not-executed{font-weight:600;background:#fff8c5;border:1px solid #d4a72c;padding:6px 10px;border-radius:6px}
+.warn{background:#ffebe9;border:1px solid var(--fail);padding:6px 10px;border-radius:6px}
+.hint,small,.reason{color:var(--muted)}.reason{font-size:12px}
+.badge,.mini{display:inline-block;border-radius:10px;padding:0 7px;font-size:12px;font-weight:600;color:#fff;
+background:var(--unrun);white-space:nowrap}.mini{font-weight:400;margin:1px}
+.st-PASS.badge,.st-PASS.mini{background:var(--pass)}.st-FAIL.badge,.st-FAIL.mini{background:var(--fail)}
+.st-ERROR.badge,.st-ERROR.mini{background:var(--error)}
+.st-JUDGE-ERROR.badge,.st-JUDGE-ERROR.mini{background:var(--judge)}
+.st-QUARANTINED.badge,.st-QUARANTINED.mini{background:var(--quar)}
+.st-UNJUDGEABLE.badge{background:#953800}
+.counts{display:flex;gap:8px;list-style:none;padding:0;flex-wrap:wrap}
+.counts button{border:1px solid var(--line);border-radius:8px;background:var(--soft);padding:6px 12px;cursor:pointer;
+font:inherit}.counts b{font-size:18px;margin-right:4px}
+.counts .st-PASS b{color:var(--pass)}.counts .st-FAIL b{color:var(--fail)}.counts .st-ERROR b{color:var(--error)}
+.counts .st-JUDGE-ERROR b{color:var(--judge)}.counts .st-QUARANTINED b{color:var(--quar)}
+#filters{display:flex;gap:14px;align-items:center;flex-wrap:wrap;background:var(--soft);padding:8px 10px;
+border:1px solid var(--line);border-radius:8px;position:sticky;top:0;z-index:2}
+#filters fieldset{border:0;margin:0;padding:0;display:flex;gap:8px;flex-wrap:wrap}
+#filters legend{float:left;margin-right:6px;color:var(--muted)}
+tr.case:hover{background:var(--soft)}tr.case.open{background:#ddf4ff}
+tr.detail>td{background:#fbfcfd;padding:8px 16px 14px;border-left:3px solid var(--quar)}
+button.open{font:inherit;font-size:12px;padding:1px 8px;cursor:pointer}
+.evidence{margin:2px 0;padding:2px 8px;border-left:3px solid var(--line);white-space:pre-wrap;
+word-break:break-word;font-style:italic}
+td.text{white-space:pre-wrap;word-break:break-word;max-width:420px}
+.attempt{border:1px solid var(--line);border-radius:6px;padding:6px 10px;margin:8px 0;background:#fff}
+.attempt h5{margin:6px 0 4px;font-size:13px}
+ol.transcript{padding-left:26px;margin:4px 0;max-height:640px;overflow:auto;border:1px solid var(--line);
+border-radius:4px;background:var(--soft)}
+ol.transcript li{margin:4px 0}.role{font-weight:600;color:var(--muted);font-size:12px}
+pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,
+Consolas,monospace}
+.cut{color:var(--fail);font-weight:600}
+meter{width:120px;vertical-align:middle}
+footer{margin-top:24px;color:var(--muted);font-size:12px}
+"""
+
+JS = r"""
+(function () {
+  "use strict";
+  var DATA = JSON.parse(document.getElementById("skill-evals-data").textContent);
+  var STATES = ["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"];
+  var rows = Array.prototype.slice.call(document.querySelectorAll("tr.case"));
+  var skillSel = document.getElementById("skill-filter");
+  var uidInput = document.getElementById("uid-filter");
+  var boxes = Array.prototype.slice.call(document.querySelectorAll('#state-filter input[name="state"]'));
+  var shown = document.getElementById("shown");
+
+  function el(tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) { node.className = cls; }
+    if (text !== undefined && text !== null) { node.textContent = String(text); }
+    return node;
+  }
+  function str(value) {
+    if (typeof value === "string") { return value; }
+    try { return JSON.stringify(value, null, 1); } catch (err) { return String(value); }
+  }
+  function blockText(block) {
+    if (typeof block === "string") { return ["text", block]; }
+    if (!block || typeof block !== "object") { return ["", str(block)]; }
+    var type = block.type || "";
+    if (type === "text" || (!type && typeof block.text === "string")) { return ["text", block.text]; }
+    if (type === "thinking" || typeof block.thinking === "string") { return ["thinking", block.thinking || ""]; }
+    if (type === "tool_use" || (!type && block.name !== undefined && block.input !== undefined)) {
+      return ["tool call: " + str(block.name), str(block.input)];
+    }
+    if (type === "tool_result" || (!type && block.tool_use_id !== undefined)) {
+      return ["tool result" + (block.is_error ? " (error)" : ""), str(block.content)];
+    }
+    return [type || "block", str(block)];
+  }
+  function renderMessage(message) {
+    var li = el("li");
+    var inner = message && typeof message === "object" && message.message && typeof message.message === "object"
+      ? message.message : message;
+    var role = (message && (message._type || message.type)) || (inner && inner.role) || "message";
+    if (inner && inner.role && role !== inner.role) { role += " / " + inner.role; }
+    li.appendChild(el("div", "role", role));
+    var content = inner && typeof inner === "object" ? inner.content : undefined;
+    if (typeof content === "string") {
+      li.appendChild(el("pre", "msg", content));
+    } else if (Array.isArray(content)) {
+      content.forEach(function (block) {
+        var pair = blockText(block);
+        if (pair[0] && pair[0] !== "text") { li.appendChild(el("div", "role", pair[0])); }
+        li.appendChild(el("pre", "msg", pair[1]));
+      });
+    } else {
+      var copy = {};
+      if (message && typeof message === "object") {
+        Object.keys(message).forEach(function (k) { if (k !== "_type") { copy[k] = message[k]; } });
+      } else { copy = message; }
+      li.appendChild(el("pre", "msg", str(copy)));
+    }
+    return li;
+  }
+  function renderTranscript(box, t) {
+    box.appendChild(el("h5", null, "Transcript" + (t.file ? " (" + t.file + ")" : "")));
+    if (t.note) { box.appendChild(el("p", t.truncated ? "cut" : "hint", t.note)); }
+    if (t.messages) {
+      var list = el("ol", "transcript");
+      t.messages.forEach(function (m) { list.appendChild(renderMessage(m)); });
+      box.appendChild(list);
+      var raw = el("details");
+      raw.appendChild(el("summary", null, "raw JSON"));
+      raw.addEventListener("toggle", function () {
+        if (raw.open && raw.childNodes.length === 1) { raw.appendChild(el("pre", null, JSON.stringify(t.messages, null, 1))); }
+      });
+      box.appendChild(raw);
+    }
+    if (t.raw) { box.appendChild(el("pre", "transcript-raw", t.raw)); }
+  }
+  function kv(dl, key, value) {
+    if (value === undefined || value === null || value === "" || (Array.isArray(value) && !value.length)) { return; }
+    dl.appendChild(el("dt", null, key));
+    dl.appendChild(el("dd", null, Array.isArray(value) ? value.join(", ") : value));
+  }
+  function renderAttempt(a) {
+    var box = el("section", "attempt");
+    var head = el("h5", null, a.id + (a.state ? " — " : ""));
+    if (a.state) { head.appendChild(el("span", "badge st-" + a.state, a.state)); }
+    box.appendChild(head);
+    if (a.note) { box.appendChild(el("p", "hint", a.note)); }
+    var dl = el("dl");
+    kv(dl, "activation", a.activation);
+    kv(dl, "fired", a.fired && a.fired.length ? a.fired : (a.fired ? "nothing" : null));
+    kv(dl, "fired instead", a.fired_instead);
+    if (a.pairs && Object.keys(a.pairs).length) {
+      kv(dl, "neighbours silent", Object.keys(a.pairs).map(function (k) { return k + ": " + (a.pairs[k] ? "yes" : "NO"); }));
+    }
+    kv(dl, "error", a.error);
+    kv(dl, "bounds hit", a.bounds_hit);
+    if (a.turns !== undefined) { kv(dl, "turns, time, cost", a.turns + " turn(s), " + a.duration_s + " s, $" + a.cost_usd); }
+    if (a.judge) {
+      kv(dl, "judge", a.judge.model + " (prompt " + a.judge.prompt_version + ")" + (a.judge.error ? " — error: " + a.judge.error : ""));
+    }
+    box.appendChild(dl);
+    if (a.assertions && a.assertions.length) {
+      box.appendChild(el("h5", null, "This attempt's assertions"));
+      var ul = el("ul", "attempt-assertions");
+      a.assertions.forEach(function (x) {
+        var li = el("li");
+        li.appendChild(el("span", "badge st-" + x.state, x.state));
+        li.appendChild(document.createTextNode(" [" + x.index + "]" + (x.reason ? " " + x.reason : "")));
+        if (x.evidence) { li.appendChild(el("blockquote", "evidence", x.evidence)); }
+        ul.appendChild(li);
+      });
+      box.appendChild(ul);
+    }
+    if (a.final_answer) {
+      box.appendChild(el("h5", null, "Final answer"));
+      box.appendChild(el("pre", "final-answer", a.final_answer));
+    }
+    if (a.transcript) { renderTranscript(box, a.transcript); }
+    return box;
+  }
+  function fillAttempts(detail) {
+    var holder = detail.querySelector(".attempts");
+    if (!holder || holder.getAttribute("data-filled")) { return; }
+    holder.setAttribute("data-filled", "1");
+    var list = DATA.attempts[holder.getAttribute("data-index")] || [];
+    if (!list.length) { holder.appendChild(el("p", "hint", "No attempt of this case is in the run folder.")); }
+    list.forEach(function (a) { holder.appendChild(renderAttempt(a)); });
+  }
+  function setOpen(row, open) {
+    var detail = document.getElementById("d" + row.getAttribute("data-index"));
+    row.classList.toggle("open", open);
+    if (open) { row.setAttribute("data-open", "1"); } else { row.removeAttribute("data-open"); }
+    var button = row.querySelector("button.open");
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+    button.textContent = open ? "close" : "open";
+    if (open) { fillAttempts(detail); }
+    detail.hidden = !open || row.hidden;
+  }
+  function selectedStates() {
+    return boxes.filter(function (b) { return b.checked; }).map(function (b) { return b.value; });
+  }
+  function apply() {
+    var skill = skillSel.value, states = selectedStates(), needle = uidInput.value.trim().toLowerCase(), count = 0;
+    rows.forEach(function (row) {
+      var visible = (!skill || row.getAttribute("data-skill") === skill) &&
+        states.indexOf(row.getAttribute("data-state")) >= 0 &&
+        (!needle || row.getAttribute("data-uid").toLowerCase().indexOf(needle) >= 0);
+      row.hidden = !visible;
+      document.getElementById("d" + row.getAttribute("data-index")).hidden = !visible || !row.getAttribute("data-open");
+      if (visible) { count += 1; }
+    });
+    shown.textContent = count + " of " + rows.length + " case(s) shown";
+  }
+  function writeHash() {
+    var parts = [];
+    if (skillSel.value) { parts.push("skill=" + encodeURIComponent(skillSel.value)); }
+    var states = selectedStates();
+    if (states.length !== STATES.length) { parts.push("state=" + states.map(encodeURIComponent).join(",")); }
+    if (uidInput.value.trim()) { parts.push("q=" + encodeURIComponent(uidInput.value.trim())); }
+    try { history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname + location.search); }
+    catch (err) { /* a file: URL that refuses replaceState keeps its old fragment */ }
+  }
+  function onChange() { apply(); writeHash(); }
+  function fromHash() {
+    var params = new URLSearchParams(location.hash.replace(/^#/, ""));
+    var skill = params.get("skill"), wanted = [];
+    params.getAll("state").forEach(function (v) { wanted = wanted.concat(v.split(",")); });
+    wanted = wanted.map(function (s) { return s.trim().toUpperCase(); }).filter(function (s) { return STATES.indexOf(s) >= 0; });
+    var known = Array.prototype.some.call(skillSel.options, function (o) { return o.value === skill; });
+    skillSel.value = skill && known ? skill : "";
+    boxes.forEach(function (b) { b.checked = !wanted.length || wanted.indexOf(b.value) >= 0; });
+    uidInput.value = params.get("q") || "";
+    apply();
+    var target = null, uid = params.get("case");
+    if (uid) {
+      target = rows.filter(function (r) { return r.getAttribute("data-uid") === uid; })[0] || null;
+      if (target && target.hidden) { skillSel.value = ""; boxes.forEach(function (b) { b.checked = true; }); apply(); }
+    } else if (skill || wanted.length || params.get("q")) {
+      target = rows.filter(function (r) { return !r.hidden; })[0] || null;
+    }
+    if (target) {
+      setOpen(target, true);
+      var box = target.getBoundingClientRect();
+      if (box.top < 0 || box.top > window.innerHeight - 120) { target.scrollIntoView({block: "start"}); }
+    }
+  }
+  rows.forEach(function (row) {
+    row.querySelector("button.open").addEventListener("click", function () {
+      setOpen(row, !row.getAttribute("data-open"));
+    });
+  });
+  skillSel.addEventListener("change", onChange);
+  uidInput.addEventListener("input", onChange);
+  boxes.forEach(function (b) { b.addEventListener("change", onChange); });
+  document.getElementById("reset-filters").addEventListener("click", function () {
+    skillSel.value = ""; uidInput.value = ""; boxes.forEach(function (b) { b.checked = true; }); onChange();
+  });
+  Array.prototype.forEach.call(document.querySelectorAll("button.count"), function (button) {
+    button.addEventListener("click", function () {
+      var state = button.getAttribute("data-state");
+      boxes.forEach(function (b) { b.checked = b.value === state; });
+      onChange();
+      document.getElementById("filters").scrollIntoView({block: "start"});
+    });
+  });
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
+  document.documentElement.setAttribute("data-ready", "1");
+})();
+"""
+
+
+def _hash(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+
+
+def render(results: Results, run_dir: Path | None = None, *, transcript_cap: int = TRANSCRIPT_CAP,
+           total_cap: int = TOTAL_CAP) -> str:
+    roll = rollup.build(results)
+    data = {"attempts": attempts_data(results, run_dir, transcript_cap, total_cap)}
+    csp = (f"default-src 'none'; script-src '{_hash(JS)}'; style-src '{_hash(CSS)}'; img-src data:; "
+           f"base-uri 'none'; form-action 'none'")
+    body = "".join([
+        _header(results, roll), _counts(results), _unrun(results), _skills(roll), _notes(results, roll),
+        '<section><h2>Cases</h2>', _filters(results),
+        '<table id="cases"><thead><tr><th></th><th>case</th><th>skill</th><th>kind</th><th>state</th>'
+        '<th class=num>wins/losses/errors · run of N</th><th class=num>cost</th></tr></thead><tbody>',
+        _case_rows(results, run_dir is not None), "</tbody></table></section>",
+        f"<footer>Rendered from results.json{' and the run folder' if run_dir is not None else ''}; "
+        f"self-contained (no network). Filters: <code>#skill=&lt;skill&gt;&amp;state=FAIL,ERROR</code>, "
+        f"<code>#case=&lt;uid&gt;</code>. {e(results.not_executed)}</footer>",
+    ])
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>Skill evals: {e(results.plan.tier)} run, {e(results.finished_at)}</title>"
+            f"<style>{CSS}</style></head><body>{body}"
+            f'<script type="application/json" id="{DATA_ID}">{script_json(data)}</script>'
+            f"<script>{JS}</script></body></html>\n")

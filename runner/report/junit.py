@@ -1,0 +1,202 @@
+"""JUnit XML from results.json: one <testsuite> per skill, one <testcase> per case.
+
+The states map onto what CI test reporters understand (semantics §3):
+
+    PASS         nothing inside the testcase
+    FAIL         <failure type="FAIL">      what failed: activation, pairs, assertions with evidence
+    ERROR        <error type="ERROR">       the cause (the harness could not observe a result)
+    JUDGE-ERROR  <error type="JUDGE-ERROR"> the cause (the judge could not decide)
+    UNRUN        <skipped message="UNRUN: <reason>"/>
+    QUARANTINED  <skipped message="QUARANTINED (underlying <state>): <reason>"/>
+
+An UNRUN case is skipped, never passed: no result is claimed for it, and the not-executed
+sentence is a property of every suite. results.json records no durations, so every `time` is 0.
+The document is built with xml.etree.ElementTree (which escapes), after removing the characters
+XML 1.0 forbids from every text; it validates against the Jenkins xUnit plugin's junit-10.xsd
+(tests/data/junit.xsd).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+from runner.results import CaseResult, Results
+
+# Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
+_FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+MESSAGE_CHARS = 300  # a message attribute is one line; the full detail is the element's text
+TIME = "0"
+
+
+def clean(text: object) -> str:
+    """Text XML 1.0 can carry: forbidden characters (controls, lone surrogates, U+FFFE/FFFF) removed."""
+    return _FORBIDDEN.sub("", str(text))
+
+
+def _message(text: str) -> str:
+    line = " ".join(clean(text).split())
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 1] + "…"
+
+
+def _run_of(case: CaseResult) -> str:
+    return (f"wins {case.wins}, losses {case.losses}, errors {case.errors}, "
+            f"run {case.repeats_run} of {case.repeats_planned} (quorum {case.quorum})")
+
+
+def _activation_line(case: CaseResult) -> str | None:
+    a = case.activation
+    if a is None:
+        return None
+    line = f"activation: {a.state} (target fired in {a.fired_runs} of {a.observed_runs} observed run(s)"
+    if a.wilson_95 is not None:
+        line += f", Wilson 95% {a.wilson_95[0]:.2f}–{a.wilson_95[1]:.2f}"
+    return line + ")"
+
+
+def detail(case: CaseResult, failing_only: bool = False) -> str:
+    """What a reviewer needs to see for a non-passing case, as plain text."""
+    lines = [f"case: {case.uid} ({case.kind}, target {case.target})", _run_of(case)]
+    if case.reason:
+        lines.append(f"reason: {case.reason}")
+    activation = _activation_line(case)
+    if activation:
+        lines.append(activation)
+    if case.parts:
+        lines.append("parts: " + ", ".join(f"{name} {state}" for name, state in case.parts.items()))
+    if case.fired_instead:
+        lines.append("fired instead: " + ", ".join(f"{name} ×{n}" for name, n in case.fired_instead.items()))
+    pairs = [p for p in case.pairs if not failing_only or p.state != "PASS"]
+    if pairs:
+        lines.append("pairs (target vs neighbour):")
+        for p in pairs:
+            lines.append(f"  - {p.neighbour}: {p.state}, won {p.won}, lost {p.lost}"
+                         + (f" ({p.reason})" if p.reason else ""))
+    assertions = [a for a in case.assertions if not failing_only or a.state != "PASS"]
+    if assertions:
+        lines.append("assertions:")
+        for a in assertions:
+            lines.append(f"  [{a.index}] {a.state} ({a.assertion_class}, passes {a.passes}, fails {a.fails}): {a.text}")
+            if a.reason:
+                lines.append(f"      reason: {a.reason}")
+            for evidence in a.evidence:
+                lines.append(f"      evidence: {evidence}")
+    if case.warnings:
+        lines.extend(f"warning: {w}" for w in case.warnings)
+    if case.attempts:
+        lines.append("attempts: " + ", ".join(case.attempts))
+    lines.append(f"cost: ${case.cost_usd:.4f}")
+    return clean("\n".join(lines))
+
+
+def _failure_message(case: CaseResult) -> str:
+    parts = []
+    if case.activation and case.activation.state == "FAIL":
+        parts.append(f"activation FAIL (target fired in {case.activation.fired_runs} of "
+                     f"{case.activation.observed_runs} run(s))")
+    lost = [p.neighbour for p in case.pairs if p.state == "FAIL"]
+    if lost:
+        parts.append("pairs lost: " + ", ".join(lost))
+    failed = [a for a in case.assertions if a.state == "FAIL"]
+    if failed:
+        parts.append(f"assertion [{failed[0].index}] FAIL: {failed[0].text}")
+        if len(failed) > 1:
+            parts.append(f"and {len(failed) - 1} more failed assertion(s)")
+    if not parts:
+        parts.append(f"quorum lost ({case.losses} losses of {case.repeats_run} run)")
+    return "; ".join(parts)
+
+
+def _error_message(case: CaseResult) -> str:
+    if case.reason:
+        return case.reason
+    judge = [a for a in case.assertions if a.state == "JUDGE-ERROR" and a.reason]
+    return judge[0].reason if judge and judge[0].reason else case.state
+
+
+def _skip_message(case: CaseResult) -> str:
+    if case.state == "QUARANTINED":
+        entry = case.quarantine
+        reason = entry.reason if entry else (case.reason or "no reason recorded")
+        return f"QUARANTINED (underlying {case.underlying_state or 'unknown'}): {reason}"
+    return f"UNRUN: {case.reason or 'unknown'}"
+
+
+def _skip_text(case: CaseResult, not_executed: str) -> str:
+    lines = []
+    if case.state == "QUARANTINED" and case.quarantine:
+        q = case.quarantine
+        expires = f", expires {q.expires.isoformat()}" if q.expires else ""
+        lines.append(f"quarantined on {q.date.isoformat()}{expires}: {q.reason}")
+        lines.append("Quarantined cases are left out of health metrics; the underlying result follows.")
+        lines.append(detail(case))
+    elif case.attempts:
+        lines.append(f"UNRUN ({case.reason or 'unknown'}): attempts ran but no result is claimed for this case.")
+        lines.append(detail(case))
+    else:
+        lines.append(f"Not executed ({case.reason or 'unknown'}); no result is claimed for this case. {not_executed}")
+    return clean("\n".join(lines))
+
+
+def _testcase(parent: ET.Element, case: CaseResult, not_executed: str) -> None:
+    element = ET.SubElement(parent, "testcase", {"classname": clean(case.skill), "name": clean(case.uid),
+                                                 "time": TIME})
+    if case.state == "FAIL":
+        child = ET.SubElement(element, "failure", {"message": _message(_failure_message(case)), "type": "FAIL"})
+        child.text = detail(case)
+    elif case.state in ("ERROR", "JUDGE-ERROR"):
+        child = ET.SubElement(element, "error", {"message": _message(_error_message(case)), "type": case.state})
+        child.text = detail(case)
+    elif case.state in ("UNRUN", "QUARANTINED"):
+        child = ET.SubElement(element, "skipped", {"message": _message(_skip_message(case))})
+        child.text = _skip_text(case, not_executed)
+
+
+def properties(results: Results) -> list[tuple[str, str]]:
+    plan, spend = results.plan, results.spend
+    host_version = plan.versions.get("claude-code-cli") or plan.versions.get("anthropic") or ""
+    pairs = [
+        ("host", plan.host), ("host_version", host_version),
+        ("approximation", plan.approximation or ""),
+        ("model", plan.model),
+        ("judge_model", plan.judge_model or f"none ({plan.judge_unavailable or 'not configured'})"),
+        ("judge_prompt_version", plan.judge_prompt_version or ""),
+        ("plan_hash", plan.hash), ("library_hash", plan.library_hash), ("tier", plan.tier),
+        ("repeats", str(plan.repeats)), ("quorum", str(plan.quorum)),
+        ("spend_usd", f"{spend.usd:.4f}"), ("judge_spend_usd", f"{spend.judge_usd:.4f}"),
+        ("cap_usd", f"{spend.cap_usd:.2f}"), ("refused_reservations", str(spend.refused_reservations)),
+        ("stop_reason", results.stop_reason or ""), ("finished_at", results.finished_at),
+        ("not_executed", results.not_executed),
+    ]
+    return [(name, value) for name, value in pairs if value != "" or name in ("host", "model")]
+
+
+def render(results: Results) -> str:
+    by_skill: dict[str, list[CaseResult]] = {}
+    for case in results.cases:
+        by_skill.setdefault(case.skill, []).append(case)
+    totals: Counter[str] = Counter()
+    root = ET.Element("testsuites", {"name": "skill-evals"})
+    props = properties(results)
+    for index, skill in enumerate(sorted(by_skill)):
+        cases = by_skill[skill]
+        states = Counter(c.state for c in cases)
+        counts = {"tests": len(cases), "failures": states["FAIL"], "errors": states["ERROR"] + states["JUDGE-ERROR"],
+                  "skipped": states["UNRUN"] + states["QUARANTINED"]}
+        totals.update(counts)
+        suite = ET.SubElement(root, "testsuite", {
+            "name": clean(skill), "id": str(index), "tests": str(counts["tests"]), "failures": str(counts["failures"]),
+            "errors": str(counts["errors"]), "skipped": str(counts["skipped"]), "time": TIME,
+            "timestamp": clean(results.finished_at)})
+        suite_props = ET.SubElement(suite, "properties")
+        for name, value in props:
+            ET.SubElement(suite_props, "property", {"name": name, "value": clean(value)})
+        for case in cases:
+            _testcase(suite, case, results.not_executed)
+    # <testsuites> carries totals; the JUnit schemas in use do not define `skipped` on it.
+    for name in ("tests", "failures", "errors"):
+        root.set(name, str(totals[name]))
+    root.set("time", TIME)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
