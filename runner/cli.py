@@ -446,9 +446,12 @@ def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...]
         sys.exit(EXIT_OK)
     if fmt == "markdown" or fmt == "terminal":
         from runner.report import markdown
-        text = markdown.render(results, limit=limit)
-        if history is not None:
-            text += "\n\n" + history_mod.render_markdown(history)
+        extra = "\n\n" + history_mod.render_markdown(history) if history is not None else ""
+        try:
+            text = markdown.render(results, limit=limit - len(extra)) + extra
+        except ValueError as exc:  # not even the counts fit: never drop them
+            _fail_usage(f"--limit {limit} is too small for this report's counts: {exc}")
+            return
     elif fmt == "junit":
         from runner.report import junit
         text = junit.render(results)
