@@ -57,3 +57,47 @@ def test_report_formats_render_from_results_json(tmp_path: Path) -> None:
         assert done.returncode == 0, (fmt, done.stderr)
         assert needle.lower() in done.stdout.lower(), fmt
         assert "no result is claimed" in done.stdout or fmt in ("junit", "json")
+
+
+def test_quarantine_file_and_previous_runs(tmp_path: Path) -> None:
+    import shutil
+    library = tmp_path / "library"
+    shutil.copytree(EXAMPLE, library)
+    flaky = f"{TRIAGE}/evals/positive-junit-in-workspace"
+    (library / ".skill-evals").mkdir()
+    (library / ".skill-evals" / "quarantine.json").write_text(json.dumps([
+        {"uid": flaky, "reason": "flips with the runner image", "date": "2026-11-01", "expires": "2099-01-01"}]))
+    runs = []
+    for attempt in range(2):
+        with FakeAnthropic() as fake:
+            fake.script(JUDGE_MATCH, verdicts("PASS"))
+            nightly = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
+            # The nightly case passes in the first run and fails (no skill) in the second.
+            if attempt == 0:
+                fake.script(key_of(nightly), skill(TRIAGE), text("TEST REPORT TRIAGE — x\n[NOT PROVEN]"))
+            fake.default(text("A plain answer."))
+            out = tmp_path / f"run{attempt}"
+            done = run_cli(fake, out, "--host", "api", "--case", nightly, "--case", flaky, "--repeats", "1",
+                           library=library)
+            assert done.returncode == 0, done.stderr
+            runs.append(out)
+    last = results_of(runs[1])
+    quarantined = next(c for c in last["cases"] if c["uid"] == flaky)
+    assert quarantined["state"] == "QUARANTINED" and quarantined["underlying_state"] == "FAIL"
+    assert quarantined["quarantine"]["reason"] == "flips with the runner image"
+    markdown = subprocess.run([sys.executable, "-m", "runner", "report", str(runs[1]), "--format", "markdown",
+                               "--previous", str(runs[0])], capture_output=True, text=True, timeout=120, check=False)
+    assert markdown.returncode == 0, markdown.stderr
+    assert "flips with the runner image" in markdown.stdout and "QUARANTINED" in markdown.stdout
+    assert "PASS" in markdown.stdout and "FAIL" in markdown.stdout and "positive-nightly-summary-with-skip" in markdown.stdout
+
+
+def test_every_state_fixture_is_a_valid_results_file() -> None:
+    from jsonschema import Draft202012Validator
+
+    from tests.report_fixtures import every_state
+    schema = json.loads((Path(__file__).parent.parent / "runner" / "schemas" / "results.schema.json").read_text())
+    data = json.loads(every_state().model_dump_json())
+    assert not list(Draft202012Validator(schema).iter_errors(data))
+    assert set(data["counts"]) == {"PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"}
+    assert all(v >= 1 for v in data["counts"].values())
