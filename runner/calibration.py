@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.corpus import Assertion
+from runner.findings import first_problem
 from runner.hosts.base import ToolCall
 from runner.judge import Judge
 from runner.settings import CalibrationThresholds
@@ -96,9 +97,7 @@ def load_labels(path: Path) -> list[LabelledItem]:
         try:
             items.append(LabelledItem.model_validate(raw))
         except ValidationError as exc:
-            problem = exc.errors()[0]
-            where = ".".join(str(p) for p in problem["loc"])
-            raise LabelsError(f"{path}:{number}: {where}: {problem['msg']}") from exc
+            raise LabelsError(f"{path}:{number}: {first_problem(exc)}") from exc
     if not items:
         raise LabelsError(f"{path}: no labelled items")
     ids = [item.id for item in items]

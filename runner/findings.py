@@ -11,7 +11,7 @@ import json
 from enum import Enum
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 
 class Level(str, Enum):
@@ -105,6 +105,12 @@ def render_github(findings: list[Finding]) -> str:
     c = counts(findings)
     lines.append(f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)")
     return "\n".join(lines)
+
+
+def first_problem(exc: ValidationError) -> str:
+    """`where: what` of the first error pydantic found, in the words users see everywhere."""
+    problem = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}"
 
 
 def display_path(path: Path, base: Path) -> str:

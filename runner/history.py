@@ -24,12 +24,11 @@ given), followed by the current run, which is always the newest whatever its tim
 from __future__ import annotations
 
 import html
-from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.results import CaseResult, Results
+from runner.results import CaseResult, Results, moment
 from runner.rundir import RESULTS
 
 ABSENT = "absent"
@@ -105,14 +104,6 @@ class History(BaseModel):
     note: str = NEVER_AUTOMATIC
 
 
-def _moment(stamp: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return datetime.min.replace(tzinfo=timezone.utc)
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
 def shown_state(case: CaseResult | None) -> str:
     if case is None:
         return ABSENT
@@ -162,7 +153,7 @@ def compare(current: Results, previous: list[Results], flip_threshold: int = 2, 
     labels = list(labels) if labels is not None else [r.finished_at for r in previous]
     if len(labels) != len(previous):
         raise ValueError(f"{len(previous)} previous runs but {len(labels)} labels")
-    ordered = sorted(zip(labels, previous), key=lambda pair: _moment(pair[1].finished_at))
+    ordered = sorted(zip(labels, previous), key=lambda pair: moment(pair[1].finished_at))
     window: list[tuple[str, Results]] = [*ordered, (current_label, current)]
     records = [_record(i, label, run, current, i == len(window) - 1) for i, (label, run) in enumerate(window)]
     by_run = [{c.uid: c for c in run.cases} for _, run in window]

@@ -36,12 +36,11 @@ from __future__ import annotations
 import filecmp
 import shutil
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from runner.results import NOT_EXECUTED, CaseResult, Results, assertion_counts
+from runner.results import NOT_EXECUTED, CaseResult, Results, assertion_counts, moment
 from runner.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, AttemptRecord, RunDir
 
 OTHER_SHARD = "other-shard"
@@ -64,14 +63,6 @@ def is_other_shard(case: CaseResult) -> bool:
 def _label(labels: list[str], position: int, results: Results) -> str:
     shard = getattr(results, "shard", None)
     return f"{labels[position]} (shard {shard})" if shard else labels[position]
-
-
-def _moment(stamp: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return datetime.min.replace(tzinfo=timezone.utc)
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _missing_shards(results: list[Results]) -> str | None:
@@ -164,7 +155,7 @@ def merge(results: list[Results], labels: list[str] | None = None) -> Results:
         "cap_usd": first.plan.cap_usd,
     })
     update = {
-        "finished_at": max((r.finished_at for r in results), key=_moment),
+        "finished_at": max((r.finished_at for r in results), key=moment),
         "stop_reason": stop_reason,
         "counts": {state: counts.get(state, 0) for state in STATES},
         "unrun_by_reason": dict(unrun.most_common()),

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner.findings import first_problem
+
 QUARANTINE_FILE = Path(".skill-evals") / "quarantine.json"
 
 
@@ -49,8 +51,6 @@ def load(root: Path, today: date | None = None) -> list[QuarantineEntry]:
         try:
             entries.append(QuarantineEntry.model_validate(item))
         except ValidationError as exc:
-            problem = exc.errors()[0]
-            where = ".".join(str(p) for p in problem["loc"])
-            raise QuarantineError(f"{path}: entry {position}: {where}: {problem['msg']}") from exc
+            raise QuarantineError(f"{path}: entry {position}: {first_problem(exc)}") from exc
     today = today or date.today()
     return [entry for entry in entries if entry.active(today)]

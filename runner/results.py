@@ -147,6 +147,15 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
         warnings=warnings)
 
 
+def moment(stamp: str) -> datetime:
+    """A results file's timestamp as an aware datetime (the earliest possible when unreadable)."""
+    try:
+        parsed = datetime.fromisoformat(stamp)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
 def quarantine(result: CaseResult, entry: QuarantineEntry | None) -> CaseResult:
     if entry is None:
         return result

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import claude_agent_sdk
-from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessage, SystemMessage, TextBlock,
+from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessage, TextBlock,
                               ToolResultBlock, ToolUseBlock, UserMessage, query)
 from claude_agent_sdk import _errors as sdk_errors
 
