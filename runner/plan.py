@@ -32,6 +32,8 @@ API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (
 class PlannedCase(BaseModel):
     uid: str
     skill: str
+    file: str = Field(default="", description="The eval file, relative to the repository root.")
+    line: int = Field(default=1, description="The case's line in that file (annotations point here).")
     kind: str
     target: str
     should_not_trigger: list[str] = []
@@ -155,7 +157,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     cases = []
     for case, why in selected:
         cases.append(PlannedCase(
-            uid=case.uid, skill=case.skill, kind=case.kind, target=case.target,
+            uid=case.uid, skill=case.skill, file=case.file, line=case.line, kind=case.kind, target=case.target,
             should_not_trigger=case.should_not_trigger, repeats=tier_rule.repeats, quorum=tier_rule.quorum,
             unrun_reason=unrun_reason(case, library), why=why, warnings=surface_warnings(case, surface)))
     runnable = [c for c in cases if c.unrun_reason is None]

@@ -28,6 +28,8 @@ NOT_EXECUTED = ("{n} case(s) were not executed (UNRUN); no result is claimed for
 class CaseResult(BaseModel):
     uid: str
     skill: str
+    file: str = Field(default="", description="The eval file, relative to the repository root.")
+    line: int = 1
     kind: str
     target: str
     state: CaseState
@@ -95,7 +97,8 @@ class Results(BaseModel):
 
 
 def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult:
-    return CaseResult(uid=planned.uid, skill=planned.skill, kind=planned.kind, target=planned.target, state="UNRUN",
+    return CaseResult(uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
+                      target=planned.target, state="UNRUN",
                       reason=reason, repeats_planned=planned.repeats, quorum=planned.quorum, warnings=warnings)
 
 
@@ -137,7 +140,8 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
     if state == "ERROR" and errors:
         reason = errors[0]
     return CaseResult(
-        uid=planned.uid, skill=planned.skill, kind=planned.kind, target=planned.target, state=state, reason=reason,
+        uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
+        target=planned.target, state=state, reason=reason,
         wins=tally.wins, losses=tally.losses, errors=tally.errors, repeats_run=len(finished),
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
