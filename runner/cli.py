@@ -139,6 +139,13 @@ def _run_options(f):  # type: ignore[no-untyped-def]
         click.option("--skill", "skills", multiple=True, help="Only the cases of this skill (repeatable)."),
         click.option("--case", "cases", multiple=True, help="Only cases whose uid matches this glob (repeatable)."),
         click.option("--neighbours", is_flag=True, help="With --skill: add the skills each names as a neighbour."),
+        click.option("--base", default=None,
+                     help="--tier pr: the pull request's base ref; the cases of skills changed in base...head "
+                          "and their neighbours are selected."),
+        click.option("--head", default=None, help="--tier pr: the head ref (default HEAD)."),
+        click.option("--period", default=None,
+                     help="--tier cadence: the period key that picks the rotating slot (default [select] period, "
+                          "else this ISO week, e.g. 2026-W48)."),
         click.option("--host", type=click.Choice(["claude-code", "api"]), default=None,
                      help="Default from [run] host (claude-code)."),
         click.option("--model", default=None),
@@ -190,6 +197,11 @@ def _floor(loaded: Loaded, config: Path | None) -> list[Finding]:
         results += validate_mod.run_library_validator(loaded.root, validator, settings.validator.timeout_s)
     results += validate_mod.check_library(loaded.library, settings)
     return results
+
+
+def _print_selection_note(prepared: "runs_mod.Prepared", console: Console) -> None:
+    if prepared.selection is not None and prepared.selection.tier != "full" and prepared.selection.note:
+        console.print(f"Selection: {prepared.selection.note}", markup=False)
 
 
 def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
@@ -291,6 +303,47 @@ def surface(library_path: Path, config: Path | None, host: str | None, model: st
     sys.exit(EXIT_FINDINGS if result.error else EXIT_OK)
 
 
+@main.command("select")
+@library_option
+@config_option
+@click.option("--tier", type=click.Choice(["pr", "cadence", "full"]), default="full", show_default=True,
+              help="pr: skills changed in base...head and their neighbours; cadence: this period's rotating "
+                   "stratified sample; full: every case.")
+@click.option("--base", default=None, help="--tier pr: the pull request's base ref (required for pr).")
+@click.option("--head", default=None, help="--tier pr: the head ref (default HEAD).")
+@click.option("--period", default=None,
+              help="--tier cadence: the period key (default [select] period, else this ISO week, e.g. 2026-W48).")
+@click.option("--skill", "skills", multiple=True, help="Narrow to the cases of this skill (repeatable).")
+@click.option("--case", "cases", multiple=True, help="Narrow to cases whose uid matches this glob (repeatable).")
+@click.option("--neighbours", is_flag=True, help="With --skill: the narrowing keeps the skills' neighbours too.")
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True)
+def select_command(library_path: Path, config: Path | None, tier: str, base: str | None, head: str | None,
+                   period: str | None, skills: tuple[str, ...], cases: tuple[str, ...], neighbours: bool,
+                   fmt: str) -> None:
+    """Which cases a tier selects, and why each one (also what `run`/`plan --tier` use)."""
+    from runner.select import SelectError, select_tier
+
+    loaded = _load_or_exit(library_path, config)
+    chosen = loaded.settings.select
+    try:
+        selection = select_tier(loaded.library, tier, base=base, head=head, period=period or chosen.period or None,
+                                fraction=chosen.cadence_fraction, skills=list(skills), case_patterns=list(cases),
+                                with_neighbours=neighbours, max_full_cases=chosen.max_full_cases,
+                                settings_paths=chosen.settings_paths)
+    except SelectError as exc:
+        _fail_usage(str(exc))
+        return
+    if selection.unknown_skills:
+        _fail_usage(f"no such skill(s) in the library: {', '.join(selection.unknown_skills)}")
+    if fmt == "json":
+        click.echo(selection.model_dump_json(indent=2))
+    else:
+        click.echo(f"tier {selection.tier}: {len(selection.cases)} case(s); {selection.note}")
+        for case in selection.cases:
+            click.echo(f"  {case.uid} — {case.why}")
+    sys.exit(EXIT_OK)
+
+
 @main.command()
 @library_option
 @config_option
@@ -303,11 +356,13 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     """The cost arithmetic of a run, before anything is spent."""
     from runner import runs as runs_mod
 
+    from runner.select import SelectError
+
     loaded = _load_or_exit(library_path, config)
     try:
         prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options),
                                     runs_mod.credentials_from_env(os.environ), audit=not no_surface)
-    except (runs_mod.quarantine_mod.QuarantineError, ValueError) as exc:
+    except (runs_mod.quarantine_mod.QuarantineError, ValueError, SelectError) as exc:
         _fail_usage(str(exc))
         return
     if prepared.unknown_skills:
@@ -317,7 +372,9 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     if fmt == "json":
         click.echo(prepared.plan.model_dump_json(indent=2))
     else:
-        _print_plan(prepared.plan, Console(soft_wrap=True, highlight=False))
+        console = Console(soft_wrap=True, highlight=False)
+        _print_selection_note(prepared, console)
+        _print_plan(prepared.plan, console)
     sys.exit(EXIT_OK)
 
 
@@ -327,13 +384,22 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
 @_run_options
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run folder (default runs/<timestamp>).")
+@click.option("--container", is_flag=True,
+              help="Build the runner image from the Dockerfile and run inside it: the repository mounted read-only, "
+                   "only the API key and model settings passed in.")
+@click.option("--base-image", default=None, envvar="SKILL_EVALS_BASE_IMAGE",
+              help="With --container: the image to build from (default: the Dockerfile's, python:3.12-slim).")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Continue this run folder's plan; finished attempts are not run again.")
-def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None,
-        **run_options: object) -> None:
+def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None, container: bool,
+        base_image: str | None, **run_options: object) -> None:
     """Validate, audit the surface, plan, execute, and write results.json."""
+    if container:
+        _run_in_container(library_path, config, out, resume_dir, base_image)
+        return
     from runner import runs as runs_mod
     from runner.progress import reporter
+    from runner.select import SelectError
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = _load_or_exit(library_path, config)
@@ -355,9 +421,10 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             rundir = runs_mod.RunDir(out or Path("runs") / stamp)
             runs_mod.write_plan(rundir, prepared)
-    except (runs_mod.ResumeError, runs_mod.quarantine_mod.QuarantineError, ValueError) as exc:
+    except (runs_mod.ResumeError, runs_mod.quarantine_mod.QuarantineError, ValueError, SelectError) as exc:
         _fail_usage(str(exc))
         return
+    _print_selection_note(prepared, console)
     _print_plan(prepared.plan, console)
     if prepared.plan.unrun_all == "no-credentials":
         console.print(runs_mod.HOW_TO_GET_RESULTS)
@@ -365,6 +432,91 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         results = runs_mod.execute(prepared, rundir, progress)
     _print_results(results, rundir.path, console)
     sys.exit(130 if results.stop_reason == "cancelled" else EXIT_OK)
+
+
+CONTAINER_TAG = "skill-evals-runner:local"
+
+
+def _forwarded_args(drop: set[str]) -> list[str]:
+    """The options this `run` was given, to repeat them inside the container (paths are remapped)."""
+    ctx = click.get_current_context()
+    args: list[str] = []
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name in drop:
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value is False or value == ():
+            continue
+        flag = param.opts[0]
+        if param.is_flag:
+            args.append(flag)
+        elif isinstance(value, tuple):
+            for item in value:
+                args += [flag, str(item)]
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+def _run_in_container(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None,
+                      base_image: str | None) -> None:
+    import docker
+
+    from runner import container as container_mod
+
+    loaded = _load_or_exit(library_path, config)
+    root = loaded.root
+    repo_library = "/repo/" + (library_path.resolve().relative_to(root).as_posix() if
+                               library_path.resolve() != root else "")
+    target = resume_dir or out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    args = ["run", "--library", repo_library.rstrip("/") or "/repo", "--out" if not resume_dir else "--resume",
+            "/out", *_forwarded_args({"library_path", "config", "out", "resume_dir", "container", "base_image"})]
+    if config:
+        try:
+            args += ["--config", "/repo/" + config.resolve().relative_to(root).as_posix()]
+        except ValueError:
+            _fail_usage("with --container, --config must be inside the repository (it is mounted at /repo)")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the daemon is the same usage error
+        _fail_usage(f"--container needs a Docker daemon: {exc}")
+        return
+    # The image is built from skill-evals' own source (the action's checkout, or this editable install).
+    source = Path(os.environ.get("SKILL_EVALS_SOURCE") or Path(__file__).resolve().parent.parent)
+    try:
+        image = container_mod.ensure_image(client, source, base_image or "python:3.12-slim", CONTAINER_TAG)
+        outcome = container_mod.run_in_container(
+            client, image, root, target, args, container_mod.container_env(os.environ),
+            timeout_s=loaded.settings.run.timeout_s * 100)
+    except container_mod.ContainerError as exc:
+        _fail_usage(str(exc))
+        return
+    click.echo(outcome.stdout, nl=False)
+    click.echo(outcome.stderr, nl=False, err=True)
+    sys.exit(outcome.exit_code)
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--mode", type=click.Choice(["advisory", "required"]), default="advisory", show_default=True,
+              help="required: a failing run fails the check (a human's choice, after the stability record).")
+@click.option("--no-comment", is_flag=True, help="Do not create or edit the PR comment.")
+def publish(run_dir: Path, mode: str, no_comment: bool) -> None:
+    """Post the check run, the PR comment (edited in place) and the job summary from results.json."""
+    from runner import github as github_mod
+    from runner.results import Results
+
+    try:
+        results = Results.model_validate_json((run_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        _fail_usage(f"{run_dir}: no readable results.json ({str(exc).splitlines()[0]})")
+        return
+    ctx = github_mod.Context.from_env(os.environ)
+    outcome = github_mod.publish(results, ctx, os.environ.get("GITHUB_TOKEN") or None, mode,  # type: ignore[arg-type]
+                                 comment=not no_comment)
+    click.echo(outcome.model_dump_json(indent=2))
+    sys.exit(EXIT_FINDINGS if mode == "required" and outcome.conclusion == "failure" else EXIT_OK)
 
 
 @main.command("judge")

@@ -29,7 +29,7 @@ from runner.findings import Finding
 from runner.judge import Judge, JudgeSettingsView, prompt_version
 from runner.plan import Plan
 from runner.rundir import PLAN, RESULTS, SURFACE, AttemptRecord, RunDir
-from runner.select import select
+from runner.select import Selection, select_tier
 from runner.settings import Settings, TierSettings
 from runner.surface import Surface
 
@@ -74,6 +74,9 @@ class Options:
     judge_model: str | None = None
     no_judge: bool | None = None
     shard: tuple[int, int] | None = None
+    base: str | None = None
+    head: str | None = None
+    period: str | None = None
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -141,6 +144,7 @@ class Prepared:
     known_names: set[str]
     judge: Judge | None = None
     shard: tuple[int, int] | None = None
+    selection: Selection | None = None
 
 
 def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.PriceTable, root: Path
@@ -164,7 +168,14 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     settings, tier = apply_options(settings, options)
     unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
         "no-credentials" if not credentials.api_key else None)
-    selected, unknown = select(library, list(options.skills), list(options.cases), options.neighbours)
+    selection = select_tier(library, options.tier, base=options.base, head=options.head,
+                            period=options.period or settings.select.period or None,
+                            fraction=settings.select.cadence_fraction, skills=list(options.skills),
+                            case_patterns=list(options.cases), with_neighbours=options.neighbours,
+                            max_full_cases=settings.select.max_full_cases,
+                            settings_paths=settings.select.settings_paths)
+    by_uid = {case.uid: case for case in library.cases}
+    selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
     prices = prices_mod.load(settings)
     host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "")
     surface = None
@@ -174,7 +185,8 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
                           prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)))
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
-                    unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard)
+                    unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
+                    selection=selection)
 
 
 def known_names(library: Library) -> set[str]:

@@ -96,6 +96,25 @@ class TiersSettings(_Strict):
     full: TierSettings = TierSettings()
 
 
+class SelectSettings(_Strict):
+    cadence_fraction: float = Field(
+        default=0.25, gt=0, le=1,
+        description="The cadence tier runs 1/S of the cases per period, S = ceil(1/cadence_fraction), stratified "
+                    "by skill; S consecutive periods run every case exactly once.")
+    period: str = Field(
+        default="",
+        description="The cadence period key (ISO week `2026-W48`, date, month `2026-11` or a number; consecutive "
+                    "keys rotate through the slots). Empty: the ISO week of today (UTC).")
+    max_full_cases: int = Field(
+        default=2000, ge=1,
+        description="When a pull request changes the runner's settings, the pr tier selects every case, at most "
+                    "this many (changed skills first, then their neighbours, then a round-robin over the rest).")
+    settings_paths: list[str] = Field(
+        default=[".skill-evals.toml", ".skill-evals/"],
+        description="Paths (relative to the repository root; a trailing / names a folder) whose change in a pull "
+                    "request selects every case for the pr tier.")
+
+
 class RunSettings(_Strict):
     host: Literal["claude-code", "api"] = "claude-code"
     model: str = "claude-sonnet-4-6"
@@ -176,6 +195,7 @@ class Settings(_Strict):
     run: RunSettings = RunSettings()
     judge: JudgeSettings = JudgeSettings()
     tiers: TiersSettings = TiersSettings()
+    select: SelectSettings = SelectSettings()
     prices: dict[str, Price] = Field(default={}, description="Add or override model prices (USD per million tokens).")
 
 
