@@ -1,0 +1,323 @@
+"""A fake GitHub REST API on 127.0.0.1 for the publish tests (stdlib only: ThreadingHTTPServer in a thread).
+
+It answers just what PyGithub 2.x (measured with 2.10.0, `Github(..., lazy=True)`) sends for
+runner.github.publish, checked against PyGithub's source (Repository.create_check_run, Commit.get_check_runs,
+CheckRun.edit / get_annotations, Issue.get_comments / create_comment, IssueComment.edit):
+
+- GET   /repos/{o}/{r}/commits/{sha}/check-runs?check_name=..&filter=all&per_page=100
+        -> {"total_count", "check_runs": [...]}   (Commit.get_check_runs; no Link header = one page)
+- POST  /repos/{o}/{r}/check-runs                 -> 201 check run   (Repository.create_check_run)
+- GET / PATCH /repos/{o}/{r}/check-runs/{id}     -> check run       (CheckRun.edit PATCHes the run's `url`)
+- GET   /repos/{o}/{r}/check-runs/{id}/annotations?per_page=100 -> [annotation, ...] (CheckRun.get_annotations)
+- GET   /repos/{o}/{r}/issues/{n}/comments?per_page=100 -> [comment, ...]  (Issue.get_comments)
+- POST  /repos/{o}/{r}/issues/{n}/comments        -> 201 comment     (Issue.create_comment)
+- GET / PATCH /repos/{o}/{r}/issues/comments/{id} -> comment         (IssueComment.edit PATCHes the comment's `url`)
+- GET   /repos/{o}/{r}, /repos/{o}/{r}/commits/{sha}, /repos/{o}/{r}/issues/{n}, /repos/{o}/{r}/pulls/{n}
+        (only fetched by a non-lazy client; answered for completeness)
+
+PyGithub turns every absolute `url` in a response into a path on its base_url, so the objects' `url`
+fields must point at this server. Like GitHub, it enforces: the Authorization header (`token <t>`, 401
+"Bad credentials" otherwise), at most 50 annotations per request, annotation fields and levels, 65,535
+characters for output.summary / output.text / a comment body (422 otherwise); annotations are appended
+on every update of a check run. `deny_writes = 403` (or 404) answers every POST/PATCH the way GitHub
+answers a fork's read-only token (`deny_only="/comments"` limits that to the paths containing it). Every request is recorded (method, path, query, headers, JSON body).
+
+Usage::
+
+    with FakeGitHub(token="t0k3n") as gh:
+        ctx = Context(api_url=gh.url, repository=gh.repository, ...)
+        ...
+        gh.requests, gh.check_runs, gh.annotations, gh.comments
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+TEXT_LIMIT = 65_535
+LEVELS = ("notice", "warning", "failure")
+STAMP = "2026-11-30T12:00:00Z"
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    raw: str
+    body: Any = None
+
+
+@dataclass
+class FakeGitHub:
+    token: str | None = None
+    repository: str = "acme/skills"
+    deny_writes: int | None = None
+    deny_only: str | None = None  # with deny_writes: refuse only writes whose path contains this ("/comments")
+    requests: list[Recorded] = field(default_factory=list)
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    annotations: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _next: int = 1000
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> FakeGitHub:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def handle_any(self) -> None:
+                fake._handle(self)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = handle_any
+
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # ---- seeding and queries -------------------------------------------------------------------------
+
+    def new_id(self) -> int:
+        self._next += 1
+        return self._next
+
+    def add_comment(self, number: int, body: str, login: str = "someone", kind: str = "User") -> dict[str, Any]:
+        """A comment already on the PR (someone else's, or an earlier report)."""
+        cid = self.new_id()
+        self.comments[cid] = self._comment_json(cid, number, body, login, kind)
+        return self.comments[cid]
+
+    def add_check_run(self, sha: str, name: str, external_id: str | None = None) -> dict[str, Any]:
+        """A check run already on a commit (e.g. the workflow job's own, which can share a name)."""
+        rid = self.new_id()
+        self.check_runs[rid] = self._check_run_json(rid, {"name": name, "head_sha": sha, "external_id": external_id,
+                                                          "status": "in_progress"})
+        self.annotations[rid] = []
+        return self.check_runs[rid]
+
+    def writes(self) -> list[Recorded]:
+        return [r for r in self.requests if r.method in ("POST", "PATCH", "PUT", "DELETE")]
+
+    def comments_on(self, number: int) -> list[dict[str, Any]]:
+        return [c for c in self.comments.values() if c["_issue"] == number]
+
+    # ---- JSON shapes -------------------------------------------------------------------------------------
+
+    def _repo_json(self) -> dict[str, Any]:
+        owner, name = self.repository.split("/")
+        base = f"{self.url}/repos/{self.repository}"
+        return {"id": 4242, "node_id": "R_kgDOfake", "name": name, "full_name": self.repository, "private": False,
+                "owner": self._user_json(owner, "Organization"), "html_url": f"https://github.com/{self.repository}",
+                "url": base, "default_branch": "main", "fork": False,
+                "issues_url": base + "/issues{/number}", "pulls_url": base + "/pulls{/number}"}
+
+    def _user_json(self, login: str, kind: str = "User") -> dict[str, Any]:
+        return {"login": login, "id": abs(hash(login)) % 100_000, "type": kind, "url": f"{self.url}/users/{login}",
+                "html_url": f"https://github.com/{login}"}
+
+    def _check_run_json(self, rid: int, data: dict[str, Any]) -> dict[str, Any]:
+        base = f"{self.url}/repos/{self.repository}"
+        output = data.get("output") or {}
+        return {"id": rid, "node_id": f"CR_{rid}", "name": data["name"], "head_sha": data["head_sha"],
+                "external_id": data.get("external_id"), "status": data.get("status") or "queued",
+                "conclusion": data.get("conclusion"), "started_at": STAMP, "completed_at": data.get("completed_at"),
+                "details_url": data.get("details_url") or f"https://github.com/{self.repository}/runs/{rid}",
+                "url": f"{base}/check-runs/{rid}", "html_url": f"https://github.com/{self.repository}/runs/{rid}",
+                "output": {"title": output.get("title"), "summary": output.get("summary"),
+                           "text": output.get("text"), "annotations_count": 0,
+                           "annotations_url": f"{base}/check-runs/{rid}/annotations"},
+                "check_suite": {"id": 9000 + rid}, "app": {"id": 15368, "slug": "github-actions",
+                                                           "name": "GitHub Actions"},
+                "pull_requests": []}
+
+    def _comment_json(self, cid: int, number: int, body: str, login: str = "github-actions[bot]",
+                      kind: str = "Bot") -> dict[str, Any]:
+        base = f"{self.url}/repos/{self.repository}"
+        return {"id": cid, "node_id": f"IC_{cid}", "body": body, "user": self._user_json(login, kind),
+                "url": f"{base}/issues/comments/{cid}", "issue_url": f"{base}/issues/{number}",
+                "html_url": f"https://github.com/{self.repository}/pull/{number}#issuecomment-{cid}",
+                "created_at": STAMP, "updated_at": STAMP, "author_association": "NONE", "_issue": number}
+
+    def _public(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in item.items() if not k.startswith("_")}
+
+    # ---- validation ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _invalid(message: str, field_name: str) -> tuple[int, dict[str, Any]]:
+        return 422, {"message": "Validation Failed", "errors": [{"resource": "Resource", "field": field_name,
+                                                                  "code": "invalid", "message": message}],
+                     "documentation_url": "https://docs.github.com/rest", "status": "422"}
+
+    def _check_output(self, output: Any) -> tuple[int, dict[str, Any]] | None:
+        if output is None:
+            return None
+        if not isinstance(output, dict) or "title" not in output or "summary" not in output:
+            return self._invalid("output needs title and summary", "output")
+        for key in ("summary", "text"):
+            if isinstance(output.get(key), str) and len(output[key]) > TEXT_LIMIT:
+                return self._invalid(f"output.{key} is too long (maximum is {TEXT_LIMIT} characters)", key)
+        notes = output.get("annotations") or []
+        if len(notes) > 50:
+            return self._invalid("Only 50 annotations are allowed per request", "annotations")
+        for note in notes:
+            missing = [k for k in ("path", "start_line", "end_line", "annotation_level", "message") if k not in note]
+            if missing or note["annotation_level"] not in LEVELS or not isinstance(note["start_line"], int):
+                return self._invalid(f"invalid annotation {note!r}", "annotations")
+        return None
+
+    # ---- dispatch ----------------------------------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(handler.path)
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length).decode("utf-8") if length else ""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        record = Recorded(handler.command, parts.path, parse_qs(parts.query), dict(handler.headers.items()), raw, body)
+        try:
+            with self._lock:
+                self.requests.append(record)
+                status, payload = self._route(record)
+        except Exception as exc:  # a bug in the fake shows up as a 500 with the reason
+            status, payload = 500, {"message": f"fake error: {exc!r}"}
+        data = json.dumps(payload).encode("utf-8")
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json; charset=utf-8")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.send_header("X-RateLimit-Remaining", "4999")
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def _route(self, req: Recorded) -> tuple[int, Any]:
+        if self.token is not None and req.headers.get("Authorization") != f"token {self.token}":
+            return 401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest",
+                         "status": "401"}
+        prefix = f"/repos/{self.repository}"
+        if not req.path.startswith(prefix):
+            return self._not_found()
+        rest = req.path[len(prefix):]
+        write = req.method in ("POST", "PATCH", "PUT", "DELETE")
+        if write and self.deny_writes and (self.deny_only is None or self.deny_only in req.path):
+            if self.deny_writes == 404:
+                return self._not_found()
+            return self.deny_writes, {"message": "Resource not accessible by integration",
+                                      "documentation_url": "https://docs.github.com/rest", "status": "403"}
+        m = re.fullmatch
+        if rest == "" and req.method == "GET":
+            return 200, self._repo_json()
+        if (g := m(r"/commits/([^/]+)/check-runs", rest)) and req.method == "GET":
+            name = (req.query.get("check_name") or [None])[0]
+            runs = [r for r in self.check_runs.values()
+                    if r["head_sha"] == g.group(1) and (name is None or r["name"] == name)]
+            runs.sort(key=lambda r: -r["id"])
+            return 200, {"total_count": len(runs), "check_runs": runs}
+        if (g := m(r"/commits/([^/]+)", rest)) and req.method == "GET":
+            return 200, {"sha": g.group(1), "url": f"{self.url}{prefix}/commits/{g.group(1)}",
+                         "html_url": f"https://github.com/{self.repository}/commit/{g.group(1)}",
+                         "commit": {"message": "fake"}, "files": [], "parents": []}
+        if rest == "/check-runs" and req.method == "POST":
+            data = req.body or {}
+            if not data.get("name") or not data.get("head_sha"):
+                return self._invalid("name and head_sha are required", "name")
+            if (bad := self._check_output(data.get("output"))) is not None:
+                return bad
+            rid = self.new_id()
+            self.check_runs[rid] = self._check_run_json(rid, data)
+            self.annotations[rid] = []
+            self._append(rid, data.get("output"))
+            return 201, self.check_runs[rid]
+        if g := m(r"/check-runs/(\d+)/annotations", rest):
+            rid = int(g.group(1))
+            if rid not in self.check_runs:
+                return self._not_found()
+            return 200, [{**a, "blob_href": f"https://github.com/{self.repository}/blob/x/{a['path']}",
+                          "start_column": None, "end_column": None, "raw_details": a.get("raw_details")}
+                         for a in self.annotations[rid]]
+        if g := m(r"/check-runs/(\d+)", rest):
+            rid = int(g.group(1))
+            if rid not in self.check_runs:
+                return self._not_found()
+            if req.method == "PATCH":
+                data = req.body or {}
+                if (bad := self._check_output(data.get("output"))) is not None:
+                    return bad
+                run = self.check_runs[rid]
+                for key in ("name", "status", "conclusion", "completed_at", "details_url", "external_id"):
+                    if key in data:
+                        run[key] = data[key]
+                if "output" in data:
+                    out = data["output"]
+                    run["output"].update({k: out.get(k) for k in ("title", "summary", "text") if k in out})
+                self._append(rid, data.get("output"))
+            return 200, self.check_runs[rid]
+        if g := m(r"/issues/(\d+)/comments", rest):
+            number = int(g.group(1))
+            if req.method == "GET":
+                return 200, [self._public(c) for c in sorted(self.comments_on(number), key=lambda c: c["id"])]
+            if req.method == "POST":
+                body = (req.body or {}).get("body")
+                if not isinstance(body, str) or len(body) > TEXT_LIMIT:
+                    return self._invalid("body is too long (maximum is 65536 characters)", "body")
+                cid = self.new_id()
+                self.comments[cid] = self._comment_json(cid, number, body)
+                return 201, self._public(self.comments[cid])
+        if g := m(r"/issues/comments/(\d+)", rest):
+            cid = int(g.group(1))
+            if cid not in self.comments:
+                return self._not_found()
+            if req.method == "PATCH":
+                body = (req.body or {}).get("body")
+                if not isinstance(body, str) or len(body) > TEXT_LIMIT:
+                    return self._invalid("body is too long (maximum is 65536 characters)", "body")
+                self.comments[cid]["body"] = body
+                self.comments[cid]["updated_at"] = "2026-11-30T12:05:00Z"
+            return 200, self._public(self.comments[cid])
+        if (g := m(r"/(issues|pulls)/(\d+)", rest)) and req.method == "GET":
+            number = int(g.group(2))
+            base = f"{self.url}{prefix}"
+            item = {"id": 70000 + number, "number": number, "state": "open", "title": "A change",
+                    "url": f"{base}/{g.group(1)}/{number}", "comments_url": f"{base}/issues/{number}/comments",
+                    "html_url": f"https://github.com/{self.repository}/pull/{number}",
+                    "user": self._user_json("author")}
+            if g.group(1) == "issues":
+                item["pull_request"] = {"url": f"{base}/pulls/{number}"}
+            return 200, item
+        return self._not_found()
+
+    def _append(self, rid: int, output: Any) -> None:
+        if not isinstance(output, dict):
+            return
+        self.annotations[rid].extend(output.get("annotations") or [])
+        self.check_runs[rid]["output"]["annotations_count"] = len(self.annotations[rid])
+
+    @staticmethod
+    def _not_found() -> tuple[int, dict[str, Any]]:
+        return 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"}

@@ -1,0 +1,309 @@
+"""Publishing to GitHub: PyGithub over real HTTP against tests/fake_github.py (no mocks).
+
+Check run (one per head SHA, updated in place), annotations in batches of 50, one PR comment found
+by the hidden marker and edited in place, the job summary, the advisory / required conclusions,
+fork and permission failures, and the token never leaving the Authorization header.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner import github as gh_mod
+from runner.github import Context, PublishOutcome, conclusion, publish
+from runner.report import markdown
+from runner.results import CaseResult, Results
+from tests.fake_github import FakeGitHub
+from tests.report_fixtures import assemble, every_state, large
+
+TOKEN = "ghs_TOKEN-MARKER-7f3a9c"
+HEAD = "a" * 40
+MERGE = "b" * 40
+PR = 7
+FAST = {"seconds_between_requests": None, "seconds_between_writes": None}
+
+
+def placed(results: Results) -> Results:
+    """Give every case an eval file and a line (the report fixtures leave them empty)."""
+    cases = [c.model_copy(update={"file": f".claude/skills/{c.skill}/evals/evals.json", "line": 10 + i})
+             for i, c in enumerate(results.cases)]
+    return results.model_copy(update={"cases": cases})
+
+
+def failing(n: int) -> Results:
+    return assemble([CaseResult(uid=f"s/evals/fail-{i:03d}", skill="s", file="s/evals/evals.json", line=i + 1,
+                                kind="trigger", target="s", state="FAIL", losses=2, repeats_run=2, repeats_planned=3,
+                                quorum=2) for i in range(n)])
+
+
+def passing(n: int = 3, unrun: int = 0) -> Results:
+    cases = [CaseResult(uid=f"s/evals/ok-{i}", skill="s", file="s/evals/evals.json", line=i + 1, kind="trigger",
+                        target="s", state="PASS", wins=2, repeats_run=2, repeats_planned=3, quorum=2)
+             for i in range(n)]
+    cases += [CaseResult(uid=f"s/evals/unrun-{i}", skill="s", kind="trigger", target="s", state="UNRUN",
+                         reason="budget-cap", repeats_planned=3, quorum=2) for i in range(unrun)]
+    return assemble(cases, spend=0.42)
+
+
+def context(gh: FakeGitHub, tmp_path: Path, **update: object) -> Context:
+    ctx = Context(api_url=gh.url, repository=gh.repository, event_name="pull_request", sha=MERGE, head_sha=HEAD,
+                  pr_number=PR, step_summary=tmp_path / "step_summary.md")
+    return ctx.model_copy(update=update)
+
+
+def run(results: Results, ctx: Context, token: str | None = TOKEN, **kwargs: object) -> PublishOutcome:
+    return publish(results, ctx, token, **FAST, **kwargs)
+
+
+def assert_token_kept_secret(gh: FakeGitHub, outcome: PublishOutcome, ctx: Context) -> None:
+    for request in gh.requests:
+        assert TOKEN not in request.raw and TOKEN not in request.path
+        assert request.headers.get("Authorization") == f"token {TOKEN}"
+        assert all(TOKEN not in v for k, v in request.headers.items() if k != "Authorization")
+    assert TOKEN not in outcome.model_dump_json() and TOKEN not in ctx.model_dump_json()
+    if ctx.step_summary and ctx.step_summary.exists():
+        assert TOKEN not in ctx.step_summary.read_text(encoding="utf-8")
+
+
+# ---- the first and the second publish for one commit ---------------------------------------------------
+
+def test_first_publish_then_second_updates_the_same_check_run_and_comment(tmp_path: Path) -> None:
+    results = placed(every_state())
+    with FakeGitHub(token=TOKEN) as gh:
+        # Already on the PR: someone's comment quoting the marker (not at the start), an unrelated one,
+        # and the workflow job's own check run, which shares the name but is not ours.
+        gh.add_comment(PR, "Why does " + markdown.MARKER + " show up?")
+        gh.add_comment(PR, "LGTM")
+        job_run = gh.add_check_run(HEAD, "skill-evals")
+        ctx = context(gh, tmp_path)
+
+        first = run(results, ctx)
+        assert first.conclusion == "neutral" and first.check_run_action == "created"
+        assert first.title == "PASS 1 · FAIL 2 · ERROR 1 · JUDGE-ERROR 1 · QUARANTINED 1 · UNRUN 8 · $1.23 of $10.00"
+        ours = [r for r in gh.check_runs.values() if r["external_id"] == gh_mod.EXTERNAL_ID]
+        assert len(ours) == 1 and ours[0]["id"] == first.check_run_id
+        run_json = ours[0]
+        assert (run_json["name"], run_json["head_sha"], run_json["status"], run_json["conclusion"]) == \
+            ("skill-evals", HEAD, "completed", "neutral")
+        assert run_json["output"]["title"] == first.title
+        rollup = markdown.render(results, limit=65_000)
+        assert run_json["output"]["summary"] == rollup and rollup.startswith(markdown.MARKER)
+        assert job_run["status"] == "in_progress" and not gh.annotations[job_run["id"]]  # untouched
+
+        # Annotations at each FAIL / ERROR / JUDGE-ERROR case's eval file and line.
+        sent = {a["title"]: a for a in gh.annotations[first.check_run_id]}
+        expected = {c.uid: c for c in results.cases if c.state in ("FAIL", "ERROR", "JUDGE-ERROR")}
+        assert first.annotations_sent == len(sent) == len(expected) == 4
+        levels = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning"}
+        for uid, case in expected.items():
+            note = sent[f"skill-evals {case.state}: {uid}"]
+            assert (note["path"], note["start_line"], note["end_line"]) == (case.file, case.line, case.line)
+            assert note["annotation_level"] == levels[case.state]
+            assert note["message"].startswith(f"{case.state}: {uid}")
+        assert "api-error: HTTP 500" in sent["skill-evals ERROR: beta/evals/negative-api-down"]["message"]
+
+        # One comment with the marker, created; the others left alone.
+        assert first.comment_action == "created"
+        mine = [c for c in gh.comments_on(PR) if c["body"].startswith(markdown.MARKER)]
+        assert len(mine) == 1 and mine[0]["id"] == first.comment_id
+        assert mine[0]["body"].startswith(rollup) and "neutral" in mine[0]["body"]
+        assert len(gh.comments_on(PR)) == 3
+
+        # Job summary appended.
+        assert first.summary_written and rollup.rstrip() in ctx.step_summary.read_text(encoding="utf-8")
+
+        # Second publish, same SHA: the same check run and the same comment, edited in place.
+        before = len(gh.requests)
+        second = run(results, ctx)
+        assert second.check_run_id == first.check_run_id and second.check_run_action == "updated"
+        assert second.comment_id == first.comment_id and second.comment_action == "updated"
+        assert len(gh.check_runs) == 2 and len(gh.comments_on(PR)) == 3
+        writes = [(r.method, r.path) for r in gh.requests[before:] if r.method != "GET"]
+        assert writes == [("PATCH", f"/repos/acme/skills/check-runs/{first.check_run_id}"),
+                          ("PATCH", f"/repos/acme/skills/issues/comments/{first.comment_id}")]
+        # GitHub appends annotations on every update: the ones already there are not sent again.
+        assert second.annotations_sent == 0 and len(gh.annotations[first.check_run_id]) == 4
+        assert second.notes == []
+        assert ctx.step_summary.read_text(encoding="utf-8").count(markdown.MARKER) == 2
+
+        assert_token_kept_secret(gh, second, ctx)
+
+
+def test_an_update_sends_new_annotations_and_says_how_many_old_ones_no_longer_apply(tmp_path: Path) -> None:
+    with FakeGitHub(token=TOKEN) as gh:
+        ctx = context(gh, tmp_path)
+        first = run(failing(3), ctx)
+        fixed = failing(3)
+        cases = [fixed.cases[0].model_copy(update={"state": "PASS", "losses": 0, "wins": 2}), *fixed.cases[1:],
+                 fixed.cases[0].model_copy(update={"uid": "s/evals/fail-new", "line": 99})]
+        second = run(assemble(cases), ctx)
+        assert second.check_run_id == first.check_run_id
+        assert second.annotations_sent == 1 and len(gh.annotations[first.check_run_id]) == 4
+        assert any("1 annotation(s) from an earlier publish" in n for n in second.notes)
+        assert "no longer apply" in gh.check_runs[first.check_run_id]["output"]["text"]
+
+
+# ---- annotations in batches ------------------------------------------------------------------------------
+
+def test_120_failing_cases_are_annotated_in_three_batches_on_one_check_run(tmp_path: Path) -> None:
+    results = failing(120)
+    with FakeGitHub(token=TOKEN) as gh:
+        ctx = context(gh, tmp_path)
+        outcome = run(results, ctx)
+        calls = [r for r in gh.requests if r.path.endswith("/check-runs") and r.method == "POST"
+                 or r.method == "PATCH" and "/check-runs/" in r.path]
+        sizes = [len(r.body["output"].get("annotations", [])) for r in calls]
+        assert [r.method for r in calls] == ["POST", "PATCH", "PATCH"] and sizes == [50, 50, 20]
+        assert all(r.body["output"]["title"] == outcome.title and r.body["output"]["summary"] for r in calls)
+        assert outcome.annotations_sent == 120 and len(gh.check_runs) == 1
+        assert [a["start_line"] for a in gh.annotations[outcome.check_run_id]] == list(range(1, 121))
+        assert gh.check_runs[outcome.check_run_id]["conclusion"] == "neutral"  # advisory: never failure
+
+
+def test_a_2000_case_run_fits_githubs_limits(tmp_path: Path) -> None:
+    results = placed(large(2000))
+    with FakeGitHub(token=TOKEN) as gh:  # the fake answers 422 over 65,535 characters or 50 annotations
+        outcome = run(results, context(gh, tmp_path))
+        assert outcome.notes == [] and outcome.comment_action == "created"
+        assert outcome.annotations_sent == 1200 == len(gh.annotations[outcome.check_run_id])
+        assert all(len(r.raw) < 200_000 for r in gh.writes())
+
+
+# ---- conclusions ------------------------------------------------------------------------------------------
+
+def test_required_mode_fails_the_check_on_failures(tmp_path: Path) -> None:
+    with FakeGitHub(token=TOKEN) as gh:
+        outcome = run(placed(every_state()), context(gh, tmp_path), mode="required")
+        assert outcome.conclusion == "failure" == gh.check_runs[outcome.check_run_id]["conclusion"]
+        assert "Required" in gh.check_runs[outcome.check_run_id]["output"]["text"]
+
+
+def test_all_pass_is_success_in_both_modes(tmp_path: Path) -> None:
+    with FakeGitHub(token=TOKEN) as gh:
+        outcome = run(passing(3, unrun=10), context(gh, tmp_path))
+        assert outcome.conclusion == "success" == gh.check_runs[outcome.check_run_id]["conclusion"]
+        assert outcome.title == "PASS 3 · FAIL 0 · UNRUN 10 · $0.42 of $10.00"
+        assert outcome.annotations_sent == 0
+    assert conclusion(passing(3), "required") == "success"
+
+
+def test_nothing_executed_is_neutral_and_says_nothing_ran(tmp_path: Path) -> None:
+    results = passing(0, unrun=10)
+    with FakeGitHub(token=TOKEN) as gh:
+        outcome = run(results, context(gh, tmp_path), mode="required")
+        assert outcome.conclusion == "neutral" == gh.check_runs[outcome.check_run_id]["conclusion"]
+        assert outcome.title.startswith("Nothing ran, no result claimed · PASS 0 · FAIL 0 · UNRUN 10")
+    assert conclusion(results) == "neutral"
+
+
+def test_quarantined_cases_do_not_count_for_the_conclusion() -> None:
+    ran = every_state()
+    only_quarantined = assemble([c for c in ran.cases if c.state in ("QUARANTINED", "UNRUN")])
+    assert conclusion(only_quarantined, "required") == "neutral"
+    assert gh_mod.title(only_quarantined).startswith("Nothing ran but quarantined cases")
+    with_pass = assemble([c for c in ran.cases if c.state in ("QUARANTINED", "PASS", "UNRUN")])
+    assert conclusion(with_pass, "required") == "success"
+    with pytest.raises(ValueError):
+        conclusion(with_pass, "strict")  # type: ignore[arg-type]
+
+
+# ---- when GitHub cannot be written ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_writes_refused_leave_the_job_summary_with_the_reason(tmp_path: Path, status: int) -> None:
+    with FakeGitHub(token=TOKEN, deny_writes=status) as gh:
+        ctx = context(gh, tmp_path)
+        outcome = run(placed(every_state()), ctx)
+        assert outcome.check_run_id is None and outcome.check_run_action == "skipped"
+        assert outcome.comment_id is None and outcome.comment_action == "skipped"
+        assert outcome.summary_written and not gh.check_runs and not gh.comments
+        assert any(n.startswith(f"check run not written: GitHub answered {status}") for n in outcome.notes)
+        assert any(n.startswith(f"PR comment not written: GitHub answered {status}") for n in outcome.notes)
+        summary = ctx.step_summary.read_text(encoding="utf-8")
+        assert "nothing was posted to GitHub" in summary and f"GitHub answered {status}" in summary
+        assert "read-only token" in summary and markdown.MARKER in summary
+        assert_token_kept_secret(gh, outcome, ctx)
+
+
+def test_a_fork_pull_request_writes_only_the_job_summary(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"number": PR, "pull_request": {
+        "number": PR, "head": {"sha": HEAD, "repo": {"full_name": "mallory/skills"}},
+        "base": {"sha": "c" * 40, "repo": {"full_name": "acme/skills"}}}}))
+    with FakeGitHub(token=TOKEN, deny_writes=403) as gh:
+        ctx = Context.from_env({"GITHUB_API_URL": gh.url, "GITHUB_REPOSITORY": "acme/skills",
+                                "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+                                "GITHUB_SHA": MERGE, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
+        assert ctx.is_fork and ctx.read_only_token and ctx.head_sha == HEAD and ctx.pr_number == PR
+        outcome = run(placed(every_state()), ctx)
+        assert gh.requests == []  # nothing attempted with a read-only token
+        assert outcome.check_run_action == outcome.comment_action == "skipped" and outcome.summary_written
+        assert any("comes from a fork" in n for n in outcome.notes)
+        assert "comes from a fork" in (tmp_path / "summary.md").read_text(encoding="utf-8")
+
+
+def test_no_token_writes_the_job_summary_and_says_so(tmp_path: Path) -> None:
+    with FakeGitHub() as gh:
+        ctx = context(gh, tmp_path)
+        outcome = run(placed(every_state()), ctx, token=None)
+        assert gh.requests == [] and outcome.summary_written
+        assert outcome.notes[0].startswith("no GitHub token was given")
+        assert "no GitHub token was given" in ctx.step_summary.read_text(encoding="utf-8")
+
+
+def test_comment_turned_off_or_no_pull_request_still_posts_the_check_run(tmp_path: Path) -> None:
+    with FakeGitHub(token=TOKEN) as gh:
+        outcome = run(placed(every_state()), context(gh, tmp_path), comment=False)
+        assert outcome.check_run_action == "created" and outcome.comment_action == "skipped"
+        assert "the PR comment is turned off" in outcome.notes and not gh.comments
+        push = run(placed(every_state()), context(gh, tmp_path, pr_number=None, event_name="push"))
+        assert push.check_run_action == "updated" and push.comment_action == "skipped"
+        assert any("not a pull request event (push)" in n for n in push.notes) and not gh.comments
+
+
+def test_only_the_comment_refused_still_posts_the_check_run(tmp_path: Path) -> None:
+    with FakeGitHub(token=TOKEN, deny_writes=403, deny_only="/comments") as gh:
+        ctx = context(gh, tmp_path)
+        outcome = run(placed(every_state()), ctx)
+        assert outcome.check_run_action == "created" and outcome.annotations_sent == 4
+        assert outcome.comment_action == "skipped" and not gh.comments
+        assert outcome.notes[0].startswith("PR comment not written: GitHub answered 403")
+        assert "`permissions: pull-requests: write`" in outcome.notes[0]  # plain in the outcome, escaped in Markdown
+        summary = ctx.step_summary.read_text(encoding="utf-8")
+        assert summary.startswith("> **skill-evals publish:** check run created (neutral). Why:")
+        assert "PR comment not written: GitHub answered 403" in summary
+
+
+def test_cases_without_an_eval_file_are_not_annotated_but_named(tmp_path: Path) -> None:
+    with FakeGitHub(token=TOKEN) as gh:
+        outcome = run(every_state(), context(gh, tmp_path))  # fixture cases have no file
+        assert outcome.annotations_sent == 0 and outcome.check_run_action == "created"
+        assert any(n.startswith("4 failing or erroring case(s) have no eval file") for n in outcome.notes)
+        hostile = every_state().cases[1].model_copy(update={"uid": "x/<script>alert(1)</script>"})
+        ctx = context(gh, tmp_path, step_summary=tmp_path / "hostile.md")
+        run(assemble([hostile]), ctx)
+        summary = ctx.step_summary.read_text(encoding="utf-8")
+        assert "<script>" not in summary and "x/&lt;script&gt;" in summary
+
+
+# ---- the context ----------------------------------------------------------------------------------------
+
+def test_context_from_a_push_event_and_defaults(tmp_path: Path) -> None:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"ref": "refs/heads/main", "after": MERGE}))
+    ctx = Context.from_env({"GITHUB_REPOSITORY": "acme/skills", "GITHUB_EVENT_NAME": "push",
+                            "GITHUB_EVENT_PATH": str(event), "GITHUB_SHA": MERGE, "GITHUB_TOKEN": TOKEN})
+    assert ctx.api_url == "https://api.github.com" and ctx.head_sha == MERGE and ctx.pr_number is None
+    assert not ctx.is_fork and ctx.step_summary is None
+    assert TOKEN not in ctx.model_dump_json()  # the library never reads the token from the environment
+    same_repo = tmp_path / "pr.json"
+    same_repo.write_text(json.dumps({"pull_request": {"number": 3, "head": {"sha": HEAD, "repo": {
+        "full_name": "acme/skills"}}, "base": {"repo": {"full_name": "acme/skills"}}}}))
+    pr = Context.from_env({"GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(same_repo),
+                           "GITHUB_SHA": MERGE, "GITHUB_API_URL": "https://ghe.example/api/v3/"})
+    assert (pr.pr_number, pr.head_sha, pr.is_fork, pr.api_url) == (3, HEAD, False, "https://ghe.example/api/v3")
+    broken = Context.from_env({"GITHUB_EVENT_PATH": str(tmp_path / "missing.json")})
+    assert broken.warnings and broken.pr_number is None
