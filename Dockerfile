@@ -1,19 +1,46 @@
-# The runner image. Users get the official slim Python image; tests and offline builds pass
-# --build-arg BASE_IMAGE=<a local image with python3 >= 3.11 and pip>.
+# The runner image: `skill-evals` as a non-root user, with the pinned claude-agent-sdk (and the Claude Code CLI
+# bundled in its wheel) in a virtualenv at /opt/venv.
+#
+# Users get the official slim Python image. Offline or registry-less builds pass a local base with
+# python3 >= 3.11 and the venv module, e.g. Debian bookworm from debootstrap (what .ci/run builds):
+#   docker build --network host --build-arg BASE_IMAGE=skill-evals-base:local -t skill-evals:local .
+# A venv works on both: Debian's python3 is "externally managed" (PEP 668), so pip goes into /opt/venv.
 ARG BASE_IMAGE=python:3.12-slim
 FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+RUN python3 -c 'import sys; assert sys.version_info >= (3, 11), sys.version' \
+    && python3 -m venv /opt/venv \
+    && groupadd --gid 10001 evals \
+    && useradd --uid 10001 --gid 10001 --create-home --shell /bin/sh evals
 
 WORKDIR /opt/skill-evals
-COPY pyproject.toml README.md LICENSE ./
-COPY runner ./runner
-RUN python3 -m pip install --no-cache-dir . \
-    && useradd --create-home --uid 10001 evals
 
-USER evals
-WORKDIR /work
+# Dependencies first, in a layer that only pyproject.toml invalidates (the CLI wheel is ~100 MB): the exact
+# requirements of the package, claude-agent-sdk pinned there with `==`.
+COPY pyproject.toml ./
+RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+        > /tmp/requirements.txt \
+    && pip install --quiet -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+# The package itself, from this checkout (no dependency resolution: they are all above).
+COPY README.md LICENSE ./
+COPY runner ./runner
+RUN pip install --quiet --no-deps . \
+    && pip check \
+    && rm -rf /opt/skill-evals/build \
+    && skill-evals --version
+
+# Numeric, so that runtimes which enforce "run as non-root" can check it.
+USER 10001:10001
+ENV HOME=/home/evals
+WORKDIR /repo
 ENTRYPOINT ["skill-evals"]
 CMD ["--help"]
