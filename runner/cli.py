@@ -160,6 +160,8 @@ def _run_options(f):  # type: ignore[no-untyped-def]
         click.option("--judge-model", default=None, help="Default: [judge] model."),
         click.option("--no-judge", is_flag=True, default=None,
                      help="Do not judge prose assertions (they stay UNRUN judge-disabled)."),
+        click.option("--selection", "selection_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                     default=None, help="Use the selection `skill-evals select` wrote (instead of selecting again)."),
         click.option("--shard", default=None,
                      help="i/n: execute every n-th case of the plan, starting at the i-th (same plan for every "
                           "shard; merge the shards with `skill-evals merge`)."),
@@ -469,8 +471,32 @@ def _run_in_container(library_path: Path, config: Path | None, out: Path | None,
     repo_library = "/repo/" + (library_path.resolve().relative_to(root).as_posix() if
                                library_path.resolve() != root else "")
     target = resume_dir or out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    drop = {"library_path", "config", "out", "resume_dir", "container", "base_image"}
+    params = click.get_current_context().params
+    extra: list[str] = []
+    if not resume_dir and params.get("tier") in ("pr", "cadence") and not params.get("selection_file"):
+        # git runs here, on the host: the image has no git and the mount is read-only. The container gets
+        # the selection as a file in its output folder.
+        from runner import runs as runs_mod
+        from runner.select import SelectError, select_tier
+        settings = loaded.settings
+        try:
+            selection = select_tier(loaded.library, params["tier"], base=params.get("base"), head=params.get("head"),
+                                    period=params.get("period") or settings.select.period or None,
+                                    fraction=settings.select.cadence_fraction, skills=list(params.get("skills") or ()),
+                                    case_patterns=list(params.get("cases") or ()),
+                                    with_neighbours=bool(params.get("neighbours")),
+                                    max_full_cases=settings.select.max_full_cases,
+                                    settings_paths=settings.select.settings_paths)
+        except SelectError as exc:
+            _fail_usage(str(exc))
+            return
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "selection.json").write_text(selection.model_dump_json(indent=2), encoding="utf-8")
+        extra = ["--selection", "/out/selection.json"]
+        drop |= {"base", "head", "period", "skills", "cases", "neighbours"}
     args = ["run", "--library", repo_library.rstrip("/") or "/repo", "--out" if not resume_dir else "--resume",
-            "/out", *_forwarded_args({"library_path", "config", "out", "resume_dir", "container", "base_image"})]
+            "/out", *_forwarded_args(drop), *extra]
     if config:
         try:
             args += ["--config", "/repo/" + config.resolve().relative_to(root).as_posix()]

@@ -77,6 +77,7 @@ class Options:
     base: str | None = None
     head: str | None = None
     period: str | None = None
+    selection_file: Path | None = None
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -168,13 +169,16 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     settings, tier = apply_options(settings, options)
     unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
         "no-credentials" if not credentials.api_key else None)
-    selection = select_tier(library, options.tier, base=options.base, head=options.head,
-                            period=options.period or settings.select.period or None,
-                            fraction=settings.select.cadence_fraction, skills=list(options.skills),
-                            case_patterns=list(options.cases), with_neighbours=options.neighbours,
-                            max_full_cases=settings.select.max_full_cases,
-                            settings_paths=settings.select.settings_paths)
     by_uid = {case.uid: case for case in library.cases}
+    if options.selection_file is not None:
+        selection = read_selection(options.selection_file, by_uid)
+    else:
+        selection = select_tier(library, options.tier, base=options.base, head=options.head,
+                                period=options.period or settings.select.period or None,
+                                fraction=settings.select.cadence_fraction, skills=list(options.skills),
+                                case_patterns=list(options.cases), with_neighbours=options.neighbours,
+                                max_full_cases=settings.select.max_full_cases,
+                                settings_paths=settings.select.settings_paths)
     selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
     prices = prices_mod.load(settings)
     host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "")
@@ -187,6 +191,18 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
                     selection=selection)
+
+
+def read_selection(path: Path, cases: dict[str, Case]) -> Selection:
+    """A selection made earlier (by `skill-evals select`, e.g. outside a container, where git runs)."""
+    try:
+        selection = Selection.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a selection written by `skill-evals select` ({str(exc).splitlines()[0]})") from exc
+    unknown = [c.uid for c in selection.cases if c.uid not in cases]
+    if unknown:
+        raise ValueError(f"{path}: the selection names cases this library does not have: {', '.join(unknown[:5])}")
+    return selection
 
 
 def known_names(library: Library) -> set[str]:
