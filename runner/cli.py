@@ -190,11 +190,11 @@ def _load_or_exit(library_path: Path, config: Path | None) -> Loaded:
     return loaded
 
 
-def _floor(loaded: Loaded, config: Path | None) -> list[Finding]:
+def _floor(loaded: Loaded, config: Path | None, run_library_validator: bool = True) -> list[Finding]:
     """The library's validator and our checks; a run does not start when either reports an error."""
     results = list(loaded.findings)
     settings = loaded.settings
-    if settings.validator.enabled:
+    if settings.validator.enabled and run_library_validator:
         validator = validate_mod.find_library_validator(loaded.root, settings, None)
         results += validate_mod.run_library_validator(loaded.root, validator, settings.validator.timeout_s)
     results += validate_mod.check_library(loaded.library, settings)
@@ -386,6 +386,9 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
 @_run_options
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run folder (default runs/<timestamp>).")
+@click.option("--no-library-validator", is_flag=True,
+              help="Skip the library's own validator here (run it first, without secrets, as the action's validate "
+                   "step does: it is repository code and could read this process's environment).")
 @click.option("--container", is_flag=True,
               help="Build the runner image from the Dockerfile and run inside it: the repository mounted read-only, "
                    "only the API key and model settings passed in.")
@@ -394,7 +397,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Continue this run folder's plan; finished attempts are not run again.")
 def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None, container: bool,
-        base_image: str | None, **run_options: object) -> None:
+        base_image: str | None, no_library_validator: bool, **run_options: object) -> None:
     """Validate, audit the surface, plan, execute, and write results.json."""
     if container:
         _run_in_container(library_path, config, out, resume_dir, base_image)
@@ -405,7 +408,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = _load_or_exit(library_path, config)
-    floor = _floor(loaded, config)
+    floor = _floor(loaded, config, run_library_validator=not no_library_validator)
     if findings_mod.has_errors(floor):
         click.echo(findings_mod.render_text([f for f in floor if f.level.value == "error"]))
         click.echo("skill-evals: the floor failed (see `skill-evals validate`); nothing was run", err=True)

