@@ -480,7 +480,6 @@ def _run_in_container(library_path: Path, config: Path | None, out: Path | None,
     if not resume_dir and params.get("tier") in ("pr", "cadence") and not params.get("selection_file"):
         # git runs here, on the host: the image has no git and the mount is read-only. The container gets
         # the selection as a file in its output folder.
-        from runner import runs as runs_mod
         from runner.select import SelectError, select_tier
         settings = loaded.settings
         try:

@@ -37,6 +37,18 @@ def aegis_skills() -> Path:
     return AEGIS_SKILLS
 
 
+@pytest.fixture
+def fake():
+    """The fake Messages API on 127.0.0.1: a judge that passes every rubric item, plain answers otherwise."""
+    from tests.fake_anthropic import FakeAnthropic, text
+    from tests.fake_judge import JUDGE_MATCH, verdicts
+
+    with FakeAnthropic() as server:
+        server.script(JUDGE_MATCH, verdicts("PASS"))
+        server.default(text("A plain answer without any skill."))
+        yield server
+
+
 def cli(*args: str) -> Result:
     """Run the real CLI in-process; exceptions are not swallowed into a pass."""
     result = CliRunner().invoke(main, list(args), catch_exceptions=True)

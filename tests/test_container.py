@@ -23,7 +23,7 @@ from runner.corpus import load_library
 from runner.settings import Settings
 from tests.conftest import EXAMPLE, REPO
 from tests.fake_anthropic import FakeAnthropic, hang, skill, text
-from tests.fake_judge import JUDGE_MATCH, verdicts
+
 
 BASE_IMAGE = "skill-evals-base:local"
 TAG = "skill-evals:test"
@@ -57,14 +57,6 @@ def image(client) -> str:
     except docker.errors.ImageNotFound:
         _unavailable(f"the local base image {BASE_IMAGE} is missing")
     return ctr.ensure_image(client, REPO, BASE_IMAGE, TAG)
-
-
-@pytest.fixture
-def fake():
-    with FakeAnthropic() as server:
-        server.script(JUDGE_MATCH, verdicts("PASS"))
-        server.default(text("A plain answer without any skill."))
-        yield server
 
 
 def prompt_key(uid: str) -> str:

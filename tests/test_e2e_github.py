@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLE
-from tests.fake_anthropic import FakeAnthropic, skill, text
+from tests.fake_anthropic import FakeAnthropic, text
 from tests.fake_github import FakeGitHub
 from tests.fake_judge import JUDGE_MATCH, verdicts
 

@@ -14,14 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from jsonschema import Draft202012Validator
 
 from runner.corpus import load_library
 from runner.settings import Settings
 from tests.conftest import EXAMPLE
 from tests.fake_anthropic import FakeAnthropic, error, hang, skill, text, tool
-from tests.fake_judge import JUDGE_MATCH, verdicts
 
 KEY = "sk-ant-test-marker-5f3a9c"
 TRIAGE = "test-report-triage"
@@ -75,14 +73,6 @@ def no_secret_anywhere(out: Path, *texts: str) -> None:
             assert KEY not in path.read_text(errors="replace"), f"the key leaked into {path}"
     for value in texts:
         assert KEY not in value
-
-
-@pytest.fixture
-def fake():
-    with FakeAnthropic() as server:
-        server.script(JUDGE_MATCH, verdicts("PASS"))
-        server.default(text("A plain answer without any skill."))
-        yield server
 
 
 def test_claude_code_states(fake: FakeAnthropic, tmp_path: Path) -> None:
