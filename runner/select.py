@@ -76,25 +76,14 @@ def neighbour_graph(library: Library) -> dict[str, set[str]]:
 def select(library: Library, skills: list[str], case_patterns: list[str], with_neighbours: bool
            ) -> tuple[list[tuple[Case, str]], list[str]]:
     """(selected cases with the reason, names asked for that are not skills of the library)."""
-    unknown = [name for name in skills if name not in library.skills]
-    chosen: dict[str, str] = {}
-    if skills:
-        for name in skills:
-            if name in library.skills:
-                chosen.setdefault(name, "named")
-        if with_neighbours:
-            graph = neighbour_graph(library)
-            for name in list(chosen):
-                for neighbour in sorted(graph.get(name, ())):
-                    if neighbour in library.skills:
-                        chosen.setdefault(neighbour, f"neighbour of {name}")
+    chosen, unknown = _narrow(library, skills, with_neighbours)
     out = []
     for case in library.cases:
-        if skills and case.skill not in chosen:
+        if chosen is not None and case.skill not in chosen:
             continue
         if case_patterns and not any(fnmatch.fnmatchcase(case.uid, p) for p in case_patterns):
             continue
-        why = f"skill {case.skill} ({chosen[case.skill]})" if skills else "full tier: every case"
+        why = f"skill {case.skill} ({chosen[case.skill]})" if chosen is not None else "full tier: every case"
         if case_patterns:
             why += f"; uid matches {' or '.join(case_patterns)}"
         out.append((case, why))
