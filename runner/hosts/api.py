@@ -188,6 +188,7 @@ class ApiHost:
         client: anthropic.AsyncAnthropic | None = None
         try:
             session.project = ws.project
+            session.expand_command()
             client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
                                               max_retries=self.max_retries, timeout=spec.timeout_s)
             try:
@@ -317,6 +318,34 @@ class _Session:
             result["is_error"] = True
         return result
 
+    def expand_command(self) -> None:
+        """A prompt whose first line is `/name` of a user-invocable skill: the skill is loaded before
+        the first turn, in the blocks Claude Code sends for a slash command (measured on CLI 2.1.332)."""
+        first, _, rest = self.spec.prompt.partition("\n")
+        name = first.strip().removeprefix("/") if first.startswith("/") else ""
+        skill = self.host.library.skills.get(name)
+        if skill is None or skill.fields.get("user-invocable") is False or name in self.spec.exclude_skills:
+            return
+        body = self.skill_body(name)
+        if body is None:
+            return
+        command = (f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>\n"
+                   f"<command-args>{rest}</command-args>")
+        content = [{"type": "text", "text": command}, {"type": "text", "text": body}]
+        self.messages[0] = {"role": "user", "content": content}
+        self.transcript[1] = {"role": "user", "content": content}
+        self.activations.append(Activation(name=name, mechanism="slash-command", turn=0))
+
+    def skill_body(self, name: str) -> str | None:
+        """`Base directory ...` and the session copy's SKILL.md body, or None when there is none."""
+        skill_md = self.project.joinpath(*SKILLS_PREFIX, name, "SKILL.md")
+        if not skill_md.is_file():
+            return None
+        text = skill_md.read_text(encoding="utf-8", errors="replace")
+        parts = frontmatter.split(text, name)
+        body = parts[2] if isinstance(parts, tuple) else text
+        return f"Base directory for this skill: {'/'.join((*SKILLS_PREFIX, name))}\n\n{body}"
+
     def skill(self, tool_use_id: str, tool_input: dict[str, Any], turn: int) -> tuple[Any, bool]:
         raw = tool_input.get("skill")
         name = raw.strip().removeprefix("/") if isinstance(raw, str) else ""
@@ -326,12 +355,8 @@ class _Session:
                                                tool_use_id=tool_use_id, rejected=True))
             return f"Unknown skill: {name or raw}", True
         self.activations.append(Activation(name=name, mechanism="skill-tool", turn=turn, tool_use_id=tool_use_id))
-        text = skill_md.read_text(encoding="utf-8", errors="replace")
-        parts = frontmatter.split(text, name)
-        body = parts[2] if isinstance(parts, tuple) else text
-        base = "/".join((*SKILLS_PREFIX, name))
         return [{"type": "text", "text": f"Launching skill: {name}"},
-                {"type": "text", "text": f"Base directory for this skill: {base}\n\n{body}"}], False
+                {"type": "text", "text": self.skill_body(name) or ""}], False
 
     def read(self, tool_use_id: str, tool_input: dict[str, Any], turn: int) -> tuple[str, bool]:
         raw = tool_input.get("file_path")

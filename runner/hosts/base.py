@@ -21,7 +21,7 @@ ErrorKind = Literal[
     "malformed",      # the host or API produced output the harness cannot read
     "ambiguous",      # the session ended in a way that does not show what happened
 ]
-Mechanism = Literal["skill-tool", "skill-md-read", "subagent"]
+Mechanism = Literal["skill-tool", "skill-md-read", "subagent", "slash-command"]
 Bound = Literal["max-turns", "timeout", "max-budget"]
 
 

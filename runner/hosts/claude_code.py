@@ -40,6 +40,10 @@ KEEP = (
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
 _SKILL_MD = re.compile(r"\.claude/skills/([^/]+)/SKILL\.md$")
 _SUBAGENT_TOOLS = ("Task", "Agent")
+# A prompt whose first line is `/name` of a user-invocable skill: the CLI expands the command itself
+# (no Skill tool call) and, with --replay-user-messages, echoes this tag as the first user message.
+# An unknown `/name` is passed on as plain text, without the tag.
+_COMMAND_NAME = re.compile(r"<command-name>/([^<\s]+)</command-name>")
 _INPUT_CHARS = 300
 
 
@@ -143,6 +147,10 @@ class _Recorder:
                     self.on_tool_use(block, turn)
                 elif isinstance(block, TextBlock) and block.text.strip():
                     self.last_text = block.text
+        elif isinstance(message, UserMessage) and isinstance(message.content, str):
+            match = _COMMAND_NAME.search(message.content) if message.parent_tool_use_id is None else None
+            if match and not self.message_ids:
+                self.activations.append(Activation(name=match.group(1), mechanism="slash-command", turn=0))
         elif isinstance(message, UserMessage) and isinstance(message.content, list):
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
@@ -231,6 +239,8 @@ class ClaudeCodeHost:
             setting_sources=["project"], allowed_tools=list(self.allowed_tools), tools=list(self.allowed_tools),
             permission_mode="dontAsk", max_turns=spec.max_turns, model=spec.model, env=self.environment(ws, spec.max_output_tokens),
             max_budget_usd=spec.max_usd, mcp_servers={}, strict_mcp_config=True, cli_path=str(self.wrapper),
+            # Echo the user messages: the only sign of a skill the prompt invoked as `/name`.
+            extra_args={"replay-user-messages": None},
             stderr=lambda line: stderr.append(line) if len(stderr) < 200 else None,
         )
 
