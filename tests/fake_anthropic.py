@@ -75,6 +75,7 @@ Semantics
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -393,7 +394,221 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-class FakeAnthropic:
+# --------------------------------------------------------------------------------------------
+# Message Batches (POST /v1/messages/batches, GET .../{id}, GET .../{id}/results)
+# --------------------------------------------------------------------------------------------
+
+BatchKind = str  # "succeeded" | "errored" | "canceled" | "expired"
+_BATCH_KINDS = ("errored", "canceled", "expired")
+
+
+@dataclass
+class _BatchRule:
+    """``batch_result(match, kind)``: requests whose first user text contains ``match`` (or whose custom_id
+    equals it) get ``kind`` instead of their scripted answer; ``times`` = how many of them (None = all)."""
+    match: str
+    kind: BatchKind
+    err_type: str
+    message: str
+    times: int | None
+    used: int = 0
+
+
+@dataclass
+class _Batch:
+    id: str
+    created: float                       # time.time()
+    results: list[dict[str, Any]]        # one JSONL line each, in request order
+    polls: int = 0                       # GET /v1/messages/batches/{id} answered so far
+    ended_at: float | None = None
+
+
+@dataclass
+class BatchItem:
+    """One request inside a batch, as the fake answered it (``fake.batch_items``)."""
+    batch_id: str
+    custom_id: str
+    params: Any
+    script: str | None
+    turn: int | None
+    kind: BatchKind
+
+
+class _BatchesMixin:
+    """The Message Batches endpoints of :class:`FakeAnthropic`.
+
+    - ``POST /v1/messages/batches`` ``{"requests": [{"custom_id", "params"}, ...]}``: every request is answered
+      at once with the SAME scripting as ``POST /v1/messages`` (``script(match, ...)``, the turn index from the
+      assistant messages in ``params``, usage figures from ``_message``); a scripted ``error(...)`` becomes an
+      ``errored`` result with that error type (other faults: ``api_error``; ``hang`` answers "late"). Returns
+      the batch with ``processing_status: in_progress``. An invalid custom_id (``^[a-zA-Z0-9_-]{1,64}$``) or a
+      repeated one is a 400, as the API's validation is.
+    - ``GET /v1/messages/batches/{id}``: ``in_progress`` for the first ``batch_timing(polls=...)`` retrieves
+      (and until ``seconds`` have passed since creation), then ``ended`` with ``request_counts`` and
+      ``results_url`` = ``<fake.url>/v1/messages/batches/{id}/results``.
+    - ``GET .../{id}/results``: JSONL, one ``{"custom_id", "result": {"type": "succeeded", "message": {...}}}``
+      (or ``errored`` with ``error``, ``canceled``, ``expired``) per request, in REVERSE request order (the API
+      does not promise any order; reversing catches code that assumes one). 404 before the batch ended.
+    - ``batch_result(match, "errored"|"expired"|"canceled", ...)`` scripts one request's result.
+    """
+
+    _lock: threading.Lock
+    url: str
+    requests: list[Recorded]
+
+    def _batch_state(self) -> dict[str, Any]:
+        state = self.__dict__.get("_batches_state")
+        if state is None:
+            state = {"batches": {}, "rules": [], "polls": 1, "seconds": 0.0, "items": [], "n": 0}
+            self.__dict__["_batches_state"] = state
+        return state
+
+    # -- configuration --------------------------------------------------------------------------
+    def batch_timing(self, polls: int = 1, seconds: float = 0.0) -> None:
+        """A batch answers ``in_progress`` to its first ``polls`` retrieves and until ``seconds`` passed."""
+        with self._lock:
+            state = self._batch_state()
+            state["polls"], state["seconds"] = int(polls), float(seconds)
+
+    def batch_result(self, match: str, kind: BatchKind, err_type: str = "api_error", message: str = "...",
+                     times: int | None = None) -> None:
+        if kind not in _BATCH_KINDS:
+            raise ValueError(f"kind must be one of {_BATCH_KINDS}")
+        with self._lock:
+            self._batch_state()["rules"].append(_BatchRule(match, kind, err_type, message, times))
+
+    @property
+    def batch_items(self) -> list[BatchItem]:
+        with self._lock:
+            return list(self._batch_state()["items"])
+
+    @property
+    def batch_creates(self) -> list[Recorded]:
+        """Recorded ``POST /v1/messages/batches`` calls."""
+        with self._lock:
+            return [r for r in self.requests if r.method == "POST" and r.path.rstrip("/") == "/v1/messages/batches"]
+
+    # -- serving ----------------------------------------------------------------------------------
+    def _batch_route(self, h: _Handler, route: str, body: Any, record: Recorded, headers: dict[str, str],
+                     request_id: str) -> bool:
+        """Answer a batches request; False when the route is not one of them."""
+        json_headers = {**headers, "Content-Type": "application/json"}
+        if h.command == "POST" and route == "/v1/messages/batches":
+            reply = self._batch_create(body, request_id)
+            record.outcome = "batch_create" if reply[0] == 200 else f"error {reply[0]}"
+            h.send_bytes(reply[0], reply[1], json_headers)
+            return True
+        prefix = "/v1/messages/batches/"
+        if h.command != "GET" or not route.startswith(prefix):
+            return False
+        batch_id, _, tail = route[len(prefix):].partition("/")
+        with self._lock:
+            batch = self._batch_state()["batches"].get(batch_id)
+        if batch is None or tail not in ("", "results"):
+            return False
+        if tail == "":
+            record.outcome = "batch_retrieve"
+            h.send_bytes(200, json.dumps(self._batch_poll(batch)).encode(), json_headers)
+            return True
+        if batch.ended_at is None:
+            record.outcome = "error 404"
+            h.send_bytes(404, _error_body("not_found_error", "fake: the batch has not ended", request_id),
+                         json_headers)
+            return True
+        record.outcome = "batch_results"
+        lines = "".join(json.dumps(line) + "\n" for line in reversed(batch.results))
+        h.send_bytes(200, lines.encode(), {**headers, "Content-Type": "application/binary"})
+        return True
+
+    def _batch_create(self, body: Any, request_id: str) -> tuple[int, bytes]:
+        requests = body.get("requests") if isinstance(body, dict) else None
+        if not isinstance(requests, list) or not requests:
+            return 400, _error_body("invalid_request_error", "requests: a non-empty list is required", request_id)
+        seen: set[str] = set()
+        for item in requests:
+            custom_id = item.get("custom_id") if isinstance(item, dict) else None
+            if not isinstance(custom_id, str) or not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", custom_id):
+                return 400, _error_body("invalid_request_error", f"invalid custom_id: {custom_id!r}", request_id)
+            if custom_id in seen:
+                return 400, _error_body("invalid_request_error", f"duplicate custom_id: {custom_id}", request_id)
+            if not isinstance(item.get("params"), dict):
+                return 400, _error_body("invalid_request_error", f"{custom_id}: params must be an object", request_id)
+            seen.add(custom_id)
+        with self._lock:
+            state = self._batch_state()
+            state["n"] += 1
+            batch_id = f"msgbatch_fake_{state['n']:04d}"
+        results = [self._batch_answer(batch_id, item["custom_id"], item["params"]) for item in requests]
+        batch = _Batch(batch_id, time.time(), results)
+        with self._lock:
+            self._batch_state()["batches"][batch_id] = batch
+        return 200, json.dumps(self._batch_object(batch)).encode()
+
+    def _batch_answer(self, batch_id: str, custom_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One result line, scripted exactly as ``POST /v1/messages`` would answer ``params``."""
+        user = first_user_text(params)
+        with self._lock:
+            state = self._batch_state()
+            rule = next((r for r in state["rules"] if (r.match in user or r.match == custom_id)
+                         and (r.times is None or r.used < r.times)), None)
+            script = next((s for s in self._scripts if s.match in user), self._default)  # type: ignore[attr-defined]
+            turn_index = sum(1 for m in params.get("messages") or []
+                             if isinstance(m, dict) and m.get("role") == "assistant")
+            turn: Turn | None = None
+            if rule is not None:
+                rule.used += 1
+            else:
+                turn = script.pick(turn_index)
+                if isinstance(turn, Dynamic):
+                    turn = turn.fn(params)
+        if rule is not None:
+            kind, result = rule.kind, self._batch_failure(rule.kind, rule.err_type, rule.message)
+        elif isinstance(turn, (Error, StreamError)):
+            kind, result = "errored", self._batch_failure("errored", turn.err_type, turn.message)
+        elif isinstance(turn, (BreakStream, Malformed)):
+            kind, result = "errored", self._batch_failure("errored", "api_error", "...")
+        else:
+            answer = Text("late") if isinstance(turn, Hang) else turn
+            assert isinstance(answer, (Text, ToolUse, Blocks))
+            message = self._message(params, answer, script.usage)  # type: ignore[attr-defined]
+            kind, result = "succeeded", {"type": "succeeded", "message": message}
+        with self._lock:
+            self._batch_state()["items"].append(BatchItem(batch_id, custom_id, params, script.match, turn_index, kind))
+        return {"custom_id": custom_id, "result": result}
+
+    @staticmethod
+    def _batch_failure(kind: BatchKind, err_type: str, message: str) -> dict[str, Any]:
+        if kind != "errored":
+            return {"type": kind}
+        text_ = message if message != "..." else _default_message(err_type)
+        return {"type": "errored", "error": {"type": "error", "error": {"type": err_type, "message": text_}}}
+
+    def _batch_poll(self, batch: _Batch) -> dict[str, Any]:
+        with self._lock:
+            state = self._batch_state()
+            batch.polls += 1
+            if (batch.ended_at is None and batch.polls > state["polls"]
+                    and time.time() - batch.created >= state["seconds"]):
+                batch.ended_at = time.time()
+        return self._batch_object(batch)
+
+    def _batch_object(self, batch: _Batch) -> dict[str, Any]:
+        def stamp(t: float | None) -> str | None:
+            return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+        ended = batch.ended_at is not None
+        counts = {"processing": 0 if ended else len(batch.results), "succeeded": 0, "errored": 0, "canceled": 0,
+                  "expired": 0}
+        if ended:
+            for line in batch.results:
+                counts[line["result"]["type"]] += 1
+        return {"id": batch.id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+                "request_counts": counts, "created_at": stamp(batch.created),
+                "expires_at": stamp(batch.created + 86400), "ended_at": stamp(batch.ended_at), "archived_at": None,
+                "cancel_initiated_at": None,
+                "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if ended else None}
+
+
+class FakeAnthropic(_BatchesMixin):
     """``with FakeAnthropic() as fake:`` serves on ``fake.url`` until the block ends."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
@@ -506,6 +721,8 @@ class FakeAnthropic:
             self.requests.append(record)
         if not self._sleep(self._latency):
             return h.cut()
+        if route.startswith("/v1/messages/batches") and self._batch_route(h, route, body, record, headers, request_id):
+            return None
         if h.command == "POST" and route == "/v1/messages/count_tokens" and isinstance(body, dict):
             record.outcome = "count_tokens"
             return h.send_bytes(200, json.dumps({"input_tokens": input_tokens_for(body)}).encode(),
