@@ -396,8 +396,15 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
               help="With --container: the image to build from (default: the Dockerfile's, python:3.12-slim).")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Continue this run folder's plan; finished attempts are not run again.")
+@click.option("--batch", is_flag=True,
+              help="Send the model turns of api-host sessions and the judge calls through the Message Batches API "
+                   "(half the price; results can take up to 24 hours). Batch ids are recorded in the run folder, "
+                   "so --resume polls the same batches instead of paying again.")
+@click.option("--batch-poll", "batch_poll_s", type=float, default=30.0, show_default=True,
+              help="With --batch: seconds between polls of a batch's status.")
 def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None, container: bool,
-        base_image: str | None, no_library_validator: bool, **run_options: object) -> None:
+        base_image: str | None, no_library_validator: bool, batch: bool = False, batch_poll_s: float = 30.0,
+        **run_options: object) -> None:
     """Validate, audit the surface, plan, execute, and write results.json."""
     if container:
         _run_in_container(library_path, config, out, resume_dir, base_image)
@@ -434,7 +441,11 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
     if prepared.plan.unrun_all == "no-credentials":
         console.print(runs_mod.HOW_TO_GET_RESULTS)
     with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
-        results = runs_mod.execute(prepared, rundir, progress)
+        if batch:
+            from runner import batch as batch_mod
+            results = batch_mod.execute_batched(prepared, rundir, credentials, progress, batch_poll_s)
+        else:
+            results = runs_mod.execute(prepared, rundir, progress)
     _print_results(results, rundir.path, console)
     sys.exit(130 if results.stop_reason == "cancelled" else EXIT_OK)
 
@@ -553,8 +564,14 @@ def publish(run_dir: Path, mode: str, no_comment: bool) -> None:
 @config_option
 @click.option("--judge-model", default=None, help="Default: [judge] model.")
 @click.option("--max-usd", type=float, default=None, help="Cap on the judge calls (default [run] max_usd).")
+@click.option("--batch", is_flag=True,
+              help="Send the judge calls through the Message Batches API "
+                   "(half the price; results can take up to 24 hours). Batch ids are recorded in the run folder, "
+                   "so `judge` again on the same run polls the same batches instead of paying again.")
+@click.option("--batch-poll", "batch_poll_s", type=float, default=30.0, show_default=True,
+              help="With --batch: seconds between polls of a batch's status.")
 def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_model: str | None,
-                  max_usd: float | None) -> None:
+                  max_usd: float | None, batch: bool = False, batch_poll_s: float = 30.0) -> None:
     """Judge a finished run again from its stored answers (no session), into a new results file."""
     from runner import rejudge as rejudge_mod
     from runner import runs as runs_mod
@@ -579,9 +596,16 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
     if the_judge is None:
         _fail_usage(f"the judge is not available ({unavailable})")
         return
+    concurrency = 4
+    if batch:
+        from runner import batch as batch_mod
+        broker = batch_mod.make_broker(credentials.api_key or "", credentials.base_url,
+                                       rundir.path / batch_mod.BATCHES, batch_poll_s)
+        the_judge = batch_mod.BatchJudge(the_judge, broker)  # type: ignore[assignment]
+        concurrency = batch_mod.MAX_REQUESTS  # every judge call waits on the batch, none on a slot
     target, results, changes = rejudge_mod.rejudge(
         rundir, {c.uid: c for c in loaded.library.cases}, runs_mod.known_names(loaded.library), the_judge,
-        max_usd if max_usd is not None else settings.run.max_usd)
+        max_usd if max_usd is not None else settings.run.max_usd, concurrency=concurrency)
     console = Console(soft_wrap=True, highlight=False)
     _print_results(results, target.path, console)
     console.print(f"Re-judged with {the_judge.settings.model} (prompt {the_judge.version}): {len(changes)} change(s); "
@@ -709,6 +733,90 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
     if not no_record:
         console.print(f"Recorded in {calibration.append_record(root, record)}")
     sys.exit(EXIT_OK if record.passed else EXIT_FINDINGS)
+
+
+@main.command()
+@click.argument("probes", nargs=-1)
+@library_option
+@config_option
+@click.option("--all", "all_probes", is_flag=True, help="Every probe of the library.")
+@click.option("--status", "status_only", is_flag=True, help="Show each probe's calibration state; start nothing.")
+@click.option("--host", type=click.Choice(["claude-code", "api"]), default=None)
+@click.option("--model", default=None)
+@click.option("--judge-model", default=None, help="Default: [judge] model.")
+@click.option("--explicit/--routed", "explicit", default=None,
+              help="Treatment prompt starts with /<skill> (the discipline apart from routing), or the skill must be "
+                   "chosen by the agent. Default: [probes] explicit_invocation.")
+@click.option("--max-usd", type=float, default=None, help="Hard cap on this command's spend.")
+@click.option("--concurrency", type=int, default=None)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, all_probes: bool, status_only: bool,
+              host: str | None, model: str | None, judge_model: str | None, explicit: bool | None,
+              max_usd: float | None, concurrency: int | None, fmt: str) -> None:
+    """Calibrate tier-2 probes by the seed-000 protocol (control 2 reps, then treatment 2 reps) and record
+    the verdict in calibration.json beside each probe: ceiling, window, floor or inconclusive."""
+    from runner import probe_calibration as pc
+    from runner import runs as runs_mod
+    from runner.report import probes as probe_report
+
+    loaded = _load_or_exit(library_path, config)
+    library = loaded.library
+    if probes:
+        chosen, unknown = pc.find_probes(library, list(probes))
+    else:
+        chosen, unknown = (list(library.probes) if all_probes or status_only else []), []
+    if unknown:
+        known = ", ".join(p.uid for p in library.probes) or "none"
+        _fail_usage(f"no such probe: {', '.join(unknown)} (probes in this library: {known})")
+    if not chosen:
+        _fail_usage("name the probes to calibrate (uid, id or folder), or --all")
+    console = Console(soft_wrap=True, highlight=False)
+    if status_only:
+        statuses = [pc.status(library, p) for p in chosen]
+        probe_report.print_statuses(statuses, console, fmt)
+        return
+    floor = _floor(loaded, config)
+    if findings_mod.has_errors(floor):
+        click.echo(findings_mod.render_text([f for f in floor if f.level.value == "error"]))
+        click.echo("skill-evals: the floor failed (see `skill-evals validate`); nothing was started", err=True)
+        sys.exit(EXIT_FINDINGS)
+    settings = loaded.settings
+    update = {"host": host, "model": model, "max_usd": max_usd, "concurrency": concurrency}
+    run = settings.run.model_copy(update={k: v for k, v in update.items() if v is not None})
+    judge_settings = settings.judge.model_copy(update={"model": judge_model} if judge_model else {})
+    probe_settings = settings.probes.model_copy(update={} if explicit is None else {"explicit_invocation": explicit})
+    settings = settings.model_copy(update={"run": run, "judge": judge_settings, "probes": probe_settings})
+    if runs_mod.kill_switch(settings, os.environ):
+        console.print("Kill switch on ([run] disabled or SKILL_EVALS_DISABLED): nothing was started.")
+        return
+    credentials = runs_mod.credentials_from_env(os.environ)
+    if not credentials.api_key:
+        _fail_usage("calibration runs live sessions and needs ANTHROPIC_API_KEY; nothing was started")
+    prices = runs_mod.prices_mod.load(settings)
+    judge, unavailable = runs_mod.make_judge(settings, credentials, prices, loaded.root)
+    if judge is None:
+        _fail_usage(f"calibration grades the act with the judge, which is not available ({unavailable}); "
+                    "nothing was started")
+        return
+    the_host = runs_mod.make_host(run.host, library, settings, credentials, prices, credentials.api_key or "")
+    declaration = pc.declare(settings, the_host.name, judge)
+    bounds = pc.session_bounds(library, settings, prices, chosen)
+    ledger = runs_mod.Ledger(cap_usd=run.max_usd)
+    sessions = asyncio.Semaphore(run.concurrency)
+    calibrations, refused = [], []
+    for probe in chosen:
+        try:
+            calibrations.append(pc.Calibration(probe, pc.probe_dir(library, probe), declaration, the_host, judge,
+                                               ledger, bounds, sessions))
+        except (pc.Refused, pc.CalibrationFileError) as exc:
+            refused.append(str(exc))
+    for reason in refused:
+        click.echo(f"skill-evals: not calibrated: {reason}", err=True)
+    records, cancelled = pc.run_all(calibrations) if calibrations else ([], False)
+    probe_report.print_records(records, declaration, ledger, console, fmt)
+    if cancelled:
+        sys.exit(130)
+    sys.exit(EXIT_FINDINGS if refused or any(r.status != "finished" for r in records) else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -183,6 +183,19 @@ class TriggerSetSettings(_Strict):
     path: str = Field(min_length=1, description="Relative to the repository root.")
 
 
+class ProbeSettings(_Strict):
+    """Tier-2 probes (seed 000): calibration and runs."""
+
+    explicit_invocation: bool = Field(
+        default=False, description="The treatment prompt starts with `/<skill>` on its own line, so the skill is "
+                                   "loaded by the user's command: measures the discipline apart from routing.")
+    calibration_reps: int = Field(default=2, ge=1, le=10, description="Reps per arm in `calibrate` (seed 000: 2).")
+    run_verdicts: list[Literal["ceiling", "window", "floor", "inconclusive"]] = Field(
+        default=["window", "ceiling"],
+        description="Calibration verdicts whose probes `run` executes (both arms); others stay UNRUN with the verdict "
+                    "as the reason. Ceiling probes are kept as easy regression controls (seed 000).")
+
+
 class Settings(_Strict):
     library: LibrarySettings = LibrarySettings()
     validator: ValidatorSettings = ValidatorSettings()
@@ -196,6 +209,7 @@ class Settings(_Strict):
     judge: JudgeSettings = JudgeSettings()
     tiers: TiersSettings = TiersSettings()
     select: SelectSettings = SelectSettings()
+    probes: ProbeSettings = ProbeSettings()
     prices: dict[str, Price] = Field(default={}, description="Add or override model prices (USD per million tokens).")
 
 

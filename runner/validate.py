@@ -8,6 +8,7 @@ probe rules from seed 000. Schema, syntax and file-safety findings come from loa
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -191,6 +192,23 @@ def check_probe(probe: Probe, settings: Settings, rules: classify.Rules) -> list
     if probe.kind == "floor" and len(probe.defects) != 1:
         out.append(error("probe-floor-one-defect", probe.file, lines.get("defects", 1),
                          f"a floor probe has exactly one defect (seed 000 rule 1); this one has {len(probe.defects)}"))
+    if probe.kind == "band" and len(probe.defects) < 2:
+        out.append(error("probe-band-size", probe.file, lines.get("defects", 1),
+                         "a band probe scores k of N defects and needs N >= 2; one defect is a floor probe "
+                         "(seed 000 rules 1 and 2)"))
+    seen_ids: set[str] = set()
+    for defect in probe.defects:
+        if defect.id in seen_ids:
+            out.append(error("probe-defect-id", probe.file, defect.line,
+                             f"defect id {defect.id!r} is used twice; band scores are kept per defect id"))
+        seen_ids.add(defect.id)
+    for position, pattern in enumerate(probe.patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            out.append(error("probe-pattern", probe.file, lines.get("discriminator", 1),
+                             f"discriminator.patterns[{position}] is not a valid regular expression ({exc}); "
+                             "escape it for a literal (e.g. `NOT_PROVEN` or `3\\.8\\.0`)"))
     if probe.seeded_defects != len(probe.defects):
         out.append(error("probe-seeded-defects", probe.file, lines.get("seeded_defects", 1),
                          f"seeded_defects is {probe.seeded_defects} but {len(probe.defects)} defect(s) are listed "

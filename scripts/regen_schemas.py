@@ -1,0 +1,25 @@
+"""Regenerate the JSON Schemas shipped in runner/schemas from the pydantic models (tests check they match).
+
+    python scripts/regen_schemas.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runner.results import Results
+from runner.settings import Settings
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "runner" / "schemas"
+
+
+def write(name: str, schema: dict, title: str) -> None:
+    schema["title"] = title
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    (SCHEMAS / name).write_text(json.dumps(schema, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write("settings.schema.json", Settings.model_json_schema(by_alias=True), ".skill-evals.toml")
+    write("results.schema.json", Results.model_json_schema(), "results.json")
