@@ -7,6 +7,11 @@
     <run>/results.json         written at the end, and on SIGINT/SIGTERM
 
 A crash can lose at most the attempt being written: a torn last line is ignored on resume.
+
+Nothing here holds a run in memory: each attempt is appended (and fsynced) as it finishes, its
+transcript goes to its own file, and reading streams attempts.jsonl one line at a time. A reader
+that only needs verdicts (results, resume) asks for `slim` records, which leave out the final answer
+and the tool calls (they stay on disk), so memory grows with the attempts' outcomes only.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -81,19 +87,33 @@ class RunDir:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def read_attempts(self) -> list[AttemptRecord]:
+    def iter_attempts(self, plan_hash: str | None = None, slim: bool = False) -> Iterator[AttemptRecord]:
+        """The recorded attempts in file order, read one line at a time (never the whole file at once).
+
+        plan_hash: only the attempts of that plan. slim: without final_answer and tool_calls, for
+        readers that need verdicts only (they are the bulk of a line; the report and re-judging read
+        them in full)."""
         path = self.path / ATTEMPTS
         if not path.exists():
-            return []
-        records = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
-                records.append(AttemptRecord.model_validate_json(line))
-            except ValidationError:
-                continue  # a line torn by a crash mid-write: that attempt did not finish
-        return records
+            return
+        # errors="replace": a crash can cut a multi-byte character in the last line; that line is
+        # invalid JSON anyway and is skipped below, and it must not make the whole file unreadable.
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    record = AttemptRecord.model_validate_json(line)
+                except ValidationError:
+                    continue  # a line torn by a crash mid-write: that attempt did not finish
+                if plan_hash is not None and record.plan_hash != plan_hash:
+                    continue
+                if slim:
+                    record.final_answer, record.tool_calls = None, []
+                yield record
+
+    def read_attempts(self, plan_hash: str | None = None, slim: bool = False) -> list[AttemptRecord]:
+        return list(self.iter_attempts(plan_hash, slim))
 
     def write_transcript(self, attempt_id: str, messages: list[dict]) -> str:
         relative = f"{TRANSCRIPTS}/{safe_name(attempt_id)}.json"
