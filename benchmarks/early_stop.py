@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,6 +141,7 @@ class RateRow(BaseModel):
     sessions_per_case: float
     saving_pct: float
     expected_saving_pct: float | None  # the closed form for N=3, k=2 without errors
+    batch_saving_pct: tuple[float, float, float]  # min, median, max over 10 equal batches of the seeds
     mismatches: dict[str, int]        # per case kind: seeds whose early-stop verdict differs from fixed N
     verdicts: dict[str, dict[str, int]]  # per case kind: fixed-N case states
 
@@ -157,7 +159,7 @@ def simulate_rate(p: float, error_rate: float, seeds: int, rule: QuorumRule) -> 
     planned = {kind: planned_of(cases[kind], rule) for kind in kinds}
     mismatches: Counter[str] = Counter()
     fixed_states: dict[str, Counter[str]] = {kind: Counter() for kind in kinds}
-    sessions_early = 0
+    per_seed: list[int] = []
     for seed in range(seeds):
         sequence = draws(p, error_rate, seed, rule.repeats)
         for kind in kinds:
@@ -170,9 +172,13 @@ def simulate_rate(p: float, error_rate: float, seeds: int, rule: QuorumRule) -> 
             if early != fixed:
                 mismatches[kind] += 1
             if kind == "trigger":
-                sessions_early += len(started)
+                per_seed.append(len(started))
+    sessions_early = sum(per_seed)
     fixed_total = seeds * rule.repeats
-    return RateRow(p=p, error_rate=error_rate, cases=seeds, sessions_fixed=fixed_total,
+    size = max(1, seeds // 10)
+    batches = sorted(100 * (1 - sum(per_seed[i:i + size]) / (size * rule.repeats)) for i in range(0, seeds, size))
+    return RateRow(batch_saving_pct=(round(batches[0], 2), round(statistics.median(batches), 2), round(batches[-1], 2)),
+                   p=p, error_rate=error_rate, cases=seeds, sessions_fixed=fixed_total,
                    sessions_early_stop=sessions_early, sessions_per_case=round(sessions_early / seeds, 4),
                    saving_pct=round(100 * (1 - sessions_early / fixed_total), 2),
                    expected_saving_pct=None if (e := expected_saving(p, rule, error_rate)) is None else round(e, 2),
@@ -304,11 +310,13 @@ class Report(BaseModel):
 
 
 def table(rows: list[RateRow]) -> str:
-    lines = ["  p     err  cases  fixed  early  per-case  saving%  closed-form%  mismatches(trigger/no_trigger)"]
+    lines = ["  p     err  cases  fixed  early  per-case  saving%  (10 batches min-max)  closed-form%  "
+             "mismatches(trigger/no_trigger)"]
     for r in rows:
         closed = f"{r.expected_saving_pct:.2f}" if r.expected_saving_pct is not None else "-"
         lines.append(f"  {r.p:<5} {r.error_rate:<4} {r.cases:>5}  {r.sessions_fixed:>5}  {r.sessions_early_stop:>5}  "
-                     f"{r.sessions_per_case:>8.3f}  {r.saving_pct:>7.2f}  {closed:>12}  "
+                     f"{r.sessions_per_case:>8.3f}  {r.saving_pct:>7.2f}  "
+                     f"{r.batch_saving_pct[0]:>9.2f}-{r.batch_saving_pct[2]:<9.2f}  {closed:>12}  "
                      f"{r.mismatches['trigger']}/{r.mismatches['no_trigger']}")
     return "\n".join(lines)
 
