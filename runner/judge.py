@@ -24,9 +24,10 @@ import json
 import re
 import secrets
 import time
-from typing import Literal
+from typing import Any, Literal
 
 import anthropic
+from anthropic.types import Message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.corpus import Assertion
@@ -51,9 +52,14 @@ from the final answer (a phrase or sentence, at most 300 characters) that shows 
 answer that shows the failure, or the empty string when the behaviour is simply absent.
 - `reason` is one short sentence."""
 
-USER_TEMPLATE = """<rubric>
+# The user message is two text blocks: the rubric (the same for every attempt of a case), then the
+# transcript. Sent in that order their concatenation is exactly USER_TEMPLATE, so the model sees what it
+# saw before the split and prompt_version() does not change.
+RUBRIC_TEMPLATE = """<rubric>
 {rubric}
-</rubric>
+</rubric>"""
+
+TRANSCRIPT_TEMPLATE = """
 
 Untrusted transcript follows (NONCE = {nonce}).
 <untrusted-transcript-{nonce}>
@@ -67,6 +73,19 @@ Untrusted transcript follows (NONCE = {nonce}).
 {answer}
 </final-answer>
 </untrusted-transcript-{nonce}>"""
+
+USER_TEMPLATE = RUBRIC_TEMPLATE + TRANSCRIPT_TEMPLATE
+
+# Prompt caching: the system prompt is the same for every judge call and the rubric for every attempt
+# of a case, so both end in a cache breakpoint (tools, system, then messages form the cached prefix, up
+# to 4 breakpoints per request). Per the Anthropic prompt-caching guide
+# (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "Minimum cacheable prompt
+# length": 1,024 tokens for Sonnet 4.6/4.5 and Opus 4.1/4, 4,096 for Opus 4.6/4.5 and Haiku 4.5), a
+# prefix shorter than the model's minimum is silently not cached, at no extra cost. SYSTEM_PROMPT is
+# about 1,300 characters (~330 tokens), so on the real API the marker only pays once the system prompt
+# plus a case's rubric reach that minimum; the usage figures recorded on every JudgeCall
+# (cache_creation_input_tokens, cache_read_input_tokens) show what was really cached.
+EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 
 class JudgeItem(BaseModel):
@@ -130,11 +149,27 @@ def tool_summary(calls: list[ToolCall]) -> str:
     return "\n".join(lines)
 
 
+def _rubric(assertions: list[Assertion]) -> str:
+    return "\n".join(f"[a{a.index}] {_neutralise(a.text)}" for a in assertions)
+
+
+def user_blocks(prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion], nonce: str
+                ) -> list[dict]:
+    """The user message as two text blocks; the rubric block ends in a cache breakpoint."""
+    rubric = RUBRIC_TEMPLATE.format(rubric=_rubric(assertions))
+    transcript = TRANSCRIPT_TEMPLATE.format(nonce=nonce, prompt=_neutralise(prompt),
+                                            tools=_neutralise(tool_summary(calls)), answer=_neutralise(answer))
+    return [{"type": "text", "text": rubric, "cache_control": dict(EPHEMERAL)},
+            {"type": "text", "text": transcript}]
+
+
 def build_user_message(prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion],
                        nonce: str) -> str:
-    rubric = "\n".join(f"[a{a.index}] {_neutralise(a.text)}" for a in assertions)
-    return USER_TEMPLATE.format(rubric=rubric, nonce=nonce, prompt=_neutralise(prompt),
-                                tools=_neutralise(tool_summary(calls)), answer=_neutralise(answer))
+    return "".join(block["text"] for block in user_blocks(prompt, answer, calls, assertions, nonce))
+
+
+def system_blocks() -> list[dict]:
+    return [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": dict(EPHEMERAL)}]
 
 
 def check_reply(reply: JudgeReply, answer: str, assertions: list[Assertion]) -> list[AssertionOutcome] | str:
@@ -187,51 +222,59 @@ class Judge:
             return 0.0
         return (chars // 4 * price.input + self.settings.max_tokens * price.output) / 1_000_000
 
+    def request_params(self, prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion],
+                       nonce: str) -> dict[str, Any]:
+        """The Messages API parameters of one judge call (also one request of a Message Batch)."""
+        return {"model": self.settings.model, "max_tokens": self.settings.max_tokens, "system": system_blocks(),
+                "messages": [{"role": "user", "content": user_blocks(prompt, answer, calls, assertions, nonce)}],
+                "output_config": {"format": {"type": "json_schema", "schema": reply_schema()}}}
+
     async def judge(self, prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion]
                     ) -> tuple[list[AssertionOutcome], JudgeCall]:
         call = JudgeCall(model=self.settings.model, prompt_version=self.version)
         if not assertions:
             return [], call
         started = time.monotonic()
-        nonce = secrets.token_hex(8)
+        params = self.request_params(prompt, answer, calls, assertions, secrets.token_hex(8))
         try:
             async with asyncio.timeout(self.settings.timeout_s):
-                response = await self._client.messages.create(
-                    model=self.settings.model, max_tokens=self.settings.max_tokens,
-                    system=SYSTEM_PROMPT,
-                    messages=[{"role": "user", "content": build_user_message(prompt, answer, calls, assertions,
-                                                                              nonce)}],
-                    output_config={"format": {"type": "json_schema", "schema": reply_schema()}},
-                )
+                response = await self._client.messages.create(**params)
         except (TimeoutError, anthropic.APITimeoutError):
-            return self._failed(assertions, call, started, f"timeout after {self.settings.timeout_s:g} s")
+            return failed(assertions, call, started, f"timeout after {self.settings.timeout_s:g} s")
         except anthropic.APIStatusError as exc:
-            return self._failed(assertions, call, started, f"HTTP {exc.status_code} after the SDK's retries")
+            return failed(assertions, call, started, f"HTTP {exc.status_code} after the SDK's retries")
         except anthropic.APIConnectionError as exc:
-            return self._failed(assertions, call, started, f"connection failed: {exc}")
+            return failed(assertions, call, started, f"connection failed: {exc}")
         except ValueError as exc:  # the SDK lets a body that is not JSON through as a decode error
-            return self._failed(assertions, call, started, f"unreadable response: {exc}")
-        usage = Usage(**{k: int(getattr(response.usage, k, 0) or 0) for k in Usage.model_fields})
-        call.usage = usage
-        call.cost_usd = self.prices.cost(self.settings.model, usage) or 0.0
-        if response.stop_reason == "refusal":
-            return self._failed(assertions, call, started, "the judge refused")
-        if response.stop_reason == "max_tokens":
-            return self._failed(assertions, call, started, "the judge's reply was truncated (max_tokens)")
-        text = "".join(getattr(block, "text", "") for block in response.content)
-        try:
-            reply = JudgeReply.model_validate_json(text)
-        except ValidationError as exc:
-            return self._failed(assertions, call, started, f"the reply does not match the schema: "
-                                                           f"{exc.errors()[0]['msg']}")
-        checked = check_reply(reply, answer, assertions)
-        if isinstance(checked, str):
-            return self._failed(assertions, call, started, checked)
-        call.duration_s = round(time.monotonic() - started, 3)
-        return checked, call
+            return failed(assertions, call, started, f"unreadable response: {exc}")
+        return read_reply(response, answer, assertions, call, self.prices, started)
 
-    def _failed(self, assertions: list[Assertion], call: JudgeCall, started: float, cause: str
-                ) -> tuple[list[AssertionOutcome], JudgeCall]:
-        call.error = cause
-        call.duration_s = round(time.monotonic() - started, 3)
-        return [AssertionOutcome(index=a.index, state="JUDGE-ERROR", reason=cause) for a in assertions], call
+
+def read_reply(response: Message, answer: str, assertions: list[Assertion], call: JudgeCall, prices: PriceTable,
+               started: float) -> tuple[list[AssertionOutcome], JudgeCall]:
+    """Outcomes from the judge's Message (direct, or a succeeded batch result priced by `prices`)."""
+    usage = Usage(**{k: int(getattr(response.usage, k, 0) or 0) for k in Usage.model_fields})
+    call.usage = usage
+    call.cost_usd = prices.cost(call.model, usage) or 0.0
+    if response.stop_reason == "refusal":
+        return failed(assertions, call, started, "the judge refused")
+    if response.stop_reason == "max_tokens":
+        return failed(assertions, call, started, "the judge's reply was truncated (max_tokens)")
+    text = "".join(getattr(block, "text", "") for block in response.content)
+    try:
+        reply = JudgeReply.model_validate_json(text)
+    except ValidationError as exc:
+        return failed(assertions, call, started, f"the reply does not match the schema: {exc.errors()[0]['msg']}")
+    checked = check_reply(reply, answer, assertions)
+    if isinstance(checked, str):
+        return failed(assertions, call, started, checked)
+    call.duration_s = round(time.monotonic() - started, 3)
+    return checked, call
+
+
+def failed(assertions: list[Assertion], call: JudgeCall, started: float, cause: str
+           ) -> tuple[list[AssertionOutcome], JudgeCall]:
+    """Every assertion JUDGE-ERROR with the cause: a failed judge call is never PASS, never FAIL."""
+    call.error = cause
+    call.duration_s = round(time.monotonic() - started, 3)
+    return [AssertionOutcome(index=a.index, state="JUDGE-ERROR", reason=cause) for a in assertions], call
