@@ -14,8 +14,14 @@ that could still join it is being prepared): in a run, the participants are the 
 quorum round, so attempts are started round by round — every undecided case starts the attempts
 `starts_allowed` gives it, the round runs to its end (session batches, then its judge batch), and the
 tallies decide the next round. These are the decisions the direct path makes (it never starts an
-attempt a verdict cannot need either), so the same scripted answers give the same states. A re-judge
-has no rounds: its batch is submitted once no new judge call arrived for `settle_s`.
+attempt a verdict cannot need either), so the same scripted answers give the same states. (One
+difference: on the direct path an attempt that errors while its sibling still runs lets the next
+repeat start, depending on which finishes first; a round sees both results and starts nothing the
+verdict can no longer use, so a case that ends ERROR may have run fewer errored repeats.) A round
+whose worst-case reservations do not all fit under the spend cap runs in waves of as many as fit:
+every attempt still reserves its worst case before it starts, as on the direct path. Tier-2 probes
+(both arms, every repeat) all go into the first round. A re-judge has no rounds: its batch is
+submitted once no new judge call arrived for `settle_s`.
 
 Results are never guessed: `errored`, `expired` and `canceled` results make the session ERROR
 (`api-error`, with the cause) or the judged assertions JUDGE-ERROR — never PASS, never FAIL. An
@@ -505,8 +511,10 @@ def execute_batched(prepared: Any, rundir: RunDir, credentials: Any, progress: A
             update["estimate"] = plan.estimate.model_copy(
                 update={"worst_session_usd": plan.estimate.worst_session_usd * BATCH_DISCOUNT})
         wide = plan.model_copy(update=update)
+        extra = {"probes": prepared.probes} if getattr(prepared, "probes", None) else {}
         executor = Executor(wide, prepared.plan_hash, prepared.cases, host, rundir, state, prepared.known_names,
-                            progress, judge, plan.judge_unavailable, mine=runs_mod.shard_uids(plan, prepared.shard))
+                            progress, judge, plan.judge_unavailable, mine=runs_mod.shard_uids(plan, prepared.shard),
+                            **extra)
         task = asyncio.ensure_future(run_rounds(executor, broker, prior))
         loop = asyncio.get_running_loop()
 
@@ -558,22 +566,30 @@ async def run_rounds(executor: Any, broker: BatchBroker, prior: dict[str, list[A
             tallies[planned.uid].used.add(record.repeat)
             if record.outcome is not None:
                 tallies[planned.uid].add(record.outcome.state)
+    # A tier-2 probe runs both arms at every repeat (nothing stops early): all of it in the first round.
+    starts: list[tuple[Any, int, str]] = []
+    for planned in [c for c in runnable if getattr(c, "arms", None)]:
+        done = {(r.arm, r.repeat) for r in prior.get(planned.uid, [])}
+        starts += [(planned, n, arm) for n in range(1, planned.repeats + 1) for arm in planned.arms
+                   if (arm, n) not in done]
+    runnable = [c for c in runnable if not getattr(c, "arms", None)]
     while not executor.state.stop_reason:
-        starts: list[tuple[Any, int]] = []
         for planned in runnable:
             tally = tallies[planned.uid]
             rule = QuorumRule(planned.repeats, planned.quorum)
             allowed = starts_allowed(rule, Tally(wins=tally.wins, losses=tally.losses, errors=tally.errors))
             free = [n for n in range(1, planned.repeats + 1) if n not in tally.used][:allowed]
             tally.used.update(free)
-            starts += [(planned, repeat) for repeat in free]
+            starts += [(planned, repeat, "main") for repeat in free]
         if not starts:
             return
         while starts and not executor.state.stop_reason:
-            wave, starts = starts[:wave_size(executor)], starts[wave_size(executor):]
+            size = wave_size(executor)
+            wave, starts = starts[:size], starts[size:]
             for record in await _wave(executor, broker, wave):
-                if record is not None and record.outcome is not None:
+                if record is not None and record.outcome is not None and record.uid in tallies:
                     tallies[record.uid].add(record.outcome.state)
+        starts = []
 
 
 def wave_size(executor: Any) -> int:
@@ -588,13 +604,15 @@ def wave_size(executor: Any) -> int:
     return max(1, min(MAX_REQUESTS, int(free // worst)))
 
 
-async def _wave(executor: Any, broker: BatchBroker, wave: list[tuple[Any, int]]) -> list[Any]:
+async def _wave(executor: Any, broker: BatchBroker, wave: list[tuple[Any, int, str]]) -> list[Any]:
     broker.join(len(wave))
 
-    async def one(planned: Any, repeat: int) -> Any:
+    async def one(planned: Any, repeat: int, arm: str) -> Any:
         try:
-            return await executor.one_attempt(planned, repeat)
+            if arm == "main":
+                return await executor.one_attempt(planned, repeat)
+            return await executor.one_attempt(planned, repeat, arm)
         finally:
             broker.leave()
 
-    return await asyncio.gather(*(one(planned, repeat) for planned, repeat in wave))
+    return await asyncio.gather(*(one(planned, repeat, arm) for planned, repeat, arm in wave))

@@ -201,9 +201,11 @@ class JudgeSettingsView(BaseModel):
 
 
 class Judge:
-    def __init__(self, settings: JudgeSettingsView, api_key: str, base_url: str | None, prices: PriceTable):
+    def __init__(self, settings: JudgeSettingsView, api_key: str, base_url: str | None, prices: PriceTable,
+                 prompt_caching: bool = True):
         self.settings = settings
         self.prices = prices
+        self.prompt_caching = prompt_caching  # False: no cache breakpoints (to measure what they save)
         self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
                                                 max_retries=settings.max_retries, timeout=settings.timeout_s)
         self.version = prompt_version()
@@ -225,8 +227,12 @@ class Judge:
     def request_params(self, prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion],
                        nonce: str) -> dict[str, Any]:
         """The Messages API parameters of one judge call (also one request of a Message Batch)."""
-        return {"model": self.settings.model, "max_tokens": self.settings.max_tokens, "system": system_blocks(),
-                "messages": [{"role": "user", "content": user_blocks(prompt, answer, calls, assertions, nonce)}],
+        system, user = system_blocks(), user_blocks(prompt, answer, calls, assertions, nonce)
+        if not self.prompt_caching:
+            system, user = ([{k: v for k, v in block.items() if k != "cache_control"} for block in blocks]
+                            for blocks in (system, user))
+        return {"model": self.settings.model, "max_tokens": self.settings.max_tokens, "system": system,
+                "messages": [{"role": "user", "content": user}],
                 "output_config": {"format": {"type": "json_schema", "schema": reply_schema()}}}
 
     async def judge(self, prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion]

@@ -1,0 +1,293 @@
+"""`--batch`: the Message Batches path gives the direct path's states, never turns a failed result into a
+verdict, resumes the same batch after an interruption, and the judge marks its fixed prefix for caching.
+
+Every test runs the real CLI (a separate process) or the real `anthropic` SDK against the fake Messages
+API in tests/fake_anthropic.py, whose batch endpoints answer each request with the same scripting as
+/v1/messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from runner.corpus import load_library
+from runner.hosts.base import ToolCall
+from runner.judge import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, build_user_message
+from runner.prices import PriceTable
+from runner.settings import Price, Settings
+from tests.conftest import EXAMPLE, REPO
+from tests.fake_anthropic import FakeAnthropic, dynamic, error, first_user_text, skill, text, tool
+from tests.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
+
+KEY = "sk-ant-test-batch-7c1e"
+TRIAGE = "test-report-triage"
+LIBRARY, _ = load_library(EXAMPLE, Settings())
+CASES = {case.uid: case for case in LIBRARY.cases}
+
+NIGHTLY = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"        # Skill, then an answer: PASS
+JUNIT = f"{TRIAGE}/evals/positive-junit-in-workspace"                 # Read of SKILL.md, then an answer
+ZERO = f"{TRIAGE}/evals/edge-zero-test-suite-reported-ok"             # split 1-1: a third repeat decides
+SKIPPED = f"{TRIAGE}/evals/should-not-mark-green-with-skipped-tests"  # judged FAIL
+NEGATIVE = f"{TRIAGE}/evals/negative-dependency-bump-review"          # one overload, then an answer (retried)
+WINS = f"{TRIAGE}/trigger/triage-wins-here"                           # HTTP 400 every time: ERROR
+BUMP = f"{TRIAGE}/trigger/bump-review-goes-to-dependency-upgrade-reviewer"
+QUARANTINE = f"{TRIAGE}/trigger/quarantine-incident-goes-to-postmortem"         # nothing fires: FAIL
+
+
+def key_of(uid: str) -> str:
+    return CASES[uid].prompt[:60]
+
+
+def judge_reply(body: dict[str, Any]) -> Any:
+    """PASS quoting the answer's first line, except answers that say BAD: FAIL."""
+    answer = final_answer(body)
+    verdict = "FAIL" if "BAD" in answer else "PASS"
+    quote = answer.strip().splitlines()[0][:120] if verdict == "PASS" else ""
+    return text(json.dumps({"verdicts": [{"id": i, "verdict": verdict, "evidence": quote, "reason": "scripted"}
+                                         for i in rubric_ids(body)]}))
+
+
+def alternate(first: Any, second: Any) -> Any:
+    """The n-th request for this turn gets `first` when n is odd, `second` when even (a 1-1 split)."""
+    seen = [0]
+
+    def pick(body: dict[str, Any]) -> Any:
+        seen[0] += 1
+        return first if seen[0] % 2 else second
+    return dynamic(pick)
+
+
+def scripted(fake: FakeAnthropic) -> None:
+    fake.script(JUDGE_MATCH, dynamic(judge_reply))
+    fake.script(key_of(NIGHTLY), skill(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN] api skipped"))
+    fake.script(key_of(JUNIT), tool("Read", {"file_path": f".claude/skills/{TRIAGE}/SKILL.md"}),
+                text("TEST REPORT TRIAGE — junit"))
+    fake.script(key_of(ZERO), alternate(skill(TRIAGE), text("No skill.")),
+                text("TEST REPORT TRIAGE — zero\n[NOT PROVEN] contract suite ran 0 tests"))
+    fake.script(key_of(SKIPPED), skill(TRIAGE), text("BAD: marked green"))
+    fake.script(key_of(NEGATIVE), error(529, "overloaded_error", times=1), text("Review the changelog yourself."))
+    fake.script(key_of(WINS), error(400, "invalid_request_error", "bad request"))
+    fake.script(key_of(BUMP), skill("dependency-upgrade-reviewer"), text("Reviewed."))
+    fake.default(text("A plain answer."))
+
+
+def run_cli(fake: FakeAnthropic, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", *args], env=env_for(fake), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def env_for(fake: FakeAnthropic) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
+    return env
+
+
+def run_args(out: Path, *extra: str) -> list[str]:
+    return ["run", "--library", str(EXAMPLE), "--out", str(out), "--host", "api", "--skill", TRIAGE,
+            "--repeats", "3", "--max-usd", "1000", "--timeout", "30", *extra]
+
+
+def attempts_of(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines() if line.strip()]
+
+
+def states(out: Path) -> dict[str, Any]:
+    """Everything the two paths must agree on: case states and tallies, assertion states, and each case's
+    attempt states (as a multiset: which repeat got which of two scripted answers may differ).
+
+    One thing is left out for a case that ends ERROR: how many errored repeats ran. On the direct path an
+    attempt that errors while its sibling is still running lets the next repeat start (the sibling might
+    still win), and whether it does depends on which finishes first; a batch round sees both results at
+    once and starts nothing the verdict can no longer use. Its state and its attempts' states still agree."""
+    results = json.loads((out / "results.json").read_text())
+    attempts: dict[str, Counter[tuple[str | None, str | None]]] = {}
+    for record in attempts_of(out):
+        outcome = record.get("outcome") or {}
+        attempts.setdefault(record["uid"], Counter())[(outcome.get("state"), record.get("error_kind"))] += 1
+    out_states = {}
+    for case in results["cases"]:
+        seen = attempts.get(case["uid"], Counter())
+        entry = {"state": case["state"], "assertions": [(a["index"], a["state"]) for a in case["assertions"]],
+                 "attempts": sorted(seen) if case["state"] == "ERROR" else dict(seen)}
+        if case["state"] != "ERROR":
+            entry.update(wins=case["wins"], losses=case["losses"], errors=case["errors"],
+                         repeats_run=case["repeats_run"])
+        out_states[case["uid"]] = entry
+    return out_states
+
+
+def test_batch_run_has_the_direct_states_at_half_the_cost(tmp_path: Path) -> None:
+    direct, batched = tmp_path / "direct", tmp_path / "batched"
+    with FakeAnthropic() as fake:
+        scripted(fake)
+        done = run_cli(fake, *run_args(direct))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert not fake.batch_creates
+    with FakeAnthropic() as fake:
+        scripted(fake)
+        done = run_cli(fake, *run_args(batched, "--batch", "--batch-poll", "0.05"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert fake.message_requests == [], "in batch mode nothing goes to /v1/messages"
+        assert fake.batch_creates
+        kinds = Counter(item.kind for item in fake.batch_items)
+    want, got = states(direct), states(batched)
+    assert got == want
+    # The scripts really exercised every path (else the comparison proves little).
+    assert want[NIGHTLY]["state"] == "PASS" and want[JUNIT]["state"] == "PASS"
+    assert want[ZERO]["repeats_run"] == 3 and want[ZERO]["state"] == "PASS"
+    assert want[SKIPPED]["state"] == "FAIL" and ("FAIL" in {s for _, s in want[SKIPPED]["assertions"]})
+    assert want[NEGATIVE]["state"] == "PASS"
+    assert want[WINS]["state"] == "ERROR" and want[BUMP]["state"] == "PASS"
+    assert want[QUARANTINE]["state"] == "FAIL"
+    assert kinds["errored"] >= 3  # the overload (then retried in a later batch) and the two 400s
+    # Same usage, half the price: the Batches API bills 50% of every token.
+    spend_direct = json.loads((direct / "results.json").read_text())["spend"]
+    spend_batch = json.loads((batched / "results.json").read_text())["spend"]
+    usage = lambda out: sorted((a["uid"], a["usage"]["input_tokens"], a["usage"]["output_tokens"])  # noqa: E731
+                               for a in attempts_of(out) if a["usage"]["input_tokens"])  # errored: no usage
+    assert usage(batched) == usage(direct)
+    assert spend_batch["usd"] > 0 and spend_batch["judge_usd"] > 0
+    for key in ("usd", "judge_usd"):  # results.json rounds to 6 decimals
+        assert abs(spend_batch[key] - spend_direct[key] / 2) <= 2e-6, (spend_batch, spend_direct)
+    errored = [a for a in attempts_of(batched) if a["uid"] == WINS]
+    assert errored and all(a["error_kind"] == "api-error" and "invalid_request_error" in a["error_message"]
+                           for a in errored)
+
+
+def test_errored_expired_and_canceled_results_are_never_a_verdict(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    judged = next(a.text for a in CASES[NIGHTLY].assertions if a.assertion_class == "semantic")
+    with FakeAnthropic() as fake:
+        scripted(fake)
+        fake.batch_result(key_of(JUNIT), "expired")  # the session's first turn: ERROR
+        fake.batch_result(key_of(NEGATIVE), "canceled")
+        fake.batch_result(judged[:40], "errored", err_type="invalid_request_error", message="judge request refused")
+        done = run_cli(fake, *run_args(out, "--batch", "--batch-poll", "0.05"))
+        assert done.returncode == 0, done.stderr[-3000:]
+    results = {c["uid"]: c for c in json.loads((out / "results.json").read_text())["cases"]}
+    assert results[JUNIT]["state"] == "ERROR"
+    assert results[NEGATIVE]["state"] == "ERROR"
+    for uid, word in ((JUNIT, "expired"), (NEGATIVE, "canceled")):
+        records = [a for a in attempts_of(out) if a["uid"] == uid]
+        assert records and all(a["outcome"]["state"] == "ERROR" and a["error_kind"] == "api-error"
+                               and word in a["error_message"] for a in records), records
+    # The judge's batch result errored: its assertions are JUDGE-ERROR with the cause, the case too.
+    nightly = results[NIGHTLY]
+    assert nightly["state"] == "JUDGE-ERROR", nightly["state"]
+    assert {a["state"] for a in nightly["assertions"]} == {"PASS", "JUDGE-ERROR"}  # the shape check still ran
+    assert all(a["state"] == "JUDGE-ERROR" for a in nightly["assertions"]
+               if CASES[NIGHTLY].assertions[a["index"] - 1].assertion_class == "semantic")
+    records = [a for a in attempts_of(out) if a["uid"] == NIGHTLY]
+    assert records and all("invalid_request_error" in (a["judge"]["error"] or "") for a in records)
+    assert all(a["outcome"]["state"] == "JUDGE-ERROR" for a in records)
+
+
+def test_resume_after_an_interruption_polls_the_same_batch(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        scripted(fake)
+        fake.script(key_of(QUARANTINE), error(529, "overloaded_error", times=1), text("No skill needed."))
+        fake.batch_timing(polls=10_000)  # the batch never ends while the first process runs
+        args = ["run", "--library", str(EXAMPLE), "--out", str(out), "--host", "api", "--case", QUARANTINE,
+                "--repeats", "1", "--batch", "--batch-poll", "0.05"]
+        process = subprocess.Popen([sys.executable, "-m", "runner", *args], env=env_for(fake),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not list((out / "batches").glob("*.json")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            record = json.loads(next((out / "batches").glob("*.json")).read_text())
+            assert record["delivered"] is False
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 130, stderr[-2000:]
+        assert len(fake.batch_creates) == 1
+        assert not [a for a in attempts_of(out) if a["status"] == "finished"]
+        fake.batch_timing(polls=0)
+        done = run_cli(fake, "run", "--library", str(EXAMPLE), "--resume", str(out), "--batch", "--batch-poll",
+                       "0.05")
+        assert done.returncode == 0, done.stderr[-3000:]
+        # The 529 of the first try was answered in the first batch; the retry is a new request (r1).
+        creates = fake.batch_creates
+        first_ids = {r["custom_id"] for r in creates[0].body["requests"]}
+        later_ids = [{r["custom_id"] for r in c.body["requests"]} for c in creates[1:]]
+        assert all(not (ids & first_ids) for ids in later_ids), "the first batch's requests were sent again"
+        polled = [r.path for r in fake.requests if r.method == "GET" and r.path.endswith(record["batch_id"])]
+        assert len(polled) >= 2  # polled before the interruption and again after the resume
+    finished = [a for a in attempts_of(out) if a["status"] == "finished"]
+    assert [(a["outcome"]["state"], a["outcome"]["fired"]) for a in finished] == [("FAIL", [])]
+    assert json.loads((out / "batches" / f"{record['batch_id']}.json").read_text())["delivered"] is True
+
+
+def test_judge_batch_rejudge_matches_the_direct_rejudge(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        scripted(fake)
+        done = run_cli(fake, *run_args(out, "--no-judge"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        plain = run_cli(fake, "judge", str(out), "--library", str(EXAMPLE))
+        assert plain.returncode == 0, plain.stderr[-3000:]
+        judged_direct = len(fake.message_requests)
+        batched = run_cli(fake, "judge", str(out), "--library", str(EXAMPLE), "--batch", "--batch-poll", "0.05")
+        assert batched.returncode == 0, batched.stderr[-3000:]
+        assert len(fake.message_requests) == judged_direct, "the batch re-judge sent no direct message"
+        assert len(fake.batch_creates) == 1, "all pending judge calls go into one batch"
+    folders = sorted(p for p in out.iterdir() if p.name.startswith("rejudged-"))
+    assert len(folders) == 2
+    assert states(folders[0]) == states(folders[1])
+    assert any(a["state"] == "FAIL" for c in json.loads((folders[1] / "results.json").read_text())["cases"]
+               for a in c["assertions"])
+
+
+def test_judge_marks_its_fixed_prefix_for_caching() -> None:
+    prices = PriceTable(read_on="2026-11-30", source="test", models={"claude-sonnet-4-6": Price(input=3, output=15)})
+    settings = JudgeSettingsView(model="claude-sonnet-4-6", timeout_s=20, max_tokens=512, max_retries=0)
+    assertions = CASES[NIGHTLY].assertions
+    calls = [ToolCall(name="Skill", input='{"skill": "test-report-triage"}', turn=0)]
+    answer = "TEST REPORT TRIAGE — nightly"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, verdicts("PASS"))
+
+        async def once() -> Any:
+            judge = Judge(settings, KEY, fake.url, prices)
+            try:
+                return await judge.judge(CASES[NIGHTLY].prompt, answer, calls, assertions)
+            finally:
+                await judge.aclose()
+        outcomes, call = asyncio.run(once())
+        (record,) = fake.message_requests
+    assert call.error is None and {o.state for o in outcomes} == {"PASS"}
+    body = record.body
+    assert body["system"] == [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": EPHEMERAL}]
+    rubric, transcript = body["messages"][0]["content"]
+    assert rubric["cache_control"] == {"type": "ephemeral"} and "cache_control" not in transcript
+    assert rubric["text"].startswith("<rubric>") and rubric["text"].endswith("</rubric>")
+    nonce = first_user_text(body).split("NONCE = ", 1)[1].split(")", 1)[0]
+    # The model sees exactly the layout it saw before the split (prompt_version unchanged).
+    assert rubric["text"] + transcript["text"] == build_user_message(CASES[NIGHTLY].prompt, answer, calls,
+                                                                     assertions, nonce)
+    assert nonce not in rubric["text"]  # the cached prefix holds nothing that changes per call
+
+
+def test_benchmark_short_mode_runs(tmp_path: Path) -> None:
+    out = tmp_path / "batch.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.batch", "--short", "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert {row["mode"] for row in data["rows"]} == {"direct", "batch", "batch+cache"}
+    for row in data["rows"]:
+        assert row["input_tokens"] > 0 and row["cost_usd"] > 0 and row["states_match_direct"] is True
+    assert "load_average" in data and data["short"] is True
