@@ -19,6 +19,7 @@ from runner.corpus import Case
 from runner.hosts.base import Host, Observation, SessionSpec
 from runner.plan import Plan, PlannedCase
 from runner.quorum import QuorumRule, Tally, starts_allowed
+from runner.ratelimit import AdaptiveLimiter, RateLimitMiddleware
 from runner.rundir import AttemptRecord, RunDir
 from runner.judge import Judge, JudgeCall
 from runner.verdicts import AttemptOutcome, apply_judgement, attempt_outcome, mark_unjudged, needs_judge
@@ -55,7 +56,8 @@ def attempt_id(uid: str, arm: str, repeat: int) -> str:
 class Executor:
     def __init__(self, plan: Plan, plan_hash: str, cases: dict[str, Case], host: Host, rundir: RunDir,
                  state: RunState, known_names: set[str], progress: ProgressFn | None = None,
-                 judge: Judge | None = None, judge_unavailable: str | None = None, mine: set[str] | None = None):
+                 judge: Judge | None = None, judge_unavailable: str | None = None, mine: set[str] | None = None,
+                 limiter: AdaptiveLimiter | None = None):
         self.mine = mine  # the uids of this shard; None = every case
         self.judge = judge
         self.judge_unavailable = judge_unavailable or "not-judged"
@@ -67,7 +69,15 @@ class Executor:
         self.state = state
         self.known = known_names
         self.progress = progress
-        self.sessions = asyncio.Semaphore(plan.concurrency)
+        # Session starts go through one adaptive limiter (runner.ratelimit): the plan's concurrency is its
+        # ceiling, a 429 shrinks it and pauses starts. A host whose API client takes middleware (a list
+        # `host.middleware`) also has each request paced and its retried 429s observed.
+        self.limiter = limiter or AdaptiveLimiter(plan.concurrency, default_pause_s=plan.rate_limit_pause_s)
+        middleware = getattr(host, "middleware", None)
+        if isinstance(middleware, list):
+            middleware[:] = [m for m in middleware if not isinstance(m, RateLimitMiddleware)]
+            if self.limiter.adaptive:
+                middleware.append(RateLimitMiddleware(self.limiter))
 
     def spec(self, planned: PlannedCase, repeat: int) -> SessionSpec:
         case = self.cases[planned.uid]
@@ -112,9 +122,7 @@ class Executor:
 
     async def one_attempt(self, planned: PlannedCase, repeat: int) -> AttemptRecord | None:
         """Reserve, run, settle, record. None when the attempt was never started."""
-        async with self.sessions:
-            while (wait := self.state.resume_at - time.monotonic()) > 0 and not self.state.stop_reason:
-                await asyncio.sleep(wait)
+        async with self.limiter.slot():
             if self.state.stop_reason:
                 return None
             reservation = await self.state.ledger.reserve(self.plan.estimate.worst_session_usd)
@@ -141,9 +149,10 @@ class Executor:
             self.state.finished += 1
             if obs.error_kind == "spend-limit":
                 self.state.stop(STOP_SPEND_LIMIT)
-            elif obs.error_kind == "rate-limited":
-                # Back off as a whole: the errored attempt stays ERROR and is not replaced.
-                self.state.resume_at = max(self.state.resume_at, time.monotonic() + self.plan.rate_limit_pause_s)
+            # Back off as a whole: a rate-limited attempt (429 past the client's retries) pauses starts for
+            # plan.rate_limit_pause_s and halves the window; it stays ERROR and is not replaced. 429s the
+            # host's client retried by itself shrink the window too; an attempt without any grows it back.
+            await self.limiter.observe_attempt(obs, started)
             if self.progress:
                 self.progress(record, self.state)
             return record

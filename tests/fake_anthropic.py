@@ -63,6 +63,11 @@ Semantics
   sent with ``Transfer-Encoding: chunked`` so a broken stream is a detectable protocol error; or
   one JSON message. Ids are ``msg_fake_<n>`` / ``toolu_fake_<n>``; ``model`` is echoed.
   Headers: ``request-id`` (``req_fake_<n>``), ``anthropic-ratelimit-requests-remaining``.
+- Rate limit (``set_rate_limit(limit, window_s=60)``): at most ``limit`` message requests in any sliding
+  ``window_s``; a request over it gets 429 ``rate_limit_error`` with ``retry-after`` (whole seconds until a slot
+  frees, rounded up), plays no script turn and is not charged to the window; every message response then carries
+  ``anthropic-ratelimit-requests-limit`` / ``-remaining`` / ``-reset`` (RFC 3339: when the window is empty).
+  ``over_limit`` counts the refused requests.
 - Usage (deterministic): ``input_tokens = max(1, len(json.dumps(messages) + json.dumps(system)) // 4)``
   (see :func:`input_tokens_for`), ``output_tokens = 10 + len(reply text) // 4`` where the reply
   text is the text blocks plus ``json.dumps(input)`` of each tool_use block (see
@@ -75,11 +80,14 @@ Semantics
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 from urllib.parse import urlsplit
@@ -309,6 +317,39 @@ def _error_body(err_type: str, message: str, request_id: str) -> bytes:
 
 def _chunks(s: str, size: int) -> list[str]:
     return [s[i:i + size] for i in range(0, len(s), size)] or [""]
+
+
+class _RateWindow:
+    """A sliding-window request limit: at most ``limit`` accepted requests in any ``window_s``.
+    Refused requests do not count against the window (as the API's limiter does not charge them)."""
+
+    def __init__(self, limit: int, window_s: float):
+        if limit < 1 or window_s <= 0:
+            raise ValueError("limit must be >= 1 and window_s > 0")
+        self.limit = limit
+        self.window_s = float(window_s)
+        self.accepted: deque[float] = deque()  # monotonic arrival times inside the window
+        self.refused = 0
+
+    def admit(self, now: float, headers: dict[str, str]) -> int | None:
+        """Call with the fake's lock held. Sets the ``anthropic-ratelimit-requests-*`` headers; returns None
+        when the request is accepted, else ``retry-after``: whole seconds until a slot frees, rounded up."""
+        while self.accepted and self.accepted[0] <= now - self.window_s:
+            self.accepted.popleft()
+        refused = len(self.accepted) >= self.limit
+        if refused:
+            self.refused += 1
+        else:
+            self.accepted.append(now)
+        # `reset`: when the limit is fully replenished (the newest accepted request leaves the window).
+        reset = time.time() + (self.accepted[-1] + self.window_s - now)
+        headers["anthropic-ratelimit-requests-limit"] = str(self.limit)
+        headers["anthropic-ratelimit-requests-remaining"] = str(self.limit - len(self.accepted))
+        headers["anthropic-ratelimit-requests-reset"] = (
+            datetime.fromtimestamp(reset, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+        if not refused:
+            return None
+        return max(1, math.ceil(self.accepted[0] + self.window_s - now))
 
 
 # --------------------------------------------------------------------------------------------
@@ -618,6 +659,7 @@ class FakeAnthropic(_BatchesMixin):
         self._scripts: list[_Script] = []
         self._default = _Script(None, (Text("ok"),), None)
         self._latency = 0.0
+        self._rate: _RateWindow | None = None
         self._ids = {"msg": 0, "toolu": 0, "req": 0}
         self.requests: list[Recorded] = []
         self.url = ""
@@ -661,6 +703,18 @@ class FakeAnthropic(_BatchesMixin):
     def set_latency(self, seconds: float) -> None:
         self._latency = float(seconds)
 
+    def set_rate_limit(self, limit: int | None, window_s: float = 60.0) -> None:
+        """At most ``limit`` message requests in any sliding ``window_s`` (60 s: requests per minute; a
+        shorter window with a proportional limit keeps tests fast). ``None`` removes the limit."""
+        with self._lock:
+            self._rate = _RateWindow(limit, window_s) if limit is not None else None
+
+    @property
+    def over_limit(self) -> int:
+        """How many message requests the current rate limit refused with 429 (0 without one)."""
+        with self._lock:
+            return self._rate.refused if self._rate is not None else 0
+
     def requests_for(self, match: str) -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if match in first_user_text(r.body)]
@@ -703,6 +757,15 @@ class FakeAnthropic(_BatchesMixin):
 
         route = path.rstrip("/")
         if h.command == "POST" and route == "/v1/messages" and isinstance(body, dict):
+            with self._lock:
+                retry_after = self._rate.admit(time.monotonic(), headers) if self._rate is not None else None
+                if retry_after is not None:
+                    record.outcome = "error 429 rate-limit"
+                    self.requests.append(record)
+            if retry_after is not None:
+                return h.send_bytes(429, _error_body("rate_limit_error", "Rate limited (fake requests per window)",
+                                                     request_id),
+                                    {**headers, "Content-Type": "application/json", "retry-after": str(retry_after)})
             with self._lock:
                 script = next((s for s in self._scripts if s.match in first_user_text(body)), self._default)
                 turn_index = sum(1 for m in body.get("messages") or []

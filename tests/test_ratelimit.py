@@ -1,0 +1,324 @@
+"""The adaptive rate limiter (runner.ratelimit): its policy on real asyncio, the fake's
+requests-per-window limit, the real anthropic SDK with the limiter's middleware against that fake,
+one end-to-end run of the api host, and the benchmark's short mode."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from runner.hosts.api import ApiHost
+from runner.hosts.base import Observation
+from benchmarks.ratelimit import widen_backlog
+from runner.ratelimit import (AdaptiveLimiter, RateLimitMiddleware, cli_rate_limit_retries, request_limit,
+                              reset_in_s, retry_after_s)
+from tests.fake_anthropic import FakeAnthropic, text
+
+REFUSED = "error 429 rate-limit"
+
+
+def obs(error_kind: str | None = None, transcript: list[dict] | None = None) -> Observation:
+    return Observation(attempt_id="a", host="test", error_kind=error_kind, transcript=transcript or [])  # type: ignore[arg-type]
+
+
+def refusals_after_first_burst(fake: FakeAnthropic) -> int:
+    """Refused requests that arrived after the fake had accepted one past the first refusal."""
+    ordered = sorted(fake.message_requests, key=lambda r: r.time)
+    first = next((i for i, r in enumerate(ordered) if r.outcome == REFUSED), None)
+    if first is None:
+        return 0
+    resumed = next((i for i in range(first, len(ordered)) if ordered[i].outcome != REFUSED), len(ordered))
+    return sum(1 for r in ordered[resumed:] if r.outcome == REFUSED)
+
+
+# ---- the policy -----------------------------------------------------------------------------------
+
+def test_a_429_halves_the_window_once_per_episode_and_never_below_one() -> None:
+    limiter = AdaptiveLimiter(16)
+    started = time.monotonic()
+    limiter.on_rate_limited(started, 0.0)
+    assert (limiter.window, limiter.ceiling) == (8, 15)
+    # Other requests sent under the old window report their 429s too: the same episode.
+    limiter.on_rate_limited(started, 0.0)
+    limiter.on_rate_limited(started - 1, 0.0)
+    assert limiter.window == 8 and limiter.stats.decreases == 1 and limiter.stats.rate_limited == 3
+    for _ in range(10):
+        limiter.on_rate_limited(time.monotonic() + 1e-6, 0.0)
+    assert limiter.window == 1 and limiter.ceiling == 1 and limiter.stats.min_window == 1
+
+
+def test_the_window_grows_by_one_per_round_of_successes_up_to_the_ceiling() -> None:
+    limiter = AdaptiveLimiter(8)
+    limiter.on_rate_limited(time.monotonic(), 0.0)  # window 4, ceiling 7
+    before = time.monotonic() - 1
+    for _ in range(20):
+        limiter.on_success(before)  # started before the 429: no evidence
+    assert limiter.window == 4
+    after = time.monotonic() + 1
+    for _ in range(3):
+        limiter.on_success(after)
+    assert limiter.window == 4, "a round is one window's worth of attempts"
+    limiter.on_success(after)
+    assert limiter.window == 5
+    for _ in range(200):
+        limiter.on_success(after)
+    assert limiter.window == 7, "never back to the window the 429 was seen at"
+    assert limiter.stats.increases == 3
+
+
+def test_never_above_the_plans_concurrency() -> None:
+    limiter = AdaptiveLimiter(3, grow_after=1)
+    for _ in range(10):
+        limiter.on_success(time.monotonic())
+    assert limiter.window == 3 and limiter.stats.increases == 0
+
+
+def test_the_fixed_limiter_only_pauses() -> None:
+    limiter = AdaptiveLimiter(4, adaptive=False, default_pause_s=5)
+    limiter.on_rate_limited(time.monotonic(), None, limit=10)
+    assert limiter.window == 4 and limiter.limit is None
+    assert limiter.resume_at - time.monotonic() > 4
+
+
+def test_slots_wait_for_the_window() -> None:
+    async def main() -> list[str]:
+        limiter = AdaptiveLimiter(2)
+        order: list[str] = []
+
+        async def session(name: str, hold: float) -> None:
+            async with limiter.slot():
+                order.append(f"start {name}")
+                await asyncio.sleep(hold)
+                order.append(f"end {name}")
+
+        await asyncio.gather(session("a", 0.1), session("b", 0.2), session("c", 0.0))
+        assert limiter.active == 0
+        return order
+
+    order = asyncio.run(main())
+    assert order.index("start c") > order.index("end a"), order
+
+
+def test_a_pause_holds_new_starts_and_requests_until_retry_after() -> None:
+    async def main() -> tuple[float, float]:
+        limiter = AdaptiveLimiter(4)
+        limiter.on_rate_limited(time.monotonic(), 0.3)
+        begin = time.monotonic()
+        async with limiter.slot():
+            slot_wait = time.monotonic() - begin
+        await limiter.before_request()
+        return slot_wait, time.monotonic() - begin
+
+    slot_wait, request_wait = asyncio.run(main())
+    assert 0.28 <= slot_wait < 1.0 and request_wait >= 0.28
+
+
+def test_a_cancelled_wait_leaks_no_slot() -> None:
+    async def main() -> int:
+        limiter = AdaptiveLimiter(1)
+        async with limiter.slot():
+            waiter = asyncio.ensure_future(limiter.acquire())
+            await asyncio.sleep(0.05)
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+        async with limiter.slot():
+            pass
+        return limiter.active
+
+    assert asyncio.run(main()) == 0
+
+
+def test_pacing_lets_at_most_the_limit_through_per_window_once_a_429_showed_it() -> None:
+    async def main() -> list[float]:
+        limiter = AdaptiveLimiter(8, period_s=0.5, margin=0.1)
+        for _ in range(6):
+            await limiter.before_request()  # no limit known yet: not held
+        limiter.on_rate_limited(time.monotonic(), 0.0, limit=4)
+        begin = time.monotonic()
+        times = await asyncio.gather(*(limiter.before_request() for _ in range(9)))
+        return sorted(t - begin for t in times)
+
+    offsets = asyncio.run(main())
+    assert offsets[3] < 0.05, offsets  # a full allowance after the pause
+    assert 0.55 <= offsets[4] < 0.7 and 0.55 <= offsets[7] < 0.7, offsets  # 4 per 0.5 s x 1.1
+    assert 1.1 <= offsets[8] < 1.3, offsets
+
+
+def test_the_reset_time_extends_the_pause_up_to_one_window() -> None:
+    limiter = AdaptiveLimiter(4, period_s=2.0)
+    limiter.on_rate_limited(time.monotonic(), 0.1, reset_s=1.5)
+    assert 1.4 < limiter.resume_at - time.monotonic() <= 1.5
+    later = AdaptiveLimiter(4, period_s=2.0)
+    later.on_rate_limited(time.monotonic(), 0.1, reset_s=600)
+    assert later.resume_at - time.monotonic() <= 2.0
+
+
+def test_header_parsing() -> None:
+    assert retry_after_s({"retry-after": "3"}) == 3.0
+    assert retry_after_s({"retry-after-ms": "250", "retry-after": "3"}) == 0.25
+    assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) is None
+    assert retry_after_s({}) is None
+    assert request_limit({"anthropic-ratelimit-requests-limit": "50"}) == 50
+    assert request_limit({"anthropic-ratelimit-requests-limit": "x"}) is None
+    assert request_limit({"anthropic-ratelimit-requests-limit": "0"}) is None
+    assert reset_in_s({"anthropic-ratelimit-requests-reset": "2026-01-01T00:00:10Z"},
+                      datetime.fromisoformat("2026-01-01T00:00:04+00:00").timestamp()) == pytest.approx(6.0)
+    assert reset_in_s({"anthropic-ratelimit-requests-reset": "soon"}, 0.0) is None
+
+
+def test_attempt_signals() -> None:
+    """error_kind rate-limited pauses for the plan's pause; the CLI's retried 429s only shrink the window."""
+    async def main() -> None:
+        limiter = AdaptiveLimiter(8, default_pause_s=5)
+        await limiter.observe_attempt(obs("rate-limited"), time.monotonic())
+        assert limiter.window == 4 and limiter.resume_at - time.monotonic() > 4.5
+        cli = AdaptiveLimiter(8, default_pause_s=5)
+        retry = {"_type": "SystemMessage", "subtype": "api_retry",
+                 "data": {"type": "system", "subtype": "api_retry", "error_status": 429, "retry_delay_ms": 2365}}
+        overloaded = {"_type": "SystemMessage", "subtype": "api_retry", "data": {"error_status": 529}}
+        await cli.observe_attempt(obs(None, [overloaded]), time.monotonic())
+        assert cli.window == 8 and cli.stats.rate_limited == 0
+        await cli.observe_attempt(obs(None, [retry, overloaded]), time.monotonic())
+        assert cli.window == 4 and cli.resume_at <= time.monotonic()
+        other = AdaptiveLimiter(8)
+        await other.observe_attempt(obs("api-error"), time.monotonic() + 1)
+        assert other.successes == 0, "an error is no evidence the window is safe"
+
+    asyncio.run(main())
+    assert cli_rate_limit_retries([{"_type": "AssistantMessage"}, {"_type": "SystemMessage", "subtype": "init"}]) == 0
+
+
+# ---- the fake's limit ---------------------------------------------------------------------------------
+
+def test_the_fake_refuses_over_the_window_with_retry_after_and_headers() -> None:
+    with FakeAnthropic() as fake:
+        fake.set_rate_limit(3, window_s=1.0)
+        client = anthropic.Anthropic(api_key="k", base_url=fake.url, max_retries=0)
+        raws = [client.messages.with_raw_response.create(model="m", max_tokens=5,
+                                                         messages=[{"role": "user", "content": f"q{i}"}])
+                for i in range(3)]
+        assert [r.headers["anthropic-ratelimit-requests-remaining"] for r in raws] == ["2", "1", "0"]
+        assert raws[0].headers["anthropic-ratelimit-requests-limit"] == "3"
+        with pytest.raises(anthropic.RateLimitError) as refused:
+            client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "q4"}])
+        headers = refused.value.response.headers
+        assert headers["retry-after"] == "1"
+        assert 0 < reset_in_s(headers, time.time()) <= 1.0
+        assert fake.over_limit == 1 and fake.message_requests[-1].outcome == REFUSED
+        time.sleep(1.05)
+        client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "q5"}])
+        assert fake.over_limit == 1
+        fake.set_rate_limit(None)
+        assert fake.over_limit == 0
+
+
+def test_a_refused_request_plays_no_script_turn() -> None:
+    with FakeAnthropic() as fake:
+        fake.set_rate_limit(1, window_s=0.5)
+        fake.script("seq", text("first"), text("second"))
+        client = anthropic.Anthropic(api_key="k", base_url=fake.url, max_retries=0)
+        ask = dict(model="m", max_tokens=5, messages=[{"role": "user", "content": "seq"}])
+        assert client.messages.create(**ask).content[0].text == "first"
+        with pytest.raises(anthropic.RateLimitError):
+            client.messages.create(**ask)
+        time.sleep(0.55)
+        # Turn index 0 again (no assistant message): the script's item for turn 0 was consumed once.
+        assert client.messages.create(**ask).content[0].text == "first"
+
+
+# ---- the real SDK with the middleware --------------------------------------------------------------
+
+def sdk_load(fake: FakeAnthropic, limiter: AdaptiveLimiter | None, sessions: int) -> list[str]:
+    """`sessions` one-request sessions through the real AsyncAnthropic, at the limiter's window."""
+    async def main() -> list[str]:
+        middleware = [RateLimitMiddleware(limiter)] if limiter else []
+        client = anthropic.AsyncAnthropic(api_key="k", base_url=fake.url, max_retries=3, middleware=middleware)
+        gate = limiter or AdaptiveLimiter(16, adaptive=False)
+
+        async def one(i: int) -> str:
+            async with gate.slot():
+                started = time.monotonic()
+                try:
+                    reply = await client.messages.create(model="m", max_tokens=5,
+                                                         messages=[{"role": "user", "content": f"s{i}"}])
+                except anthropic.RateLimitError:
+                    await gate.observe_attempt(obs("rate-limited"), started)
+                    return "rate-limited"
+                await gate.observe_attempt(obs(), started)
+                return reply.content[0].text
+
+        try:
+            return await asyncio.gather(*(one(i) for i in range(sessions)))
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def test_middleware_sees_the_sdks_retried_429s_and_paces_after_them() -> None:
+    with FakeAnthropic() as fake:
+        widen_backlog(fake)
+        fake.set_latency(0.05)
+        fake.set_rate_limit(8, window_s=1.0)
+        limiter = AdaptiveLimiter(12, period_s=1.0, margin=0.2)  # scaled time: see the end-to-end test
+        replies = sdk_load(fake, limiter, 30)
+        assert replies == ["ok"] * 30, "every session finished through the SDK's own retries"
+        assert 0 < fake.over_limit <= 12, "only requests in flight before the first 429 was seen"
+        assert refusals_after_first_burst(fake) == 0
+        assert limiter.stats.decreases == 1 and limiter.stats.paced_limit == 8
+        accepted = sorted(r.time for r in fake.message_requests if r.outcome != REFUSED)
+        # No sliding window of 1 s holds more than 8 accepted requests (the fake's own rule, checked again).
+        assert all(sum(1 for t in accepted if s <= t < s + 1.0) <= 8 for s in accepted)
+
+
+# ---- end to end: the api host under the executor -------------------------------------------------
+
+HOST_TAKES_MIDDLEWARE = "self.middleware" in inspect.getsource(ApiHost.__init__)
+
+
+@pytest.mark.xfail(not HOST_TAKES_MIDDLEWARE, strict=True,
+                   reason="runner/hosts/api.py does not pass `ApiHost.middleware` to its client yet "
+                          "(the change is described in benchmarks/results/ratelimit.md)")
+def test_api_host_run_against_the_limited_fake(tmp_path: Path) -> None:
+    from benchmarks.ratelimit import EXAMPLE, run_arm
+
+    with FakeAnthropic() as fake:
+        widen_backlog(fake)
+        fake.default(text("A plain answer without any skill."))
+        fake.set_latency(0.05)
+        # Time is scaled (a 2 s window): the 20% margin covers a busy event loop between letting a
+        # request through and its arrival (the API's 60 s window leaves 3 s at the default 5%).
+        fake.set_rate_limit(6, window_s=2.0)
+        limiter = AdaptiveLimiter(8, period_s=2.0, margin=0.2)
+        results, attempts, _ = run_arm(EXAMPLE, fake, tmp_path / "run", concurrency=8, limiter=limiter, cases=20)
+        assert fake.over_limit > 0, "the run never met the limit: the test proves nothing"
+        assert refusals_after_first_burst(fake) == 0
+        assert limiter.stats.decreases >= 1 and limiter.stats.paced_limit == 6
+    reported = sorted(a for c in results["cases"] for a in c["attempts"])
+    assert sorted(a["attempt_id"] for a in attempts) == reported and len(reported) >= 10, "none lost (N=1)"
+    for record in attempts:
+        if record["error_kind"]:
+            assert record["outcome"]["state"] == "ERROR", record
+    assert all(record["status"] == "finished" for record in attempts)
+
+
+# ---- the benchmark still runs ------------------------------------------------------------------------
+
+def test_benchmark_short_mode(tmp_path: Path) -> None:
+    from benchmarks import ratelimit as bench
+
+    out = tmp_path / "ratelimit.json"
+    report = bench.main(["--short", "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["summary"].keys() == {"fixed", "adaptive"} and saved == json.loads(json.dumps(report))
+    for run in saved["runs"]:
+        assert run["sessions"] > 0 and run["errors_as_pass_or_fail"] == 0
+        assert 0 < run["share_of_limit"]
