@@ -22,7 +22,7 @@ Modes:
 The fake answers a batch at once and the runner polls every 0.05 s, so wall times here say nothing
 about real batch latency (the API promises 24 hours, most batches end within one): they are
 reported only to show the batch path's own overhead. Every figure is the median over --reps
-repetitions with min-max; token figures are deterministic and are checked to be identical in every
+repetitions with min-max; sessions, judge calls and case states are checked to be identical in every
 repetition. The load averages before and after are recorded (2-core machine, shared).
 """
 
@@ -65,7 +65,7 @@ def workload(short: bool) -> tuple[Path, tuple[str, ...]]:
 
 def script(fake: Any, library: Any) -> None:
     """Deterministic per prompt: the same answers in every mode."""
-    from tests.fake_anthropic import dynamic, first_user_text, skill, text
+    from tests.fake_anthropic import dynamic, first_user_text, text, tool
     from tests.fake_judge import JUDGE_MATCH, verdicts
 
     targets = [(case.prompt[:60], case.target or case.skill) for case in library.cases if case.prompt]
@@ -75,7 +75,9 @@ def script(fake: Any, library: Any) -> None:
         target = next((t for key, t in targets if key and key in user), None)
         draw = int(hashlib.sha256(user.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
         if target and draw < FIRE_SHARE:
-            return skill(target)
+            # A fixed tool_use id: the fake numbers ids in request order, and a longer id would change
+            # its input token count (JSON length / 4) from one mode to the other.
+            return tool("Skill", {"skill": target}, id="toolu_bench_skill")
         return text("I can answer this directly without any skill.\nHere is the answer.")
 
     fake.script(JUDGE_MATCH, verdicts("PASS"))
@@ -148,17 +150,20 @@ def tally(out: Path, prepared: Any, results: Any) -> dict[str, Any]:
 
 
 def median_row(reps: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median and min-max of the timings; token figures must agree in every repetition."""
+    """Median of every figure, with min-max beside it. Sessions, judge calls and case states must agree
+    in every repetition (token counts too, with the fixed tool_use id of `script`; min-max shows it)."""
     first = reps[0]
-    for key in ("session_usage", "judge_usage", "sessions", "judge_calls", "cost_usd", "states"):
+    for key in ("sessions", "judge_calls", "states"):
         if any(rep[key] != first[key] for rep in reps):
-            raise SystemExit(f"{first['mode']}: {key} differs between repetitions: "
-                             f"{[rep[key] for rep in reps if rep[key] != first[key]][:1]} vs {first[key]}")
-    row = {k: v for k, v in first.items() if k not in ("wall_s", "cpu_s", "states")}
-    for key in ("wall_s", "cpu_s"):
+            raise SystemExit(f"{first['mode']}: {key} differs between repetitions")
+    row = {k: v for k, v in first.items() if k not in ("states",)}
+    for key in ("wall_s", "cpu_s", "input_tokens", "output_tokens", "cache_read_share", "session_usd", "judge_usd",
+                "cost_usd", "cost_at_list_prices_usd"):
         values = [rep[key] for rep in reps]
-        row[key] = {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
-                    "max": round(max(values), 3)}
+        row[key] = statistics.median(values)
+        row[f"{key}_range"] = [min(values), max(values)]
+    for key in ("session_usage", "judge_usage"):
+        row[key] = {field: statistics.median(rep[key][field] for rep in reps) for field in first[key]}
     row["_states"] = first["states"]
     return row
 
@@ -212,12 +217,12 @@ def print_table(report: dict[str, Any]) -> None:
     print(head)
     for row in report["rows"]:
         usage = {k: row["session_usage"][k] + row["judge_usage"][k] for k in row["session_usage"]}
-        wall = row["wall_s"]
-        print(f"{row['mode']:<12} {row['sessions']:>8} {row['judge_calls']:>6} {row['input_tokens']:>10} "
-              f"{usage['cache_read_input_tokens']:>9} {usage['cache_creation_input_tokens']:>9} "
-              f"{row['output_tokens']:>10} {row['cost_usd']:>9.4f} {row['cost_vs_direct']!s:>9} "
+        low, high = row["wall_s_range"]
+        print(f"{row['mode']:<12} {row['sessions']:>8} {row['judge_calls']:>6} {row['input_tokens']:>10.0f} "
+              f"{usage['cache_read_input_tokens']:>9.0f} {usage['cache_creation_input_tokens']:>9.0f} "
+              f"{row['output_tokens']:>10.0f} {row['cost_usd']:>9.4f} {row['cost_vs_direct']!s:>9} "
               f"{row['states_match_direct']!s:>11} {row['http']['batch_creates']:>7} "
-              f"{wall['median']:>8.2f} ({wall['min']:.2f}-{wall['max']:.2f})")
+              f"{row['wall_s']:>8.2f} ({low:.2f}-{high:.2f})")
 
 
 if __name__ == "__main__":

@@ -236,11 +236,16 @@ class BatchBroker:
             await asyncio.gather(*(self._serve(record, group) for record, group in groups),
                                  *(self._serve(None, chunk) for chunk in _chunks(fresh)))
         finally:
-            self._in_flush -= len(items)
             for item in items:  # nothing may be left waiting forever, whatever went wrong above
-                if not item.future.done():
-                    item.future.set_result(ItemResult("failed", cause="the batch broker stopped"))
+                self._resolve(item, ItemResult("failed", cause="the batch broker stopped"))
             self._maybe_flush()
+
+    def _resolve(self, item: _Item, result: ItemResult) -> None:
+        """Hand one result back; its participant is no longer waiting on a batch in flight."""
+        if item.future.done():
+            return
+        item.future.set_result(result)
+        self._in_flush -= 1
 
     def _reuse(self, items: list[_Item]) -> list[tuple[BatchRecord, list[_Item]]]:
         """Requests that an earlier, undelivered batch of this run folder already holds (resume)."""
@@ -269,14 +274,12 @@ class BatchBroker:
         except (anthropic.APIError, ValueError) as exc:  # after the SDK's own retries
             cause = _api_failure(exc)
             for item in items:
-                if not item.future.done():
-                    item.future.set_result(ItemResult("failed", cause=cause))
+                self._resolve(item, ItemResult("failed", cause=cause))
             return
-        for item in items:
-            if not item.future.done():
-                item.future.set_result(results.get(item.custom_id) or ItemResult(
-                    "failed", cause=f"batch {record.batch_id} returned no result for {item.custom_id}"))
         self.store.delivered(record)
+        for item in items:
+            self._resolve(item, results.get(item.custom_id) or ItemResult(
+                "failed", cause=f"batch {record.batch_id} returned no result for {item.custom_id}"))
 
     async def _results(self, batch_id: str) -> dict[str, ItemResult]:
         while True:

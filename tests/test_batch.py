@@ -25,7 +25,7 @@ from runner.judge import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, bui
 from runner.prices import PriceTable
 from runner.settings import Price, Settings
 from tests.conftest import EXAMPLE, REPO
-from tests.fake_anthropic import FakeAnthropic, dynamic, error, first_user_text, skill, text, tool
+from tests.fake_anthropic import FakeAnthropic, dynamic, error, first_user_text, text, tool
 from tests.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
 
 KEY = "sk-ant-test-batch-7c1e"
@@ -66,17 +66,23 @@ def alternate(first: Any, second: Any) -> Any:
     return dynamic(pick)
 
 
+def skill_call(name: str) -> Any:
+    """A Skill call with a fixed tool_use id: the fake numbers ids in request order, and an id one digit
+    longer changes the fake's input token count (JSON length / 4) between the two paths."""
+    return tool("Skill", {"skill": name}, id=f"toolu_{name.replace('-', '_')}")
+
+
 def scripted(fake: FakeAnthropic) -> None:
     fake.script(JUDGE_MATCH, dynamic(judge_reply))
-    fake.script(key_of(NIGHTLY), skill(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN] api skipped"))
-    fake.script(key_of(JUNIT), tool("Read", {"file_path": f".claude/skills/{TRIAGE}/SKILL.md"}),
+    fake.script(key_of(NIGHTLY), skill_call(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN] api skipped"))
+    fake.script(key_of(JUNIT), tool("Read", {"file_path": f".claude/skills/{TRIAGE}/SKILL.md"}, id="toolu_read"),
                 text("TEST REPORT TRIAGE — junit"))
-    fake.script(key_of(ZERO), alternate(skill(TRIAGE), text("No skill.")),
+    fake.script(key_of(ZERO), alternate(skill_call(TRIAGE), text("No skill.")),
                 text("TEST REPORT TRIAGE — zero\n[NOT PROVEN] contract suite ran 0 tests"))
-    fake.script(key_of(SKIPPED), skill(TRIAGE), text("BAD: marked green"))
+    fake.script(key_of(SKIPPED), skill_call(TRIAGE), text("BAD: marked green"))
     fake.script(key_of(NEGATIVE), error(529, "overloaded_error", times=1), text("Review the changelog yourself."))
     fake.script(key_of(WINS), error(400, "invalid_request_error", "bad request"))
-    fake.script(key_of(BUMP), skill("dependency-upgrade-reviewer"), text("Reviewed."))
+    fake.script(key_of(BUMP), skill_call("dependency-upgrade-reviewer"), text("Reviewed."))
     fake.default(text("A plain answer."))
 
 
@@ -291,3 +297,21 @@ def test_benchmark_short_mode_runs(tmp_path: Path) -> None:
     for row in data["rows"]:
         assert row["input_tokens"] > 0 and row["cost_usd"] > 0 and row["states_match_direct"] is True
     assert "load_average" in data and data["short"] is True
+
+
+def test_claude_code_sessions_run_directly_and_their_judge_calls_are_batched(tmp_path: Path) -> None:
+    """The CLI makes its own calls (no batching possible); only the judge calls go into a batch."""
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        scripted(fake)
+        done = run_cli(fake, "run", "--library", str(EXAMPLE), "--out", str(out), "--case", NIGHTLY,
+                       "--repeats", "1", "--timeout", "60", "--batch", "--batch-poll", "0.05")
+        assert done.returncode == 0, done.stderr[-3000:]
+        sessions = fake.message_requests
+        judged = [item for item in fake.batch_items if "<rubric>" in first_user_text(item.params)]
+    assert sessions and all("<rubric>" not in first_user_text(r.body) for r in sessions)
+    assert len(judged) == 1 and judged[0].kind == "succeeded"
+    case = next(c for c in json.loads((out / "results.json").read_text())["cases"] if c["uid"] == NIGHTLY)
+    assert case["state"] == "PASS", case
+    (record,) = [a for a in attempts_of(out) if a["status"] == "finished"]
+    assert record["judge"]["error"] is None and record["judge"]["usage"]["input_tokens"] > 0
