@@ -35,8 +35,9 @@ Resumable: the batch id and its custom_ids (with a digest of each request) are w
 but whose results were never delivered, and polls that batch instead of submitting again. A batch
 whose results were delivered is marked so and never reused (a sample is used once).
 
-Prices: every token of a batch costs half the price table's figure (the Batches API's 50% discount,
-which cache reads and writes get on top of their own multipliers).
+Prices: every token of a batch costs the price table's figure times its `batch_discount` (0.5: the
+Batches API's 50%, which cache reads and writes get on top of their own multipliers); a session's
+worst case, reserved against the cap, is priced the same way.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,7 +68,16 @@ from runner.rundir import RunDir, safe_name
 from runner.verdicts import AssertionOutcome
 
 BATCHES = "batches"  # the folder of batch records inside a run folder
-BATCH_DISCOUNT = 0.5  # the Message Batches API bills every token at 50% of the standard price
+
+
+def _batch_discount() -> float:
+    """The price table's `batch_discount` (runner/data/prices.json, dated with the prices): the Message
+    Batches API bills every token at 50% of the standard price."""
+    raw = json.loads(resources.files("runner").joinpath("data", "prices.json").read_text(encoding="utf-8"))
+    return float(raw["batch_discount"])
+
+
+BATCH_DISCOUNT = _batch_discount()
 MAX_REQUESTS = 100_000  # per batch (API limit)
 MAX_BYTES = 128 * 1024 * 1024  # per batch we send; the API's limit is 256 MB
 DEFAULT_POLL_S = 30.0
@@ -86,7 +97,7 @@ def batch_prices(table: PriceTable) -> PriceTable:
             update["cache_read"] = price.cache_read * BATCH_DISCOUNT
         models[name] = price.model_copy(update=update)
     return table.model_copy(update={"models": models,
-                                    "source": table.source + " Message Batches: 50% of every figure."})
+                                    "source": table.source + f" Message Batches: {BATCH_DISCOUNT:.0%} of every figure."})
 
 
 def digest(params: dict[str, Any], nonce: str | None = None) -> str:
