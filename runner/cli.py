@@ -605,7 +605,8 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
         concurrency = batch_mod.MAX_REQUESTS  # every judge call waits on the batch, none on a slot
     target, results, changes = rejudge_mod.rejudge(
         rundir, {c.uid: c for c in loaded.library.cases}, runs_mod.known_names(loaded.library), the_judge,
-        max_usd if max_usd is not None else settings.run.max_usd, concurrency=concurrency)
+        max_usd if max_usd is not None else settings.run.max_usd, concurrency=concurrency,
+        probes={p.uid: p for p in loaded.library.probes})
     console = Console(soft_wrap=True, highlight=False)
     _print_results(results, target.path, console)
     console.print(f"Re-judged with {the_judge.settings.model} (prompt {the_judge.version}): {len(changes)} change(s); "

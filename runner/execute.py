@@ -15,11 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runner.budget import Ledger
-from runner.corpus import Case
+from runner import probes as probes_mod
+from runner.corpus import Case, Probe
 from runner.hosts.base import Host, Observation, SessionSpec
 from runner.plan import Plan, PlannedCase
 from runner.quorum import QuorumRule, Tally, starts_allowed
 from runner.ratelimit import AdaptiveLimiter, RateLimitMiddleware
+from runner.probes import Arm, ProbeGrade
 from runner.rundir import AttemptRecord, RunDir
 from runner.judge import Judge, JudgeCall
 from runner.verdicts import AttemptOutcome, apply_judgement, attempt_outcome, mark_unjudged, needs_judge
@@ -57,8 +59,9 @@ class Executor:
     def __init__(self, plan: Plan, plan_hash: str, cases: dict[str, Case], host: Host, rundir: RunDir,
                  state: RunState, known_names: set[str], progress: ProgressFn | None = None,
                  judge: Judge | None = None, judge_unavailable: str | None = None, mine: set[str] | None = None,
-                 limiter: AdaptiveLimiter | None = None):
+                 limiter: AdaptiveLimiter | None = None, probes: dict[str, Probe] | None = None):
         self.mine = mine  # the uids of this shard; None = every case
+        self.probes = probes or {}  # tier-2 probes by uid (their cases have arms)
         self.judge = judge
         self.judge_unavailable = judge_unavailable or "not-judged"
         self.plan = plan
@@ -87,6 +90,29 @@ class Executor:
             max_output_tokens=self.plan.max_output_tokens, max_usd=self.plan.estimate.worst_session_usd,
             case_files=case.files)
 
+    def probe_spec(self, planned: PlannedCase, arm: Arm, repeat: int) -> SessionSpec:
+        return probes_mod.session_spec(
+            self.probes[planned.uid], arm, attempt_id(planned.uid, arm, repeat), planned.explicit_invocation,
+            self.plan.model, self.plan.max_turns, self.plan.timeout_s, self.plan.max_output_tokens,
+            self.plan.estimate.worst_session_usd)
+
+    def reservation_usd(self, planned: PlannedCase) -> float:
+        """A session's worst case; a probe attempt also reserves its judge call, so that every session
+        that ran can be graded (an ungraded probe start would be a start without a result)."""
+        worst = self.plan.estimate.worst_session_usd
+        if planned.arms and self.judge is not None:
+            worst += probes_mod.judge_worst_usd(self.judge, self.probes[planned.uid], self.plan.max_output_tokens)
+        return worst
+
+    async def graded(self, planned: PlannedCase, arm: str, obs: Observation
+                     ) -> tuple[AttemptOutcome, JudgeCall | None, ProbeGrade | None]:
+        if arm == "main":
+            outcome, call = await self.judged(self.cases[planned.uid], obs)
+            return outcome, call, None
+        assert self.judge is not None  # the plan leaves a probe UNRUN without a judge
+        grade, call = await probes_mod.grade(self.probes[planned.uid], arm, obs, self.judge)  # type: ignore[arg-type]
+        return probes_mod.attempt_outcome(grade), call, grade
+
     async def judged(self, case: Case, obs: Observation) -> tuple[AttemptOutcome, JudgeCall | None]:
         """The attempt's outcome with its prose assertions judged, when the judge may be called."""
         outcome = attempt_outcome(case, obs, self.known)
@@ -110,26 +136,27 @@ class Executor:
         await self.state.ledger.settle(reservation, call.cost_usd)
         return apply_judgement(outcome, verdicts), call
 
-    def record(self, planned: PlannedCase, spec: SessionSpec, repeat: int, obs: Observation, reserved: float,
-               outcome: AttemptOutcome, judge_call: JudgeCall | None) -> AttemptRecord:
+    def record(self, planned: PlannedCase, spec: SessionSpec, arm: str, repeat: int, obs: Observation,
+               reserved: float, outcome: AttemptOutcome, judge_call: JudgeCall | None,
+               grade: ProbeGrade | None) -> AttemptRecord:
         transcript = self.rundir.write_transcript(spec.attempt_id, obs.transcript) if obs.transcript else None
         return AttemptRecord(
-            attempt_id=spec.attempt_id, uid=planned.uid, arm="main", repeat=repeat, plan_hash=self.plan_hash,
+            attempt_id=spec.attempt_id, uid=planned.uid, arm=arm, repeat=repeat, plan_hash=self.plan_hash, probe=grade,
             status="finished", outcome=outcome, error_kind=obs.error_kind, error_message=obs.error_message,
             bounds_hit=obs.bounds_hit, turns=obs.turns, usage=obs.usage, cost_usd=obs.cost_usd,
             host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, duration_s=obs.duration_s,
             transcript=transcript, final_answer=obs.final_answer, tool_calls=obs.tool_calls, judge=judge_call)
 
-    async def one_attempt(self, planned: PlannedCase, repeat: int) -> AttemptRecord | None:
+    async def one_attempt(self, planned: PlannedCase, repeat: int, arm: str = "main") -> AttemptRecord | None:
         """Reserve, run, settle, record. None when the attempt was never started."""
         async with self.limiter.slot():
             if self.state.stop_reason:
                 return None
-            reservation = await self.state.ledger.reserve(self.plan.estimate.worst_session_usd)
+            reservation = await self.state.ledger.reserve(self.reservation_usd(planned))
             if reservation is None:
                 self.state.stop(STOP_BUDGET)
                 return None
-            spec = self.spec(planned, repeat)
+            spec = self.spec(planned, repeat) if arm == "main" else self.probe_spec(planned, arm, repeat)  # type: ignore[arg-type]
             self.state.in_flight[spec.attempt_id] = planned
             started = time.monotonic()
             try:
@@ -137,14 +164,17 @@ class Executor:
             except asyncio.CancelledError:
                 await self.state.ledger.settle(reservation, 0.0)
                 self.rundir.append_attempt(AttemptRecord(
-                    attempt_id=spec.attempt_id, uid=planned.uid, arm="main", repeat=repeat,
+                    attempt_id=spec.attempt_id, uid=planned.uid, arm=arm, repeat=repeat,
                     plan_hash=self.plan_hash, status="cancelled", duration_s=time.monotonic() - started))
                 raise
             finally:
                 self.state.in_flight.pop(spec.attempt_id, None)
-            await self.state.ledger.settle(reservation, obs.cost_usd)
-            outcome, judge_call = await self.judged(self.cases[planned.uid], obs)
-            record = self.record(planned, spec, repeat, obs, reservation.amount_usd, outcome, judge_call)
+            if arm == "main":
+                await self.state.ledger.settle(reservation, obs.cost_usd)
+            outcome, judge_call, grade = await self.graded(planned, arm, obs)
+            if arm != "main":  # the probe's judge call was inside the session's reservation
+                await self.state.ledger.settle(reservation, obs.cost_usd + (judge_call.cost_usd if judge_call else 0))
+            record = self.record(planned, spec, arm, repeat, obs, reservation.amount_usd, outcome, judge_call, grade)
             self.rundir.append_attempt(record)
             self.state.finished += 1
             if obs.error_kind == "spend-limit":
@@ -157,7 +187,23 @@ class Executor:
                 self.progress(record, self.state)
             return record
 
+    async def run_probe_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
+        """Both arms, every repeat: the catch rates are the result, so nothing stops early (semantics §8)."""
+        done = {(r.arm, r.repeat) for r in prior}
+        starts = [(arm, n) for n in range(1, planned.repeats + 1) for arm in planned.arms if (arm, n) not in done]
+        tasks = [asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in starts]
+        try:
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
     async def run_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
+        if planned.arms:
+            await self.run_probe_case(planned, prior)
+            return
         rule = QuorumRule(planned.repeats, planned.quorum)
         wins = sum(1 for r in prior if r.outcome and r.outcome.state == "PASS")
         losses = sum(1 for r in prior if r.outcome and r.outcome.state == "FAIL")

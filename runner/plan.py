@@ -42,6 +42,14 @@ class PlannedCase(BaseModel):
     unrun_reason: str | None = Field(default=None, description="Set when the case cannot run at all.")
     why: str = Field(description="Why the case was selected.")
     warnings: list[str] = []
+    arms: list[str] = Field(default=[], description="Tier-2 probes: `control` and `treatment`, N repeats each, no "
+                                                    "early stop (the rates are the result).")
+    explicit_invocation: bool = Field(default=False, description="Probes: the treatment prompt starts with /<skill>.")
+    calibration: str | None = Field(default=None, description="Probes: the calibration verdict and version used.")
+
+    @property
+    def sessions(self) -> int:
+        return self.repeats * max(1, len(self.arms))
 
 
 class CostEstimate(BaseModel):
@@ -99,13 +107,37 @@ class Plan(BaseModel):
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
+class ProbeGate(BaseModel):
+    """What `run` may do with one probe, from its calibration record (runner.probe_calibration)."""
+
+    state: str = Field(description="calibrated | new-version | not-calibrated | in-progress | unreadable")
+    verdict: str | None = None
+    content_hash: str
+
+
+def probe_unrun_reason(gate: ProbeGate | None, settings: Settings, judge_unavailable: str | None) -> str | None:
+    """A probe runs only on a finished calibration of its current content, with a verdict the settings run,
+    and with a judge to grade the act."""
+    if gate is None or gate.state == "not-calibrated":
+        return "probe-not-calibrated"
+    if gate.state == "new-version":
+        return "probe-new-version"  # edited since its calibration: the old record is not reused
+    if gate.state == "in-progress":
+        return "probe-calibration-unfinished"
+    if gate.state == "unreadable":
+        return "probe-calibration-unreadable"
+    if gate.verdict not in settings.probes.run_verdicts:
+        return f"probe-{gate.verdict}"
+    if judge_unavailable:
+        return f"probe-needs-judge ({judge_unavailable})"
+    return None
+
+
 def unrun_reason(case: Case, library: Library) -> str | None:
     if case.kind == "unknown":
         return "unknown-case-type"
     if case.kind == "invalid":
         return "invalid-case"
-    if case.kind == "probe":
-        return "probe-not-calibrated"  # probes run through `calibrate` (tier-2), not the main lane
     target = library.skills.get(case.target)
     if target is not None and target.manual_only:
         return "manual-only-target"
@@ -152,14 +184,21 @@ def session_costs(first_turn: int, max_turns: int, expected_turns: int, max_outp
 def build(library: Library, selected: list[tuple[Case, str]], settings: Settings, tier: str, tier_rule: TierSettings,
           host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
           unrun_all: str | None, judge_unavailable: str | None = None,
-          quarantine: list[QuarantineEntry] | None = None) -> Plan:
+          quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None) -> Plan:
     run = settings.run
     cases = []
     for case, why in selected:
-        cases.append(PlannedCase(
+        planned = PlannedCase(
             uid=case.uid, skill=case.skill, file=case.file, line=case.line, kind=case.kind, target=case.target,
             should_not_trigger=case.should_not_trigger, repeats=tier_rule.repeats, quorum=tier_rule.quorum,
-            unrun_reason=unrun_reason(case, library), why=why, warnings=surface_warnings(case, surface)))
+            unrun_reason=unrun_reason(case, library), why=why, warnings=surface_warnings(case, surface))
+        if case.kind == "probe":
+            gate = (probe_gates or {}).get(case.uid)
+            planned.arms = ["control", "treatment"]
+            planned.explicit_invocation = settings.probes.explicit_invocation
+            planned.unrun_reason = probe_unrun_reason(gate, settings, judge_unavailable)
+            planned.calibration = f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None
+        cases.append(planned)
     runnable = [c for c in cases if c.unrun_reason is None]
     by_uid = {case.uid: case for case, _ in selected}
     longest_prompt = max((len(by_uid[c.uid].prompt) for c in runnable), default=0)
@@ -168,15 +207,16 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     price_in, price_out = (price.input, price.output) if price else (0.0, 0.0)
     expected, worst = session_costs(first_turn, run.max_turns, run.expected_turns, run.max_output_tokens,
                                     price_in, price_out)
-    sessions_max = sum(c.repeats for c in runnable)
-    judged = sum(1 for c in runnable if any(a.assertion_class == "semantic" for a in by_uid[c.uid].assertions))
+    sessions_max = sum(c.sessions for c in runnable)
+    judged = sum(c.sessions for c in runnable if c.arms or any(a.assertion_class == "semantic"
+                                                                for a in by_uid[c.uid].assertions))
     estimate = CostEstimate(
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
         price_read_on=prices.read_on, runnable_cases=len(runnable), sessions_max=sessions_max,
-        sessions_min=sum(c.quorum for c in runnable), first_turn_input_tokens=first_turn, token_basis=basis,
+        sessions_min=sum(c.sessions if c.arms else c.quorum for c in runnable), first_turn_input_tokens=first_turn, token_basis=basis,
         expected_session_usd=round(expected, 6), worst_session_usd=round(worst, 6),
         expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
-        judge_calls=judged * tier_rule.repeats,
+        judge_calls=judged,
         judge_note=(f"at most one call per attempt of a case with prose assertions, {settings.judge.model}, "
                     "reserved against the same cap before each call" if judge_unavailable is None else
                     f"no judge calls: prose assertions stay UNRUN ({judge_unavailable})"),

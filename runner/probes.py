@@ -24,7 +24,8 @@ from pydantic import BaseModel, Field
 from runner.corpus import Assertion, Probe
 from runner.hosts.base import Observation, SessionSpec
 from runner.judge import Judge, JudgeCall
-from runner.verdicts import AssertionOutcome
+from runner.quorum import wilson_interval
+from runner.verdicts import AssertionOutcome, AttemptOutcome
 
 Arm = Literal["control", "treatment"]
 ARMS: tuple[Arm, Arm] = ("control", "treatment")
@@ -50,6 +51,7 @@ class ProbeGrade(BaseModel):
     caught_defects: int | None = Field(default=None, description="Band probes: k of N, when every defect was judged.")
     skill_fired: bool = Field(description="The skill under test was activated (never possible in control).")
     fired: list[str] = []
+    skill: str = Field(default="", description="The skill under test.")
     error: str | None = None
 
     @property
@@ -99,7 +101,8 @@ def judge_worst_usd(judge: Judge, probe: Probe, max_output_tokens: int) -> float
 
 def _error(probe: Probe, arm: Arm, obs: Observation, message: str) -> ProbeGrade:
     fired = obs.fired()
-    return ProbeGrade(arm=arm, state="ERROR", skill_fired=probe.skill in fired, fired=fired, error=message)
+    return ProbeGrade(arm=arm, state="ERROR", skill_fired=probe.skill in fired, fired=fired, skill=probe.skill,
+                      error=message)
 
 
 async def grade(probe: Probe, arm: Arm, obs: Observation, judge: Judge) -> tuple[ProbeGrade, JudgeCall | None]:
@@ -132,5 +135,74 @@ async def grade(probe: Probe, arm: Arm, obs: Observation, judge: Judge) -> tuple
         state = "CAUGHT" if act.state == "PASS" else "MISSED"
     return ProbeGrade(arm=arm, state=state, patterns=patterns, act=act, defects=defects,
                       caught_defects=sum(d.state == "PASS" for d in defects) if defects and judged_all else None,
-                      skill_fired=probe.skill in fired, fired=fired,
+                      skill_fired=probe.skill in fired, fired=fired, skill=probe.skill,
                       error=call.error if call is not None and call.error else None), call
+
+
+_ATTEMPT_STATE = {"CAUGHT": "PASS", "MISSED": "FAIL", "ERROR": "ERROR", "JUDGE-ERROR": "JUDGE-ERROR"}
+
+
+def attempt_outcome(graded: ProbeGrade) -> AttemptOutcome:
+    """The attempt in the main vocabulary: PASS = caught, FAIL = missed. A probe case's state is decided by
+    its treatment arm; the control arm is the baseline its rate is compared with."""
+    state = _ATTEMPT_STATE[graded.state]
+    return AttemptOutcome(state=state, activation=state, fired=graded.fired,  # type: ignore[arg-type]
+                          target_fired=graded.skill_fired if graded.state != "ERROR" else None,
+                          fired_instead=[name for name in graded.fired if name != graded.skill],
+                          assertions=[graded.act] if graded.act else [], error=graded.error)
+
+
+# ---- a probe's result over a run (both arms, every repeat) ----------------------------------------
+
+class ArmResult(BaseModel):
+    attempts: int = 0
+    caught: int = 0
+    missed: int = 0
+    errors: int = Field(default=0, description="ERROR and JUDGE-ERROR: neither a catch nor a miss.")
+    catch_rate: float | None = Field(default=None, description="caught / (caught + missed); None when none decided.")
+    interval: tuple[float, float] | None = Field(default=None, description="95% Wilson interval of the catch rate.")
+    band_score: float | None = Field(default=None, description="Band probes: mean share of defects caught per "
+                                                               "judged attempt (k of N).")
+    skill_fired: int = Field(default=0, description="Attempts in which the skill under test was activated.")
+    cost_usd: float = 0.0
+
+
+class ProbeRunResult(BaseModel):
+    explicit_invocation: bool
+    calibration: str | None = None
+    control: ArmResult
+    treatment: ArmResult
+    difference: float | None = Field(default=None, description="Treatment catch rate minus control catch rate.")
+    difference_interval: tuple[float, float] | None = Field(
+        default=None, description="Conservative: from the two Wilson intervals (treatment low - control high, "
+                                  "treatment high - control low).")
+
+
+def arm_result(grades: list[ProbeGrade], costs: list[float]) -> ArmResult:
+    caught = sum(g.state == "CAUGHT" for g in grades)
+    missed = sum(g.state == "MISSED" for g in grades)
+    decided = caught + missed
+    band = [g.caught_defects / len(g.defects) for g in grades if g.caught_defects is not None and g.defects]
+    return ArmResult(attempts=len(grades), caught=caught, missed=missed, errors=len(grades) - decided,
+                     catch_rate=round(caught / decided, 4) if decided else None,
+                     interval=_rounded(wilson_interval(caught, decided)),
+                     band_score=round(sum(band) / len(band), 4) if band else None,
+                     skill_fired=sum(g.skill_fired for g in grades), cost_usd=round(sum(costs), 6))
+
+
+def run_result(graded: list[tuple[ProbeGrade, float]], explicit: bool, calibration: str | None) -> ProbeRunResult:
+    arms = {arm: arm_result([g for g, _ in graded if g.arm == arm], [c for g, c in graded if g.arm == arm])
+            for arm in ARMS}
+    control, treatment = arms["control"], arms["treatment"]
+    difference = interval = None
+    if control.catch_rate is not None and treatment.catch_rate is not None:
+        difference = round(treatment.catch_rate - control.catch_rate, 4)
+        if control.interval and treatment.interval:
+            interval = (round(treatment.interval[0] - control.interval[1], 4),
+                        round(treatment.interval[1] - control.interval[0], 4))
+    return ProbeRunResult(explicit_invocation=explicit, calibration=calibration, control=control,
+                          treatment=treatment, difference=difference, difference_interval=interval)
+
+
+def _rounded(pair: tuple[float, float] | None) -> tuple[float, float] | None:
+    return (round(pair[0], 4), round(pair[1], 4)) if pair else None

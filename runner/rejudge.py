@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from runner import results as results_mod
 from runner.budget import Ledger
-from runner.corpus import Case
+from runner.corpus import Case, Probe
 from runner.execute import Executor, RunState
 from runner.hosts.base import Activation, Observation
 from runner.judge import Judge, prompt_version
@@ -61,7 +61,8 @@ def changes_between(before: dict, after: results_mod.Results) -> list[Change]:
 
 
 def rejudge(source: RunDir, cases: dict[str, Case], known: set[str], judge: Judge, cap_usd: float,
-            concurrency: int = 4) -> tuple[RunDir, results_mod.Results, list[Change]]:
+            concurrency: int = 4, probes: dict[str, Probe] | None = None
+            ) -> tuple[RunDir, results_mod.Results, list[Change]]:
     plan = Plan.model_validate_json(source.read_text(PLAN))
     old_hash = plan.digest()
     new_plan = plan.model_copy(update={"judge_model": judge.settings.model, "judge_prompt_version": prompt_version(),
@@ -74,23 +75,27 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: set[str], judge: Judg
     records = [r for r in source.read_attempts() if r.plan_hash == old_hash and r.status == "finished"]
     state = RunState(ledger=Ledger(cap_usd=cap_usd))
     executor = Executor(new_plan, new_hash, cases, host=None, rundir=target, state=state,  # type: ignore[arg-type]
-                        known_names=known, judge=judge)
+                        known_names=known, judge=judge, probes=probes)
     planned = {c.uid: c for c in new_plan.cases}
     gate = asyncio.Semaphore(concurrency)
 
     async def one(record: AttemptRecord) -> None:
         async with gate:
             obs = observation_from_record(record)
-            outcome, call = await executor.judged(cases[record.uid], obs)
-        spec = executor.spec(planned[record.uid], record.repeat)
-        new = executor.record(planned[record.uid], spec, record.repeat, obs, record.reserved_usd, outcome, call)
+            # Probe attempts are graded again the same way (patterns, act, band defects).
+            outcome, call, grade = await executor.graded(planned[record.uid], record.arm, obs)
+        case = planned[record.uid]
+        spec = executor.spec(case, record.repeat) if record.arm == "main" else executor.probe_spec(
+            case, record.arm, record.repeat)  # type: ignore[arg-type]
+        new = executor.record(case, spec, record.arm, record.repeat, obs, record.reserved_usd, outcome, call, grade)
         # The transcript stays in the original run folder, one level up.
         transcript = f"../{record.transcript}" if record.transcript else None
         target.append_attempt(new.model_copy(update={"transcript": transcript}))
 
     async def main() -> None:
         try:
-            await asyncio.gather(*(one(r) for r in records if r.uid in planned))
+            await asyncio.gather(*(one(r) for r in records if r.uid in planned
+                                   and (r.arm == "main" or r.uid in executor.probes)))
         finally:
             await judge.aclose()
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from runner.corpus import Case
 from runner.plan import Plan, PlannedCase
+from runner.probes import ProbeRunResult, run_result
 from runner.quarantine import QuarantineEntry
 from runner.quorum import QuorumRule, decide
 from runner.rundir import AttemptRecord
@@ -50,6 +51,8 @@ class CaseResult(BaseModel):
     warnings: list[str] = []
     underlying_state: CaseState | None = Field(default=None, description="For QUARANTINED: the state it had.")
     quarantine: QuarantineEntry | None = None
+    probe: ProbeRunResult | None = Field(default=None, description="Tier-2 probes: per-arm catch rates, the "
+                                                                   "difference, band scores, cost per arm.")
 
 
 class PlanSummary(BaseModel):
@@ -112,6 +115,8 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
     finished = [r for r in records if r.status == "finished" and r.outcome is not None]
     if not finished:
         return _unrun(planned, stop_reason or "not-started", warnings)
+    if planned.arms:
+        return probe_case_result(planned, finished, stop_reason, warnings)
     outcomes = [r.outcome for r in finished if r.outcome is not None]
     rule = QuorumRule(planned.repeats, planned.quorum)
     tally = tally_of(outcomes)
@@ -149,6 +154,34 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
         assertions=assertions, attempts=[r.attempt_id for r in finished],
         cost_usd=round(sum(r.total_cost_usd for r in finished), 6),
         warnings=warnings)
+
+
+def probe_case_result(planned: PlannedCase, finished: list[AttemptRecord], stop_reason: str | None,
+                      warnings: list[str]) -> CaseResult:
+    """A probe's state is its treatment arm by the quorum rule (caught = a win); the control arm is the
+    baseline, reported beside it as a rate, never folded into the state."""
+    treatment = [r for r in finished if r.arm == "treatment"]
+    outcomes = [r.outcome for r in treatment if r.outcome is not None]
+    rule = QuorumRule(planned.repeats, planned.quorum)
+    tally = tally_of(outcomes)
+    verdict = decide(rule, tally)
+    reason = None
+    if verdict == "win":
+        state: CaseState = "PASS"
+    elif verdict == "loss":
+        state = "FAIL"
+    elif verdict == "error":
+        state = "ERROR" if any(o.state == "ERROR" for o in outcomes) else "JUDGE-ERROR"
+        reason = next((o.error for o in outcomes if o.error), "errors left too few attempts to decide the quorum")
+    else:
+        state, reason = "UNRUN", stop_reason or "not-started"
+    graded = [(r.probe, r.total_cost_usd) for r in finished if r.probe is not None]
+    return CaseResult(
+        uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
+        target=planned.target, state=state, reason=reason, wins=tally.wins, losses=tally.losses, errors=tally.errors,
+        repeats_run=len(treatment), repeats_planned=planned.repeats, quorum=planned.quorum,
+        attempts=[r.attempt_id for r in finished], cost_usd=round(sum(r.total_cost_usd for r in finished), 6),
+        warnings=warnings, probe=run_result(graded, planned.explicit_invocation, planned.calibration))
 
 
 def moment(stamp: str) -> datetime:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from runner.hosts.base import Bound, ToolCall, Usage
 from runner.judge import JudgeCall
+from runner.probes import ProbeGrade
 from runner.verdicts import AttemptOutcome
 
 PLAN = "plan.json"
@@ -57,6 +58,7 @@ class AttemptRecord(BaseModel):
     final_answer: str | None = None
     tool_calls: list[ToolCall] = []
     judge: JudgeCall | None = None
+    probe: ProbeGrade | None = None  # tier-2 probe attempts: the graded act, arm, band score, skill fired
 
     @property
     def total_cost_usd(self) -> float:

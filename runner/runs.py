@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,10 @@ from runner import calibration
 from runner import quarantine as quarantine_mod
 from runner import plan as plan_mod
 from runner import prices as prices_mod
+from runner import probe_calibration
 from runner import results as results_mod
 from runner.budget import Ledger
-from runner.corpus import Case, Library
+from runner.corpus import Case, Library, Probe
 from runner.execute import STOP_CANCELLED, Executor, RunState
 from runner.files import make_policy
 from runner.findings import Finding
@@ -146,6 +147,7 @@ class Prepared:
     judge: Judge | None = None
     shard: tuple[int, int] | None = None
     selection: Selection | None = None
+    probes: dict[str, Probe] = field(default_factory=dict)
 
 
 def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.PriceTable, root: Path
@@ -187,10 +189,21 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
         surface = asyncio.run(audit_surface(host, library, settings.run.model))
     judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
-                          prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)))
+                          prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)),
+                          probe_gates(library))
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
-                    selection=selection)
+                    selection=selection, probes={p.uid: p for p in library.probes})
+
+
+def probe_gates(library: Library) -> dict[str, plan_mod.ProbeGate]:
+    """Each probe's calibration state: only a finished record of its current content lets it run."""
+    gates = {}
+    for probe in library.probes:
+        status = probe_calibration.status(library, probe)
+        gates[probe.uid] = plan_mod.ProbeGate(state=status.state, verdict=status.verdict,
+                                              content_hash=probe.content_hash)
+    return gates
 
 
 def read_selection(path: Path, cases: dict[str, Case]) -> Selection:
@@ -245,7 +258,8 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
         return Prepared(plan=plan, plan_hash=load_plan(rundir).digest(), cases=cases, host=host, unknown_skills=[],
                         known_names=known_names(library), shard=shard)
     return Prepared(plan=plan, plan_hash=plan.digest(), cases=cases, host=host, unknown_skills=[],
-                    known_names=known_names(library), judge=judge, shard=shard)
+                    known_names=known_names(library), judge=judge, shard=shard,
+                    probes={p.uid: p for p in library.probes})
 
 
 SHARD = "shard.json"
@@ -282,7 +296,7 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
     state = RunState(ledger=ledger)
     executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
                         prepared.known_names, progress, prepared.judge, plan.judge_unavailable,
-                        mine=shard_uids(plan, prepared.shard))
+                        mine=shard_uids(plan, prepared.shard), probes=prepared.probes)
 
     async def main() -> None:
         task = asyncio.ensure_future(executor.run(prior))

@@ -376,3 +376,77 @@ def test_the_key_never_reaches_the_record(library: Path) -> None:
         done = calibrate(fake, library, RENOVATE)
     assert KEY not in (library / RENOVATE_DIR / "calibration.json").read_text()
     assert KEY not in done.stdout + done.stderr
+
+
+# ---- probes in `run`: both arms, rates, the difference, cost per arm -----------------------------------
+
+def run_probe(fake: FakeAnthropic, library: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
+    return subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--out", str(out),
+                           "--case", "*/probe/*", "--no-library-validator", "--timeout", "30", *args],
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_run_executes_calibrated_probes_in_both_arms(library: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        # Treatment catches it twice and misses once (the third treatment judge call fails the act);
+        # control misses by script every time.
+        _script(fake, judge_queue("PASS"), control=(text(MISSED),),
+                treatment=(skill("dependency-upgrade-reviewer"), text(CAUGHT)))
+        assert calibrate(fake, library, RENOVATE).returncode == 0
+        assert record_of(library)["verdict"] == "window"
+    with FakeAnthropic() as fake:
+        _script(fake, judge_queue("PASS", "PASS", "FAIL"), control=(text(MISSED),),
+                treatment=(skill("dependency-upgrade-reviewer"), text(CAUGHT)))
+        done = run_probe(fake, library, out, "--repeats", "3")
+        assert done.returncode == 0, done.stderr + done.stdout
+    results = json.loads((out / "results.json").read_text())
+    cases = {c["uid"]: c for c in results["cases"]}
+    probe = cases[RENOVATE]
+    assert probe["state"] == "PASS" and (probe["wins"], probe["losses"]) == (2, 1)
+    arms = probe["probe"]
+    assert (arms["control"]["caught"], arms["control"]["missed"]) == (0, 3)
+    assert (arms["treatment"]["caught"], arms["treatment"]["missed"]) == (2, 1)
+    assert arms["treatment"]["skill_fired"] == 3 and arms["control"]["skill_fired"] == 0
+    assert arms["difference"] == pytest.approx(0.6667, abs=1e-3)
+    low, high = arms["difference_interval"]
+    assert low < 0 < arms["difference"] < high  # three reps per arm do not separate the arms at 95%
+    assert arms["calibration"].startswith("window") and arms["explicit_invocation"] is False
+    assert arms["control"]["cost_usd"] > 0 and arms["treatment"]["cost_usd"] > arms["control"]["cost_usd"]
+    # The other probes were never calibrated: UNRUN with the reason.
+    assert cases[ORDERS]["state"] == "UNRUN" and cases[ORDERS]["reason"] == "probe-not-calibrated"
+    assert cases[EXAMPLE_PROBE]["reason"] == "probe-not-calibrated"
+    records = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines()]
+    assert sorted((r["arm"], r["repeat"]) for r in records) == [
+        ("control", 1), ("control", 2), ("control", 3), ("treatment", 1), ("treatment", 2), ("treatment", 3)]
+    assert all(r["probe"]["arm"] == r["arm"] for r in records)
+    from runner.report import markdown
+    from runner.results import Results
+    report = markdown.render(Results.model_validate(results))
+    assert "### Tier-2 probes" in report and "0/3 caught" in report and "2/3 caught" in report
+    assert "+67 pts" in report and "3/3" in report
+
+    # `judge DIR` grades the stored probe answers again, without a session: now every act fails.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, judge_queue("FAIL"))
+        env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY})
+        rejudged = subprocess.run([sys.executable, "-m", "runner", "judge", str(out), "--library", str(library)],
+                                  env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert rejudged.returncode == 0, rejudged.stderr
+        assert session_requests(fake, QUESTION) == [] and len(fake.message_requests) == 3  # treatment acts only
+    target = next(out.glob("rejudged-*"))
+    again = {c["uid"]: c for c in json.loads((target / "results.json").read_text())["cases"]}[RENOVATE]
+    assert again["state"] == "FAIL" and again["probe"]["treatment"]["caught"] == 0
+
+    # Editing the calibrated probe: a new version, not calibrated; the run refuses the old record.
+    question = library / RENOVATE_DIR / "question.md"
+    question.write_text(question.read_text() + "\nThanks!\n")
+    with FakeAnthropic() as fake:
+        again = run_probe(fake, library, tmp_path / "run2")
+        assert again.returncode == 0, again.stderr
+        assert fake.message_requests == []
+    edited = {c["uid"]: c for c in json.loads((tmp_path / "run2" / "results.json").read_text())["cases"]}
+    assert edited[RENOVATE]["state"] == "UNRUN" and edited[RENOVATE]["reason"] == "probe-new-version"

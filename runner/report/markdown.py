@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from runner.quorum import wilson_interval
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import STATES, Note, Rollup, SkillRollup
+from runner.probes import ArmResult
 from runner.results import CaseResult, Results
 
 MARKER = "<!-- skill-evals-report -->"
@@ -379,6 +380,44 @@ def note_section(title: str, intro: str, notes: list[Note], shape: Shape, budget
     return lines + [""]
 
 
+def arm_cell(arm: ArmResult) -> str:
+    decided = arm.caught + arm.missed
+    if not arm.attempts:
+        return "—"
+    errors = f", {arm.errors} error" + ("s" if arm.errors != 1 else "") if arm.errors else ""
+    interval = f" ({percent_interval(arm.interval)})" if arm.interval else ""
+    return f"{arm.caught}/{decided} caught{interval}{errors}"
+
+
+def probe_section(results: Results) -> list[str]:
+    """Tier-2 probes that ran: both arms' catch rates, the difference, band scores, cost per arm."""
+    probes = [c for c in results.cases if c.probe is not None]
+    if not probes:
+        return []
+    rows = []
+    for case in probes:
+        p = case.probe
+        assert p is not None
+        difference = "—" if p.difference is None else f"{p.difference * 100:+.0f} pts" + (
+            f" [{p.difference_interval[0] * 100:+.0f}, {p.difference_interval[1] * 100:+.0f}]"
+            if p.difference_interval else "")
+        band = "—" if p.treatment.band_score is None and p.control.band_score is None else (
+            f"{_share(p.control.band_score)} / {_share(p.treatment.band_score)}")
+        rows.append([escape(case.uid), escape(p.calibration or "—"), "explicit" if p.explicit_invocation else "routed",
+                     arm_cell(p.control), arm_cell(p.treatment), difference, band,
+                     f"{p.treatment.skill_fired}/{p.treatment.attempts}",
+                     f"{usd(p.control.cost_usd)} / {usd(p.treatment.cost_usd)}", state_with_reason(case)])
+    head = ["Probe", "Calibration", "Invocation", "Control", "Treatment", "Difference", "Band (control / treatment)",
+            "Skill fired (treatment)", "Cost (control / treatment)", "State"]
+    intro = ("Control runs without the skill under test, treatment with it; a catch is the act the discriminator "
+             "grades. Rates with 95% Wilson intervals; errors are neither catches nor misses.")
+    return ["### Tier-2 probes", "", intro, ""] + table(head, rows) + [""]
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.0f}%"
+
+
 def unrun_section(roll: Rollup, shape: Shape) -> list[str]:
     lines = ["### UNRUN by reason", ""]
     if not roll.unrun_by_reason:
@@ -418,7 +457,7 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int) -> str:
     body += note_section("Surface warnings", "What the host listed to the model can explain a miss.",
                          roll.surface_warnings, shape, budget)
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
-    lines += skill_table(roll, shape) + body + unrun_section(roll, shape)
+    lines += skill_table(roll, shape) + body + probe_section(results) + unrun_section(roll, shape)
     lines.append(escape(roll.not_executed_sentence))
     return "\n".join(lines) + "\n"
 

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from runner.report import rollup as rollup_mod
-from runner.report.markdown import accuracy, badness, pairs_cell, percent_interval, refusal_cell
+from runner.report.markdown import accuracy, arm_cell, badness, pairs_cell, percent_interval, refusal_cell
 from runner.report.rollup import STATES, Rollup
 from runner.results import CaseResult, Results
 
@@ -155,6 +155,23 @@ def unrun_table(roll: Rollup, console: Console) -> None:
     console.print(table)
 
 
+def probe_table(results: Results, console: Console) -> None:
+    probes = [c for c in results.cases if c.probe is not None]
+    if not probes:
+        return
+    table = Table(title="Tier-2 probes (control without the skill, treatment with it)", title_justify="left")
+    for column in ("Probe", "Invocation", "Control", "Treatment", "Difference", "Skill fired", "Cost", "State"):
+        table.add_column(column)
+    for case in probes:
+        p = case.probe
+        assert p is not None
+        difference = "—" if p.difference is None else f"{p.difference * 100:+.0f} pts"
+        table.add_row(_e(case.uid), "explicit" if p.explicit_invocation else "routed", arm_cell(p.control),
+                      arm_cell(p.treatment), difference, f"{p.treatment.skill_fired}/{p.treatment.attempts}",
+                      f"${p.control.cost_usd + p.treatment.cost_usd:.4f}", _state(case.state))
+    console.print(table)
+
+
 def render(results: Results, console: Console) -> None:
     """Print the report of `results` to `console`."""
     roll = rollup_mod.build(results)
@@ -164,5 +181,6 @@ def render(results: Results, console: Console) -> None:
     case_table(roll, console)
     quarantine_table(roll, console)
     notes(roll, console)
+    probe_table(results, console)
     unrun_table(roll, console)
     console.print(f"[bold]{_e(roll.not_executed_sentence)}[/]")
