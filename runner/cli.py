@@ -769,6 +769,10 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
     if unknown:
         known = ", ".join(p.uid for p in library.probes) or "none"
         _fail_usage(f"no such probe: {', '.join(unknown)} (probes in this library: {known})")
+    if not library.probes:
+        click.echo(f"No tier-2 probes in {library.skills_dir} (evals/probes/<id>/probe.json beside a skill): "
+                   "nothing to calibrate.")
+        return
     if not chosen:
         _fail_usage("name the probes to calibrate (uid, id or folder), or --all")
     console = Console(soft_wrap=True, highlight=False)

@@ -88,3 +88,42 @@ def test_three_skills_with_neighbours_on_the_real_cli(aegis_skills: Path, tmp_pa
             assert result["state"] == "PASS" and result["repeats_run"] == 2, result
     assert results["plan"]["surface"]["name_only"], "the default budget drops descriptions"
     assert results["spend"]["usd"] <= results["spend"]["cap_usd"]
+
+
+def test_calibrating_a_probe_in_the_full_aegis_library(aegis_skills: Path, tmp_path: Path) -> None:
+    """All 185 folders in the session; the control arm's listing (raised budget, every description kept)
+    has every listable skill but the one under test, the treatment arm's has it too."""
+    import shutil
+
+    from tests.fake_anthropic import first_user_text
+    from tests.test_probes import judge_queue
+
+    repo = tmp_path / "aegis"
+    shutil.copytree(aegis_skills.parent, repo / ".claude", symlinks=True)  # skills and agents
+    probe_src = Path(__file__).parent / "data" / "aegis-probes" / "release-readiness-reviewer"
+    for probe in probe_src.iterdir():
+        shutil.copytree(probe, repo / ".claude" / "skills" / "release-readiness-reviewer" / "evals" / "probes" /
+                        probe.name)
+    (repo / ".skill-evals.toml").write_text("[listing]\nbudget_chars = 250000\n[run]\nhost_max_retries = 0\n")
+    entry = "- release-readiness-reviewer: "
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, judge_queue("PASS"))
+        fake.script(entry, skill("release-readiness-reviewer"),
+                    text("NO-GO: CI ran on 4e1d9a0, not on the release commit 7c03b55; run CI on 7c03b55."))
+        fake.script("Dana is pushing v5.2.0", text("GO: every dimension is ok."))
+        env = {"PATH": "/usr/bin:/bin", "ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"}
+        done = subprocess.run([sys.executable, "-m", "runner", "calibrate", "--library", str(repo), "--all"],
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr + done.stdout
+        sessions = [r for r in fake.message_requests if "<rubric>" not in first_user_text(r.body)
+                    and not any(m.get("role") == "assistant" for m in r.body["messages"])]
+    control = [r for r in sessions if entry not in first_user_text(r.body)]
+    treatment = [r for r in sessions if entry in first_user_text(r.body)]
+    assert len(control) == 2 and len(treatment) == 2
+    listed = 185 - 1 - 18  # without _template and the manual-only skills
+    assert first_user_text(treatment[0].body).count("\n- ") >= listed
+    assert all("- code-reviewer: " in first_user_text(r.body) for r in control)
+    record = json.loads((repo / ".claude" / "skills" / "release-readiness-reviewer" / "evals" / "probes" /
+                         "v5-2-0-green-on-the-branch" / "calibration.json").read_text())["records"][0]
+    assert record["verdict"] == "window" and len(record["starts"]) == 4
+    assert [s["skill_fired"] for s in record["starts"] if s["arm"] == "treatment"] == [True, True]
