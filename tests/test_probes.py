@@ -450,3 +450,51 @@ def test_run_executes_calibrated_probes_in_both_arms(library: Path, tmp_path: Pa
         assert fake.message_requests == []
     edited = {c["uid"]: c for c in json.loads((tmp_path / "run2" / "results.json").read_text())["cases"]}
     assert edited[RENOVATE]["state"] == "UNRUN" and edited[RENOVATE]["reason"] == "probe-new-version"
+
+
+def test_an_interrupted_calibration_counts_the_cut_start_and_continues(library: Path) -> None:
+    import signal
+    import time
+
+    from tests.fake_anthropic import hang
+    calibration = library / RENOVATE_DIR / "calibration.json"
+    with FakeAnthropic() as fake:
+        _script(fake, judge_queue("PASS"), control=(hang(60),), treatment=(text(CAUGHT),))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+        env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
+        process = subprocess.Popen([sys.executable, "-m", "runner", "calibrate", "--library", str(library), RENOVATE],
+                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not session_requests(fake, QUESTION) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert session_requests(fake, QUESTION), "the first control session never reached the fake"
+        running = json.loads(calibration.read_text())["records"][0]
+        assert running["status"] == "running" and [s["state"] for s in running["starts"]] == ["running"]
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    stopped = record_of(library)
+    assert stopped["status"] == "stopped" and stopped["stop_reason"] == "cancelled" and stopped["verdict"] is None
+    assert _starts(stopped) == [("control", 1, "ERROR")] and "cancelled" in stopped["starts"][0]["error"]
+
+    with FakeAnthropic() as fake:
+        _script(fake, judge_queue("PASS"), control=(text(MISSED),), treatment=(text(CAUGHT),))
+        done = calibrate(fake, library, RENOVATE)
+        assert done.returncode == 0, done.stderr
+        assert len(session_requests(fake, QUESTION)) == 1 + 2  # the one missing control rep, then treatment
+    record = record_of(library)
+    assert len(json.loads(calibration.read_text())["records"]) == 1  # continued, not a second record
+    assert _starts(record) == [("control", 1, "ERROR"), ("control", 2, "MISSED"),
+                               ("treatment", 1, "CAUGHT"), ("treatment", 2, "CAUGHT")]
+    assert record["verdict"] == "window" and record["declaration_hash"] == stopped["declaration_hash"]
+
+
+def test_the_spend_cap_stops_calibration_before_a_start_it_cannot_afford(library: Path) -> None:
+    with FakeAnthropic() as fake:
+        _script(fake, judge_queue("PASS"), control=(text(MISSED),), treatment=(text(CAUGHT),))
+        done = calibrate(fake, library, RENOVATE, "--max-usd", "0.0001")
+        assert fake.message_requests == []
+    record = record_of(library)
+    assert done.returncode == 1 and record["status"] == "stopped" and record["stop_reason"] == "budget-cap"
+    assert record["starts"] == [] and record["verdict"] is None
+    assert "budget-cap" in done.stdout
