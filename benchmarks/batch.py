@@ -112,8 +112,12 @@ def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) 
         else:
             results = batch_mod.execute_batched(prepared, rundir, credentials, None, poll_s=0.05)
         wall, cpu = time.monotonic() - started, time.process_time() - cpu
+        bodies = [r.body for r in fake.message_requests] + [item.params for item in fake.batch_items]
         http = {"messages": len(fake.message_requests), "batch_creates": len(fake.batch_creates),
-                "batch_requests": len(fake.batch_items)}
+                "batch_requests": len(fake.batch_items),
+                # Requests that carried a cache breakpoint (the api host marks its system prompt only when
+                # tools + system reach 1,024 tokens by its estimate; the judge always marks both blocks).
+                "cache_marked": sum('"cache_control"' in json.dumps(b) for b in bodies)}
     return {"mode": mode, "wall_s": wall, "cpu_s": cpu, "http": http, **tally(out, prepared, results)}
 
 
