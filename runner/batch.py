@@ -152,6 +152,22 @@ class BatchStore:
         self.save(record.model_copy(update={"delivered": True}))
 
 
+def summary(folder: Path) -> str:
+    """One line for the end of a batched run: what was sent, and what a resume would poll again."""
+    records = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            records.append(BatchRecord.model_validate_json(path.read_text(encoding="utf-8")))
+        except ValueError:
+            continue
+    pending = [r.batch_id for r in records if not r.delivered]
+    line = (f"Message Batches: {len(records)} batch(es), {sum(len(r.requests) for r in records)} request(s); "
+            f"records in {folder}")
+    if pending:
+        line += f"; results not yet delivered (a resume polls them): {', '.join(pending)}"
+    return line
+
+
 # ---- the broker: requests in, batches out, results back ------------------------------------------
 
 @dataclass

@@ -447,6 +447,9 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         else:
             results = runs_mod.execute(prepared, rundir, progress)
     _print_results(results, rundir.path, console)
+    if batch:
+        from runner import batch as batch_mod
+        console.print(batch_mod.summary(rundir.path / batch_mod.BATCHES), markup=False)
     sys.exit(130 if results.stop_reason == "cancelled" else EXIT_OK)
 
 

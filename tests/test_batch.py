@@ -214,11 +214,12 @@ def test_resume_after_an_interruption_polls_the_same_batch(tmp_path: Path) -> No
             record = json.loads(next((out / "batches").glob("*.json")).read_text())
             assert record["delivered"] is False
             process.send_signal(signal.SIGTERM)
-            _, stderr = process.communicate(timeout=60)
+            stdout, stderr = process.communicate(timeout=60)
         finally:
             if process.poll() is None:
                 process.kill()
         assert process.returncode == 130, stderr[-2000:]
+        assert f"results not yet delivered (a resume polls them): {record['batch_id']}" in stdout
         assert len(fake.batch_creates) == 1
         assert not [a for a in attempts_of(out) if a["status"] == "finished"]
         fake.batch_timing(polls=0)
