@@ -247,7 +247,9 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
     settings = settings.model_copy(update={"run": run, "listing": listing})
     prices = prices_mod.load(settings)
     host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "")
-    judge_settings = settings.judge.model_copy(update={"model": plan.judge_model or settings.judge.model})
+    # The plan decided whether there is a judge: a run planned without one resumes without one.
+    judge_settings = settings.judge.model_copy(update={"model": plan.judge_model or settings.judge.model,
+                                                       "enabled": plan.judge_model is not None})
     judge, _ = make_judge(settings.model_copy(update={"judge": judge_settings}), credentials, prices,
                           Path(library.root))
     if judge is not None and judge.version != plan.judge_prompt_version:
@@ -317,6 +319,9 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
                 loop.remove_signal_handler(sig)
             if prepared.judge is not None:
                 await prepared.judge.aclose()
+            closer = getattr(prepared.host, "aclose", None)
+            if closer is not None:  # a host that keeps a client open for the run closes it in this loop
+                await closer()
 
     if plan.unrun_all is None:
         asyncio.run(main())

@@ -316,9 +316,11 @@ def test_injection_in_the_answer_has_no_force() -> None:
         assert "untrusted-transcript" not in user[start:end]
         # The rubric is outside the untrusted block, the system prompt carries nothing of the session.
         assert user.index("<rubric>") < start
-        assert body["system"] == SYSTEM_PROMPT
-        assert "ignore the rubric" not in body["system"] and "Everything is green" not in body["system"]
-        assert "<untrusted-transcript-NONCE>" in body["system"]
+        # The system prompt is one block, marked as a cacheable prefix, carrying nothing of the session.
+        assert body["system"] == [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
+        system = "".join(b["text"] for b in body["system"])
+        assert "ignore the rubric" not in system and "Everything is green" not in system
+        assert "<untrusted-transcript-NONCE>" in system
 
 
 def test_case_variant_of_the_closing_tag_is_neutralised_too() -> None:
@@ -365,10 +367,14 @@ def test_request_is_structured_output_with_only_prompt_answer_tools_and_rubric()
     assert body["output_config"] == {"format": {"type": "json_schema", "schema": reply_schema()}}
     assert body["output_config"]["format"]["type"] == "json_schema"
     assert set(body) == {"model", "max_tokens", "system", "messages", "output_config"}
-    assert body["model"] == MODEL and body["max_tokens"] == 512 and body["system"] == SYSTEM_PROMPT
+    assert body["model"] == MODEL and body["max_tokens"] == 512
+    assert body["system"] == [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": {"type": "ephemeral"}}]
     assert [m["role"] for m in body["messages"]] == ["user"]
-    user = body["messages"][0]["content"]
-    assert isinstance(user, str)
+    blocks = body["messages"][0]["content"]
+    # Two blocks: the rubric (a cacheable prefix shared by every attempt of a case), then the untrusted part.
+    assert [b["type"] for b in blocks] == ["text", "text"]
+    assert blocks[0]["cache_control"] == {"type": "ephemeral"} and "cache_control" not in blocks[1]
+    user = "".join(b["text"] for b in blocks)
     nonce = _nonce(user)
     # Exactly the layout built from the four inputs: nothing else of the session can be in it.
     assert user == build_user_message(PROMPT, ANSWER, calls, ASSERTIONS, nonce)
