@@ -252,8 +252,11 @@ def test_api_host_through_the_cli_says_it_is_an_approximation(fake: FakeAnthropi
     broken = case(results, negative)
     assert broken["state"] == "ERROR" and broken["wins"] == 0
     # The api host sends JSON requests (no stream); each errored session made 1 + 2 retried requests.
+    # Two or three sessions start: when both first errors are seen at once, a third cannot reach the quorum.
     assert all(r.body.get("stream") in (None, False) for r in fake.requests_for(key_of(negative)))
-    assert len(fake.requests_for(key_of(negative))) == 3 * 3
+    sessions = len(attempts(out, negative))
+    assert sessions in (2, 3) and broken["errors"] == sessions
+    assert len(fake.requests_for(key_of(negative))) == 3 * sessions
     no_secret_anywhere(out, done.stdout, done.stderr)
 
 
