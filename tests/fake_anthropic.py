@@ -72,6 +72,16 @@ Semantics
   (see :func:`input_tokens_for`), ``output_tokens = 10 + len(reply text) // 4`` where the reply
   text is the text blocks plus ``json.dumps(input)`` of each tool_use block (see
   :func:`output_tokens_for`); cache fields 0. ``script(..., usage=Usage(...))`` fixes them.
+- Prompt caching (only for a request that carries a breakpoint: ``cache_control`` on a system, message
+  or tool block, or the top-level ``cache_control`` = a breakpoint at the last message block): the prefix
+  is tools, then system, then messages, up to each breakpoint (see :func:`cache_marks`). A prefix shorter
+  than the model's minimum (:func:`cache_min_tokens_for`: 1024 tokens, 4096 for Haiku 4.5 and Opus
+  4.5/4.6, 2048 for Haiku 3.x, as the prompt-caching docs list them) is never cached. The longest prefix
+  already written by a response that began before this request arrived (its arrival = now - latency)
+  is ``cache_read_input_tokens``; the rest up to the last breakpoint is ``cache_creation_input_tokens``
+  (and written, readable by later requests); ``input_tokens`` is what follows. The three always add up
+  to :func:`input_tokens_for` (tools count in the cache key, not in tokens). Entries never expire.
+  The cache is per server: ``cache_entries`` counts them.
 - ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": input_tokens_for(body)}``; any other
   path -> 404 with the Anthropic error JSON. Query strings (``?beta=true``) are ignored for routing
   (kept in ``Recorded.query``).
@@ -79,6 +89,7 @@ Semantics
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -96,6 +107,7 @@ __all__ = [
     "FakeAnthropic", "Recorded", "Usage", "Text", "ToolUse", "Blocks", "Error", "BreakStream", "Hang",
     "Malformed", "StreamError", "Turn", "text", "tool", "skill", "blocks", "error", "break_stream", "hang", "malformed",
     "stream_error", "input_tokens_for", "output_tokens_for", "first_user_text", "Dynamic", "dynamic",
+    "cache_marks", "cache_min_tokens_for",
 ]
 
 
@@ -260,6 +272,45 @@ def first_user_text(body: Any) -> str:
 def input_tokens_for(body: Any) -> int:
     body = body if isinstance(body, dict) else {}
     return max(1, len(json.dumps(body.get("messages", [])) + json.dumps(body.get("system", ""))) // 4)
+
+
+# Minimum cacheable prefix per model family (prompt-caching docs); any other model: 1024.
+_CACHE_MIN_TOKENS = (("claude-haiku-4-5", 4096), ("claude-opus-4-5", 4096), ("claude-opus-4-6", 4096),
+                     ("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048), ("claude-haiku-3", 2048))
+
+
+def cache_min_tokens_for(model: str) -> int:
+    return next((tokens for prefix, tokens in _CACHE_MIN_TOKENS if model.startswith(prefix)), 1024)
+
+
+def _marked(block: Any) -> bool:
+    return isinstance(block, dict) and isinstance(block.get("cache_control"), dict)
+
+
+def cache_marks(body: Any) -> list[tuple[str, int]]:
+    """(cache key, prefix tokens) at each breakpoint of the request, in prefix order (tools, system,
+    messages). Tokens are counted as in :func:`input_tokens_for` (system and messages, not tools)."""
+    if not isinstance(body, dict):
+        return []
+    tools, system, messages = body.get("tools") or [], body.get("system", ""), body.get("messages") or []
+    head = json.dumps([body.get("model"), tools], sort_keys=True)
+    marks: list[tuple[Any, Any]] = []  # (system prefix, messages prefix)
+    if any(_marked(t) for t in tools):
+        marks.append(("", []))
+    if isinstance(system, list):
+        marks += [(system[:i + 1], []) for i, block in enumerate(system) if _marked(block)]
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            marks += [(system, messages[:i] + [{**message, "content": content[:j + 1]}])
+                      for j, block in enumerate(content) if _marked(block)]
+    if isinstance(body.get("cache_control"), dict) and messages:  # automatic: the last block
+        marks.append((system, messages))
+    out = []
+    for sys_part, msg_part in marks:
+        prefix = json.dumps(msg_part) + json.dumps(sys_part)
+        out.append((hashlib.sha256((head + prefix).encode()).hexdigest(), len(prefix) // 4))
+    return out
 
 
 def _parts(turn: Text | ToolUse | Blocks) -> tuple[Text | ToolUse, ...]:
@@ -659,6 +710,7 @@ class FakeAnthropic(_BatchesMixin):
         self._scripts: list[_Script] = []
         self._default = _Script(None, (Text("ok"),), None)
         self._latency = 0.0
+        self._cache: dict[str, float] = {}  # prompt-cache key -> time.time() its writing response began
         self._rate: _RateWindow | None = None
         self._ids = {"msg": 0, "toolu": 0, "req": 0}
         self.requests: list[Recorded] = []
@@ -845,6 +897,27 @@ class FakeAnthropic(_BatchesMixin):
         self._stream(h, msg, headers)
         return None
 
+    @property
+    def cache_entries(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    def _usage_for(self, body: dict[str, Any], turn: Text | ToolUse | Blocks) -> Usage:
+        """The deterministic usage, split into cache read / write / rest (module docstring)."""
+        total, output = input_tokens_for(body), output_tokens_for(turn)
+        minimum = cache_min_tokens_for(str(body.get("model") or ""))
+        marks = [(key, min(tokens, total)) for key, tokens in cache_marks(body) if tokens >= minimum]
+        if not marks:
+            return Usage(total, output)
+        now = time.time()
+        arrived = now - self._latency  # this response begins `latency` after the request arrived
+        with self._lock:
+            read = max((tokens for key, tokens in marks if self._cache.get(key, math.inf) <= arrived), default=0)
+            for key, _ in marks:
+                self._cache.setdefault(key, now)
+        created = max(0, max(tokens for _, tokens in marks) - read)
+        return Usage(total - created - read, output, created, read)
+
     def _message(self, body: dict[str, Any], turn: Text | ToolUse | Blocks, usage: Usage | None) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
         for p in _parts(turn):
@@ -854,7 +927,7 @@ class FakeAnthropic(_BatchesMixin):
                 content.append({"type": "tool_use", "id": p.id or f"toolu_fake_{self._next_id('toolu')}",
                                 "name": p.name, "input": p.input})
         if usage is None:
-            usage = Usage(input_tokens_for(body), output_tokens_for(turn))
+            usage = self._usage_for(body, turn)
         return {
             "id": f"msg_fake_{self._next_id('msg')}", "type": "message", "role": "assistant",
             "model": body.get("model") or "claude-fake", "content": content,

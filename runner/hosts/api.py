@@ -17,6 +17,18 @@ is what decides skill selection as far as it can be copied through the public AP
 - a read-only `Read` tool confined to the session's project folder (a read of
   `.claude/skills/<name>/SKILL.md` is an activation too, mechanism `skill-md-read`).
 
+The project folder is virtual (runner.hosts.workspace.LibraryView): no tool of this host writes,
+so nothing is copied per session; reads come straight from the library under the rules a copied
+session folder had (no skill's evals/ folder, no excluded skill, nothing resolving outside the
+library, no file over the size limit).
+
+Speed and cost: one `AsyncAnthropic` client per host and event loop (a client builds an SSL
+context, ~26 ms of CPU, and keeps the connections), closed by `aclose()`. The tools and the system
+prompt with the listing are the same for every session of a run: the system block carries a
+`cache_control` breakpoint (the cache prefix is tools, then system, then messages) when that prefix
+reaches `CACHE_MIN_TOKENS` by the 4-characters-a-token estimate; below it no model caches and the
+system prompt stays a plain string. `prompt_caching=False` never marks it.
+
 Errors (never raised; an Observation with `error_kind`):
 - the session's wall clock (`asyncio.timeout(spec.timeout_s)`) or the SDK's request timeout
   (APITimeoutError, after its own retries) -> `timeout` (bounds_hit also holds "timeout");
@@ -36,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +57,7 @@ import anthropic
 from runner import frontmatter, listing
 from runner.corpus import Library, Skill
 from runner.files import ReadPolicy
-from runner.hosts import workspace as workspace_mod
+from runner.hosts.workspace import SKILLS_PARTS, LibraryView
 from runner.hosts.base import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.prices import PriceTable
 from runner.settings import HOST_DEFAULT_LISTING_BUDGET
@@ -55,7 +68,11 @@ HOST_VERSION = "api-approximation"
 CHARS_PER_TOKEN = 4  # the estimate runner.plan uses; only for the per-session budget check
 READ_MAX_BYTES = 200 * 1024
 TOOL_INPUT_CHARS = 300
-SKILLS_PREFIX = (".claude", "skills")
+SKILLS_PREFIX = SKILLS_PARTS
+# The smallest minimum cacheable prefix the prompt-caching docs give (Sonnet 4.5/4.6, Opus 4/4.1:
+# 1024 tokens; Haiku 4.5 and Opus 4.5/4.6: 4096). A shorter prefix is never cached by any model.
+CACHE_MIN_TOKENS = 1024
+EPHEMERAL = {"type": "ephemeral"}
 
 BASE_PROMPT = (
     "You are Claude, an AI assistant helping a user with tasks in a software project. The project "
@@ -88,6 +105,7 @@ READ_TOOL: dict[str, Any] = {
 }
 
 TOOLS: list[dict[str, Any]] = [SKILL_TOOL, READ_TOOL]
+TOOLS_CHARS = len(json.dumps(TOOLS))
 
 
 class _SessionError(Exception):
@@ -127,7 +145,7 @@ class ApiHost:
 
     def __init__(self, library: Library, skills_dir: Path, policy: ReadPolicy, prices: PriceTable, api_key: str,
                  base_url: str | None, listing_budget_chars: int | None, max_description_chars: int = 1536,
-                 max_retries: int = 2):
+                 max_retries: int = 2, prompt_caching: bool = True):
         self.library = library
         self.skills_dir = Path(skills_dir)
         self.policy = policy
@@ -137,6 +155,11 @@ class ApiHost:
         self.listing_budget_chars = listing_budget_chars
         self.max_description_chars = max_description_chars
         self.max_retries = max_retries
+        self.prompt_caching = prompt_caching
+        # One client per event loop: a client is bound to the loop its connections were made in.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = \
+            weakref.WeakKeyDictionary()
+        self._systems: dict[tuple[str, ...], tuple[str | list[dict[str, Any]], list[str], list[str]]] = {}
 
     def __repr__(self) -> str:  # never show the key
         return f"ApiHost(base_url={self.base_url!r}, listing_budget_chars={self.listing_budget_chars!r})"
@@ -160,6 +183,34 @@ class ApiHost:
     def _system(self, listing_text: str) -> str:
         return BASE_PROMPT + "\n\n" + listing_text
 
+    def system_param(self, exclude: list[str]) -> tuple[str | list[dict[str, Any]], list[str], list[str]]:
+        """The request's `system` (marked for caching when it can be cached), names with a description,
+        names alone. Built once per exclusion set: every session of a run sends the same prefix."""
+        key = tuple(sorted(exclude))
+        if key not in self._systems:
+            text, with_description, name_only = self.build_listing(exclude)
+            system: str | list[dict[str, Any]] = self._system(text)
+            if self.prompt_caching and (len(system) + TOOLS_CHARS) // CHARS_PER_TOKEN >= CACHE_MIN_TOKENS:
+                system = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
+            self._systems[key] = (system, with_description, name_only)
+        return self._systems[key]
+
+    def client(self) -> anthropic.AsyncAnthropic:
+        """This event loop's client (per-request timeouts are passed with each call)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
+                                              max_retries=self.max_retries)
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close this event loop's client (call it before the loop ends)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
     async def surface(self) -> Surface:
         text, with_description, name_only = self.build_listing([])
         system = self._system(text)
@@ -174,35 +225,18 @@ class ApiHost:
 
     async def run(self, spec: SessionSpec) -> Observation:
         started = time.monotonic()
-        listing, with_description, name_only = self.build_listing(spec.exclude_skills)
-        session = _Session(self, spec, self._system(listing), set(with_description) | set(name_only))
+        system, with_description, name_only = self.system_param(spec.exclude_skills)
+        view = LibraryView(self.skills_dir, self.policy, frozenset(spec.exclude_skills))
+        session = _Session(self, spec, system, set(with_description) | set(name_only), view)
         obs = Observation(attempt_id=spec.attempt_id, host=HOST_NAME,
                           listing=ListingSeen(with_description=with_description, name_only=name_only))
+        session.expand_command()
         try:
-            ws = workspace_mod.build(self.skills_dir, None, self.policy, spec.exclude_skills, [])
-        except OSError as exc:
-            session.fail(_SessionError("host-crash", f"the session folder could not be created: {exc}"))
-            session.fill(obs)
-            obs.duration_s = time.monotonic() - started
-            return _scrub(obs, self._api_key)
-        client: anthropic.AsyncAnthropic | None = None
-        try:
-            session.project = ws.project
-            session.expand_command()
-            client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
-                                              max_retries=self.max_retries, timeout=spec.timeout_s)
-            try:
-                async with asyncio.timeout(spec.timeout_s):
-                    await session.loop(client)
-            except TimeoutError:
-                session.fail(_SessionError("timeout", f"the session outlived its {spec.timeout_s:g} s wall-clock "
-                                                      "bound", "timeout"))
-        finally:
-            try:
-                if client is not None:
-                    await client.close()
-            finally:
-                ws.remove()
+            async with asyncio.timeout(spec.timeout_s):
+                await session.loop(self.client())
+        except TimeoutError:
+            session.fail(_SessionError("timeout", f"the session outlived its {spec.timeout_s:g} s wall-clock "
+                                                  "bound", "timeout"))
         session.fill(obs)
         obs.duration_s = time.monotonic() - started
         return _scrub(obs, self._api_key)
@@ -211,14 +245,17 @@ class ApiHost:
 class _Session:
     """The state of one session's conversation."""
 
-    def __init__(self, host: ApiHost, spec: SessionSpec, system: str, listed: set[str]):
+    def __init__(self, host: ApiHost, spec: SessionSpec, system: str | list[dict[str, Any]], listed: set[str],
+                 view: LibraryView):
         self.host = host
         self.spec = spec
         self.system = system
+        self.system_chars = len(system) if isinstance(system, str) else sum(len(b["text"]) for b in system)
         self.listed = listed
-        self.project: Path = Path()
+        self.view = view
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": spec.prompt}]
-        self.transcript: list[dict[str, Any]] = [{"role": "system", "content": system},
+        shown = system if isinstance(system, str) else "".join(block["text"] for block in system)
+        self.transcript: list[dict[str, Any]] = [{"role": "system", "content": shown},
                                                  {"role": "user", "content": spec.prompt}]
         self.activations: list[Activation] = []
         self.tool_calls: list[ToolCall] = []
@@ -239,7 +276,7 @@ class _Session:
         return self.host.prices.cost(self.spec.model, self.usage)
 
     def request_chars(self) -> int:
-        return len(self.system) + len(json.dumps(TOOLS)) + len(json.dumps(self.messages))
+        return self.system_chars + TOOLS_CHARS + len(json.dumps(self.messages))
 
     def over_budget(self) -> bool:
         """Would the spent cost plus the worst case of one more call pass spec.max_usd?"""
@@ -266,7 +303,8 @@ class _Session:
             if self.over_budget():
                 self.bounds.append("max-budget")
                 return
-            chars = self.request_chars()
+            # Only the budget check needs the request's size: no JSON of the messages otherwise.
+            chars = self.request_chars() if self.spec.max_usd is not None else 0
             try:
                 response = await client.messages.create(
                     model=self.spec.model, max_tokens=self.spec.max_output_tokens, system=self.system,
@@ -337,9 +375,9 @@ class _Session:
         self.activations.append(Activation(name=name, mechanism="slash-command", turn=0))
 
     def skill_body(self, name: str) -> str | None:
-        """`Base directory ...` and the session copy's SKILL.md body, or None when there is none."""
-        skill_md = self.project.joinpath(*SKILLS_PREFIX, name, "SKILL.md")
-        if not skill_md.is_file():
+        """`Base directory ...` and the SKILL.md body the session sees, or None when there is none."""
+        skill_md = self.view.file((*SKILLS_PREFIX, name, "SKILL.md"))
+        if skill_md is None:
             return None
         text = skill_md.read_text(encoding="utf-8", errors="replace")
         parts = frontmatter.split(text, name)
@@ -349,8 +387,8 @@ class _Session:
     def skill(self, tool_use_id: str, tool_input: dict[str, Any], turn: int) -> tuple[Any, bool]:
         raw = tool_input.get("skill")
         name = raw.strip().removeprefix("/") if isinstance(raw, str) else ""
-        skill_md = self.project.joinpath(*SKILLS_PREFIX, name, "SKILL.md") if name else None
-        if name not in self.listed or skill_md is None or not skill_md.is_file():
+        skill_md = self.view.file((*SKILLS_PREFIX, name, "SKILL.md")) if name else None
+        if name not in self.listed or skill_md is None:
             self.activations.append(Activation(name=name or str(raw), mechanism="skill-tool", turn=turn,
                                                tool_use_id=tool_use_id, rejected=True))
             return f"Unknown skill: {name or raw}", True
@@ -368,11 +406,11 @@ class _Session:
             return f"Error: {raw} cannot be read: {type(exc).__name__}", True
 
     def _read(self, raw: str, tool_use_id: str, turn: int) -> tuple[str, bool]:
-        project = self.project.resolve()
-        path = (project / raw.strip()).resolve()  # an absolute file_path replaces the project part
-        if path != project and project not in path.parents:
+        relative = self.view.parts(raw.strip())  # an absolute file_path replaces the project part
+        if relative is None:
             return f"Error: {raw} is outside the project folder; only files of the project can be read", True
-        if not path.is_file():
+        path = self.view.file(relative)
+        if path is None:
             return f"Error: file does not exist: {raw}", True
         size = path.stat().st_size
         if size > READ_MAX_BYTES:
@@ -381,7 +419,6 @@ class _Session:
             text = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
             return f"Error: {raw} is not a UTF-8 text file", True
-        relative = path.relative_to(project).parts
         if len(relative) == 4 and relative[:2] == SKILLS_PREFIX and relative[3] == "SKILL.md":
             self.activations.append(Activation(name=relative[2], mechanism="skill-md-read", turn=turn,
                                                tool_use_id=tool_use_id))

@@ -5,6 +5,13 @@ servers, `dontAsk` permissions with a read-only tool allowlist that includes Ski
 a wall-clock timeout, and an explicit minimal environment. The SDK merges the parent process's
 environment into the CLI's, so the CLI is started through a small wrapper that runs it under
 `env -i` with only the variables listed in KEEP: the runner's own secrets never reach a session.
+
+Speed: session folders go to a memory filesystem when one is available (workspace.default_parent),
+and the library is filtered and copied once per host into a read-only staging snapshot
+(runner.hosts.workspace.Staging); each session's folder is hard links to it when the allowed tools
+cannot write, copies otherwise. Building and removing a session folder run in a worker thread, so
+one session's file work never stalls the event loop the other sessions' streams run on. `close()` /
+`aclose()` remove the snapshot (also done when the host is collected or at exit, as for the wrapper).
 """
 
 from __future__ import annotations
@@ -14,8 +21,12 @@ import dataclasses
 import json
 import re
 import shlex
+import shutil
 import tempfile
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -192,10 +203,45 @@ class ClaudeCodeHost:
         self.listing_budget_chars = listing_budget_chars
         self.allowed_tools = allowed_tools
         self.cli = Path(cli_path) if cli_path else bundled_cli()
-        self.work_parent = work_parent
+        # Session folders and the snapshot: on a memory filesystem when there is one (workspace docs).
+        self.work_parent = work_parent if work_parent is not None else workspace.default_parent()
         self.max_retries = max_retries
         self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=work_parent))
+        weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
         self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli)
+        self._staging: workspace.Staging | None = None
+        self._staging_lock = threading.Lock()
+        # Hard links are shared by all sessions: only when no allowed tool can write a file.
+        self.link = workspace.tools_are_read_only(allowed_tools)
+        # (attempt_id, phase) at each phase of a session: benchmarks/throughput.py times them.
+        self.trace: Callable[[str, str], None] | None = None
+
+    def _mark(self, spec: SessionSpec, phase: str) -> None:
+        if self.trace is not None:
+            self.trace(spec.attempt_id, phase)
+
+    def staging(self) -> workspace.Staging:
+        """The run's snapshot of the library, made by the first session that needs it."""
+        with self._staging_lock:
+            if self._staging is None:
+                self._staging = workspace.Staging(self.skills_dir, self.agents_dir, self.policy, self.work_parent)
+            return self._staging
+
+    def build_workspace(self, spec: SessionSpec) -> workspace.Workspace:
+        return workspace.build(self.skills_dir, self.agents_dir, self.policy, spec.exclude_skills,
+                               [(self.skills_dir / f, f) for f in spec.case_files], self.work_parent,
+                               staging=self.staging(), link=self.link)
+
+    def close(self) -> None:
+        """Remove the snapshot once no session runs; the host stays usable (a later session makes a new
+        one). The wrapper folder goes when the host is collected or the interpreter exits."""
+        with self._staging_lock:
+            if self._staging is not None:
+                self._staging.remove()
+                self._staging = None
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
 
     async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
         """Run one session against a capture endpoint: the real first request, no model, no key."""
@@ -204,6 +250,7 @@ class ClaudeCodeHost:
                                    api_key="skill-evals-surface-audit-no-key", base_url=capture.url,
                                    listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
                                    cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0)
+            probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
             obs = await probe.run(SessionSpec(attempt_id="surface-audit", uid="surface-audit", model=model,
                                               prompt="Surface audit: this session only records its first request.",
                                               max_turns=1, timeout_s=120))
@@ -246,8 +293,16 @@ class ClaudeCodeHost:
 
     async def run(self, spec: SessionSpec) -> Observation:
         started = time.monotonic()
-        ws = workspace.build(self.skills_dir, self.agents_dir, self.policy, spec.exclude_skills,
-                             [(self.skills_dir / f, f) for f in spec.case_files], self.work_parent)
+        self._mark(spec, "start")
+        building = asyncio.ensure_future(asyncio.to_thread(self.build_workspace, spec))
+        try:
+            ws = await asyncio.shield(building)
+        except asyncio.CancelledError:
+            # The thread finishes the folder anyway: remove it when it is done.
+            building.add_done_callback(lambda done: None if done.cancelled() or done.exception()
+                                       else done.result().remove())
+            raise
+        self._mark(spec, "workspace")
         stderr: list[str] = []
         recorder = _Recorder(spec)
         error_kind: ErrorKind | None = None
@@ -266,8 +321,12 @@ class ClaudeCodeHost:
             if recorder.result is None and recorder.api_error is None:
                 error_kind, error_message = "host-crash", f"{type(exc).__name__}: {exc}"
         finally:
-            await stream.aclose()
-            ws.remove()
+            self._mark(spec, "stream-end")
+            try:
+                await stream.aclose()
+            finally:
+                await asyncio.to_thread(ws.remove)
+            self._mark(spec, "removed")
         return self.observe(spec, recorder, error_kind, error_message, stderr, time.monotonic() - started)
 
     def observe(self, spec: SessionSpec, recorder: _Recorder, error_kind: ErrorKind | None, error_message: str | None,
