@@ -9,8 +9,9 @@ work, bounds the rate; `--library` runs another one.
 
 Per arm it reports: requests refused over the limit in all and after the first burst (a refusal
 after the fake already accepted a request past the first refusal), the achieved request rate as a
-share of the limit (overall, and at the steady state: from the first accepted request after the
-first refusal to the last request), the limiter's decreases and smallest window, and the attempt
+share of the limit (overall: accepted requests over the run's wall time, which includes the pause
+after the first 429 and the sliding window's edges; and at the steady state: the slope of the
+cumulative count of accepted requests from the first one accepted after the first refusal), the limiter's decreases and smallest window, and the attempt
 states (an attempt with an error is ERROR, never PASS or FAIL).
 
     python -m benchmarks.ratelimit [--short] [--out FILE]
@@ -106,6 +107,17 @@ def first_burst_split(requests: list[Recorded]) -> tuple[int, float | None]:
     return after, ordered[resumed].time
 
 
+def steady_rate(accepted: list[float], resumed_at: float | None) -> float | None:
+    """Accepted requests per second after the first accepted request past the first refusal: the
+    least-squares slope of the cumulative count over the arrival times. A plain count over a span
+    would count a sliding window's edges (a full allowance at once, a partial window at the end)
+    as throughput; the slope of a staircase of L every P seconds is L / P."""
+    later = [t for t in accepted if resumed_at is not None and t >= resumed_at]
+    if len(later) < 3 or later[-1] - later[0] <= 0:
+        return None
+    return statistics.linear_regression(later, list(range(len(later)))).slope
+
+
 def run_arm(library_root: Path, fake: FakeAnthropic, out: Path, *, concurrency: int, limiter: AdaptiveLimiter | None,
             cases: int, timeout_s: float = 120.0) -> tuple[dict, list[dict], float]:
     """Plan `cases` cases (N=1, api host, no judge) and execute them; (results, attempts, wall seconds).
@@ -152,11 +164,7 @@ def measure(arm: str, library_root: Path, *, concurrency: int, limit: int, windo
     accepted = len(times)
     limit_per_s = limit / window_s
     rate = accepted / wall
-    steady = None
-    if resumed_at is not None:
-        later = [t for t in times if t >= resumed_at]
-        if len(later) > 1 and later[-1] > later[0]:
-            steady = (len(later) - 1) / (later[-1] - later[0])
+    steady = steady_rate(times, resumed_at)
     states: dict[str, int] = {}
     kinds: dict[str, int] = {}
     wrong = 0

@@ -392,8 +392,9 @@ class _RateWindow:
             self.refused += 1
         else:
             self.accepted.append(now)
-        # `reset`: when the limit is fully replenished (the newest accepted request leaves the window).
-        reset = time.time() + (self.accepted[-1] + self.window_s - now)
+        # `reset`: when the limit is fully replenished (the newest accepted request leaves the window),
+        # never earlier than that once cut to milliseconds (hence the extra millisecond).
+        reset = time.time() + (self.accepted[-1] + self.window_s - now) + 0.001
         headers["anthropic-ratelimit-requests-limit"] = str(self.limit)
         headers["anthropic-ratelimit-requests-remaining"] = str(self.limit - len(self.accepted))
         headers["anthropic-ratelimit-requests-reset"] = (

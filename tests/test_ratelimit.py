@@ -19,7 +19,7 @@ from runner.hosts.base import Observation
 from benchmarks.ratelimit import widen_backlog
 from runner.ratelimit import (AdaptiveLimiter, RateLimitMiddleware, cli_rate_limit_retries, request_limit,
                               reset_in_s, retry_after_s)
-from tests.fake_anthropic import FakeAnthropic, text
+from tests.fake_anthropic import FakeAnthropic, error, text
 
 REFUSED = "error 429 rate-limit"
 
@@ -211,7 +211,7 @@ def test_the_fake_refuses_over_the_window_with_retry_after_and_headers() -> None
             client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "q4"}])
         headers = refused.value.response.headers
         assert headers["retry-after"] == "1"
-        assert 0 < reset_in_s(headers, time.time()) <= 1.0
+        assert 0.5 < reset_in_s(headers, time.time()) <= 1.01  # the window is empty when q3 leaves it
         assert fake.over_limit == 1 and fake.message_requests[-1].outcome == REFUSED
         time.sleep(1.05)
         client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "q5"}])
@@ -308,6 +308,38 @@ def test_api_host_run_against_the_limited_fake(tmp_path: Path) -> None:
         if record["error_kind"]:
             assert record["outcome"]["state"] == "ERROR", record
     assert all(record["status"] == "finished" for record in attempts)
+
+
+def test_claude_code_retried_429_reaches_the_limiter_through_the_transcript() -> None:
+    """The real CLI retries a 429 by itself; its api_retry system message is the only trace."""
+    from runner import prices as prices_mod
+    from runner.corpus import load_library
+    from runner.hosts.base import SessionSpec
+    from runner.runs import Credentials, make_host
+    from runner.settings import Settings
+    from benchmarks.ratelimit import EXAMPLE
+
+    settings = Settings()
+    library, _ = load_library(EXAMPLE, settings)
+    with FakeAnthropic() as fake:
+        fake.script("rate limited once", error(429, "rate_limit_error", retry_after=1, times=1), text("ok"))
+        key = "sk-test-ratelimit-cli"
+        host = make_host("claude-code", library, settings, Credentials(key, fake.url), prices_mod.load(settings), key)
+        spec = SessionSpec(attempt_id="x#main#1", uid="x", prompt="rate limited once", model="claude-sonnet-4-6",
+                           max_turns=2, timeout_s=120)
+
+        async def main() -> tuple[Observation, AdaptiveLimiter]:
+            limiter = AdaptiveLimiter(8)
+            started = time.monotonic()
+            observation = await host.run(spec)
+            await limiter.observe_attempt(observation, started)
+            return observation, limiter
+
+        observation, limiter = asyncio.run(main())
+        assert [r.outcome for r in fake.requests_for("rate limited once")] == ["error 429", "text"]
+    assert observation.error_kind is None and observation.final_answer == "ok"
+    assert cli_rate_limit_retries(observation.transcript) == 1
+    assert limiter.window == 4 and limiter.stats.rate_limited == 1
 
 
 # ---- the benchmark still runs ------------------------------------------------------------------------
