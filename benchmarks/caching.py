@@ -112,7 +112,9 @@ def table(rows: list[dict[str, Any]]) -> str:
              f"{'cache read':>12}{'cached':>8}{'cost $':>10}{'no-cache $':>11}{'saving':>8}"]
     for r in rows:
         on = r["with_caching"]
-        lines.append(f"{'aegis' if 'aegis' in r['library'] else Path(r['library']).name:<10}"
+        label = "example" if Path(r["library"]) == EXAMPLE else "aegis" if "aegis" in r["library"] else \
+            Path(r["library"]).name
+        lines.append(f"{label:<10}"
                      f"{r['model']:<20}{on['prefix_tokens_estimate']:>11}{str(on['prefix_marked']):>8}"
                      f"{on['input_tokens']:>10}{on['cache_creation_input_tokens']:>12}"
                      f"{on['cache_read_input_tokens']:>12}{100 * on['cached_share']:>7.1f}%"

@@ -201,6 +201,11 @@ def test_api_view_hides_evals_excluded_skills_and_links_into_evals(example_copy)
 def test_claude_code_sessions_link_a_read_only_snapshot_never_the_library(example_copy, tmp_path):
     skills_dir = example_copy / ".claude" / "skills"
     agents_dir = example_copy / ".claude" / "agents"
+    # Links inside the library into another skill's evals/: neither the file nor the folder reaches a session.
+    (skills_dir / "migration-planner" / "references" / "answers.json").symlink_to(
+        skills_dir / "test-report-triage" / "evals" / "evals.json")
+    (skills_dir / "migration-planner" / "probes").symlink_to(skills_dir / "test-report-triage" / "evals")
+    (skills_dir / "migration-planner" / "more").symlink_to(skills_dir / "dependency-upgrade-reviewer" / "references")
     policy = make_policy([skills_dir, agents_dir], example_copy, Settings().limits.max_file_bytes)
     staging = workspace.Staging(skills_dir, agents_dir, policy, tmp_path)
     linked = workspace.build(skills_dir, agents_dir, policy, ["release-publisher"], [], tmp_path, staging, link=True)
@@ -210,6 +215,9 @@ def test_claude_code_sessions_link_a_read_only_snapshot_never_the_library(exampl
         assert sorted(p.name for p in project_skills.iterdir()) == sorted(
             p.name for p in skills_dir.iterdir() if p.name != "release-publisher")
         assert not list(linked.project.rglob("evals")) and not list(copied.project.rglob("evals"))
+        planner = project_skills / "migration-planner"
+        assert not (planner / "references" / "answers.json").exists() and not (planner / "probes").exists()
+        assert (planner / "more" / "licence-compat.md").is_file()  # an ordinary inside link is still copied
         assert (linked.project / ".claude" / "agents" / "security-reviewer.md").is_file()
         skill_md = project_skills / "migration-planner" / "SKILL.md"
         staged = staging.skills / "migration-planner" / "SKILL.md"

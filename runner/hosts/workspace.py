@@ -102,7 +102,20 @@ class Workspace:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _copy_tree(source: Path, target: Path, policy: ReadPolicy, skip_top: set[str], skip_second: set[str]) -> None:
+def _hidden_behind_link(path: Path, root: Path, skip_top: set[str], skip_second: set[str]) -> bool:
+    """A symlink whose target, seen from the top of the tree, is a skipped skill or an evals/ folder."""
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    if top not in real.parents:
+        return False  # outside the tree: the read policy decides
+    parts = real.relative_to(top).parts
+    return parts[0] in skip_top or (len(parts) >= 2 and parts[1] in skip_second)
+
+
+def _copy_tree(source: Path, target: Path, policy: ReadPolicy, skip_top: set[str], skip_second: set[str],
+               root: tuple[Path, set[str], set[str]] | None = None) -> None:
+    # `root`: the top of the tree and its skip sets, checked on every symlink's target, so a link inside
+    # the library cannot bring another skill's evals/ folder (or an excluded skill) into a session.
+    top = root or (source, skip_top, skip_second)
     for dirpath, dirnames, filenames in os.walk(source, followlinks=False):
         here = Path(dirpath)
         relative = here.relative_to(source)
@@ -115,12 +128,14 @@ def _copy_tree(source: Path, target: Path, policy: ReadPolicy, skip_top: set[str
             path = here / name
             if path.is_symlink():
                 dirnames.remove(name)
-                if policy.inside(path) and path.is_dir():
-                    _copy_tree(path, target / relative / name, policy, set(), set())
+                if policy.inside(path) and path.is_dir() and not _hidden_behind_link(path, *top):
+                    _copy_tree(path, target / relative / name, policy, set(), set(), top)
         (target / relative).mkdir(parents=True, exist_ok=True)
         for name in filenames:
             path = here / name
             if not policy.inside(path) or not path.is_file() or path.stat().st_size > policy.max_bytes:
+                continue
+            if path.is_symlink() and _hidden_behind_link(path, *top):
                 continue
             shutil.copyfile(path, target / relative / name)
 
