@@ -9,7 +9,8 @@ Layout (all under one temporary folder, removed after the session):
     config/                    CLAUDE_CONFIG_DIR: no user settings, no memory, no MCP servers
 
 Only regular files inside the library are copied: a symlink that leaves the library is never
-followed (validate reports it), so no host file can reach a session.
+followed (validate reports it), so no host file can reach a session; nor is one whose target is a
+skill's evals/ folder or an excluded skill (checked on the link's real target).
 
 Sessions do not copy the library each time. A host builds one `Staging` snapshot per run (the
 same filter: no evals/ folders, no file from outside the library, symlinks inside it made real
