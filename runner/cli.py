@@ -153,6 +153,8 @@ def _run_options(f):  # type: ignore[no-untyped-def]
         click.option("--quorum", type=int, default=None, help="k (> N/2); default the majority of N."),
         click.option("--max-usd", type=float, default=None, help="Hard cap on this run's spend."),
         click.option("--concurrency", type=int, default=None),
+        click.option("--no-early-stop", "early_stop", flag_value=False, default=None,
+                     help="Run every repeat (fixed N) instead of stopping once the quorum is decided."),
         click.option("--max-turns", type=int, default=None),
         click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per session."),
         click.option("--listing-budget", type=int, default=None,

@@ -189,8 +189,13 @@ class Executor:
 
     async def run_probe_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
         """Both arms, every repeat: the catch rates are the result, so nothing stops early (semantics §8)."""
+        await self.run_every_repeat(planned, prior, planned.arms)
+
+    async def run_every_repeat(self, planned: PlannedCase, prior: list[AttemptRecord],
+                               arms: list[str] | None = None) -> None:
+        """Fixed N: every repeat of every arm not finished before (a resume) starts."""
         done = {(r.arm, r.repeat) for r in prior}
-        starts = [(arm, n) for n in range(1, planned.repeats + 1) for arm in planned.arms if (arm, n) not in done]
+        starts = [(arm, n) for n in range(1, planned.repeats + 1) for arm in arms or ["main"] if (arm, n) not in done]
         tasks = [asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in starts]
         try:
             await asyncio.gather(*tasks)
@@ -203,6 +208,9 @@ class Executor:
     async def run_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
         if planned.arms:
             await self.run_probe_case(planned, prior)
+            return
+        if not self.plan.early_stop:
+            await self.run_every_repeat(planned, prior)
             return
         rule = QuorumRule(planned.repeats, planned.quorum)
         wins = sum(1 for r in prior if r.outcome and r.outcome.state == "PASS")
@@ -240,7 +248,16 @@ class Executor:
 
     async def run(self, prior: dict[str, list[AttemptRecord]]) -> None:
         runnable = [c for c in self.plan.cases if c.unrun_reason is None and (self.mine is None or c.uid in self.mine)]
-        tasks = [asyncio.ensure_future(self.run_case(c, prior.get(c.uid, []))) for c in runnable]
+        pending = iter(runnable)
+
+        async def worker() -> None:
+            for planned in pending:  # one shared iterator: each case is taken by exactly one worker
+                await self.run_case(planned, prior.get(planned.uid, []))
+
+        # A few workers per session slot keep every slot busy (a case waits on its own attempts) without a
+        # task per case: 17,000 pending tasks cost about 100 MB and nothing else (benchmarks/memory.py).
+        workers = min(len(runnable), 2 * self.plan.concurrency + 2)
+        tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
         try:
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:

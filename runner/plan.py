@@ -88,6 +88,7 @@ class Plan(BaseModel):
     timeout_s: float
     max_output_tokens: int
     concurrency: int
+    early_stop: bool = Field(default=True, description="False: every repeat of every case runs (fixed N).")
     rate_limit_pause_s: float = 30.0
     cap_usd: float
     listing_budget_chars: int | None
@@ -213,7 +214,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     estimate = CostEstimate(
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
         price_read_on=prices.read_on, runnable_cases=len(runnable), sessions_max=sessions_max,
-        sessions_min=sum(c.sessions if c.arms else c.quorum for c in runnable), first_turn_input_tokens=first_turn, token_basis=basis,
+        sessions_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in runnable), first_turn_input_tokens=first_turn, token_basis=basis,
         expected_session_usd=round(expected, 6), worst_session_usd=round(worst, 6),
         expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
         judge_calls=judged,
@@ -229,7 +230,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         judge_unavailable=judge_unavailable,
         library={"root": library.root, "skills_dir": library.skills_dir, "content_hash": library.content_hash},
         repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
-        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency,
+        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, early_stop=run.early_stop,
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,

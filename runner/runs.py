@@ -69,6 +69,7 @@ class Options:
     quorum: int | None = None
     max_usd: float | None = None
     concurrency: int | None = None
+    early_stop: bool | None = None
     max_turns: int | None = None
     timeout_s: float | None = None
     listing_budget: int | None = None
@@ -100,6 +101,7 @@ def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierS
     run = settings.run.model_copy(update={k: v for k, v in {
         "host": options.host, "model": options.model, "max_usd": options.max_usd,
         "concurrency": options.concurrency, "max_turns": options.max_turns, "timeout_s": options.timeout_s,
+        "early_stop": options.early_stop,
     }.items() if v is not None})
     listing = settings.listing.model_copy(
         update={"budget_chars": options.listing_budget} if options.listing_budget else {})
@@ -283,8 +285,8 @@ def load_plan(rundir: RunDir) -> Plan:
 def prior_attempts(rundir: RunDir, plan_hash: str) -> dict[str, list[AttemptRecord]]:
     """Finished attempts of the same plan (cancelled ones are started again on resume)."""
     prior: dict[str, list[AttemptRecord]] = {}
-    for record in rundir.read_attempts():
-        if record.plan_hash == plan_hash and record.status == "finished":
+    for record in rundir.iter_attempts(plan_hash=plan_hash, slim=True):
+        if record.status == "finished":
             prior.setdefault(record.uid, []).append(record)
     return prior
 
@@ -333,7 +335,8 @@ def shard_uids(plan: Plan, shard: tuple[int, int] | None) -> set[str]:
 
 
 def finish(prepared: Prepared, rundir: RunDir, stop_reason: str | None, refused: int = 0) -> results_mod.Results:
-    records = [r for r in rundir.read_attempts() if r.plan_hash == prepared.plan_hash]
+    # Slim records: results need outcomes and costs, not the answers and tool calls (they stay on disk).
+    records = rundir.read_attempts(plan_hash=prepared.plan_hash, slim=True)
     results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, records, stop_reason, refused,
                                 shard_uids(prepared.plan, prepared.shard), prepared.shard)
     rundir.write_json(RESULTS, results.model_dump_json(indent=2))

@@ -131,6 +131,9 @@ class RunSettings(_Strict):
     rate_limit_pause_s: float = Field(default=30.0, ge=0, description="After a session ends rate-limited (429 past "
                                                                       "the client's retries), no session starts for "
                                                                       "this long. A spend-limit 429 stops the run.")
+    early_stop: bool = Field(default=True, description="Stop starting a case's repeats once the quorum is decided "
+                                                       "(the verdict is the same as with every repeat run); false runs "
+                                                       "all N.")
     host_max_retries: int = Field(default=2, ge=0, description="Transport retries of the host's own client "
                                                                 "(CLAUDE_CODE_MAX_RETRIES; the anthropic SDK's default "
                                                                 "is 2). An error after them is ERROR.")

@@ -64,12 +64,16 @@ def test_ledger_refuses_past_the_cap_and_counts_overshoot() -> None:
         ledger = Ledger(cap_usd=1.0)
         first = await ledger.reserve(0.6)
         assert first is not None
-        assert await ledger.reserve(0.6) is None  # 0.6 reserved + 0.6 > 1.0
+        # 0.6 reserved + 0.6 > 1.0: the second waits for the first to settle instead of failing...
+        waiting = asyncio.ensure_future(ledger.reserve(0.6))
+        await asyncio.sleep(0.05)
+        assert not waiting.done() and ledger.refused == 0
         await ledger.settle(first, 0.1)
-        second = await ledger.reserve(0.6)
-        assert second is not None
+        second = await waiting  # ...and fits once the first cost only 0.1
+        assert second is not None and ledger.reserved_usd == pytest.approx(0.6)
         await ledger.settle(second, 0.7)  # the host overspent its reservation: recorded, never hidden
-        assert await ledger.reserve(0.3) is None
+        assert await ledger.reserve(0.3) is None  # 0.8 spent, nothing outstanding: refused at once
+        assert await ledger.reserve(0.6) is None
         return ledger
 
     ledger = asyncio.run(scenario())

@@ -175,12 +175,21 @@ def test_cap_below_the_plan_holds(fake: FakeAnthropic, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     results = results_of(out)
     assert results["spend"]["usd"] <= cap
-    assert results["stop_reason"] == "budget-cap"
     finished = attempts(out)
-    assert 1 <= len(finished) < 4
     assert all(a["reserved_usd"] >= a["cost_usd"] for a in finished)
-    assert results["unrun_by_reason"]["budget-cap"] >= 7
-    assert results["spend"]["refused_reservations"] >= 1
+    # The cap allows one reservation at a time: with concurrency 4, sessions still never overlapped, and each
+    # started only after the one before settled its (much lower) real cost.
+    from tests.fake_anthropic import first_user_text
+    calls = sorted((r for r in fake.message_requests if "<rubric>" not in first_user_text(r.body)),
+                   key=lambda r: r.time)
+    turns = [sum(m.get("role") == "assistant" for m in r.body["messages"]) for r in calls]
+    assert turns == [0, 1] * len(finished) and len(finished) >= 2  # each session's two turns, never interleaved
+    spent, refused = results["spend"]["usd"], results["spend"]["refused_reservations"]
+    reserved = json.loads((out / "plan.json").read_text())["estimate"]["worst_session_usd"]  # with the surface
+    if results["stop_reason"] == "budget-cap":  # stopped only when even with nothing in flight a start did not fit
+        assert refused >= 1 and spent + reserved > cap - 1e-6
+    else:
+        assert refused == 0 and results["counts"]["UNRUN"] == 0
 
 
 def test_sigterm_then_resume_repeats_nothing(fake: FakeAnthropic, tmp_path: Path) -> None:
