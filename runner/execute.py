@@ -41,7 +41,6 @@ class RunState:
     in_flight: dict[str, PlannedCase] = field(default_factory=dict)
     finished: int = 0
     errors: int = 0
-    resume_at: float = 0.0  # monotonic time before which no session starts (rate limited)
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None:

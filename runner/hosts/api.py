@@ -156,6 +156,8 @@ class ApiHost:
         self.max_description_chars = max_description_chars
         self.max_retries = max_retries
         self.prompt_caching = prompt_caching
+        # anthropic SDK client middleware (runner.execute adds the run's rate limiter before the first call).
+        self.middleware: list[anthropic.Middleware] = []
         # One client per event loop: a client is bound to the loop its connections were made in.
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = \
             weakref.WeakKeyDictionary()
@@ -201,7 +203,7 @@ class ApiHost:
         client = self._clients.get(loop)
         if client is None:
             client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
-                                              max_retries=self.max_retries)
+                                              max_retries=self.max_retries, middleware=list(self.middleware))
             self._clients[loop] = client
         return client
 
