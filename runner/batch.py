@@ -516,11 +516,9 @@ class GatedHost:
 def execute_batched(prepared: Any, rundir: RunDir, credentials: Any, progress: Any = None,
                     poll_s: float = DEFAULT_POLL_S) -> Any:
     """runs.execute with `--batch`: quorum rounds, session turns and judge calls through batches."""
-    import signal
-
     from runner import runs as runs_mod
     from runner.budget import Ledger
-    from runner.execute import STOP_CANCELLED, Executor, RunState
+    from runner.execute import Executor, RunState
 
     plan = prepared.plan
     prior = runs_mod.prior_attempts(rundir, prepared.plan_hash)
@@ -545,22 +543,9 @@ def execute_batched(prepared: Any, rundir: RunDir, credentials: Any, progress: A
         executor = Executor(wide, prepared.plan_hash, prepared.cases, host, rundir, state, prepared.known_names,
                             progress, judge, plan.judge_unavailable, mine=runs_mod.shard_uids(plan, prepared.shard),
                             **extra)
-        task = asyncio.ensure_future(run_rounds(executor, broker, prior))
-        loop = asyncio.get_running_loop()
-
-        def cancel() -> None:
-            state.stop(STOP_CANCELLED)
-            task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, cancel)
         try:
-            await task
-        except asyncio.CancelledError:
-            pass
+            await runs_mod.until_signalled(asyncio.ensure_future(run_rounds(executor, broker, prior)), state)
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
             if judge is not None:
                 await judge.aclose()
             else:

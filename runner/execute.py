@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 
 from runner.budget import Ledger
@@ -195,14 +196,7 @@ class Executor:
         """Fixed N: every repeat of every arm not finished before (a resume) starts."""
         done = {(r.arm, r.repeat) for r in prior}
         starts = [(arm, n) for n in range(1, planned.repeats + 1) for arm in arms or ["main"] if (arm, n) not in done]
-        tasks = [asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in starts]
-        try:
-            await asyncio.gather(*tasks)
-        except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        await _all_or_cancel([asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in starts])
 
     async def run_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
         if planned.arms:
@@ -256,11 +250,15 @@ class Executor:
         # A few workers per session slot keep every slot busy (a case waits on its own attempts) without a
         # task per case: 17,000 pending tasks cost about 100 MB and nothing else (benchmarks/memory.py).
         workers = min(len(runnable), 2 * self.plan.concurrency + 2)
-        tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
-        try:
-            await asyncio.gather(*tasks)
-        except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        await _all_or_cancel([asyncio.ensure_future(worker()) for _ in range(workers)])
+
+
+async def _all_or_cancel(tasks: list[asyncio.Future[Any]]) -> None:
+    """Wait for all; when cancelled, cancel each (sessions record themselves as cancelled) and wait for them."""
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -411,7 +411,6 @@ def run_all(calibrations: list[Calibration]) -> tuple[list[CalibrationRecord], b
     cancelled = False
 
     async def main() -> list[CalibrationRecord]:
-        nonlocal cancelled
         tasks = [asyncio.ensure_future(c.run()) for c in calibrations]
         loop = asyncio.get_running_loop()
 

@@ -303,22 +303,9 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
                         mine=shard_uids(plan, prepared.shard), probes=prepared.probes)
 
     async def main() -> None:
-        task = asyncio.ensure_future(executor.run(prior))
-        loop = asyncio.get_running_loop()
-
-        def cancel() -> None:
-            state.stop(STOP_CANCELLED)
-            task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, cancel)
         try:
-            await task
-        except asyncio.CancelledError:
-            pass
+            await until_signalled(asyncio.ensure_future(executor.run(prior)), state)
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
             if prepared.judge is not None:
                 await prepared.judge.aclose()
             closer = getattr(prepared.host, "aclose", None)
@@ -328,6 +315,26 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
     if plan.unrun_all is None:
         asyncio.run(main())
     return finish(prepared, rundir, state.stop_reason, ledger.refused)
+
+
+async def until_signalled(task: asyncio.Future[Any], state: RunState) -> None:
+    """Await the run; SIGINT/SIGTERM stop new starts and cancel it (in-flight sessions record themselves
+    as cancelled), and the caller still writes results."""
+    loop = asyncio.get_running_loop()
+
+    def cancel() -> None:
+        state.stop(STOP_CANCELLED)
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 def shard_uids(plan: Plan, shard: tuple[int, int] | None) -> set[str]:

@@ -249,3 +249,17 @@ def test_claude_code_host_links_only_when_no_tool_can_write(tmp_path):
     assert reading.staging() is snapshot and snapshot.root.is_dir()
     reading.close()
     assert not snapshot.root.exists()
+
+
+def test_run_e2e_short_mode_runs_a_real_cli_run(tmp_path: Path) -> None:
+    """benchmarks/run_e2e.py --short: a whole `skill-evals run` against the fake, figures well formed."""
+    import json as json_mod
+    import subprocess as sp
+    import sys as sys_mod
+    out = tmp_path / "e2e.json"
+    done = sp.run([sys_mod.executable, "-m", "benchmarks.run_e2e", "--short", "--out", str(out)],
+                  cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    (row,) = json_mod.loads(out.read_text())["results"]
+    assert row["errors"] == 0 and row["sessions"] > 0
+    assert 0 < row["ratio"]["median"] <= 1.05 and row["process_cpu_ms_per_session"]["median"] > 0
