@@ -138,7 +138,13 @@ def run_arm(library_root: Path, fake: FakeAnthropic, out: Path, *, concurrency: 
     executor = Executor(prepared.plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
                         prepared.known_names, limiter=limiter)
     started = time.monotonic()
-    asyncio.run(executor.run({}))
+    async def run_and_close() -> None:
+        try:
+            await executor.run({})
+        finally:
+            await prepared.host.aclose()  # the host's client belongs to this event loop
+
+    asyncio.run(run_and_close())
     wall = time.monotonic() - started
     results = finish(prepared, rundir, state.stop_reason, state.ledger.refused)
     attempts = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines() if line.strip()]

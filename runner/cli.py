@@ -428,8 +428,8 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
             rundir = runs_mod.RunDir(resume_dir)
             prepared = runs_mod.prepare_resume(rundir, loaded.library, loaded.settings, credentials)
         else:
-            prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options), credentials,
-                                        audit=True)
+            prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options, batch=batch),
+                                        credentials, audit=True)
             if prepared.unknown_skills:
                 _fail_usage(f"no such skill(s) in the library: {', '.join(prepared.unknown_skills)}")
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -443,6 +443,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
     if prepared.plan.unrun_all == "no-credentials":
         console.print(runs_mod.HOW_TO_GET_RESULTS)
     with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
+        batch = batch or prepared.plan.batch  # a batched run resumes batched
         if batch:
             from runner import batch as batch_mod
             results = batch_mod.execute_batched(prepared, rundir, credentials, progress, batch_poll_s)

@@ -89,6 +89,8 @@ class Plan(BaseModel):
     max_output_tokens: int
     concurrency: int
     early_stop: bool = Field(default=True, description="False: every repeat of every case runs (fixed N).")
+    batch: bool = Field(default=False, description="Model turns (api host) and judge calls go through the Message "
+                                                   "Batches API, at half the price the estimate shows.")
     rate_limit_pause_s: float = 30.0
     cap_usd: float
     listing_budget_chars: int | None
@@ -185,7 +187,8 @@ def session_costs(first_turn: int, max_turns: int, expected_turns: int, max_outp
 def build(library: Library, selected: list[tuple[Case, str]], settings: Settings, tier: str, tier_rule: TierSettings,
           host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
           unrun_all: str | None, judge_unavailable: str | None = None,
-          quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None) -> Plan:
+          quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None,
+          batch: bool = False) -> Plan:
     run = settings.run
     cases = []
     for case, why in selected:
@@ -230,7 +233,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         judge_unavailable=judge_unavailable,
         library={"root": library.root, "skills_dir": library.skills_dir, "content_hash": library.content_hash},
         repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
-        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, early_stop=run.early_stop,
+        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, early_stop=run.early_stop, batch=batch,
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,

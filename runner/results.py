@@ -71,6 +71,7 @@ class PlanSummary(BaseModel):
     library_hash: str
     listing_budget_chars: int | None
     surface: Surface | None
+    batch: bool = Field(default=False, description="Model turns and judge calls went through the Message Batches API.")
 
 
 class Spend(BaseModel):
@@ -244,7 +245,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                          judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,
                          repeats=plan.repeats, quorum=plan.quorum,
                          cap_usd=plan.cap_usd, library_hash=plan.library["content_hash"],
-                         listing_budget_chars=plan.listing_budget_chars, surface=plan.surface),
+                         listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch),
         stop_reason=stop_reason,
         counts={state: counts.get(state, 0) for state in ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")},
         unrun_by_reason=dict(unrun.most_common()),

@@ -70,6 +70,7 @@ class Options:
     max_usd: float | None = None
     concurrency: int | None = None
     early_stop: bool | None = None
+    batch: bool = False
     max_turns: int | None = None
     timeout_s: float | None = None
     listing_budget: int | None = None
@@ -192,7 +193,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
                           prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)),
-                          probe_gates(library))
+                          probe_gates(library), batch=options.batch)
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
                     selection=selection, probes={p.uid: p for p in library.probes})

@@ -161,6 +161,10 @@ def test_batch_run_has_the_direct_states_at_half_the_cost(tmp_path: Path) -> Non
     usage = lambda out: sorted((a["uid"], a["usage"]["input_tokens"], a["usage"]["output_tokens"])  # noqa: E731
                                for a in attempts_of(out) if a["usage"]["input_tokens"])  # errored: no usage
     assert usage(batched) == usage(direct)
+    # The plan and results say the run was batched; the direct run's say it was not.
+    assert json.loads((batched / "results.json").read_text())["plan"]["batch"] is True
+    assert json.loads((direct / "results.json").read_text())["plan"]["batch"] is False
+    assert json.loads((batched / "plan.json").read_text())["batch"] is True
     assert spend_batch["usd"] > 0 and spend_batch["judge_usd"] > 0
     for key in ("usd", "judge_usd"):  # results.json rounds to 6 decimals
         assert abs(spend_batch[key] - spend_direct[key] / 2) <= 2e-6, (spend_batch, spend_direct)
@@ -223,8 +227,8 @@ def test_resume_after_an_interruption_polls_the_same_batch(tmp_path: Path) -> No
         assert len(fake.batch_creates) == 1
         assert not [a for a in attempts_of(out) if a["status"] == "finished"]
         fake.batch_timing(polls=0)
-        done = run_cli(fake, "run", "--library", str(EXAMPLE), "--resume", str(out), "--batch", "--batch-poll",
-                       "0.05")
+        # Without --batch: a run planned batched resumes batched.
+        done = run_cli(fake, "run", "--library", str(EXAMPLE), "--resume", str(out), "--batch-poll", "0.05")
         assert done.returncode == 0, done.stderr[-3000:]
         assert len(fake.batch_creates) == 1, "the resumed run polled the recorded batch instead of paying again"
         polled = [r.path for r in fake.requests if r.method == "GET" and r.path.endswith(record["batch_id"])]

@@ -195,6 +195,8 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
     facts = [f"plan {escape(results.plan.hash[:12])}", f"finished {escape(clip(results.finished_at, 40))}",
              f"{results.attempts_finished} attempts ({results.attempts_errored} errored)",
              f"judge: {results.spend.judge_calls} calls, {usd(results.spend.judge_usd)}"]
+    if results.plan.batch:
+        facts.append("Message Batches (half price)")
     if roll.judge_error_rate is not None:
         facts.append(f"judge-error rate {roll.judge_error_rate * 100:.0f}%")
     if results.plan.judge_prompt_version:
