@@ -220,7 +220,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         sessions_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in runnable), first_turn_input_tokens=first_turn, token_basis=basis,
         expected_session_usd=round(expected, 6), worst_session_usd=round(worst, 6),
         expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
-        judge_calls=judged,
+        judge_calls=judged if judge_unavailable is None else 0,
         judge_note=(f"at most one call per attempt of a case with prose assertions, {settings.judge.model}, "
                     "reserved against the same cap before each call" if judge_unavailable is None else
                     f"no judge calls: prose assertions stay UNRUN ({judge_unavailable})"),
