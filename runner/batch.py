@@ -518,7 +518,7 @@ def execute_batched(prepared: Any, rundir: RunDir, credentials: Any, progress: A
     """runs.execute with `--batch`: quorum rounds, session turns and judge calls through batches."""
     from runner import runs as runs_mod
     from runner.budget import Ledger
-    from runner.execute import Executor, RunState
+    from runner.execute import STOP_CANCELLED, Executor, RunState, until_signalled
 
     plan = prepared.plan
     prior = runs_mod.prior_attempts(rundir, prepared.plan_hash)
@@ -544,7 +544,8 @@ def execute_batched(prepared: Any, rundir: RunDir, credentials: Any, progress: A
                             progress, judge, plan.judge_unavailable, mine=runs_mod.shard_uids(plan, prepared.shard),
                             **extra)
         try:
-            await runs_mod.until_signalled(asyncio.ensure_future(run_rounds(executor, broker, prior)), state)
+            await until_signalled(asyncio.ensure_future(run_rounds(executor, broker, prior)),
+                                  lambda: state.stop(STOP_CANCELLED))
         finally:
             if judge is not None:
                 await judge.aclose()

@@ -791,12 +791,12 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
         click.echo(findings_mod.render_text([f for f in floor if f.level.value == "error"]))
         click.echo("skill-evals: the floor failed (see `skill-evals validate`); nothing was started", err=True)
         sys.exit(EXIT_FINDINGS)
-    settings = loaded.settings
-    update = {"host": host, "model": model, "max_usd": max_usd, "concurrency": concurrency}
-    run = settings.run.model_copy(update={k: v for k, v in update.items() if v is not None})
-    judge_settings = settings.judge.model_copy(update={"model": judge_model} if judge_model else {})
-    probe_settings = settings.probes.model_copy(update={} if explicit is None else {"explicit_invocation": explicit})
-    settings = settings.model_copy(update={"run": run, "judge": judge_settings, "probes": probe_settings})
+    settings, _ = runs_mod.apply_options(loaded.settings, runs_mod.Options(
+        host=host, model=model, max_usd=max_usd, concurrency=concurrency, judge_model=judge_model))
+    if explicit is not None:
+        settings = settings.model_copy(update={"probes": settings.probes.model_copy(
+            update={"explicit_invocation": explicit})})
+    run = settings.run
     if runs_mod.kill_switch(settings, os.environ):
         console.print("Kill switch on ([run] disabled or SKILL_EVALS_DISABLED): nothing was started.")
         return

@@ -10,6 +10,7 @@ attempts.jsonl as they finish, so a crash or a SIGTERM loses nothing that finish
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -251,6 +252,26 @@ class Executor:
         # task per case: 17,000 pending tasks cost about 100 MB and nothing else (benchmarks/memory.py).
         workers = min(len(runnable), 2 * self.plan.concurrency + 2)
         await _all_or_cancel([asyncio.ensure_future(worker()) for _ in range(workers)])
+
+
+async def until_signalled(task: asyncio.Future[Any], on_signal: Callable[[], None]) -> None:
+    """Await `task`; SIGINT/SIGTERM call `on_signal` (e.g. stop new starts) and cancel it. In-flight
+    sessions record themselves as cancelled, and the caller still writes what finished."""
+    loop = asyncio.get_running_loop()
+
+    def cancel() -> None:
+        on_signal()
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 async def _all_or_cancel(tasks: list[asyncio.Future[Any]]) -> None:

@@ -30,7 +30,6 @@ import asyncio
 import hashlib
 import json
 import os
-import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from runner import plan as plan_mod
 from runner.budget import Ledger
+from runner.execute import until_signalled
 from runner.corpus import Library, Probe
 from runner.findings import display_path
 from runner.hosts.base import Host, Usage
@@ -410,23 +410,16 @@ def run_all(calibrations: list[Calibration]) -> tuple[list[CalibrationRecord], b
     On SIGINT/SIGTERM the running starts are cut and recorded as errors; returns (records, cancelled)."""
     cancelled = False
 
+    def mark_cancelled() -> None:
+        nonlocal cancelled
+        cancelled = True
+
     async def main() -> list[CalibrationRecord]:
-        tasks = [asyncio.ensure_future(c.run()) for c in calibrations]
-        loop = asyncio.get_running_loop()
-
-        def cancel() -> None:
-            nonlocal cancelled
-            cancelled = True
-            for task in tasks:
-                task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, cancel)
+        # Cancelling the gathered future cancels every calibration and waits for each to save its record.
+        everything = asyncio.ensure_future(asyncio.gather(*(c.run() for c in calibrations), return_exceptions=True))
         try:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await until_signalled(everything, mark_cancelled)
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
             judges = {id(c.judge): c.judge for c in calibrations}
             for judge in judges.values():
                 await judge.aclose()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from runner import probe_calibration
 from runner import results as results_mod
 from runner.budget import Ledger
 from runner.corpus import Case, Library, Probe
-from runner.execute import STOP_CANCELLED, Executor, RunState
+from runner.execute import STOP_CANCELLED, Executor, RunState, until_signalled
 from runner.files import make_policy
 from runner.findings import Finding
 from runner.judge import Judge, JudgeSettingsView, prompt_version
@@ -305,7 +304,7 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
 
     async def main() -> None:
         try:
-            await until_signalled(asyncio.ensure_future(executor.run(prior)), state)
+            await until_signalled(asyncio.ensure_future(executor.run(prior)), lambda: state.stop(STOP_CANCELLED))
         finally:
             if prepared.judge is not None:
                 await prepared.judge.aclose()
@@ -316,26 +315,6 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
     if plan.unrun_all is None:
         asyncio.run(main())
     return finish(prepared, rundir, state.stop_reason, ledger.refused)
-
-
-async def until_signalled(task: asyncio.Future[Any], state: RunState) -> None:
-    """Await the run; SIGINT/SIGTERM stop new starts and cancel it (in-flight sessions record themselves
-    as cancelled), and the caller still writes results."""
-    loop = asyncio.get_running_loop()
-
-    def cancel() -> None:
-        state.stop(STOP_CANCELLED)
-        task.cancel()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, cancel)
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 def shard_uids(plan: Plan, shard: tuple[int, int] | None) -> set[str]:
