@@ -188,10 +188,6 @@ class Executor:
                 self.progress(record, self.state)
             return record
 
-    async def run_probe_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
-        """Both arms, every repeat: the catch rates are the result, so nothing stops early (semantics §8)."""
-        await self.run_every_repeat(planned, prior, planned.arms)
-
     async def run_every_repeat(self, planned: PlannedCase, prior: list[AttemptRecord],
                                arms: list[str] | None = None) -> None:
         """Fixed N: every repeat of every arm not finished before (a resume) starts."""
@@ -200,11 +196,9 @@ class Executor:
         await _all_or_cancel([asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in starts])
 
     async def run_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
-        if planned.arms:
-            await self.run_probe_case(planned, prior)
-            return
-        if not self.plan.early_stop:
-            await self.run_every_repeat(planned, prior)
+        if planned.arms or not self.plan.early_stop:
+            # Probes run both arms N times (their catch rates are the result, semantics §8); so does fixed N.
+            await self.run_every_repeat(planned, prior, planned.arms)
             return
         rule = QuorumRule(planned.repeats, planned.quorum)
         wins = sum(1 for r in prior if r.outcome and r.outcome.state == "PASS")
