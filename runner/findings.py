@@ -28,22 +28,30 @@ class Finding(BaseModel):
     col: int | None = Field(default=None, ge=1)
     message: str
     detail: str | None = Field(default=None, description="Longer output, e.g. the library validator's own output.")
+    skill: str | None = Field(default=None, description="The skill the finding is about, when it is about one: an "
+                                                        "error here keeps that skill's cases from running.")
+    uid: str | None = Field(default=None, description="The case the finding is about, when it is about one: an error "
+                                                      "here keeps only that case from running.")
 
     def location(self) -> str:
         loc = f"{self.file}:{self.line}"
         return f"{loc}:{self.col}" if self.col else loc
 
 
-def error(rule: str, file: str, line: int, message: str, col: int | None = None, detail: str | None = None) -> Finding:
-    return Finding(level=Level.ERROR, rule=rule, file=file, line=max(1, line), col=col, message=message, detail=detail)
+def error(rule: str, file: str, line: int, message: str, col: int | None = None, detail: str | None = None,
+          skill: str | None = None, uid: str | None = None) -> Finding:
+    return Finding(level=Level.ERROR, rule=rule, file=file, line=max(1, line), col=col, message=message, detail=detail,
+                   skill=skill, uid=uid)
 
 
-def warning(rule: str, file: str, line: int, message: str, col: int | None = None) -> Finding:
-    return Finding(level=Level.WARNING, rule=rule, file=file, line=max(1, line), col=col, message=message)
+def warning(rule: str, file: str, line: int, message: str, col: int | None = None, skill: str | None = None,
+            uid: str | None = None) -> Finding:
+    return Finding(level=Level.WARNING, rule=rule, file=file, line=max(1, line), col=col, message=message,
+                   skill=skill, uid=uid)
 
 
-def info(rule: str, file: str, line: int, message: str) -> Finding:
-    return Finding(level=Level.INFO, rule=rule, file=file, line=max(1, line), message=message)
+def info(rule: str, file: str, line: int, message: str, skill: str | None = None) -> Finding:
+    return Finding(level=Level.INFO, rule=rule, file=file, line=max(1, line), message=message, skill=skill)
 
 
 def has_errors(findings: list[Finding]) -> bool:
