@@ -483,7 +483,7 @@ class BatchApiHost:
         started = time.monotonic()
         host = self._priced
         system, with_description, name_only = host.system_param(spec.exclude_skills)
-        view = LibraryView(host.skills_dir, host.policy, frozenset(spec.exclude_skills))
+        view = LibraryView(host.files, frozenset(spec.exclude_skills))
         session = _BatchSession(host, spec, system, set(with_description) | set(name_only), view)
         obs = Observation(attempt_id=spec.attempt_id, host=host.name,
                           listing=ListingSeen(with_description=with_description, name_only=name_only))

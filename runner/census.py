@@ -50,6 +50,7 @@ class CaseCounts(BaseModel):
     by_source: dict[str, int]
     by_type: dict[str, int]
     by_kind: dict[str, int]
+    by_format: dict[str, int] = {}
     template_cases_not_run: int
 
 
@@ -137,7 +138,10 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
         kind_class.setdefault(case.kind, Counter())[assertion.assertion_class] += 1
     return Census(
         library={"root": library.root, "skills_dir": library.skills_dir, "agents_dir": library.agents_dir,
-                 "content_hash": library.content_hash},
+                 "content_hash": library.content_hash,
+                 **({"layout": library.layout.kind, "layout_description": library.layout.description,
+                     "roots": library.layout.roots, "layout_note": library.layout.note,
+                     "candidates": library.layout.candidates} if library.layout else {})},
         skills=SkillCounts(
             total=len(skills), templates=sorted(s.name for s in skills if s.template),
             real=sum(1 for s in skills if not s.template),
@@ -149,7 +153,8 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
         cases=CaseCounts(
             total=len(cases), by_source=_counter([c.source for c in cases]),
             by_type=_counter([c.case_type or f"({c.format})" for c in evals_cases]),
-            by_kind=_counter([c.kind for c in cases]), template_cases_not_run=len(library.template_cases),
+            by_kind=_counter([c.kind for c in cases]), by_format=_counter([c.format for c in cases]),
+            template_cases_not_run=len(library.template_cases),
         ),
         refusals=Refusals(total=len(refusals), by_rule=_counter([c.kind_rule for c in refusals]),
                           cases=[CaseRef(uid=c.uid, rule=c.kind_rule) for c in refusals]),
@@ -217,6 +222,9 @@ def _sample(refs: list[CaseRef], limit: int = 8) -> str:
 def render_text(census: Census, console: Console) -> None:
     s, c, a = census.skills, census.cases, census.assertions
     console.print(f"[bold]Census of {census.library['skills_dir']}[/bold]  (content {census.library['content_hash'][:12]})")
+    if census.library.get("layout"):
+        console.print(f"Layout: {census.library['layout_description']}; read {', '.join(census.library['roots'])} "
+                      f"({census.library['layout_note']})", markup=False)
     console.print(f"Skills: {s.total} folders = {s.real} skills + {len(s.templates)} template(s) "
                   f"{', '.join(s.templates) or ''}; {len(s.manual_only)} manual-only; "
                   f"{s.with_trigger_evals} with trigger-evals.json; {s.with_probes} with probes; "
@@ -250,9 +258,15 @@ def render_text(census: Census, console: Console) -> None:
     console.print(f"(subagent) targets: {len(sa.expected_skill)} as expected_skill, {len(sa.overlaps_with)} in "
                   f"overlaps_with, {len(sa.should_not_trigger)} in should_not_trigger")
     li = census.listing
-    console.print(f"Skill listing ({li.model}): {li.listed} listed skills need {li.total_chars_all_descriptions:,} "
-                  f"characters with descriptions; budget {li.budget_chars:,} → {len(li.with_description)} keep their "
-                  f"description, {len(li.name_only)} listed by name only. Measure the real listing with the surface "
+    console.print(f"Skill listing ({li.model}; {li.host}): {li.listed} listed skills need "
+                  f"{li.total_chars_all_descriptions:,} characters with descriptions; the host lists "
+                  f"{len(li.host_entries)} of its own, {li.host_fixed_chars:,} characters always kept; budget "
+                  f"{li.budget_chars:,} " + (f"leaves {li.left_for_descriptions:,} for descriptions" if
+                                             li.left_for_descriptions >= 0 else
+                                             f"is exceeded by {-li.left_for_descriptions:,} with names alone") +
+                  f" → "
+                  f"{len(li.with_description)} keep their description, {len(li.name_only)} listed by name only "
+                  f"(listing ≈ {li.estimated_listing_chars:,} characters). Measure the real listing with the surface "
                   "audit.")
     for probe in census.probes:
         console.print(f"Probe {probe.uid}: {probe.kind}, {probe.seeded_defects} defect(s) "

@@ -23,9 +23,23 @@ KNOWN_EVAL_TYPES = ("should_trigger", "should_not_trigger", "should_not_do")
 class Rule:
     id: str
     pattern: re.Pattern[str]
+    # Activation rules: whether the skill they name must fire ("positive") or stay silent ("negative").
+    polarity: str | None = None
+    # The pattern as written, when it names skills through {skill} / {named_skill}: compiled again
+    # with each library's names (`pattern` holds the expansion for unknown names).
+    template: str | None = None
+    # A cheap lowercase pattern that must match the lowercased text first (see rules.yaml).
+    guard: re.Pattern[str] | None = None
+    # Decides only as an assertion's first claim (see rules.yaml).
+    first_only: bool = False
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self.guard is not None and not self.guard.search(text.lower()):
+            return None
+        return self.pattern.search(text)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: it keys the per-library rule cache
 class Rules:
     activation: tuple[Rule, ...]
     unjudgeable: tuple[Rule, ...]
@@ -39,11 +53,174 @@ def packaged_rules() -> Rules:
     raw = yaml.safe_load(resources.files("runner").joinpath("data", "rules.yaml").read_text(encoding="utf-8"))
 
     def group(name: str) -> tuple[Rule, ...]:
-        return tuple(Rule(id=r["id"], pattern=re.compile(r["pattern"])) for r in raw[name])
+        return tuple(_rule(r["id"], r["pattern"], r.get("polarity"), frozenset(),
+                           re.compile(r["guard"]) if r.get("guard") else None, bool(r.get("first_only")))
+                     for r in raw[name])
 
     return Rules(activation=group("activation"), unjudgeable=group("unjudgeable"),
                  workspace_prompt=group("workspace_prompt"),
                  signposts=tuple(str(phrase).lower() for phrase in raw["signposts"]))
+
+
+# ---- naming skills ----------------------------------------------------------------------------
+#
+# `names` is every name an activation can be observed under: the library's skills, `<agent>
+# (subagent)` for each subagent, and any other name the host lists a skill under. The classifier
+# and the verdict find names with the same function, so they cannot disagree about which skill an
+# assertion names. An empty set means the names are unknown: any kebab-case token then counts,
+# the runner's reading before it knew the library.
+
+SUBAGENT_SUFFIX = " (subagent)"
+_KEBAB = r"[a-z0-9]++(?:-[a-z0-9]++)+"
+_OPEN_QUOTE, _CLOSE_QUOTE = "[`'\"\u201c\u2018]?", "[`'\"\u201d\u2019]?"
+# A name stands alone: not inside a longer token or path, optionally behind `plugin:`, never
+# followed by a possessive (`this skill's references` are not the skill).
+_BEFORE = r"(?<![\w:./-])" + _OPEN_QUOTE + r"(?:[A-Za-z0-9_.-]++:)?"
+_AFTER = _CLOSE_QUOTE + r"(?![\w-])(?!['\u2019]s\b)"
+_SUBAGENT = r"(?i:\s+\(subagent\)|\s+subagent\b)"
+_SELF = r"\b(?:this|the)\s+skill\b(?!['\u2019]s\b)"
+
+
+def _trie(words: list[str]) -> str:
+    """An alternation of literal words factored by prefix (fast to try; the longest wins first)."""
+    tree: dict[str, dict] = {}
+    for word in words:
+        node = tree
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def render(node: dict[str, dict]) -> str:
+        ends = "" in node
+        branches = [re.escape(char) + render(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if ends else body
+
+    return render(tree)
+
+
+def _base_names(names: frozenset[str]) -> tuple[list[str], list[str]]:
+    skills = [n for n in names if not n.endswith(SUBAGENT_SUFFIX)]
+    agents = [n[: -len(SUBAGENT_SUFFIX)] for n in names if n.endswith(SUBAGENT_SUFFIX)]
+    return skills, agents
+
+
+@lru_cache(maxsize=16)
+def _name_pattern(names: frozenset[str]) -> str:
+    """A regular expression for one mention of a name; group `agent` or `skill` holds the bare name."""
+    skills, agents = _base_names(names)
+    agent = _KEBAB if not names else (_trie(agents) if agents else None)
+    skill = _KEBAB if not names else (_trie(skills) if skills else None)
+    options = []
+    if agent:
+        options.append(f"(?P<agent>{agent}){_CLOSE_QUOTE}{_SUBAGENT}")
+    if skill:
+        options.append(f"(?P<skill>{skill})(?!{_SUBAGENT})")
+    if not options:
+        return r"(?!x)x"  # no name at all can match
+    return _BEFORE + "(?-i:" + "|".join(options) + ")" + _AFTER
+
+
+@lru_cache(maxsize=16)
+def _mention_regex(names: frozenset[str]) -> re.Pattern[str]:
+    return re.compile(_name_pattern(names))
+
+
+@dataclass(frozen=True)
+class Mention:
+    name: str  # as `names` holds it: `pdf`, `security-reviewer (subagent)`
+    start: int
+    end: int
+
+
+def mentions(text: str, names: frozenset[str]) -> list[Mention]:
+    """Every name of the library the text mentions, in order, the longest name at each place."""
+    out = []
+    for match in _mention_regex(names).finditer(text):
+        name = match.group("agent") + SUBAGENT_SUFFIX if match.groupdict().get("agent") else match.group("skill")
+        out.append(Mention(name, match.start(), match.end()))
+    return out
+
+
+def skill_mentions(text: str, names: frozenset[str]) -> list[str]:
+    """The names a text mentions, in order of first appearance."""
+    seen: list[str] = []
+    for mention in mentions(text, names):
+        if mention.name not in seen:
+            seen.append(mention.name)
+    return seen
+
+
+def _expand(template: str, names: frozenset[str]) -> str:
+    ref = _name_pattern(names)
+    skill = rf"(?:(?:the\s+)?{ref}(?:\s+skill\b)?|{_SELF})"
+    named_skill = rf"(?:the\s+)?{ref}\s+skill\b"
+    # Each placeholder gets its own copy of the name's groups: Python refuses a group name twice.
+    parts = re.split(r"(\{skill\}|\{named_skill\})", template)
+    out = []
+    for index, part in enumerate(parts):
+        if part in ("{skill}", "{named_skill}"):
+            expanded = skill if part == "{skill}" else named_skill
+            out.append(expanded.replace("?P<agent>", f"?P<agent{index}>").replace("?P<skill>", f"?P<skill{index}>"))
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+def _rule(rule_id: str, pattern: str, polarity: str | None, names: frozenset[str],
+          guard: re.Pattern[str] | None = None, first_only: bool = False) -> Rule:
+    if "{skill}" not in pattern and "{named_skill}" not in pattern:
+        return Rule(rule_id, re.compile(pattern), polarity, guard=guard, first_only=first_only)
+    return Rule(rule_id, re.compile(_expand(pattern, names)), polarity, template=pattern, guard=guard,
+                first_only=first_only)
+
+
+@lru_cache(maxsize=16)
+def activation_rules(rules: Rules, names: frozenset[str]) -> tuple[Rule, ...]:
+    """The activation rules with this library's names in place of {skill} / {named_skill}."""
+    if not names:
+        return rules.activation
+    return tuple(_rule(r.id, r.template, r.polarity, names, r.guard, r.first_only) if r.template else r
+                 for r in rules.activation)
+
+
+_CLAUSE_END = re.compile(r";|(?<=[.!?])\s+(?=[A-Z`*\"'])")
+
+
+def clauses(text: str) -> list[tuple[int, str]]:
+    """(offset, clause) at semicolons and sentence ends: each clause can make its own claim."""
+    out, start = [], 0
+    for match in _CLAUSE_END.finditer(text):
+        out.append((start, text[start:match.start()]))
+        start = match.end()
+    out.append((start, text[start:]))
+    return [(offset, clause) for offset, clause in out if clause.strip()]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One clause of an activation assertion: the skill it names (None = "this skill", the case's
+    own target) and whether that skill must fire."""
+    name: str | None
+    must_fire: bool
+    rule: str
+
+
+def activation_claims(text: str, rules: Rules, names: frozenset[str]) -> list[Claim]:
+    """What an activation assertion requires, clause by clause ("Invokes `a`; does not invoke `b`")."""
+    claims = []
+    for _, clause in clauses(text):
+        for rule in activation_rules(rules, names):
+            match = rule.search(clause)
+            if not match:
+                continue
+            if not (rule.first_only and claims):
+                named = [m for m in mentions(clause, names) if match.start() <= m.start < match.end()]
+                claims.append(Claim(named[0].name if named else None, rule.polarity != "negative", rule.id))
+            break
+    return claims
 
 
 # ---- case kinds -------------------------------------------------------------------------------
@@ -178,9 +355,12 @@ def _shape(text: str, literals: dict[str, list[str]]) -> AssertionDecision | Non
     return None
 
 
-def assertion_class(text: str, literals: dict[str, list[str]], rules: Rules) -> AssertionDecision:
-    for rule in rules.activation:
-        if rule.pattern.search(text):
+def assertion_class(text: str, literals: dict[str, list[str]], rules: Rules,
+                    names: frozenset[str] = frozenset()) -> AssertionDecision:
+    """`names`: see "naming skills" above. Only an assertion that names a skill of the library (or
+    says "this skill" / "the skill") is about activation: "Does not load entire CI logs" is not."""
+    for rule in activation_rules(rules, names):
+        if rule.search(text):
             return AssertionDecision("activation", rule.id)
     shape = _shape(text, literals)
     if shape is not None:

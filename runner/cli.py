@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 
 from runner import findings as findings_mod
+from runner import floor as floor_mod
 from runner import settings as settings_mod
 from runner import validate as validate_mod
 from runner.corpus import Library, LibraryError, find_root, load_library
@@ -55,9 +56,20 @@ def _fail_usage(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
+def _checked_library(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    # Checked while the options are parsed, before a command body imports the live-execution
+    # modules (anthropic, claude_agent_sdk: seconds): a wrong path is refused in a fraction of one.
+    if not ctx.resilient_parsing:
+        try:
+            find_root(value)
+        except LibraryError as exc:
+            _fail_usage(str(exc))
+    return value
+
+
 library_option = click.option(
     "--library", "library_path", type=click.Path(path_type=Path), default=Path("."), show_default=True,
-    help="A repository root (holding .claude/skills or skills/) or a skills folder.")
+    callback=_checked_library, help="A repository root (holding .claude/skills or skills/) or a skills folder.")
 config_option = click.option(
     "--config", type=click.Path(path_type=Path, dir_okay=False), default=None,
     help="Settings file (default: .skill-evals.toml at the repository root).")
@@ -78,8 +90,12 @@ def main() -> None:
               help="The library's own validator, run first from the repository root (default: "
                    "scripts/validate-skills.py when present, or [validator] command in the settings).")
 @click.option("--no-library-validator", is_flag=True, help="Do not run the library's own validator.")
+@click.option("--floor-summary", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write, as JSON, what the errors would keep `run` from running: `scope` none | skills | "
+                   "library, the skills held back and the cases found invalid (the action runs the evals of what "
+                   "the floor does not hold back).")
 def validate(library_path: Path, config: Path | None, fmt: str, validator_command: str | None,
-             no_library_validator: bool) -> None:
+             no_library_validator: bool, floor_summary: Path | None = None) -> None:
     """The floor: the library's own validator, then schemas, frontmatter, references, probes, safety."""
     try:
         root, _ = find_root(library_path)
@@ -95,15 +111,23 @@ def validate(library_path: Path, config: Path | None, fmt: str, validator_comman
         _fail_usage(str(exc))
         return
     results += corpus_findings + validate_mod.check_library(library, settings)
+    if floor_summary is not None:
+        floor_summary.write_text(floor_mod.summary(floor_mod.gate(results, library)).model_dump_json(indent=2),
+                                 encoding="utf-8")
     if fmt == "json":
-        click.echo(findings_mod.render_json(results, {"library": library.skills_dir,
-                                                      "skills": len(library.skills), "cases": len(library.cases)}))
+        layout = library.layout
+        click.echo(findings_mod.render_json(results, {
+            "library": library.skills_dir, "skills": len(library.skills), "cases": len(library.cases),
+            **({"layout": layout.kind, "roots": layout.roots, "layout_note": layout.note} if layout else {})}))
     elif fmt == "github":
         click.echo(findings_mod.render_github(results))
     else:
         click.echo(findings_mod.render_text(results))
         click.echo(f"checked {len(library.skills)} skill(s), {len(library.cases):,} case(s), "
                    f"{len(library.probes)} probe(s) in {library.skills_dir}")
+        if library.layout is not None:
+            click.echo(f"layout: {library.layout.description}; read {', '.join(library.layout.roots) or 'nothing'} "
+                       f"({library.layout.note})")
     sys.exit(EXIT_FINDINGS if findings_mod.has_errors(results) else EXIT_OK)
 
 
@@ -193,7 +217,7 @@ def _load_or_exit(library_path: Path, config: Path | None) -> Loaded:
 
 
 def _floor(loaded: Loaded, config: Path | None, run_library_validator: bool = True) -> list[Finding]:
-    """The library's validator and our checks; a run does not start when either reports an error."""
+    """The library's validator and our checks: what `validate` reports, minus its own start-up."""
     results = list(loaded.findings)
     settings = loaded.settings
     if settings.validator.enabled and run_library_validator:
@@ -203,9 +227,81 @@ def _floor(loaded: Loaded, config: Path | None, run_library_validator: bool = Tr
     return results
 
 
+def _floor_gate(loaded: Loaded, config: Path | None, run_library_validator: bool, strict: bool
+                ) -> floor_mod.FloorGate:
+    """The one way `plan`, `run` and `calibrate` learn what the floor keeps from running."""
+    return floor_mod.gate(_floor(loaded, config, run_library_validator), loaded.library, strict)
+
+
+def _stop_on_floor(gate: floor_mod.FloorGate, outcome: str, fmt: str = "text") -> None:
+    """Exit 1 when the floor stops everything (a library-level error, or any error with --strict)."""
+    if not gate.stops_everything:
+        return
+    shown = gate.errors()
+    click.echo(findings_mod.render_json(shown) if fmt == "json" else findings_mod.render_text(shown))
+    why = ("--strict: every error stops the run" if not gate.library else
+           "a library-level error (the library's validator or the settings) stops every skill")
+    click.echo(f"skill-evals: the floor failed ({why}; see `skill-evals validate`); {outcome}", err=True)
+    sys.exit(EXIT_FINDINGS)
+
+
+def _floor_options(f):  # type: ignore[no-untyped-def]
+    options = [
+        click.option("--no-library-validator", is_flag=True,
+                     help="Skip the library's own validator here (run it first, without secrets, as the action's "
+                          "validate step does: it is repository code and could read this process's environment)."),
+        click.option("--strict", is_flag=True,
+                     help="All or nothing: any floor error stops the run. Without it an error holds back only what "
+                          "it is about (its skill's cases: floor-error; one case: invalid-case); a library-level "
+                          "error (the library's validator, the settings) always stops everything."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 def _print_selection_note(prepared: "runs_mod.Prepared", console: Console) -> None:
     if prepared.selection is not None and prepared.selection.tier != "full" and prepared.selection.note:
         console.print(f"Selection: {prepared.selection.note}", markup=False)
+
+
+MAX_INVALID_SHOWN = 10  # a corpus with hundreds of broken cases would bury the plan; validate lists them all
+
+
+def _print_held_back(plan: "plan_mod.Plan", console: Console) -> None:
+    """Which skills and cases the floor held back, and the finding that did it."""
+    if plan.held_back:
+        console.print(f"[yellow]Held back by the floor: {len(plan.held_back)} skill(s), their cases UNRUN "
+                      "(floor-error); see `skill-evals validate`[/yellow]")
+        for skill, detail in plan.held_back.items():
+            console.print(f"  {skill}: {detail}", markup=False)
+    if plan.not_read:
+        console.print(f"[yellow]Not read: {len(plan.not_read)} skill folder(s) the floor could not read; no case of "
+                      "theirs is planned[/yellow]")
+        for skill, detail in plan.not_read.items():
+            console.print(f"  {skill}: {detail}", markup=False)
+    invalid = [c for c in plan.cases if c.unrun_detail and c.unrun_reason != "floor-error"]
+    if invalid:
+        console.print(f"[yellow]Cases the floor found invalid: {len(invalid)}[/yellow]")
+        for case in invalid[:MAX_INVALID_SHOWN]:
+            console.print(f"  {case.uid} ({case.unrun_reason}): {case.unrun_detail}", markup=False)
+        if len(invalid) > MAX_INVALID_SHOWN:
+            console.print(f"  … and {len(invalid) - MAX_INVALID_SHOWN} more (`skill-evals validate` lists them)")
+
+
+def _cap_line(cap_usd: float, worst_session_usd: float, sessions: int) -> str:
+    """What the cap means for this plan, in words that stay true when nothing runs or costs nothing."""
+    if sessions == 0:
+        return f"Cap: ${cap_usd:.2f}; no session to reserve (nothing is runnable)"
+    if worst_session_usd <= 0:
+        return (f"Cap: ${cap_usd:.2f}; the price table gives a session no cost, so the cap limits none of the "
+                f"{sessions} session(s)")
+    affordable = int(cap_usd // worst_session_usd)
+    if affordable == 0:
+        return (f"Cap: ${cap_usd:.2f} is below one session's worst case (${worst_session_usd:.4f}): no session can "
+                "start; raise --max-usd")
+    return (f"Cap: ${cap_usd:.2f} admits {min(affordable, sessions)} concurrent worst-case reservations; spend is "
+            "reconciled from the host's usage after each session")
 
 
 def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
@@ -218,6 +314,7 @@ def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
         console.print(f"[yellow]{plan.approximation}[/yellow]")
     console.print(f"Cases selected: {len(plan.cases)}; runnable: {runnable}; not runnable: "
                   + (", ".join(f"{k} {v}" for k, v in unrun.items()) or "none"))
+    _print_held_back(plan, console)
     console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
                   f"repeat runs) = runnable cases × N")
     console.print(f"Tokens: first turn ≈ {e.first_turn_input_tokens:,} input tokens ({e.token_basis})")
@@ -226,9 +323,7 @@ def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
     console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session → ${e.expected_usd:.2f} for {e.sessions_max} "
                   f"sessions; worst case ${e.worst_session_usd:.4f}/session (reserved before each start) → "
                   f"${e.worst_usd:.2f}")
-    affordable = int(plan.cap_usd // e.worst_session_usd) if e.worst_session_usd else e.sessions_max
-    console.print(f"Cap: ${plan.cap_usd:.2f} admits {min(affordable, e.sessions_max)} concurrent worst-case "
-                  "reservations; spend is reconciled from the host's usage after each session")
+    console.print(_cap_line(plan.cap_usd, e.worst_session_usd, e.sessions_max))
     if e.expected_usd > plan.cap_usd:
         console.print(f"[yellow]The expected cost (${e.expected_usd:.2f}) is above the cap: the run will stop at "
                       f"${plan.cap_usd:.2f} and the rest will be UNRUN (budget-cap). Narrow the selection or raise "
@@ -291,9 +386,9 @@ def _print_results(results: "results_mod.Results", run_dir: Path, console: Conso
 def surface(library_path: Path, config: Path | None, host: str | None, model: str | None,
             listing_budget: int | None, fmt: str) -> None:
     """What the model is shown: which skills keep their description (no spend, no key)."""
+    loaded = _load_or_exit(library_path, config)  # before the slow import below: a bad path fails fast
     from runner import runs as runs_mod
 
-    loaded = _load_or_exit(library_path, config)
     settings, _ = runs_mod.apply_options(loaded.settings, _options(host=host, model=model,
                                                                    listing_budget=listing_budget))
     credentials = runs_mod.credentials_from_env({})
@@ -352,20 +447,23 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
 @library_option
 @config_option
 @_run_options
+@_floor_options
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write plan.json here.")
 @click.option("--no-surface", is_flag=True, help="Skip the surface audit (the estimate then omits the host's prompt).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: bool, fmt: str,
-         **run_options: object) -> None:
-    """The cost arithmetic of a run, before anything is spent."""
+         no_library_validator: bool = False, strict: bool = False, **run_options: object) -> None:
+    """The cost arithmetic of a run, before anything is spent: exactly the cases `run` would run."""
     from runner import runs as runs_mod
 
     from runner.select import SelectError
 
     loaded = _load_or_exit(library_path, config)
+    gate = _floor_gate(loaded, config, run_library_validator=not no_library_validator, strict=strict)
+    _stop_on_floor(gate, "nothing would run", fmt)
     try:
         prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options),
-                                    runs_mod.credentials_from_env(os.environ), audit=not no_surface)
+                                    runs_mod.credentials_from_env(os.environ), audit=not no_surface, floor=gate)
     except (runs_mod.quarantine_mod.QuarantineError, ValueError, SelectError) as exc:
         _fail_usage(str(exc))
         return
@@ -388,9 +486,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
 @_run_options
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run folder (default runs/<timestamp>).")
-@click.option("--no-library-validator", is_flag=True,
-              help="Skip the library's own validator here (run it first, without secrets, as the action's validate "
-                   "step does: it is repository code and could read this process's environment).")
+@_floor_options
 @click.option("--container", is_flag=True,
               help="Build the runner image from the Dockerfile and run inside it: the repository mounted read-only, "
                    "only the API key and model settings passed in.")
@@ -405,8 +501,8 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
 @click.option("--batch-poll", "batch_poll_s", type=float, default=30.0, show_default=True,
               help="With --batch: seconds between polls of a batch's status.")
 def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None, container: bool,
-        base_image: str | None, no_library_validator: bool, batch: bool = False, batch_poll_s: float = 30.0,
-        **run_options: object) -> None:
+        base_image: str | None, no_library_validator: bool, strict: bool = False, batch: bool = False,
+        batch_poll_s: float = 30.0, **run_options: object) -> None:
     """Validate, audit the surface, plan, execute, and write results.json."""
     if container:
         _run_in_container(library_path, config, out, resume_dir, base_image)
@@ -417,19 +513,17 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = _load_or_exit(library_path, config)
-    floor = _floor(loaded, config, run_library_validator=not no_library_validator)
-    if findings_mod.has_errors(floor):
-        click.echo(findings_mod.render_text([f for f in floor if f.level.value == "error"]))
-        click.echo("skill-evals: the floor failed (see `skill-evals validate`); nothing was run", err=True)
-        sys.exit(EXIT_FINDINGS)
+    gate = _floor_gate(loaded, config, run_library_validator=not no_library_validator, strict=strict)
+    _stop_on_floor(gate, "nothing was run")
     credentials = runs_mod.credentials_from_env(os.environ)
     try:
         if resume_dir:
+            # Same library content as planned (prepare_resume checks the hash), so the plan's holds still apply.
             rundir = runs_mod.RunDir(resume_dir)
             prepared = runs_mod.prepare_resume(rundir, loaded.library, loaded.settings, credentials)
         else:
             prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options, batch=batch),
-                                        credentials, audit=True)
+                                        credentials, audit=True, floor=gate)
             if prepared.unknown_skills:
                 _fail_usage(f"no such skill(s) in the library: {', '.join(prepared.unknown_skills)}")
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -786,11 +880,19 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
         statuses = [pc.status(library, p) for p in chosen]
         probe_report.print_statuses(statuses, console, fmt)
         return
-    floor = _floor(loaded, config)
-    if findings_mod.has_errors(floor):
-        click.echo(findings_mod.render_text([f for f in floor if f.level.value == "error"]))
-        click.echo("skill-evals: the floor failed (see `skill-evals validate`); nothing was started", err=True)
-        sys.exit(EXIT_FINDINGS)
+    gate = _floor_gate(loaded, config, run_library_validator=True, strict=False)
+    _stop_on_floor(gate, "nothing was started")
+    # Only the floor errors about the probes chosen here (their skill, or the probe itself) refuse them.
+    held = {p.uid: hold for p in chosen if (hold := gate.hold(p.uid, p.skill)) is not None}
+    if held:
+        for uid, hold in held.items():
+            click.echo(f"skill-evals: not calibrated: {uid} is held back by the floor ({hold.reason}): "
+                       f"{hold.detail}", err=True)
+        chosen = [p for p in chosen if p.uid not in held]
+        if not chosen:
+            click.echo("skill-evals: the floor failed for every chosen probe (see `skill-evals validate`); "
+                       "nothing was started", err=True)
+            sys.exit(EXIT_FINDINGS)
     settings, _ = runs_mod.apply_options(loaded.settings, runs_mod.Options(
         host=host, model=model, max_usd=max_usd, concurrency=concurrency, judge_model=judge_model))
     if explicit is not None:
@@ -827,7 +929,7 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
     probe_report.print_records(records, declaration, ledger, console, fmt)
     if cancelled:
         sys.exit(130)
-    sys.exit(EXIT_FINDINGS if refused or any(r.status != "finished" for r in records) else EXIT_OK)
+    sys.exit(EXIT_FINDINGS if refused or held or any(r.status != "finished" for r in records) else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,22 +12,44 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner import classify, frontmatter, jsonfile
+from runner import classify, formats, frontmatter, jsonfile
 from runner import schema_check as schemas
 from runner.files import ReadPolicy, make_policy, read_text, scan_tree
 from runner.findings import Finding, display_path, error, warning
+from runner.layout import Layout, LibraryError, SkillFolder, discover, locate
 from runner.settings import SETTINGS_FILE, Settings
 
-Source = Literal["evals", "trigger", "probe"]
+Source = Literal["evals", "trigger", "probe", "scenario", "routing"]
 SUBAGENT_SUFFIX = " (subagent)"
-
-
-class LibraryError(Exception):
-    """The path does not hold a library at all (a usage error, exit 2)."""
+# A routing case that expects no skill of the library to take its prompt: it belongs to the library, not to a
+# skill, and its target is any skill (it passes when none of the library's skills fires).
+LIBRARY_OWNER = "(library)"
+ANY_SKILL = "(any skill)"
+# Eval files a skill folder may hold, and the shapes (runner.formats) each name admits. Cases of the files
+# named here keep their own ids in their uid; other files' cases are `<file stem>:<id>`.
+NAMED_EVAL_FILES: dict[str, tuple[str, ...]] = {
+    "evals.json": ("aegis-evals", "skill-creator", "trigger-set", "scenario"),
+    "trigger-evals.json": ("aegis-trigger", "trigger-set"),
+    "trigger-queries.json": ("trigger-set",),
+    "trigger_evals.json": ("trigger-set",),
+    "eval.json": ("skill-creator", "trigger-set"),
+}
+OTHER_EVAL_FILES = ("scenario", "skill-creator", "trigger-set", "routing")
+SHAPE_NAMES = {"aegis-evals": "Aegis evals.json (`{skill, cases}`)",
+               "aegis-trigger": "Aegis trigger-evals.json (`{skill, cases}` with expected_skill)",
+               "skill-creator": "skill-creator evals (`{skill_name, evals}` or a list of `{id, prompt, ...}`)",
+               "trigger-set": "a trigger query set (a list of `{query, should_trigger}`)",
+               "scenario": "scenarios (`{skills, query, files, expected_behavior}`)",
+               "routing": "a routing set (`{cases: [{id, prompt, expected}]}`)"}
+SOURCE_OF = {"aegis-evals": "evals", "skill-creator": "evals", "aegis-trigger": "trigger", "trigger-set": "trigger",
+             "scenario": "scenario", "routing": "routing"}
+FORMAT_OF = {"aegis-evals": "aegis", "aegis-trigger": "aegis", "skill-creator": "skill-creator",
+             "trigger-set": "trigger-set", "scenario": "scenario", "routing": "routing"}
 
 
 class Assertion(BaseModel):
@@ -47,7 +69,7 @@ class Case(BaseModel):
     id: str
     file: str
     line: int
-    format: Literal["aegis", "skill-creator", "probe"]
+    format: Literal["aegis", "skill-creator", "trigger-set", "scenario", "routing", "probe"]
     prompt: str
     case_type: str | None = None
     triggers: bool | None = None
@@ -56,6 +78,8 @@ class Case(BaseModel):
     reason: str | None = None
     note: str | None = None
     files: list[str] = []
+    files_dir: str | None = Field(default=None, description="The folder `files` are relative to (the skill's), "
+                                                            "absolute.")
     expected_output: str | None = None
     assertions: list[Assertion] = []
     kind: str = Field(description="trigger | refusal | no_trigger | discrimination | probe | unknown | invalid")
@@ -92,8 +116,11 @@ class Probe(BaseModel):
 
 
 class Skill(BaseModel):
-    name: str = Field(description="The folder name, the skill's canonical name.")
-    dir: str
+    name: str = Field(description="The folder name, the skill's canonical name (the name the host lists it under).")
+    dir: str = Field(description="The skill's folder as shown (relative to the repository root).")
+    path: str = Field(default="", description="The skill's folder, absolute.")
+    root: str = Field(default="", description="The root folder it was found under (layout), as shown.")
+    plugin: str | None = None
     skill_md: str
     fields: dict[str, Any] = {}
     key_lines: dict[str, int] = {}
@@ -119,8 +146,9 @@ class Agent(BaseModel):
 
 class Library(BaseModel):
     root: str
-    skills_dir: str
+    skills_dir: str = Field(description="The first folder skills were read from, as shown (see `layout`).")
     agents_dir: str | None
+    layout: Layout | None = None
     settings_file: str | None
     content_hash: str
     skills: dict[str, Skill]
@@ -129,56 +157,58 @@ class Library(BaseModel):
     template_cases: list[Case] = []
     probes: list[Probe] = []
 
+    def skill_paths(self) -> dict[str, Path]:
+        """Skill name -> its folder: what a session receives as `.claude/skills/<name>/`."""
+        return {name: Path(skill.path) for name, skill in self.skills.items()}
+
+    def agent_paths(self) -> dict[str, Path]:
+        return {name: Path(self.root) / agent.file for name, agent in self.agents.items()}
+
+    def aliases(self) -> dict[str, str]:
+        """Other names the host accepts for a skill: a frontmatter `name` that differs from the folder (the
+        host lists `folder (name)` and a Skill call may use either). A name two skills claim is no alias."""
+        claimed: dict[str, list[str]] = {}
+        for skill in self.skills.values():
+            name = skill.fields.get("name")
+            if isinstance(name, str) and name and name != skill.name and name not in self.skills:
+                claimed.setdefault(name, []).append(skill.name)
+        return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1}
+
+    def hidden_files(self) -> dict[str, frozenset[str]]:
+        """Per skill, what a session never receives (relative to the skill folder): its evals/ folder and
+        every eval file read from the folder. They are the answer key."""
+        out: dict[str, frozenset[str]] = {}
+        for name, skill in self.skills.items():
+            inside = {rel for rel in (_relative(f, skill.dir) for f in skill.eval_files) if rel}
+            out[name] = frozenset({"evals", "evaluations"} | inside)
+        return out
+
+
+def _relative(file: str, folder: str) -> str | None:
+    """`file` (as shown) relative to `folder` (as shown), or None when it is not inside it."""
+    if folder in ("", "."):
+        return file
+    prefix = folder.rstrip("/") + "/"
+    return file[len(prefix):] if file.startswith(prefix) else None
+
 
 # ---- finding the library ----------------------------------------------------------------------
 
-def _has_skill_folders(path: Path) -> bool:
-    return path.is_dir() and any((child / "SKILL.md").exists() for child in path.iterdir() if child.is_dir())
-
-
-def _git_toplevel(path: Path) -> Path | None:
-    for candidate in [path, *path.parents]:
-        if (candidate / ".git").exists():
-            return candidate
-    return None
-
-
 def find_root(path: Path) -> tuple[Path, Path | None]:
-    """(repository root, skills folder when the path named it) for `--library PATH`."""
-    path = path.resolve()
-    if not path.exists():
-        raise LibraryError(f"{path}: no such file or folder")
-    if not path.is_dir():
-        raise LibraryError(f"{path}: --library needs a folder (a repository root or a skills folder)")
-    if (path / SETTINGS_FILE).exists() or (path / ".claude" / "skills").is_dir() or (path / "skills").is_dir():
-        return path, None
-    if _has_skill_folders(path):
-        if path.name == "skills" and path.parent.name in (".claude", "dot-claude"):
-            return path.parent.parent, path
-        return _git_toplevel(path) or path, path
-    raise LibraryError(f"{path}: no skills found (looked for .claude/skills/, skills/, and folders holding SKILL.md)")
-
-
-def find_skills_dir(root: Path, named: Path | None, settings: Settings) -> Path:
-    if named is not None:
-        return named
-    if settings.library.skills:
-        configured = (root / settings.library.skills).resolve()
-        if not configured.is_dir():
-            raise LibraryError(f"{configured}: the skills folder named by [library] skills in {SETTINGS_FILE} "
-                               "does not exist")
-        return configured
-    for candidate in (root / ".claude" / "skills", root / "skills"):
-        if candidate.is_dir():
-            return candidate
-    raise LibraryError(f"{root}: no skills folder (.claude/skills/ or skills/)")
+    """(repository root, the folder --library named inside it, if any). Raises LibraryError (runner.layout)."""
+    located = locate(path)
+    return located.root, located.named or located.single
 
 
 # ---- reading files ----------------------------------------------------------------------------
 
-def _content_hash(folders: list[Path], policy: ReadPolicy) -> str:
+def _content_hash(folders: list[Path], files: list[Path], policy: ReadPolicy) -> str:
     """sha256 over every file's relative path and bytes, in a stable order (what a plan pins)."""
     digest = hashlib.sha256()
+    for path in files:
+        if policy.inside(path) and path.is_file() and path.stat().st_size <= policy.max_bytes:
+            digest.update(display_path(path, policy.base).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
     for folder in folders:
         for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
             dirnames.sort()
@@ -203,10 +233,6 @@ def _case_errors(paths: set[tuple[Any, ...]], list_key: str, index: int) -> list
     return [p[2:] for p in paths if p[:2] == (list_key, index)]
 
 
-def _case_errors_top(paths: set[tuple[Any, ...]], index: int) -> list[tuple[Any, ...]]:
-    return [p for p in paths if p[:1] == (index,)]
-
-
 def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
@@ -218,20 +244,19 @@ def _text(value: Any) -> str | None:
 class _Loader:
     """One pass over the library; collects models and findings. Private: use `load_library`."""
 
-    def __init__(self, root: Path, skills_dir: Path, agents_dir: Path | None, settings: Settings,
-                 settings_shown: str):
+    def __init__(self, root: Path, layout: Layout, settings: Settings, settings_shown: str):
         self.root = root
+        self.layout = layout
         self.settings_shown = settings_shown
-        self.skills_dir = skills_dir
-        self.agents_dir = agents_dir
         self.settings = settings
-        roots = [skills_dir] + ([agents_dir] if agents_dir else [])
-        self.policy = make_policy(roots, root, settings.limits.max_file_bytes)
+        # Reads may go anywhere in the repository but its .git folder (runner.files).
+        self.policy = make_policy([root], root, settings.limits.max_file_bytes)
         self.rules = classify.packaged_rules()
         self.findings: list[Finding] = []
         self.cases: list[Case] = []
         self.template_cases: list[Case] = []
         self.probes: list[Probe] = []
+        self.kept: dict[str, tuple[str, int]] = {}  # uid -> where it was read first
 
     def show(self, path: Path) -> str:
         return self.policy.show(path)
@@ -240,49 +265,89 @@ class _Loader:
     def is_template(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.settings.library.templates)
 
-    def skill_folders(self) -> list[Path]:
-        folders = []
-        for child in sorted(self.skills_dir.iterdir()):
-            if child.name.startswith("."):
-                continue
-            if child.is_symlink() and not self.policy.inside(child):
-                continue  # reported by scan_tree; never followed
-            if child.is_dir():
-                folders.append(child)
-        return folders
+    def load_skill(self, found: SkillFolder) -> Skill:
+        start = len(self.findings)
+        skill = self._load_skill(found)
+        for finding in self.findings[start:]:
+            if finding.skill is None:
+                finding.skill = skill.name  # about this skill: an error keeps its cases from running
+        return skill
 
-    def load_skill(self, folder: Path) -> Skill:
+    def _load_skill(self, found: SkillFolder) -> Skill:
+        folder = Path(found.path)
         skill_md = folder / "SKILL.md"
-        skill = Skill(name=folder.name, dir=self.show(folder), skill_md=self.show(skill_md),
-                      template=self.is_template(folder.name), files=self.files_of(folder))
-        if not skill_md.exists() and not skill_md.is_symlink():
-            self.findings.append(error("skill-md-missing", skill.skill_md, 1,
-                                       f"skill folder {folder.name}/ has no SKILL.md; the host will not list it"))
-        else:
-            self._read_skill_md(skill_md, skill)
-        evals_dir = folder / "evals"
-        evals_file, trigger_file = evals_dir / "evals.json", evals_dir / "trigger-evals.json"
-        if evals_file.exists() or evals_file.is_symlink():
-            skill.eval_files.append(self.show(evals_file))
-            self.load_evals_file(evals_file, skill)
-        elif not skill.template:
-            self.findings.append(warning("evals-missing", self.show(evals_file), 1,
-                                         f"{folder.name} has no evals/evals.json: it has no behaviour cases"))
-        if trigger_file.exists() or trigger_file.is_symlink():
-            skill.eval_files.append(self.show(trigger_file))
-            self.load_trigger_file(trigger_file, skill)
-        probes_dir = evals_dir / "probes"
+        skill = Skill(name=found.name, dir=self.show(folder), path=str(folder), root=found.root, plugin=found.plugin,
+                      skill_md=self.show(skill_md), template=self.is_template(found.name), files=self.files_of(folder))
+        self._read_skill_md(skill_md, skill)
+        files = self.eval_files(folder)
+        for path, admitted in files:
+            self.load_eval_file(path, skill, admitted)
+        if not skill.eval_files and not skill.template:
+            self.findings.append(warning("evals-missing", self.show(folder / "evals" / "evals.json"), 1,
+                                         f"{found.name} has no eval file (evals/evals.json or another the runner "
+                                         "reads): it has no behaviour cases", skill=skill.name))
+        probes_dir = folder / "evals" / "probes"
         if probes_dir.is_dir() and self.policy.inside(probes_dir):
             for probe_dir in sorted(p for p in probes_dir.iterdir() if p.is_dir() and self.policy.inside(p)):
                 self.load_probe(probe_dir, skill)
         return skill
 
+    @staticmethod
+    def present(path: Path) -> bool:
+        return path.exists() or path.is_symlink()
+
+    def eval_files(self, folder: Path) -> list[tuple[Path, tuple[str, ...]]]:
+        """Each eval file of a skill folder (and of the repository's evals/ for a single skill), with the
+        shapes its name admits. JSON files of evals/ and evaluations/ that are not named are read by shape."""
+        out: list[tuple[Path, tuple[str, ...]]] = []
+        for evals_dir in [folder / "evals", *(self.root / extra for extra in self.layout.evals_dirs)]:
+            if not evals_dir.is_dir() or not self.policy.inside(evals_dir):
+                continue
+            out += [(evals_dir / name, admitted) for name, admitted in NAMED_EVAL_FILES.items()
+                    if self.present(evals_dir / name)]
+            out += [(path, OTHER_EVAL_FILES) for path in sorted(evals_dir.glob("*.json"))
+                    if path.name not in NAMED_EVAL_FILES]
+        for name in ("evals.json", "eval.json"):
+            if self.present(folder / name):
+                out.append((folder / name, ("skill-creator", "trigger-set", "aegis-evals", "scenario")))
+        evaluations = folder / "evaluations"
+        if evaluations.is_dir() and self.policy.inside(evaluations):
+            out += [(path, ("scenario", "skill-creator")) for path in sorted(evaluations.glob("*.json"))]
+        return out
+
+    def load_eval_file(self, path: Path, skill: Skill, admitted: tuple[str, ...]) -> None:
+        """Read one eval file in whichever admitted shape it has; a file in no admitted shape is a finding."""
+        doc, problems = _read_json(path, self.policy)
+        self.findings.extend(problems)
+        if doc is None:
+            return
+        shown = self.show(path)
+        the_shape, why = formats.shape(doc.data, path.name)
+        if the_shape not in admitted:
+            named = path.name in NAMED_EVAL_FILES or path.parent.name == "evaluations"
+            described = ", ".join(SHAPE_NAMES[a] for a in admitted)
+            message = (f"{path.name} is {why}" + (f" (a {SHAPE_NAMES[the_shape]}, not read here)" if the_shape else "")
+                       + f"; the runner reads {described} here, so no case in it is run")
+            self.findings.append((error if named else warning)("eval-format-unknown", shown, 1, message))
+            return
+        skill.eval_files.append(shown)
+        if the_shape == "aegis-evals":
+            self._load_aegis_evals(doc, skill, shown)
+        elif the_shape == "aegis-trigger":
+            self._load_aegis_trigger(doc, skill, shown)
+        else:
+            prefix = "" if path.name in NAMED_EVAL_FILES else f"{path.stem}:"
+            self._load_items(doc, skill, shown, the_shape, prefix, path.stem)
+
     def files_of(self, folder: Path) -> list[str]:
+        """Every file of a skill folder, relative to it. Only a symlink can lead outside the repository, so
+        only links are checked (a realpath per file costs seconds on a large library)."""
         out = []
         for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if self.policy.inside(Path(dirpath) / d))
-            out.extend((Path(dirpath) / name).relative_to(folder).as_posix() for name in sorted(filenames)
-                       if self.policy.inside(Path(dirpath) / name))
+            here = Path(dirpath)
+            dirnames[:] = sorted(d for d in dirnames if not (here / d).is_symlink() or self.policy.inside(here / d))
+            out.extend((here / name).relative_to(folder).as_posix() for name in sorted(filenames)
+                       if not (here / name).is_symlink() or self.policy.inside(here / name))
         return out
 
     def _read_skill_md(self, path: Path, skill: Skill) -> None:
@@ -312,25 +377,40 @@ class _Loader:
             self.findings.append(error(
                 "duplicate-id", case.file, case.line,
                 f"case id {case.id!r} is used twice in this file (first at line {seen[case.id]}); "
-                "the second case is not run until ids are unique"))
+                "neither is run until ids are unique (results are kept by id)", uid=case.uid))
+            return
+        first = self.kept.get(case.uid)
+        if first is not None:
+            self.findings.append(error(
+                "duplicate-id", case.file, case.line,
+                f"case {case.uid!r} is also defined at {first[0]}:{first[1]}; neither is run until the ids differ "
+                "(results are kept by uid)", uid=case.uid))
             return
         seen[case.id] = case.line
+        self.kept[case.uid] = (case.file, case.line)
         (self.template_cases if skill.template else self.cases).append(case)
 
     def assertions(self, texts: Any, doc: jsonfile.JsonDocument, pointer: list[Any], skill: Skill,
                    uid: str) -> list[Assertion]:
+        written = [(text, doc.line(*pointer, index)) if isinstance(text, str) else (None, 0)
+                   for index, text in enumerate(texts if isinstance(texts, list) else [])]
+        return self.classified(written, skill, uid)
+
+    def classified(self, written: list[tuple[str | None, int]], skill: Skill, uid: str) -> list[Assertion]:
+        """Assertions with their class (runner.classify), from (text, line) in the order written; a position
+        without text (None) keeps its index, so overrides and reports count as the author does."""
         overrides = {o.index: o for o in self.settings.assertion_override if o.uid == uid}
         out = []
-        for index, text in enumerate(texts if isinstance(texts, list) else [], start=1):
-            if not isinstance(text, str):
+        for index, (text, line) in enumerate(written, start=1):
+            if text is None:
                 continue
             decision = classify.assertion_class(text, skill.shape_literals, self.rules)
             cls, rule, hooks = decision.assertion_class, decision.rule, list(decision.hooks)
             shape_only = decision.shape_only
             if index in overrides:
                 cls, rule, shape_only = overrides[index].assertion_class, "override", False
-            out.append(Assertion(index=index, text=text, line=doc.line(*pointer, index - 1),
-                                 assertion_class=cls, class_rule=rule, hooks=hooks, shape_only=shape_only))
+            out.append(Assertion(index=index, text=text, line=line, assertion_class=cls, class_rule=rule, hooks=hooks,
+                                 shape_only=shape_only))
         return out
 
     def check_owner(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, key: str) -> None:
@@ -341,25 +421,27 @@ class _Loader:
                 f"`{key}` is {owner!r} but the file lives in {skill.name}/; cases are keyed by folder, so "
                 "set it to the folder name"))
 
-    def load_evals_file(self, path: Path, skill: Skill) -> None:
-        doc, problems = _read_json(path, self.policy)
-        self.findings.extend(problems)
-        if doc is None:
-            return
-        shown = self.show(path)
-        data = doc.data
-        if isinstance(data, dict) and "cases" in data:
-            self._load_aegis_evals(doc, skill, shown)
-        elif isinstance(data, dict) and "evals" in data:
-            self._load_skill_creator_evals(doc, skill, shown)
-        else:
-            self.findings.append(error(
-                "eval-format-unknown", shown, 1,
-                "evals.json is neither the Aegis shape (an object with `cases`) nor the skill-creator shape "
-                "(an object with `evals`); no case in it is run"))
+    def case_locator(self, doc: jsonfile.JsonDocument, list_key: str | None, skill: Skill, source: Source,
+                     id_key: str = "id") -> Callable[[tuple[Any, ...]], str | None]:
+        """For schema findings: the uid of the case an error path is inside (None outside any named case)."""
+        items = doc.data.get(list_key) if list_key is not None and isinstance(doc.data, dict) else (
+            doc.data if list_key is None else None)
+        uids: dict[int, str] = {}
+        for index, raw in enumerate(items if isinstance(items, list) else []):
+            case_id = raw.get(id_key) if isinstance(raw, dict) else None
+            if isinstance(case_id, (str, int)) and not isinstance(case_id, bool) and case_id != "":
+                uids[index] = self.uid(skill, source, str(case_id))
+        prefix = (list_key,) if list_key is not None else ()
+
+        def case_at(path: tuple[Any, ...]) -> str | None:
+            if path[:len(prefix)] != prefix or len(path) <= len(prefix) or not isinstance(path[len(prefix)], int):
+                return None
+            return uids.get(path[len(prefix)])
+        return case_at
 
     def _load_aegis_evals(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str) -> None:
-        problems, paths = schemas.check(doc, schemas.AEGIS_EVALS, shown, "eval-schema")
+        problems, paths = schemas.check(doc, schemas.AEGIS_EVALS, shown, "eval-schema",
+                                        self.case_locator(doc, "cases", skill, "evals"))
         self.findings.extend(problems)
         self.check_owner(doc, skill, shown, "skill")
         seen: dict[str, int] = {}
@@ -391,50 +473,134 @@ class _Loader:
             self.findings.append(error(
                 "type-triggers-conflict", case.file, case.line,
                 f"case {case.id!r} is typed {case.case_type} but expect.triggers is {str(case.triggers).lower()}; "
-                "make them agree (the runner will not guess which one is meant)"))
+                "make them agree (the runner will not guess which one is meant)", uid=case.uid))
             case.kind, case.kind_rule = "invalid", "type-triggers-conflict"
 
-    def _load_skill_creator_evals(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str) -> None:
-        problems, paths = schemas.check(doc, schemas.SKILL_CREATOR_EVALS, shown, "eval-schema")
-        self.findings.extend(problems)
-        self.check_owner(doc, skill, shown, "skill_name")
-        seen: dict[str, int] = {}
-        for index, raw in enumerate(doc.data["evals"] if isinstance(doc.data["evals"], list) else []):
-            raw_id = raw.get("id") if isinstance(raw, dict) else None
-            if isinstance(raw_id, bool) or not isinstance(raw_id, (int, str)) or raw_id == "":
-                continue
-            case_id = str(raw_id)
-            uid = self.uid(skill, "evals", case_id)
-            key = "expectations" if "expectations" in raw else "assertions"
-            errors = _case_errors(paths, "evals", index)
-            case = Case(
-                uid=uid, skill=skill.name, source="evals", id=case_id, file=shown, line=doc.line("evals", index),
-                format="skill-creator", prompt=_text(raw.get("prompt")) or "", triggers=True, target=skill.name,
-                files=_strings(raw.get("files")), expected_output=_text(raw.get("expected_output")),
-                assertions=self.assertions(raw.get(key), doc, ["evals", index, key], skill, uid),
-                kind="invalid" if errors else "trigger",
-                kind_rule="schema-invalid" if errors else "format:skill-creator",
-            )
-            self.keep(case, skill, seen)
+    def _load_items(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, the_shape: str, prefix: str,
+                    stem: str) -> None:
+        """The cases of a skill-creator, trigger-set, scenario or routing file (runner.formats)."""
+        source: Source = SOURCE_OF[the_shape]  # type: ignore[assignment]
+        list_key, entries = formats.items(doc.data, the_shape)
+        single = list_key == ""  # one scenario: the file itself
+        pointer_of = (lambda index: ()) if single else ((lambda index: (index,)) if list_key is None
+                                                         else (lambda index: (list_key, index)))
+        ids = [self.item_case_id(raw, the_shape, index, prefix, stem, single) for index, raw in enumerate(entries)]
+        uid_at = {index: (self.uid(skill, source, case_id) if the_shape != "routing" else None)
+                  for index, case_id in enumerate(ids) if case_id}
 
-    def read_checked(self, path: Path, schema_name: str, rule: str, policy: ReadPolicy | None = None
+        def case_at(path: tuple[Any, ...]) -> str | None:
+            base = () if single else ((list_key,) if list_key is not None else ())
+            if single:
+                return uid_at.get(0)
+            if path[:len(base)] != base or len(path) <= len(base) or not isinstance(path[len(base)], int):
+                return None
+            return uid_at.get(path[len(base)])
+        problems, paths = schemas.check(doc, formats.SCHEMA_OF[the_shape], shown, "eval-schema", case_at)
+        self.findings.extend(problems)
+        self.report_unused(doc, entries, the_shape, shown, pointer_of)
+        if the_shape == "skill-creator":
+            self.check_owner(doc, skill, shown, "skill_name")
+        seen: dict[str, int] = {}
+        for index, raw in enumerate(entries):
+            if not isinstance(raw, dict) or ids[index] is None:
+                continue
+            pointer = pointer_of(index)
+            errors = [p for p in paths if p[:len(pointer)] == pointer] if pointer else list(paths)
+            case = self.item_case(raw, the_shape, skill, shown, doc, pointer, index, ids[index], bool(errors))
+            if case is not None:
+                self.keep(case, skill, seen)
+
+    @staticmethod
+    def item_case_id(raw: Any, the_shape: str, index: int, prefix: str, stem: str, single: bool) -> str | None:
+        if not isinstance(raw, dict):
+            return None
+        if the_shape == "scenario":
+            written = formats.item_id(raw, ("id", "name"))
+            return (stem if single else f"{stem}:{written or index + 1}")
+        item = {"skill-creator": lambda: formats.creator_item(raw, (), index),
+                "trigger-set": lambda: formats.trigger_item(raw, index),
+                "routing": lambda: formats.routing_item(raw, index)}[the_shape]()
+        return f"{prefix}{item.id}" if item.id else None
+
+    def item_case(self, raw: dict, the_shape: str, skill: Skill, shown: str, doc: jsonfile.JsonDocument,
+                  pointer: tuple[Any, ...], index: int, case_id: str, invalid: bool) -> Case | None:
+        if the_shape == "skill-creator":
+            item = formats.creator_item(raw, pointer, index)
+        elif the_shape == "trigger-set":
+            item = formats.trigger_item(raw, index)
+        elif the_shape == "scenario":
+            item = formats.scenario_item(raw, pointer, index, skill.name)
+        else:
+            item = formats.routing_item(raw, index)
+        owner, target = skill.name, item.target or skill.name
+        if the_shape == "routing" and item.kind == "no_trigger":
+            owner, target = LIBRARY_OWNER, ANY_SKILL
+        elif the_shape == "routing" and item.target:
+            owner = item.target
+        source: Source = SOURCE_OF[the_shape]  # type: ignore[assignment]
+        uid = f"{owner}/{source}/{case_id}"
+        kind, rule = item.kind, item.kind_rule
+        if invalid and kind != "unknown":
+            kind, rule = "invalid", "schema-invalid"
+        written = [(text, doc.line(*where)) for (text, _), where in zip(item.assertions, item.assertion_keys)]
+        written += [(f"Invokes `{name}`.", doc.line(*pointer, "skills")) for name in item.also_fire]
+        case = Case(
+            uid=uid, skill=owner, source=source, id=case_id, file=shown, line=doc.line(*pointer),
+            format=FORMAT_OF[the_shape], prompt=item.prompt, case_type=_text(raw.get("type") or raw.get("kind")),
+            triggers=None if kind in ("unknown", "invalid") else kind != "no_trigger", target=target,
+            should_not_trigger=item.should_not_trigger, files=item.files,
+            files_dir=skill.path if item.files else None, expected_output=item.expected_output, note=item.note,
+            assertions=self.classified(written, skill, uid), kind=kind, kind_rule=rule,
+            lines={"expected_skill": doc.line(*pointer, next((k for k in formats.EXPECTED_KEYS if k in raw), "id")),
+                   **{f"should_not_trigger/{i}": doc.line(*pointer) for i in range(len(item.should_not_trigger))}},
+        )
+        if kind == "unknown":
+            self.findings.append(error(
+                "unknown-case-type", shown, doc.line(*pointer, "type" if "type" in raw else "kind"),
+                f"case {case_id!r}: {rule.split(':', 1)[1]} is a case type the runner does not know (it reads "
+                "negative, anti, no_trigger, should_not_trigger as negative controls and standard, positive, "
+                "boundary, edge, trigger as trigger cases); the case is not run (UNRUN unknown-case-type)", uid=uid))
+        if item.problem:
+            self.findings.append(error("eval-schema", shown, doc.line(*pointer), f"case {case_id!r}: {item.problem}",
+                                       uid=uid))
+        return case
+
+    def report_unused(self, doc: jsonfile.JsonDocument, entries: list[Any], the_shape: str, shown: str,
+                      pointer_of: Callable[[int], tuple[Any, ...]]) -> None:
+        """A key no reader uses is a warning naming it (the case still loads): a typo, or a field this runner
+        does not read."""
+        known = {"skill-creator": formats.CREATOR_KEYS, "trigger-set": formats.TRIGGER_KEYS,
+                 "scenario": formats.SCENARIO_KEYS, "routing": formats.ROUTING_KEYS}[the_shape]
+        for key, index in formats.unused_keys(entries, known):
+            self.findings.append(warning(
+                "eval-unknown-key", shown, doc.line(*pointer_of(index), key),
+                f"key {key!r} is not read by the runner ({SHAPE_NAMES[the_shape]}); the case loads without it"))
+        if the_shape == "skill-creator" and isinstance(doc.data, dict):
+            for key in doc.data:
+                if key not in formats.CREATOR_TOP_KEYS:
+                    self.findings.append(warning("eval-unknown-key", shown, doc.line(key),
+                                                 f"top-level key {key!r} is not read by the runner"))
+
+    def read_checked(self, path: Path, schema_name: str, rule: str, policy: ReadPolicy | None = None,
+                     cases: tuple[str | None, Skill, Source] | None = None,
                      ) -> tuple[jsonfile.JsonDocument, set[tuple[Any, ...]], str] | None:
-        """Read a JSON file and check it against its schema; None when it cannot be parsed."""
+        """Read a JSON file and check it against its schema; None when it cannot be parsed. `cases`: (the key of
+        its list of cases, None for a top-level list; the skill; the source), to scope findings to cases."""
         policy = policy or self.policy
         doc, problems = _read_json(path, policy)
         self.findings.extend(problems)
         if doc is None:
             return None
         shown = policy.show(path)
-        problems, paths = schemas.check(doc, schema_name, shown, rule)
+        case_at = self.case_locator(doc, cases[0], cases[1], cases[2]) if cases else None
+        problems, paths = schemas.check(doc, schema_name, shown, rule, case_at)
         self.findings.extend(problems)
         return doc, paths, shown
 
-    def load_trigger_file(self, path: Path, skill: Skill) -> None:
-        checked = self.read_checked(path, schemas.AEGIS_TRIGGER, "eval-schema")
-        if checked is None:
-            return
-        doc, paths, shown = checked
+    def _load_aegis_trigger(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str) -> None:
+        problems, paths = schemas.check(doc, schemas.AEGIS_TRIGGER, shown, "eval-schema",
+                                        self.case_locator(doc, "cases", skill, "trigger"))
+        self.findings.extend(problems)
         if not isinstance(doc.data, dict):
             return
         self.check_owner(doc, skill, shown, "skill")
@@ -472,6 +638,12 @@ class _Loader:
 
     # -- probes --
     def load_probe(self, probe_dir: Path, skill: Skill) -> None:
+        start = len(self.findings)
+        self._load_probe(probe_dir, skill)
+        for finding in self.findings[start:]:
+            finding.uid = finding.uid or self.uid(skill, "probe", probe_dir.name)
+
+    def _load_probe(self, probe_dir: Path, skill: Skill) -> None:
         probe_file, question_file = probe_dir / "probe.json", probe_dir / "question.md"
         if not probe_file.exists():
             self.findings.append(error("probe-missing-file", self.show(probe_file), 1,
@@ -528,37 +700,48 @@ class _Loader:
                 self.findings.append(error("missing-file", self.settings_shown, 1,
                                            f"trigger_set file {entry.path} does not exist"))
                 continue
-            checked = self.read_checked(path, schemas.SKILL_CREATOR_TRIGGER_SET, "eval-schema", policy)
-            if checked is None:
+            start = len(self.findings)
+            doc, problems = _read_json(path, policy)
+            self.findings.extend(problems)
+            if doc is not None and formats.shape(doc.data, path.name)[0] != "trigger-set":
+                self.findings.append(error("eval-format-unknown", policy.show(path), 1,
+                                           f"trigger_set file {entry.path} is {formats.shape(doc.data, path.name)[1]},"
+                                           " not a trigger query set (a list of `{query, should_trigger}`)"))
+            elif doc is not None:
+                skill.eval_files.append(policy.show(path))
+                self._load_items(doc, skill, policy.show(path), "trigger-set", "", path.stem)
+            for finding in self.findings[start:]:
+                finding.skill = finding.skill or skill.name
+
+    def load_routing_sets(self) -> list[Path]:
+        """Library-level routing sets: the JSON files of the repository's own evals/ folder. Their cases
+        belong to the skill they expect (or to the library, when they expect none); a file there that is not
+        a routing set is reported, since a skill's eval files belong in its own folder."""
+        folder = self.root / "evals"
+        if not folder.is_dir() or not self.policy.inside(folder):
+            return []
+        owner = Skill(name=LIBRARY_OWNER, dir="evals", path=str(folder), skill_md="")
+        read: list[Path] = []
+        for path in sorted(folder.glob("*.json")):
+            doc, problems = _read_json(path, self.policy)
+            self.findings.extend(problems)
+            if doc is None:
                 continue
-            doc, paths, shown = checked
-            skill.eval_files.append(shown)
-            seen: dict[str, int] = {}
-            for index, raw in enumerate(doc.data if isinstance(doc.data, list) else []):
-                if not isinstance(raw, dict):
-                    continue
-                wanted = raw.get("should_trigger")
-                invalid = bool(_case_errors_top(paths, index)) or not isinstance(wanted, bool)
-                kind = "invalid" if invalid else ("trigger" if wanted else "no_trigger")
-                case = Case(
-                    uid=self.uid(skill, "trigger", f"q{index + 1}"), skill=skill.name, source="trigger",
-                    id=f"q{index + 1}", file=shown, line=doc.line(index), format="skill-creator",
-                    prompt=_text(raw.get("query")) or "", triggers=wanted if isinstance(wanted, bool) else None,
-                    target=skill.name, kind=kind,
-                    kind_rule="schema-invalid" if invalid else "format:skill-creator-trigger-set",
-                )
-                self.keep(case, skill, seen)
+            the_shape, why = formats.shape(doc.data, path.name)
+            if the_shape != "routing":
+                self.findings.append(warning(
+                    "eval-format-unknown", self.show(path), 1,
+                    f"{path.name} is {why}; at the repository's evals/ the runner reads routing sets "
+                    "(`{cases: [{id, prompt, expected}]}`) only — a skill's eval files belong in <skill>/evals/"))
+                continue
+            read.append(path)
+            prefix = "" if path.stem == "routing" else f"{path.stem}:"
+            self._load_items(doc, owner, self.show(path), "routing", prefix, path.stem)
+        return read
 
     # -- agents --
     def load_agents(self) -> dict[str, Agent]:
-        agents: dict[str, Agent] = {}
-        if not self.agents_dir or not self.agents_dir.is_dir():
-            return agents
-        for path in sorted(self.agents_dir.glob("*.md")):
-            if path.is_symlink() and not self.policy.inside(path):
-                continue
-            agents[path.stem] = Agent(name=path.stem, file=self.show(path))
-        return agents
+        return {name: Agent(name=name, file=self.show(Path(file))) for name, file in sorted(self.layout.agents.items())}
 
     # -- overrides --
     def apply_case_overrides(self) -> None:
@@ -580,28 +763,32 @@ class _Loader:
 
 
 def load_library(path: Path, settings: Settings, settings_file: Path | None = None) -> tuple[Library, list[Finding]]:
-    """Read the library at `path` (a repository root or a skills folder). Raises LibraryError only
-    when there is no library there at all; everything else is a finding."""
-    root, named = find_root(path)
-    skills_dir = find_skills_dir(root, named, settings)
-    agents_dir = (root / settings.library.agents).resolve() if settings.library.agents else skills_dir.parent / "agents"
+    """Read the library at `path` (a repository root, a folder of skills or one skill's folder; see
+    runner.layout). Raises LibraryError only when there is no library there at all; everything else is
+    a finding."""
+    layout, layout_findings = discover(path, settings)
+    root = Path(layout.root)
     settings_shown = display_path(settings_file, root) if settings_file else SETTINGS_FILE
-    loader = _Loader(root, skills_dir, agents_dir if agents_dir.is_dir() else None, settings, settings_shown)
-    loader.findings.extend(scan_tree(skills_dir, loader.policy))
-    if loader.agents_dir:
-        loader.findings.extend(scan_tree(loader.agents_dir, loader.policy))
-    skills = {folder.name: loader.load_skill(folder) for folder in loader.skill_folders()}
+    loader = _Loader(root, layout, settings, settings_shown)
+    loader.findings.extend(layout_findings)
+    agents_dirs = [root / d for d in layout.agents_dirs]
+    for folder in [Path(found.path) for found in layout.skills] + agents_dirs:
+        loader.findings.extend(scan_tree(folder, loader.policy))
+    skills = {found.name: loader.load_skill(found) for found in layout.skills}
     agents = loader.load_agents()
     loader.load_trigger_sets(skills)
+    routing_files = loader.load_routing_sets() if layout.kind != "single-skill" else []
     for case in loader.cases:
         case.workspace_signals = classify.workspace_signals(case.prompt, loader.rules) if case.source != "probe" else []
     loader.apply_case_overrides()
-    folders = [skills_dir] + ([loader.agents_dir] if loader.agents_dir else [])
+    folders = [Path(found.path) for found in sorted(layout.skills, key=lambda f: f.name)]
     library = Library(
-        root=str(root), skills_dir=loader.show(skills_dir), agents_dir=loader.show(loader.agents_dir)
-        if loader.agents_dir else None, settings_file=str(settings_file) if settings_file else None,
-        content_hash=_content_hash(folders, loader.policy), skills=skills, agents=agents, cases=loader.cases,
-        template_cases=loader.template_cases, probes=loader.probes,
+        root=str(root), skills_dir=layout.roots[0] if layout.roots else ".",
+        agents_dir=layout.agents_dirs[0] if layout.agents_dirs else None, layout=layout,
+        settings_file=str(settings_file) if settings_file else None,
+        content_hash=_content_hash(folders, [Path(f) for _, f in sorted(layout.agents.items())] + routing_files,
+                                   loader.policy),
+        skills=skills, agents=agents, cases=loader.cases, template_cases=loader.template_cases, probes=loader.probes,
     )
     return library, loader.findings
 

@@ -89,7 +89,7 @@ class Executor:
             attempt_id=attempt_id(planned.uid, "main", repeat), uid=planned.uid, prompt=case.prompt,
             model=self.plan.model, max_turns=self.plan.max_turns, timeout_s=self.plan.timeout_s,
             max_output_tokens=self.plan.max_output_tokens, max_usd=self.plan.estimate.worst_session_usd,
-            case_files=case.files)
+            case_files=case.files, case_files_dir=case.files_dir)
 
     def probe_spec(self, planned: PlannedCase, arm: Arm, repeat: int) -> SessionSpec:
         return probes_mod.session_spec(

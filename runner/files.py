@@ -3,6 +3,8 @@
 A library under review may come from an untrusted pull request. A symlink that points outside
 it (say to /etc/passwd or ~/.ssh) is reported and never followed; a huge file is reported and
 never read into memory; a file that is not UTF-8 is reported with the line of the first bad byte.
+"Inside" is the repository that holds the library, minus its `.git` folder: a checkout's
+`.git/config` can hold the token it was cloned with, so a link to it is an escape too.
 """
 
 from __future__ import annotations
@@ -21,18 +23,22 @@ class ReadPolicy:
     allowed_roots: tuple[Path, ...]
     base: Path
     max_bytes: int
+    denied: tuple[Path, ...] = ()
 
     def show(self, path: Path) -> str:
         return display_path(path, self.base)
 
     def inside(self, path: Path) -> bool:
         real = Path(os.path.realpath(path))
+        if any(real == root or root in real.parents for root in self.denied):
+            return False
         return any(real == root or root in real.parents for root in self.allowed_roots)
 
 
 def make_policy(roots: list[Path], base: Path, max_bytes: int) -> ReadPolicy:
     resolved = tuple(Path(os.path.realpath(r)) for r in roots)
-    return ReadPolicy(allowed_roots=resolved, base=base, max_bytes=max_bytes)
+    denied = tuple(Path(os.path.realpath(r)) / ".git" for r in roots)
+    return ReadPolicy(allowed_roots=resolved, base=base, max_bytes=max_bytes, denied=denied)
 
 
 def _line_of_offset(data: bytes, offset: int) -> tuple[int, int]:

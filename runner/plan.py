@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from runner.corpus import Case, Library
+from runner.floor import INVALID_CASE, FloorGate, Hold, describe
 from runner.judge import prompt_version
 from runner.prices import PriceTable
 from runner.quarantine import QuarantineEntry
@@ -40,6 +41,9 @@ class PlannedCase(BaseModel):
     repeats: int
     quorum: int
     unrun_reason: str | None = Field(default=None, description="Set when the case cannot run at all.")
+    unrun_detail: str | None = Field(default=None, description="floor-error / invalid-case: the floor's finding "
+                                                               "that holds the case back (`file:line: [rule] "
+                                                               "message`).")
     why: str = Field(description="Why the case was selected.")
     warnings: list[str] = []
     arms: list[str] = Field(default=[], description="Tier-2 probes: `control` and `treatment`, N repeats each, no "
@@ -103,6 +107,13 @@ class Plan(BaseModel):
     cases: list[PlannedCase]
     estimate: CostEstimate
     unrun_all: str | None = Field(default=None, description="kill-switch or no-credentials: nothing will start.")
+    held_back: dict[str, str] = Field(default={}, description="Skills whose floor errors hold back their selected "
+                                                             "cases (UNRUN floor-error): the first finding of "
+                                                             "each.")
+    not_read: dict[str, str] = Field(default={}, description="Skills the loader could not read at all (no SKILL.md, "
+                                                            "a link out of the repository, a missing plugin path): "
+                                                            "no case of theirs is in the plan. The first finding "
+                                                            "of each.")
 
     def digest(self) -> str:
         """Stable hash of everything but the creation time."""
@@ -149,6 +160,15 @@ def unrun_reason(case: Case, library: Library) -> str | None:
     return None
 
 
+def apply_hold(planned: PlannedCase, held: Hold) -> None:
+    """The floor's reason wins over the case's own, except that a case the loader already could not read
+    keeps saying so (unknown-case-type is more precise than invalid-case); the finding is the detail."""
+    already_broken = planned.unrun_reason in ("unknown-case-type", INVALID_CASE)
+    if not (held.reason == INVALID_CASE and already_broken):
+        planned.unrun_reason = held.reason
+    planned.unrun_detail = held.detail
+
+
 def surface_warnings(case: Case, surface: Surface | None) -> list[str]:
     if surface is None or surface.error:
         return []
@@ -188,9 +208,10 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
           host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
           unrun_all: str | None, judge_unavailable: str | None = None,
           quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None,
-          batch: bool = False) -> Plan:
+          batch: bool = False, floor: FloorGate | None = None) -> Plan:
     run = settings.run
     cases = []
+    held_back: dict[str, str] = {}
     for case, why in selected:
         planned = PlannedCase(
             uid=case.uid, skill=case.skill, file=case.file, line=case.line, kind=case.kind, target=case.target,
@@ -202,6 +223,10 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             planned.explicit_invocation = settings.probes.explicit_invocation
             planned.unrun_reason = probe_unrun_reason(gate, settings, judge_unavailable)
             planned.calibration = f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None
+        if floor is not None and (held := floor.hold_case(case)) is not None:
+            apply_hold(planned, held)
+            if held.skill is not None:
+                held_back.setdefault(held.skill, floor.skill_detail(held.skill))
         cases.append(planned)
     runnable = [c for c in cases if c.unrun_reason is None]
     by_uid = {case.uid: case for case, _ in selected}
@@ -238,4 +263,6 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
+        held_back=dict(sorted(held_back.items())),
+        not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
     )

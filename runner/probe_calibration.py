@@ -191,7 +191,7 @@ class CalibrationFileError(Exception):
 
 
 def probe_dir(library: Library, probe: Probe) -> Path:
-    return Path(library.root) / library.skills_dir / probe.skill / "evals" / "probes" / probe.id
+    return Path(library.root) / probe.dir
 
 
 def read_file(directory: Path, uid: str) -> CalibrationFile:

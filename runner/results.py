@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from runner.corpus import Case
+from runner.floor import FLOOR_ERROR, INVALID_CASE
 from runner.plan import Plan, PlannedCase
 from runner.probes import ProbeRunResult, run_result
 from runner.quarantine import QuarantineEntry
@@ -35,6 +36,8 @@ class CaseResult(BaseModel):
     target: str
     state: CaseState
     reason: str | None = None
+    detail: str | None = Field(default=None, description="UNRUN floor-error / invalid-case: the floor's finding "
+                                                         "that held the case back (`file:line: [rule] message`).")
     wins: int = 0
     losses: int = 0
     errors: int = 0
@@ -72,6 +75,10 @@ class PlanSummary(BaseModel):
     listing_budget_chars: int | None
     surface: Surface | None
     batch: bool = Field(default=False, description="Model turns and judge calls went through the Message Batches API.")
+    held_back: dict[str, str] = Field(default={}, description="Skills the floor held back (their cases are UNRUN "
+                                                             "floor-error): the first finding of each.")
+    not_read: dict[str, str] = Field(default={}, description="Skills that could not be read at all, so no case of "
+                                                            "theirs was planned: the first finding of each.")
 
 
 class Spend(BaseModel):
@@ -101,15 +108,18 @@ class Results(BaseModel):
 
 
 def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult:
+    # The floor's finding explains only the plan's own reason, not a run-wide one (no-credentials, ...).
+    detail = planned.unrun_detail if reason == planned.unrun_reason else None
     return CaseResult(uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
-                      target=planned.target, state="UNRUN",
-                      reason=reason, repeats_planned=planned.repeats, quorum=planned.quorum, warnings=warnings)
+                      target=planned.target, state="UNRUN", reason=reason, detail=detail,
+                      repeats_planned=planned.repeats, quorum=planned.quorum, warnings=warnings)
 
 
 def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
                 unrun_all: str | None, manual_only: set[str]) -> CaseResult:
     warnings = list(planned.warnings)
-    if unrun_all:
+    # The floor's verdict is about the case itself: it would not run with a key or without the kill switch.
+    if unrun_all and planned.unrun_reason not in (FLOOR_ERROR, INVALID_CASE):
         return _unrun(planned, unrun_all, warnings)
     if planned.unrun_reason:
         return _unrun(planned, planned.unrun_reason, warnings)
@@ -245,7 +255,8 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                          judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,
                          repeats=plan.repeats, quorum=plan.quorum,
                          cap_usd=plan.cap_usd, library_hash=plan.library["content_hash"],
-                         listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch),
+                         listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
+                         held_back=plan.held_back, not_read=plan.not_read),
         stop_reason=stop_reason,
         counts={state: counts.get(state, 0) for state in ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")},
         unrun_by_reason=dict(unrun.most_common()),

@@ -24,8 +24,8 @@ from runner import results as results_mod
 from runner.budget import Ledger
 from runner.corpus import Case, Library, Probe
 from runner.execute import STOP_CANCELLED, Executor, RunState, until_signalled
-from runner.files import make_policy
 from runner.findings import Finding
+from runner.floor import FloorGate
 from runner.judge import Judge, JudgeSettingsView, prompt_version
 from runner.plan import Plan
 from runner.rundir import PLAN, RESULTS, SURFACE, AttemptRecord, RunDir
@@ -115,19 +115,18 @@ def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierS
 
 def make_host(name: str, library: Library, settings: Settings, credentials: Credentials,
               prices: prices_mod.PriceTable, api_key_for_host: str) -> Any:
-    root = Path(library.root)
-    skills_dir = (root / library.skills_dir).resolve()
-    agents_dir = (root / library.agents_dir).resolve() if library.agents_dir else None
-    policy = make_policy([skills_dir] + ([agents_dir] if agents_dir else []), root, settings.limits.max_file_bytes)
+    from runner.hosts.workspace import LibraryFiles
+
+    files = LibraryFiles.of(library, settings.limits.max_file_bytes)
     if name == "api":
         from runner.hosts.api import ApiHost
-        return ApiHost(library, skills_dir, policy, prices, api_key_for_host, credentials.base_url,
+        return ApiHost(library, files, prices, api_key_for_host, credentials.base_url,
                        settings.listing.budget_chars, settings.listing.max_description_chars,
                        max_retries=settings.run.host_max_retries)
     from runner.hosts.claude_code import ClaudeCodeHost
-    return ClaudeCodeHost(skills_dir, agents_dir, policy, prices, api_key_for_host, credentials.base_url,
+    return ClaudeCodeHost(files, prices, api_key_for_host, credentials.base_url,
                           settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path,
-                          max_retries=settings.run.host_max_retries)
+                          max_retries=settings.run.host_max_retries, aliases=library.aliases())
 
 
 async def audit_surface(host: Any, library: Library, model: str) -> Surface:
@@ -167,9 +166,10 @@ def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.
     return Judge(view, credentials.api_key, credentials.base_url, prices), None
 
 
-def prepare(library: Library, settings: Settings, options: Options, credentials: Credentials, audit: bool
-            ) -> Prepared:
-    """Select, audit the surface (no spend, no key), and plan. Writes nothing."""
+def prepare(library: Library, settings: Settings, options: Options, credentials: Credentials, audit: bool,
+            floor: FloorGate | None = None) -> Prepared:
+    """Select, audit the surface (no spend, no key), and plan. Writes nothing. `floor` holds back the cases
+    the floor's errors are about (`plan` and `run` pass the same gate, so they plan the same cases)."""
     settings, tier = apply_options(settings, options)
     unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
         "no-credentials" if not credentials.api_key else None)
@@ -192,7 +192,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
                           prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)),
-                          probe_gates(library), batch=options.batch)
+                          probe_gates(library), batch=options.batch, floor=floor)
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
                     selection=selection, probes={p.uid: p for p in library.probes})

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
+from collections.abc import Callable
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import ValidationError, best_match
 
 from runner.findings import Finding, error
 from runner.jsonfile import JsonDocument
@@ -17,6 +18,8 @@ AEGIS_EVALS = "aegis-evals"
 AEGIS_TRIGGER = "aegis-trigger-evals"
 SKILL_CREATOR_EVALS = "skill-creator-evals"
 SKILL_CREATOR_TRIGGER_SET = "skill-creator-trigger-set"
+SCENARIO = "scenario"
+ROUTING_SET = "routing-set"
 PROBE = "probe"
 
 # A file that is wrong everywhere (random JSON) would otherwise print thousands of lines.
@@ -51,6 +54,52 @@ def _line(doc: JsonDocument, err: ValidationError) -> int:
     return doc.line(*path)
 
 
+def _short(value: Any) -> str:
+    """The offending value, quoted short enough to read in one line (never the whole file)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _expand(err: ValidationError) -> list[ValidationError]:
+    """For a value that matched none of several shapes: the errors of the one shape its type fits (an
+    object is not told it should have been a list), unless every shape only asked for a key (the error
+    itself, read by `_message` as "needs one of"). Several shapes fit: the best match of them."""
+    if err.validator not in ("anyOf", "oneOf") or not err.context:
+        return [err]
+    if all(sub.validator == "required" for sub in err.context):
+        return [err]
+    shapes: dict[Any, list[ValidationError]] = {}
+    for sub in err.context:
+        shapes.setdefault(sub.schema_path[0] if sub.schema_path else None, []).append(sub)
+    fitting = [subs for subs in shapes.values()
+               if not any(sub.validator == "type" and not sub.relative_path for sub in subs)]
+    if len(fitting) == 1:
+        return [leaf for sub in fitting[0] for leaf in _expand(sub)]
+    if fitting:
+        return _expand(best_match([sub for subs in fitting for sub in subs]))
+    return [err]
+
+
+def _message(err: ValidationError) -> str:
+    where = _where(list(err.absolute_path))
+    if err.validator in ("anyOf", "oneOf") and err.context and all(s.validator == "required" for s in err.context):
+        keys = sorted({key for sub in err.context for key in sub.validator_value})
+        return f"{where}: needs one of the keys {', '.join(repr(k) for k in keys)}"
+    if err.validator == "type":
+        return f"{where}: expected {' or '.join(err.validator_value) if isinstance(err.validator_value, list) else err.validator_value}, got {_short(err.instance)}"
+    if err.validator == "enum":
+        return f"{where}: {_short(err.instance)} is not one of {', '.join(map(_short, err.validator_value))}"
+    if err.validator == "minLength":
+        return f"{where}: must not be empty"
+    if err.validator in ("anyOf", "oneOf", "not"):
+        return f"{where}: {_short(err.instance)} is none of the shapes this file format allows"
+    message = err.message if len(err.message) <= 200 else err.message[:197] + "..."
+    return f"{where}: {message}"
+
+
 def special_rule(schema_name: str, err: ValidationError) -> tuple[str, str] | None:
     """Schema errors that deserve their own rule id and a message in the corpus's own words."""
     path = list(err.absolute_path)
@@ -66,19 +115,22 @@ def special_rule(schema_name: str, err: ValidationError) -> tuple[str, str] | No
     return None
 
 
-def check(doc: JsonDocument, schema_name: str, shown: str, rule: str) -> tuple[list[Finding], set[tuple[Any, ...]]]:
-    """Findings for every schema error, and the paths of the errors (to tell which cases are valid)."""
+def check(doc: JsonDocument, schema_name: str, shown: str, rule: str,
+          case_at: Callable[[tuple[Any, ...]], str | None] | None = None) -> tuple[list[Finding], set[tuple[Any, ...]]]:
+    """Findings for every schema error, and the paths of the errors (to tell which cases are valid).
+    `case_at` names the case (uid) an error path is inside, if any: such a finding is about that case only."""
     findings: list[Finding] = []
     paths: set[tuple[Any, ...]] = set()
     errors = sorted(validator(schema_name).iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path)))
-    for err in errors:
+    for err in [leaf for top in errors for leaf in _expand(top)]:
         paths.add(tuple(err.absolute_path))
         if len(findings) >= MAX_ERRORS_PER_FILE:
             continue
         special = special_rule(schema_name, err)
-        rule_id, message = special if special else (rule, f"{_where(list(err.absolute_path))}: {err.message}")
-        findings.append(error(rule_id, shown, _line(doc, err), message))
-    if len(errors) > MAX_ERRORS_PER_FILE:
-        findings.append(error(rule, shown, 1, f"{len(errors) - MAX_ERRORS_PER_FILE} more schema error(s) in this "
+        rule_id, message = special if special else (rule, _message(err))
+        findings.append(error(rule_id, shown, _line(doc, err), message,
+                              uid=case_at(tuple(err.absolute_path)) if case_at else None))
+    if len(paths) > MAX_ERRORS_PER_FILE:
+        findings.append(error(rule, shown, 1, f"{len(paths) - MAX_ERRORS_PER_FILE} more schema error(s) in this "
                                               f"file not shown; fix the ones above first"))
     return findings, paths

@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
-from runner.corpus import SUBAGENT_SUFFIX, Case, Library, is_subagent
+from runner.corpus import ANY_SKILL, SUBAGENT_SUFFIX, Case, Library, is_subagent
 
 DEFAULT_SETTINGS_PATHS = (".skill-evals.toml", ".skill-evals/")
 GIT_TIMEOUT_S = 120
@@ -56,7 +56,7 @@ def neighbour_graph(library: Library) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = defaultdict(set)
 
     def link(a: str, b: str) -> None:
-        if a != b and not is_subagent(a) and not is_subagent(b):
+        if a != b and not is_subagent(a) and not is_subagent(b) and ANY_SKILL not in (a, b):
             graph[a].add(b)
             graph[b].add(a)
 
@@ -64,6 +64,10 @@ def neighbour_graph(library: Library) -> dict[str, set[str]]:
         for name in skill.overlaps_with:
             link(skill.name, name)
     for case in library.cases:
+        if case.source == "routing":
+            for name in case.should_not_trigger:
+                link(case.target, name)  # the routing file's own owner is the target; (any skill) is no skill
+            continue
         if case.source != "trigger":
             continue
         for name in [case.target, *case.should_not_trigger]:
@@ -150,22 +154,44 @@ class Changes:
     settings: list[str] = field(default_factory=list)
 
 
-def classify_paths(paths: list[str], skills_dir: Path | str, agents_dir: Path | str | None,
-                   settings_paths: tuple[str, ...] | list[str] = DEFAULT_SETTINGS_PATHS) -> Changes:
-    skills_rel = PurePosixPath(Path(skills_dir).as_posix()).as_posix()
-    agents_rel = PurePosixPath(Path(agents_dir).as_posix()).as_posix() if agents_dir is not None else None
+def _inside(path: str, folder: str) -> bool:
+    return folder in ("", ".") or path.startswith(folder.rstrip("/") + "/")
+
+
+def classify_paths(paths: list[str], skills_dir: Path | str | list[str], agents_dir: Path | str | list[str] | None,
+                   settings_paths: tuple[str, ...] | list[str] = DEFAULT_SETTINGS_PATHS,
+                   skill_dirs: dict[str, str] | None = None) -> Changes:
+    """Which skills, subagents and settings the changed paths touch. `skills_dir` / `agents_dir`: the folders
+    skills and subagents are read from (one or several, relative to the root). `skill_dirs`: each skill's own
+    folder (relative to the root); a path inside one touches that skill, whatever the layout. A path under a
+    skills folder that is in no known skill names the folder below it (a deleted or renamed skill)."""
+    roots = [Path(r).as_posix() for r in ([skills_dir] if isinstance(skills_dir, (str, Path)) else skills_dir)]
+    agents_roots = [] if agents_dir is None else [
+        Path(a).as_posix() for a in ([agents_dir] if isinstance(agents_dir, (str, Path)) else agents_dir)]
+    # The deepest folder first: a skill folder inside another's (a single-skill repository) decides.
+    owned = sorted((skill_dirs or {}).items(), key=lambda item: -len(item[1]))
     changes = Changes(paths=list(paths))
     for path in paths:
         if _is_settings_path(path, settings_paths):
             changes.settings.append(path)
-        name, inside = _part_under(path, skills_rel)
-        if name is not None and inside:
-            changes.skills.add(name)
-        if agents_rel is not None:
-            agent, inside = _part_under(path, agents_rel)
+        owner = next((name for name, folder in owned if _inside(path, folder)), None)
+        if owner is not None:
+            changes.skills.add(owner)
+        else:
+            for root in roots:
+                name, inside = _part_under(path, root)
+                if name is not None and inside:
+                    changes.skills.add(name)
+                    break
+        for agents_root in agents_roots:
+            agent, inside = _part_under(path, agents_root)
             if agent is not None and not inside and agent.endswith(".md"):
                 changes.agents.add(agent[: -len(".md")])
     return changes
+
+
+def _skill_dirs(library: Library) -> dict[str, str]:
+    return {name: skill.dir for name, skill in library.skills.items()}
 
 
 def agent_users(library: Library) -> dict[str, set[str]]:
@@ -194,7 +220,8 @@ def changed_skills(root: Path, skills_dir: Path, base: str, head: str, *, agents
     also touches every skill that names `<agent> (subagent)`.
     """
     agents = agents_dir if agents_dir is not None else Path(skills_dir).parent / "agents"
-    changes = classify_paths(git_changed_paths(root, base, head), skills_dir, agents, settings_paths)
+    changes = classify_paths(git_changed_paths(root, base, head), skills_dir, agents, settings_paths,
+                             _skill_dirs(library) if library is not None else None)
     touched = set(changes.skills)
     if library is not None:
         users = agent_users(library)
@@ -375,9 +402,12 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
             raise SelectError("--tier pr needs --base REF (the pull request's base, e.g. origin/main)")
         head = head or "HEAD"
         span = f"{base}...{head}"
-        agents_rel = Path(library.agents_dir) if library.agents_dir else Path(library.skills_dir).parent / "agents"
-        changes = classify_paths(git_changed_paths(Path(library.root), base, head), library.skills_dir, agents_rel,
-                                 settings_paths)
+        layout = library.layout
+        roots = layout.roots if layout is not None else [library.skills_dir]
+        agents = layout.agents_dirs if layout is not None and layout.agents_dirs else [
+            library.agents_dir or (Path(library.skills_dir).parent / "agents").as_posix()]
+        changes = classify_paths(git_changed_paths(Path(library.root), base, head), roots, agents, settings_paths,
+                                 _skill_dirs(library))
         why_skill: dict[str, str] = {}
         for name in sorted(changes.skills):
             if name in library.skills:
@@ -422,7 +452,7 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
             else:
                 shown = ", ".join(changes.paths[:5]) + (" …" if len(changes.paths) > 5 else "")
                 notes.append(f"nothing that selects cases changed in {span}: no skill folder under "
-                             f"{library.skills_dir}, no subagent named by a skill, no settings file "
+                             f"{', '.join(library.layout.roots) if library.layout else library.skills_dir}, no subagent named by a skill, no settings file "
                              f"({', '.join(settings_paths)}); {len(changes.paths)} changed path(s)"
                              + (f": {shown}" if shown else "") + " — no cases selected")
 

@@ -27,7 +27,11 @@ class _Strict(BaseModel):
 
 
 class LibrarySettings(_Strict):
-    skills: str | None = Field(default=None, description="Skills folder, relative to the repository root.")
+    roots: list[str] = Field(default=[], description="Folders to read skills from, relative to the repository root: "
+                                                     "each a folder of skills (categories allowed) or one skill's "
+                                                     "folder. Default: found from the repository's layout.")
+    skills: str | None = Field(default=None, description="One skills folder, relative to the repository root (the "
+                                                         "same as `roots = [<it>]`).")
     agents: str | None = Field(default=None, description="Subagents folder; default: `agents` beside the skills folder.")
     templates: list[str] = Field(
         default=["_*"],

@@ -9,6 +9,7 @@ listed by name only — for the run's own settings (listing budget, model, libra
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,6 +34,16 @@ class Surface(BaseModel):
                                                          "measured.")
 
 
+# A skill whose frontmatter `name` differs from its folder is listed as `folder (name)` (CLI 2.1.332); the
+# folder is the name that identifies it.
+_DISPLAY_NAME = re.compile(r"^(\S+) \([^()]*\)$")
+
+
+def _listed_name(entry: str) -> str:
+    match = _DISPLAY_NAME.match(entry.strip())
+    return match.group(1) if match else entry.strip()
+
+
 def parse_listing(text: str) -> tuple[list[str], list[str]]:
     """(names with a description, names alone) from the listing text the host sent."""
     with_description: list[str] = []
@@ -52,9 +63,9 @@ def parse_listing(text: str) -> tuple[list[str], list[str]]:
         entry = line[2:]
         name, sep, description = entry.partition(": ")
         if sep and description.strip():
-            with_description.append(name.strip())
+            with_description.append(_listed_name(name))
         else:
-            name_only.append(entry.strip().rstrip(":"))
+            name_only.append(_listed_name(entry.strip().rstrip(":")))
     return with_description, name_only
 
 

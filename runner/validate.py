@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner import classify
-from runner.corpus import Case, Library, Probe, Skill, is_kebab, is_subagent, subagent_name
+from runner.corpus import ANY_SKILL, Case, Library, Probe, Skill, is_kebab, is_subagent, subagent_name
 from runner.findings import Finding, display_path, error, info, warning
 from runner.settings import SETTINGS_FILE, Settings
 
@@ -125,25 +125,37 @@ def _dangling(name: str, field: str, file: str, line: int, library: Library) -> 
                  f"{field} names skill {name!r}, which is not a folder of the library (a typo or a renamed skill?)")
 
 
+def _about(findings: list[Finding], skill: str, uid: str | None = None) -> list[Finding]:
+    """Say which skill (and case) each finding is about, so the floor holds back only that (runner.floor)."""
+    return [f.model_copy(update={"skill": f.skill or skill, "uid": f.uid or uid}) for f in findings]
+
+
+def _case_references(case: Case, library: Library) -> list[Finding]:
+    out: list[Finding] = []
+    if case.target and case.target != ANY_SKILL and not _exists(case.target, library):
+        out.append(_dangling(case.target, "expected_skill", case.file,
+                             case.lines.get("expected_skill", case.line), library))
+    for position, name in enumerate(case.should_not_trigger):
+        line = case.lines.get(f"should_not_trigger/{position}", case.line)
+        if not _exists(name, library):
+            out.append(_dangling(name, "should_not_trigger", case.file, line, library))
+        elif name == case.target:
+            out.append(error("contradictory-case", case.file, line,
+                             f"{name!r} is both the expected_skill and in should_not_trigger"))
+    return out
+
+
 def check_references(library: Library) -> list[Finding]:
     out: list[Finding] = []
     for skill in library.skills.values():
         for name, line in zip(skill.overlaps_with, skill.overlaps_lines):
             if not _exists(name, library):
-                out.append(_dangling(name, "overlaps_with", skill.trigger_file or skill.dir, line, library))
+                out += _about([_dangling(name, "overlaps_with", skill.trigger_file or skill.dir, line, library)],
+                              skill.name)
     for case in library.cases:
-        if case.source != "trigger" or case.kind == "invalid":
+        if case.source not in ("trigger", "routing") or case.kind == "invalid":
             continue
-        if case.target and not _exists(case.target, library):
-            out.append(_dangling(case.target, "expected_skill", case.file,
-                                 case.lines.get("expected_skill", case.line), library))
-        for position, name in enumerate(case.should_not_trigger):
-            line = case.lines.get(f"should_not_trigger/{position}", case.line)
-            if not _exists(name, library):
-                out.append(_dangling(name, "should_not_trigger", case.file, line, library))
-            elif name == case.target:
-                out.append(error("contradictory-case", case.file, line,
-                                 f"{name!r} is both the expected_skill and in should_not_trigger"))
+        out += _about(_case_references(case, library), case.skill, case.uid)
     return out
 
 
@@ -236,11 +248,12 @@ def check_library(library: Library, settings: Settings) -> list[Finding]:
     rules = classify.packaged_rules()
     out: list[Finding] = []
     for skill in library.skills.values():
-        out.extend(check_frontmatter(skill))
+        out.extend(_about(check_frontmatter(skill), skill.name))
     out.extend(check_references(library))
     out.extend(check_manual_only(library))
     for probe in library.probes:
-        out.extend(check_probe(probe, settings, rules))
+        # A broken probe holds back that probe only: the skill's other cases do not depend on it.
+        out.extend(_about(check_probe(probe, settings, rules), probe.skill, probe.uid))
     return out
 
 

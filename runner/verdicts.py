@@ -15,7 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from runner.corpus import Assertion, Case
+from runner import classify
+from runner.corpus import ANY_SKILL, Assertion, Case, is_subagent
 from runner.hosts.base import Observation
 from runner.quorum import QuorumRule, Tally, decide, wilson_interval
 
@@ -48,33 +49,45 @@ class AttemptOutcome(BaseModel):
 # ---- one attempt ------------------------------------------------------------------------------
 
 _NEGATIVE = re.compile(r"(?i)\b(does\s+not|doesn't|must\s+not|should\s+not|never|not)\b")
-_NAME = re.compile(r"`?([a-z0-9]+(?:-[a-z0-9]+)+)`?(\s+\(subagent\))?")
+_SELF = re.compile(r"(?i)\b(this|the)\s+skill\b")
 
 
 def _named_targets(text: str, case: Case, known: set[str]) -> list[str]:
-    """Skills an activation assertion names, in order: known names, or 'this skill' = the target."""
-    names = []
-    for match in _NAME.finditer(text):
-        name = match.group(1) + (" (subagent)" if match.group(2) else "")
-        if name in known:
-            names.append(name)
-    if not names and re.search(r"(?i)\bthis\s+skill\b", text):
+    """Skills an activation assertion names, in order: known names (found exactly as the classifier
+    finds them), or 'this skill' / 'the skill' = the target."""
+    names = classify.skill_mentions(text, frozenset(known))
+    if not names and _SELF.search(text):
         names.append(case.target)
     return names
 
 
+def _claims(text: str, case: Case, known: set[str]) -> list[tuple[str, bool]]:
+    """(skill, must fire) for each clause of the assertion that makes an activation claim."""
+    claims = classify.activation_claims(text, classify.packaged_rules(), frozenset(known))
+    if claims:
+        return [(claim.name or case.target, claim.must_fire) for claim in claims]
+    # Classed activation by an override, in words no rule reads: the first named skill, negative
+    # when a negation comes before it.
+    names = _named_targets(text, case, known)
+    if not names:
+        return []
+    before = text.split(names[0])[0] if names[0] in text else text
+    return [(names[0], not _NEGATIVE.search(before))]
+
+
 def check_activation_assertion(assertion: Assertion, case: Case, fired: list[str], known: set[str]
                                ) -> AssertionOutcome:
-    names = _named_targets(assertion.text, case, known)
-    if not names:
+    claims = _claims(assertion.text, case, known)
+    if not claims:
         return AssertionOutcome(index=assertion.index, state="UNJUDGEABLE",
                                 reason="activation assertion names no skill of the library")
-    name = names[0]
-    negative = bool(_NEGATIVE.search(assertion.text.split(name)[0] if name in assertion.text else assertion.text))
-    did_fire = name in fired
-    passed = not did_fire if negative else did_fire
-    evidence = f"{name} {'fired' if did_fire else 'did not fire'} (fired: {', '.join(fired) or 'nothing'})"
-    return AssertionOutcome(index=assertion.index, state="PASS" if passed else "FAIL", evidence=evidence)
+    evidence, passed = [], True
+    for name, must_fire in claims:
+        did_fire = name in fired
+        passed = passed and did_fire == must_fire
+        evidence.append(f"{name} {'fired' if did_fire else 'did not fire'}")
+    evidence_text = f"{'; '.join(evidence)} (fired: {', '.join(fired) or 'nothing'})"
+    return AssertionOutcome(index=assertion.index, state="PASS" if passed else "FAIL", evidence=evidence_text)
 
 
 def check_shape_assertion(assertion: Assertion, answer: str | None) -> AssertionOutcome:
@@ -103,8 +116,14 @@ def check_assertion(assertion: Assertion, case: Case, obs: Observation, known: s
 
 def attempt_outcome(case: Case, obs: Observation, known: set[str]) -> AttemptOutcome:
     fired = obs.fired()
-    target_fired = case.target in fired
-    instead = [name for name in fired if name != case.target]
+    if case.target == ANY_SKILL:
+        # A routing case that expects no skill: any of the library's skills firing is the loss (the host's own
+        # skills and subagents are not the library's skills).
+        target_fired = any(name in known and not is_subagent(name) for name in fired)
+        instead = [name for name in fired if name in known]
+    else:
+        target_fired = case.target in fired
+        instead = [name for name in fired if name != case.target]
     if not obs.ok:
         return AttemptOutcome(state="ERROR", activation="ERROR", fired=fired, target_fired=None,
                               fired_instead=instead, error=f"{obs.error_kind}: {obs.error_message or ''}".strip())

@@ -297,6 +297,8 @@ class SimulatedRunner:
         for term in (t.strip() for t in text.split("&&")):
             if term == "always()":
                 value = True
+            elif term == "!cancelled()":  # nothing is cancelled in a simulated job
+                value = True
             elif term == "success()":
                 value = not failed
             elif term == "failure()":
@@ -307,7 +309,7 @@ class SimulatedRunner:
             else:
                 raise AssertionError(f"the simulated runner does not know the condition {term!r}")
             result = result and value
-        if not any(f in text for f in ("always()", "failure()")):
+        if not any(f in text for f in ("always()", "failure()", "cancelled()")):
             result = result and not failed
         return result
 
@@ -360,7 +362,7 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def make_workspace(root: Path, break_library: bool = False) -> tuple[Path, str, str]:
+def make_workspace(root: Path, break_library: bool = False, break_skill: bool = False) -> tuple[Path, str, str]:
     """A git repository holding examples/library: a base commit, then a head commit that edits one skill."""
     workspace = root / "workspace"
     shutil.copytree(EXAMPLE, workspace / "examples" / "library", symlinks=True)
@@ -371,10 +373,13 @@ def make_workspace(root: Path, break_library: bool = False) -> tuple[Path, str, 
     skill = workspace / "examples" / "library" / ".claude" / "skills" / "release-publisher" / "SKILL.md"
     skill.write_text(skill.read_text(encoding="utf-8") + "\n<!-- a pull request edits this skill -->\n",
                      encoding="utf-8")
+    if break_skill:  # an error about this skill only, which the library's own validator does not look for
+        (skill.parent / "leak.md").symlink_to("/etc/hostname")
     if break_library:
         evals = workspace / "examples" / "library" / ".claude" / "skills" / "release-publisher" / "evals" / "evals.json"
         evals.write_text(evals.read_text(encoding="utf-8").rstrip().rstrip("}") + ",}\n", encoding="utf-8")
-    git(workspace, "commit", "-q", "-am", "head")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "head")
     return workspace, base, git(workspace, "rev-parse", "HEAD")
 
 
@@ -556,18 +561,45 @@ def test_required_mode_fails_the_job_after_publishing_and_uploading(tmp_path: Pa
     assert "the run produced no results" in job.summary
 
 
-def test_a_broken_library_fails_validation_and_nothing_runs(tmp_path: Path) -> None:
-    workspace, base, head = make_workspace(tmp_path, break_library=True)
+def test_a_broken_skill_fails_validation_and_the_rest_still_runs(tmp_path: Path) -> None:
+    """An error about one skill fails the job (validation is required) but holds back only that skill's
+    evals: the lane still selects, runs and reports the rest (issue 12)."""
+    workspace, base, head = make_workspace(tmp_path, break_skill=True)
     runner = SimulatedRunner(tmp_path, workspace, {"library": "examples/library", "github-token": "", **HOST},
                              "pull_request", pr_event(base, head))
     job = runner.run()
     assert job.failed
     validate = job.step("validate")
     assert validate.returncode == 1 and validate.outputs["validation"] == "failure"
-    assert "::error" in validate.output and "evals.json" in validate.output
-    assert "validation failed" in job.summary
+    assert validate.outputs["floor"] == "skills"
+    assert "::error" in validate.output and "symlink-escape" in validate.output
+    assert "validation failed" in job.summary and "the other" in job.summary
+    assert job.commands() == ["validate", "select", "run", "publish"]
+    results = json.loads(Path(job.outputs["results-path"]).read_text(encoding="utf-8"))
+    reasons = {c["uid"]: c["reason"] for c in results["cases"]}
+    held = {uid for uid in reasons if uid.startswith("release-publisher/")}
+    assert held and all(reasons[uid] == "floor-error" for uid in held)
+    assert results["plan"]["held_back"]["release-publisher"].startswith(
+        ".claude/skills/release-publisher/leak.md:1: [symlink-escape]")
+    # No key reached this job: the other selected cases are UNRUN for that reason, not for the floor's.
+    assert {reasons[uid] for uid in reasons if uid not in held} == {"no-credentials"}
+
+
+def test_a_library_level_error_fails_validation_and_nothing_runs(tmp_path: Path) -> None:
+    workspace, base, head = make_workspace(tmp_path)
+    validator = workspace / "examples" / "library" / "scripts" / "validate-skills.py"
+    validator.write_text("import sys\nprint('the library is broken')\nsys.exit(1)\n", encoding="utf-8")
+    git(workspace, "commit", "-q", "-am", "break the library's own validator")
+    head = git(workspace, "rev-parse", "HEAD")
+    runner = SimulatedRunner(tmp_path, workspace, {"library": "examples/library", "github-token": "", **HOST},
+                             "pull_request", pr_event(base, head))
+    job = runner.run()
+    assert job.failed
+    validate = job.step("validate")
+    assert validate.returncode == 1 and validate.outputs["floor"] == "library"
+    assert "about the whole library" in job.summary
     for step in job.steps[job.steps.index(validate) + 1:]:
-        assert step.kind == "skipped", f"{step.name} ran after a failed validation"
+        assert step.kind == "skipped", f"{step.name} ran after a library-level validation failure"
     assert job.commands() == ["validate"]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.corpus import Library, load_library
-from runner.files import make_policy
+from runner.hosts.workspace import LibraryFiles
 from runner.hosts.api import ApiHost
 from runner.hosts.base import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.replay import ReplayHost
@@ -53,8 +53,8 @@ def fake():
 
 def make_host(library: Library, prices: PriceTable, fake: FakeAnthropic, budget: int | None = None,
               max_retries: int = 2) -> ApiHost:
-    policy = make_policy([SKILLS, EXAMPLE / ".claude" / "agents"], EXAMPLE, Settings().limits.max_file_bytes)
-    return ApiHost(library, SKILLS, policy, prices, KEY, fake.url, budget, max_retries=max_retries)
+    files = LibraryFiles.of(library, Settings().limits.max_file_bytes)
+    return ApiHost(library, files, prices, KEY, fake.url, budget, max_retries=max_retries)
 
 
 def make_spec(prompt: str, **overrides) -> SessionSpec:
@@ -310,7 +310,7 @@ def test_unreadable_body_is_malformed(library, prices, fake):
 def test_listing_follows_the_budget(library, prices, fake, budget):
     host = make_host(library, prices, fake, budget=budget)
     listing, with_description, name_only = host.build_listing([])
-    expected = estimate(library, ListingSettings(budget_chars=budget))
+    expected = estimate(library, ListingSettings(budget_chars=budget), host="api")
     assert (with_description, name_only) == (expected.with_description, expected.name_only)
     assert sorted(with_description + name_only) == INVOCABLE
     if budget == 300:

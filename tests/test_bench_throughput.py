@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from runner.corpus import Library, load_library
-from runner.files import make_policy
 from runner.hosts import workspace
 from runner.hosts.api import ApiHost
 from runner.hosts.base import Observation, SessionSpec, Usage
@@ -88,9 +87,9 @@ def big_library(root: Path, skills: int = 40) -> Path:
     return root
 
 
-def api_host(library: Library, skills_dir: Path, url: str, caching: bool = True) -> ApiHost:
-    policy = make_policy([skills_dir], skills_dir.parent.parent, Settings().limits.max_file_bytes)
-    return ApiHost(library, skills_dir, policy, load_prices(Settings()), KEY, url, None, prompt_caching=caching)
+def api_host(library: Library, url: str, caching: bool = True) -> ApiHost:
+    files = workspace.LibraryFiles.of(library, Settings().limits.max_file_bytes)
+    return ApiHost(library, files, load_prices(Settings()), KEY, url, None, prompt_caching=caching)
 
 
 def spec(prompt: str, model: str = SONNET) -> SessionSpec:
@@ -111,10 +110,9 @@ def sessions(host: ApiHost, *specs: SessionSpec) -> list[Observation]:
 def test_api_host_marks_the_prefix_and_the_second_session_reads_it(tmp_path):
     root = big_library(tmp_path / "lib")
     library, _ = load_library(root, Settings())
-    skills_dir = root / ".claude" / "skills"
     with FakeAnthropic() as fake:
         fake.default(skill("skill-03"), text("done"))
-        first, second = sessions(api_host(library, skills_dir, fake.url), spec("first task"), spec("second task"))
+        first, second = sessions(api_host(library, fake.url), spec("first task"), spec("second task"))
         requests = fake.message_requests
     assert first.ok and second.ok and first.fired() == ["skill-03"] == second.fired()
     assert len(requests) == 4
@@ -142,14 +140,13 @@ def test_api_host_marks_the_prefix_and_the_second_session_reads_it(tmp_path):
 def test_below_the_models_minimum_nothing_is_cached_and_caching_can_be_off(tmp_path):
     root = big_library(tmp_path / "lib")
     library, _ = load_library(root, Settings())
-    skills_dir = root / ".claude" / "skills"
     with FakeAnthropic() as fake:
         fake.default(text("done"))
         # Haiku 4.5 caches nothing under 4096 tokens: marked, but no cache figures.
-        haiku = sessions(api_host(library, skills_dir, fake.url), spec("a", HAIKU), spec("b", HAIKU))
+        haiku = sessions(api_host(library, fake.url), spec("a", HAIKU), spec("b", HAIKU))
         assert all(o.ok and o.usage.cache_read_input_tokens == o.usage.cache_creation_input_tokens == 0
                    for o in haiku)
-        off = sessions(api_host(library, skills_dir, fake.url, caching=False), spec("c"), spec("d"))
+        off = sessions(api_host(library, fake.url, caching=False), spec("c"), spec("d"))
         assert isinstance(fake.requests_for("c")[0].body["system"], str)
         assert all(o.usage.cache_read_input_tokens == 0 for o in off)
         assert fake.cache_entries == 0
@@ -157,10 +154,9 @@ def test_below_the_models_minimum_nothing_is_cached_and_caching_can_be_off(tmp_p
 
 def test_one_client_per_event_loop_and_a_new_loop_gets_its_own(tmp_path):
     library, _ = load_library(EXAMPLE, Settings())
-    skills_dir = EXAMPLE / ".claude" / "skills"
     with FakeAnthropic() as fake:
         fake.default(text("fine"))
-        host = api_host(library, skills_dir, fake.url)
+        host = api_host(library, fake.url)
 
         async def twice() -> tuple[list[Observation], bool]:
             client = host.client()
@@ -189,8 +185,7 @@ def test_api_view_hides_evals_excluded_skills_and_links_into_evals(example_copy)
              ".claude/skills/migration-planner/references/expand-contract.md"]
     with FakeAnthropic() as fake:
         fake.default(*[tool("Read", {"file_path": path}) for path in reads], text("done"))
-        policy = make_policy([skills_dir], example_copy, Settings().limits.max_file_bytes)
-        host = ApiHost(library, skills_dir, policy, load_prices(Settings()), KEY, fake.url, None)
+        host = api_host(library, fake.url)
         [obs] = sessions(host, spec("look").model_copy(update={"exclude_skills": ["release-publisher"], "max_turns": 6}))
         results = [r.body["messages"][-1]["content"][0] for r in fake.message_requests[1:]]
     assert [c.is_error for c in obs.tool_calls] == [True, True, True, False]
@@ -206,10 +201,11 @@ def test_claude_code_sessions_link_a_read_only_snapshot_never_the_library(exampl
         skills_dir / "test-report-triage" / "evals" / "evals.json")
     (skills_dir / "migration-planner" / "probes").symlink_to(skills_dir / "test-report-triage" / "evals")
     (skills_dir / "migration-planner" / "more").symlink_to(skills_dir / "dependency-upgrade-reviewer" / "references")
-    policy = make_policy([skills_dir, agents_dir], example_copy, Settings().limits.max_file_bytes)
-    staging = workspace.Staging(skills_dir, agents_dir, policy, tmp_path)
-    linked = workspace.build(skills_dir, agents_dir, policy, ["release-publisher"], [], tmp_path, staging, link=True)
-    copied = workspace.build(skills_dir, agents_dir, policy, [], [], tmp_path, staging, link=False)
+    library, _ = load_library(example_copy, Settings())
+    files = workspace.LibraryFiles.of(library, Settings().limits.max_file_bytes)
+    staging = workspace.Staging(files, tmp_path)
+    linked = workspace.build(files, ["release-publisher"], [], tmp_path, staging, link=True)
+    copied = workspace.build(files, [], [], tmp_path, staging, link=False)
     try:
         project_skills = linked.project / ".claude" / "skills"
         assert sorted(p.name for p in project_skills.iterdir()) == sorted(
@@ -237,13 +233,11 @@ def test_claude_code_sessions_link_a_read_only_snapshot_never_the_library(exampl
 def test_claude_code_host_links_only_when_no_tool_can_write(tmp_path):
     from runner.hosts.claude_code import ClaudeCodeHost
 
-    skills_dir = EXAMPLE / ".claude" / "skills"
-    policy = make_policy([skills_dir], EXAMPLE, Settings().limits.max_file_bytes)
+    library, _ = load_library(EXAMPLE, Settings())
+    files = workspace.LibraryFiles.of(library, Settings().limits.max_file_bytes)
     prices = load_prices(Settings())
-    reading = ClaudeCodeHost(skills_dir, None, policy, prices, KEY, None, None, ["Skill", "Read", "Glob", "Grep"],
-                             work_parent=tmp_path)
-    writing = ClaudeCodeHost(skills_dir, None, policy, prices, KEY, None, None, ["Skill", "Read", "Write"],
-                             work_parent=tmp_path)
+    reading = ClaudeCodeHost(files, prices, KEY, None, None, ["Skill", "Read", "Glob", "Grep"], work_parent=tmp_path)
+    writing = ClaudeCodeHost(files, prices, KEY, None, None, ["Skill", "Read", "Write"], work_parent=tmp_path)
     assert reading.link is True and writing.link is False
     snapshot = reading.staging()
     assert reading.staging() is snapshot and snapshot.root.is_dir()

@@ -39,7 +39,9 @@ def test_case_kinds(case_type: object, case_id: str, kind: str, rule: str) -> No
      "activation-not-invoke-this-skill"),
     ("The skill must not fire opportunistically during unrelated work.", "activation",
      "activation-skill-must-not-fire"),
-    ("Defers to the correct skill or a plain response.", "activation", "activation-defers-to"),
+    ("Defers to test-report-triage.", "activation", "activation-defers-to"),
+    # Names no skill: only a judge can say whether "the correct skill" was used (issue 12 §4).
+    ("Defers to the correct skill or a plain response.", "semantic", "default-semantic"),
     ("Invokes migration-planner before answering.", "activation", "activation-invokes-skill"),
     ("Does not merge or approve on-platform.", "semantic", "default-semantic"),
     ("Routes the request to static-analysis-reviewer.", "semantic", "default-semantic"),

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from runner.corpus import load_library
-from runner.files import make_policy
 from runner.hosts import workspace
 from runner.settings import Settings
 from tests.conftest import findings_of, line_of
@@ -179,9 +178,8 @@ def test_the_census_lists_the_rules_a_person_must_review(library: Path) -> None:
 # ---- the arms -----------------------------------------------------------------------------------------
 
 def test_a_session_never_receives_the_eval_folders_and_control_lacks_the_skill(library: Path) -> None:
-    skills = library / SKILLS
-    policy = make_policy([skills], library, 1_048_576)
-    ws = workspace.build(skills, None, policy, ["dependency-upgrade-reviewer"], [])
+    loaded, _ = load_library(library, Settings())
+    ws = workspace.build(workspace.LibraryFiles.of(loaded, 1_048_576), ["dependency-upgrade-reviewer"], [])
     try:
         copied = ws.project / ".claude" / "skills"
         assert not (copied / "dependency-upgrade-reviewer").exists()

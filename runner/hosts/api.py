@@ -19,8 +19,8 @@ is what decides skill selection as far as it can be copied through the public AP
 
 The project folder is virtual (runner.hosts.workspace.LibraryView): no tool of this host writes,
 so nothing is copied per session; reads come straight from the library under the rules a copied
-session folder had (no skill's evals/ folder, no excluded skill, nothing resolving outside the
-library, no file over the size limit).
+session folder had (no skill's answer key, no excluded skill, nothing resolving outside the
+repository, no file over the size limit).
 
 Speed and cost: one `AsyncAnthropic` client per host and event loop (a client builds an SSL
 context, ~26 ms of CPU, and keeps the connections), closed by `aclose()`. The tools and the system
@@ -56,8 +56,7 @@ import anthropic
 
 from runner import frontmatter, listing
 from runner.corpus import Library, Skill
-from runner.files import ReadPolicy
-from runner.hosts.workspace import SKILLS_PARTS, LibraryView
+from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
 from runner.hosts.base import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.prices import PriceTable
 from runner.settings import HOST_DEFAULT_LISTING_BUDGET
@@ -143,12 +142,13 @@ def _classify(exc: BaseException) -> _SessionError | None:
 class ApiHost:
     name = HOST_NAME
 
-    def __init__(self, library: Library, skills_dir: Path, policy: ReadPolicy, prices: PriceTable, api_key: str,
+    def __init__(self, library: Library, files: LibraryFiles, prices: PriceTable, api_key: str,
                  base_url: str | None, listing_budget_chars: int | None, max_description_chars: int = 1536,
                  max_retries: int = 2, prompt_caching: bool = True):
         self.library = library
-        self.skills_dir = Path(skills_dir)
-        self.policy = policy
+        self.files = files
+        # Other names Claude Code accepts in a Skill call (a frontmatter `name` that differs from the folder).
+        self.aliases = library.aliases()
         self.prices = prices
         self._api_key = api_key
         self.base_url = base_url
@@ -173,7 +173,7 @@ class ApiHost:
 
     def _listed(self, skill: Skill, exclude: list[str]) -> bool:
         return (not skill.manual_only and skill.name not in exclude
-                and (self.skills_dir / skill.name / "SKILL.md").is_file())
+                and skill.name in self.files.skills and (self.files.skills[skill.name] / "SKILL.md").is_file())
 
     def build_listing(self, exclude: list[str]) -> tuple[str, list[str], list[str]]:
         """(listing text, names with a description, names alone). Excluded skills are absent."""
@@ -228,7 +228,7 @@ class ApiHost:
     async def run(self, spec: SessionSpec) -> Observation:
         started = time.monotonic()
         system, with_description, name_only = self.system_param(spec.exclude_skills)
-        view = LibraryView(self.skills_dir, self.policy, frozenset(spec.exclude_skills))
+        view = LibraryView(self.files, frozenset(spec.exclude_skills))
         session = _Session(self, spec, system, set(with_description) | set(name_only), view)
         obs = Observation(attempt_id=spec.attempt_id, host=HOST_NAME,
                           listing=ListingSeen(with_description=with_description, name_only=name_only))
@@ -389,6 +389,7 @@ class _Session:
     def skill(self, tool_use_id: str, tool_input: dict[str, Any], turn: int) -> tuple[Any, bool]:
         raw = tool_input.get("skill")
         name = raw.strip().removeprefix("/") if isinstance(raw, str) else ""
+        name = self.host.aliases.get(name, name)
         skill_md = self.view.file((*SKILLS_PREFIX, name, "SKILL.md")) if name else None
         if name not in self.listed or skill_md is None:
             self.activations.append(Activation(name=name or str(raw), mechanism="skill-tool", turn=turn,

@@ -37,7 +37,10 @@ class SessionSpec(BaseModel):
     max_output_tokens: int = Field(ge=1, default=4096)
     max_usd: float | None = Field(default=None, description="This session's reservation; a host may enforce it.")
     exclude_skills: list[str] = Field(default=[], description="Skills left out of the session (probe control arm).")
-    case_files: list[str] = Field(default=[], description="Files copied into the session's folder.")
+    case_files: list[str] = Field(default=[], description="Files copied into the session's folder, at these paths "
+                                                        "relative to it.")
+    case_files_dir: str | None = Field(default=None, description="The folder `case_files` are relative to in the "
+                                                                 "library (the case's skill folder), absolute.")
 
 
 class Activation(BaseModel):

@@ -35,7 +35,6 @@ from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessag
                               ToolResultBlock, ToolUseBlock, UserMessage, query)
 from claude_agent_sdk import _errors as sdk_errors
 
-from runner.files import ReadPolicy
 from runner.hosts import workspace
 from runner.hosts.base import Activation, ErrorKind, Observation, SessionSpec, ToolCall, Usage
 from runner.prices import PriceTable
@@ -99,10 +98,15 @@ def _redact(messages: list[dict], secret: str | None) -> list[dict]:
 
 
 class _Recorder:
-    """Turns the SDK's message stream into an Observation, whatever order things arrive in."""
+    """Turns the SDK's message stream into an Observation, whatever order things arrive in.
 
-    def __init__(self, spec: SessionSpec):
+    `aliases`: other names the host accepts for a skill (a frontmatter `name` that differs from the folder;
+    the CLI loads `.claude/skills/pdf-tools` for Skill("pdf") when its frontmatter says `name: pdf`), mapped
+    to the folder name every case and report uses."""
+
+    def __init__(self, spec: SessionSpec, aliases: dict[str, str] | None = None):
         self.spec = spec
+        self.aliases = aliases or {}
         self.activations: list[Activation] = []
         self.calls: list[ToolCall] = []
         self.by_tool_id: dict[str, int] = {}
@@ -126,6 +130,7 @@ class _Recorder:
         activation = None
         if block.name == "Skill" and isinstance(block.input.get("skill"), str):
             name = block.input["skill"].split(":")[-1].lstrip("/")
+            name = self.aliases.get(name, name)
             activation = Activation(name=name, mechanism="skill-tool", turn=turn, tool_use_id=block.id)
         elif block.name == "Read" and isinstance(block.input.get("file_path"), str):
             match = _SKILL_MD.search(block.input["file_path"])
@@ -191,12 +196,12 @@ def _error_from_result(result: ResultMessage, api_error: str | None) -> tuple[Er
 class ClaudeCodeHost:
     name = "claude-code"
 
-    def __init__(self, skills_dir: Path, agents_dir: Path | None, policy: ReadPolicy, prices: PriceTable,
+    def __init__(self, files: workspace.LibraryFiles, prices: PriceTable,
                  api_key: str, base_url: str | None, listing_budget_chars: int | None, allowed_tools: list[str],
-                 cli_path: str | None = None, work_parent: Path | None = None, max_retries: int = 2):
-        self.skills_dir = skills_dir
-        self.agents_dir = agents_dir
-        self.policy = policy
+                 cli_path: str | None = None, work_parent: Path | None = None, max_retries: int = 2,
+                 aliases: dict[str, str] | None = None):
+        self.files = files
+        self.aliases = aliases or {}
         self.prices = prices
         self.api_key = api_key
         self.base_url = base_url
@@ -224,12 +229,13 @@ class ClaudeCodeHost:
         """The run's snapshot of the library, made by the first session that needs it."""
         with self._staging_lock:
             if self._staging is None:
-                self._staging = workspace.Staging(self.skills_dir, self.agents_dir, self.policy, self.work_parent)
+                self._staging = workspace.Staging(self.files, self.work_parent)
             return self._staging
 
     def build_workspace(self, spec: SessionSpec) -> workspace.Workspace:
-        return workspace.build(self.skills_dir, self.agents_dir, self.policy, spec.exclude_skills,
-                               [(self.skills_dir / f, f) for f in spec.case_files], self.work_parent,
+        base = Path(spec.case_files_dir) if spec.case_files_dir else None
+        case_files = [(base / f, f) for f in spec.case_files] if base is not None else []
+        return workspace.build(self.files, spec.exclude_skills, case_files, self.work_parent,
                                staging=self.staging(), link=self.link)
 
     def close(self) -> None:
@@ -246,7 +252,7 @@ class ClaudeCodeHost:
     async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
         """Run one session against a capture endpoint: the real first request, no model, no key."""
         with CaptureServer() as capture:
-            probe = ClaudeCodeHost(self.skills_dir, self.agents_dir, self.policy, self.prices,
+            probe = ClaudeCodeHost(self.files, self.prices,
                                    api_key="skill-evals-surface-audit-no-key", base_url=capture.url,
                                    listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
                                    cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0)
@@ -304,7 +310,7 @@ class ClaudeCodeHost:
             raise
         self._mark(spec, "workspace")
         stderr: list[str] = []
-        recorder = _Recorder(spec)
+        recorder = _Recorder(spec, self.aliases)
         error_kind: ErrorKind | None = None
         error_message: str | None = None
         stream = query(prompt=spec.prompt, options=self.options(spec, ws, stderr))

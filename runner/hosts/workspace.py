@@ -4,22 +4,26 @@ Layout (all under one temporary folder, removed after the session):
 
     home/.git/                 empty: the host's upward search for a repository stops here
     home/project/              the session's working directory
-    home/project/.claude/skills/<every skill but the excluded ones, without its evals/ folder>
-    home/project/.claude/agents/<subagents>
+    home/project/.claude/skills/<name>/   every skill but the excluded ones, flat, without its answer key
+    home/project/.claude/agents/<name>.md the subagents
     config/                    CLAUDE_CONFIG_DIR: no user settings, no memory, no MCP servers
 
-Only regular files inside the library are copied: a symlink that leaves the library is never
-followed (validate reports it), so no host file can reach a session; nor is one whose target is a
-skill's evals/ folder or an excluded skill (checked on the link's real target).
+Skills arrive flat, `.claude/skills/<name>/`, whatever the library's layout (runner.layout): that is the
+one layout Claude Code reads. A skill's answer key never arrives: its `evals/` folder and every eval file
+the loader read from its folder (`LibraryFiles.hidden`), nor anything a symlink reaches there.
+
+Only regular files inside the repository (never its .git folder) are copied: a symlink that leaves it
+is never followed (validate reports it), so no host file can reach a session; nor is one whose target
+is another skill's answer key or an excluded skill (checked on the link's real target).
 
 Sessions do not copy the library each time. A host builds one `Staging` snapshot per run (the
-same filter: no evals/ folders, no file from outside the library, symlinks inside it made real
-files; every file read-only), and each session's tree is made of hard links to that snapshot:
-one link per file instead of a copy, and removing a link frees no data block. The session never
-touches the library itself, only the snapshot. Links are used only when the session's tools
-cannot write (`READ_ONLY_TOOLS`): with a writing tool a session could change a linked file for
-the sessions after it, so each file is copied from the snapshot instead. A link the filesystem
-refuses (another device, too many links) falls back to a copy.
+same filter, symlinks inside the repository made real files, every file read-only), and each
+session's tree is made of hard links to that snapshot: one link per file instead of a copy, and
+removing a link frees no data block. The session never touches the library itself, only the
+snapshot. Links are used only when the session's tools cannot write (`READ_ONLY_TOOLS`): with a
+writing tool a session could change a linked file for the sessions after it, so each file is copied
+from the snapshot instead. A link the filesystem refuses (another device, too many links) falls back
+to a copy.
 
 Where session folders go (`default_parent`): a session folder is hundreds of folders made and
 removed; on a disk filesystem each is a journaled metadata write (and a discard on `discard`
@@ -29,8 +33,8 @@ go to /dev/shm if it is a tmpfs mounted without noexec with at least `SHM_MIN_FR
 to tempfile's folder.
 
 A host whose tools only read (the api host) needs no folder at all: `LibraryView` answers its reads
-straight from the library under the same rules (no evals/ folder, no excluded skill, nothing that
-resolves outside the library, no file over the size limit), at a virtual project path.
+straight from the library under the same rules (no answer key, no excluded skill, nothing that
+resolves outside the repository, no file over the size limit), at a virtual project path.
 """
 
 from __future__ import annotations
@@ -43,15 +47,16 @@ import tempfile
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
 from pathlib import Path, PurePosixPath
 
-from runner.files import ReadPolicy
+from runner.files import ReadPolicy, make_policy
+
+if TYPE_CHECKING:
+    from runner.corpus import Library
 
 
-# A skill's own eval material (expected outputs, assertions, probe defects and their locators,
-# calibration records) is the answer key: it never reaches a session. Case fixtures are copied
-# one by one by `case_files`.
-EVAL_FOLDERS = frozenset({"evals"})
 # Claude Code tools that never write a file: only then may sessions share linked files.
 READ_ONLY_TOOLS = frozenset({"Skill", "Read", "Glob", "Grep", "LS", "TodoWrite"})
 READ_ONLY_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
@@ -103,42 +108,80 @@ class Workspace:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _hidden_behind_link(path: Path, root: Path, skip_top: set[str], skip_second: set[str]) -> bool:
-    """A symlink whose target, seen from the top of the tree, is a skipped skill or an evals/ folder."""
-    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
-    if top not in real.parents:
-        return False  # outside the tree: the read policy decides
-    parts = real.relative_to(top).parts
-    return parts[0] in skip_top or (len(parts) >= 2 and parts[1] in skip_second)
+@dataclass(frozen=True)
+class LibraryFiles:
+    """What sessions receive of a library: skill folders and subagent files by name, and per skill the paths
+    (relative to its folder) that never leave the library: its answer key."""
+
+    skills: dict[str, Path]
+    agents: dict[str, Path]
+    hidden: dict[str, frozenset[str]]
+    policy: ReadPolicy
+
+    @classmethod
+    def of(cls, library: "Library", max_bytes: int) -> "LibraryFiles":
+        """A library's skills and subagents, read anywhere in its repository but .git (runner.files)."""
+        root = Path(library.root)
+        return cls(skills=library.skill_paths(), agents=library.agent_paths(), hidden=library.hidden_files(),
+                   policy=make_policy([root], root, max_bytes))
+
+    def blocked(self, exclude: Iterable[str] = ()) -> tuple[Path, ...]:
+        """Real paths no session may receive: every skill's answer key, and the excluded skills' folders."""
+        out = [Path(os.path.realpath(folder / relative)) for name, folder in self.skills.items()
+               for relative in self.hidden.get(name, ())]
+        out += [Path(os.path.realpath(self.skills[name])) for name in exclude if name in self.skills]
+        return tuple(out)
 
 
-def _copy_tree(source: Path, target: Path, policy: ReadPolicy, skip_top: set[str], skip_second: set[str],
-               root: tuple[Path, set[str], set[str]] | None = None) -> None:
-    # `root`: the top of the tree and its skip sets, checked on every symlink's target, so a link inside
-    # the library cannot bring another skill's evals/ folder (or an excluded skill) into a session.
-    top = root or (source, skip_top, skip_second)
+def _is_blocked(path: Path, blocked: tuple[Path, ...]) -> bool:
+    real = Path(os.path.realpath(path))
+    return any(real == b or b in real.parents for b in blocked)
+
+
+def _copy_folder(source: Path, target: Path, policy: ReadPolicy, blocked: tuple[Path, ...],
+                 seen: set[str] | None = None) -> None:
+    """Copy one folder of the library: regular files inside the repository, nothing blocked. Symlinked
+    folders that stay inside the repository are copied as real folders (once: a link cycle ends)."""
+    seen = seen if seen is not None else {os.path.realpath(source)}
     for dirpath, dirnames, filenames in os.walk(source, followlinks=False):
         here = Path(dirpath)
         relative = here.relative_to(source)
-        if relative == Path(".") and skip_top:
-            dirnames[:] = [d for d in dirnames if d not in skip_top]
-        elif len(relative.parts) == 1 and skip_second:
-            dirnames[:] = [d for d in dirnames if d not in skip_second]
-        # Symlinked folders that stay inside the library are copied as real folders.
-        for name in list(dirnames):
+        kept = []
+        for name in dirnames:
             path = here / name
+            if _is_blocked(path, blocked):
+                continue
             if path.is_symlink():
-                dirnames.remove(name)
-                if policy.inside(path) and path.is_dir() and not _hidden_behind_link(path, *top):
-                    _copy_tree(path, target / relative / name, policy, set(), set(), top)
+                real = os.path.realpath(path)
+                if policy.inside(path) and path.is_dir() and real not in seen:
+                    seen.add(real)
+                    _copy_folder(path, target / relative / name, policy, blocked, seen)
+                continue
+            kept.append(name)
+        dirnames[:] = kept
         (target / relative).mkdir(parents=True, exist_ok=True)
         for name in filenames:
             path = here / name
-            if not policy.inside(path) or not path.is_file() or path.stat().st_size > policy.max_bytes:
-                continue
-            if path.is_symlink() and _hidden_behind_link(path, *top):
+            if _is_blocked(path, blocked) or not policy.inside(path) or not path.is_file() \
+                    or path.stat().st_size > policy.max_bytes:
                 continue
             shutil.copyfile(path, target / relative / name)
+
+
+def _copy_library(files: LibraryFiles, skills: Path, agents: Path | None, exclude: Iterable[str] = ()) -> None:
+    excluded = set(exclude)
+    blocked = files.blocked(excluded)
+    skills.mkdir(parents=True, exist_ok=True)
+    for name, folder in sorted(files.skills.items()):
+        if name not in excluded:
+            _copy_folder(folder, skills / name, files.policy, blocked)
+    if agents is None:
+        return
+    for name, file in sorted(files.agents.items()):
+        if files.policy.inside(file) and file.is_file() and file.stat().st_size <= files.policy.max_bytes \
+                and not _is_blocked(file, blocked):
+            agents.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, agents / f"{name}.md")
 
 
 class Staging:
@@ -146,15 +189,14 @@ class Staging:
 
     Removed by `remove()`, or when the object is collected or the interpreter exits."""
 
-    def __init__(self, skills_dir: Path, agents_dir: Path | None, policy: ReadPolicy, parent: Path | None = None):
+    def __init__(self, files: LibraryFiles, parent: Path | None = None):
         self.root = Path(tempfile.mkdtemp(prefix="skill-evals-staging-", dir=parent))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
         self.skills = self.root / "skills"
-        self.agents: Path | None = None
-        _copy_tree(skills_dir, self.skills, policy, set(), EVAL_FOLDERS)
-        if agents_dir is not None and agents_dir.is_dir():
-            self.agents = self.root / "agents"
-            _copy_tree(agents_dir, self.agents, policy, set(), set())
+        self.agents: Path | None = self.root / "agents" if files.agents else None
+        _copy_library(files, self.skills, self.agents)
+        if self.agents is not None and not self.agents.is_dir():
+            self.agents = None
         # The folders and files of each tree, listed once: a session then only makes folders and links.
         self.manifest: dict[Path, list[tuple[str, list[str]]]] = {}
         for tree in (self.skills, self.agents):
@@ -187,9 +229,8 @@ class Staging:
                 shutil.copyfile(origin, destination)
 
 
-def build(skills_dir: Path, agents_dir: Path | None, policy: ReadPolicy, exclude_skills: list[str],
-          case_files: list[tuple[Path, str]], parent: Path | None = None, staging: Staging | None = None,
-          link: bool = False) -> Workspace:
+def build(files: LibraryFiles, exclude_skills: list[str], case_files: list[tuple[Path, str]],
+          parent: Path | None = None, staging: Staging | None = None, link: bool = False) -> Workspace:
     """Create the session folder. `case_files` are (source, path relative to the project).
 
     With `staging`, the library part comes from that snapshot (hard links when `link`), not from
@@ -205,12 +246,10 @@ def build(skills_dir: Path, agents_dir: Path | None, policy: ReadPolicy, exclude
         if staging.agents is not None:
             staging.mirror(staging.agents, project / ".claude" / "agents", set(), link)
     else:
-        _copy_tree(skills_dir, project / ".claude" / "skills", policy, set(exclude_skills), EVAL_FOLDERS)
-        if agents_dir is not None and agents_dir.is_dir():
-            _copy_tree(agents_dir, project / ".claude" / "agents", policy, set(), set())
+        _copy_library(files, project / ".claude" / "skills", project / ".claude" / "agents", exclude_skills)
     for source, relative in case_files:
         destination = (project / relative).resolve()
-        if project.resolve() not in destination.parents or not policy.inside(source) or not source.is_file():
+        if project.resolve() not in destination.parents or not files.policy.inside(source) or not source.is_file():
             continue
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
@@ -222,12 +261,20 @@ SKILLS_PARTS = (".claude", "skills")
 
 @dataclass(frozen=True)
 class LibraryView:
-    """A session's project folder, read-only and virtual: `.claude/skills/...` maps to the library."""
+    """A session's project folder, read-only and virtual: `.claude/skills/<name>/...` maps to the skill's
+    folder in the library."""
 
-    skills_dir: Path
-    policy: ReadPolicy
+    files: LibraryFiles
     exclude: frozenset[str] = frozenset()
     root: PurePosixPath = PurePosixPath("/project")
+
+    @property
+    def policy(self) -> ReadPolicy:
+        return self.files.policy
+
+    @cached_property
+    def _blocked(self) -> tuple[Path, ...]:
+        return self.files.blocked(self.exclude)
 
     def parts(self, raw: str) -> tuple[str, ...] | None:
         """The path's parts relative to the project (lexically normalised); None when outside it."""
@@ -237,19 +284,18 @@ class LibraryView:
         prefix = str(self.root) + "/"
         return tuple(joined[len(prefix):].split("/")) if joined.startswith(prefix) else None
 
-    def _hidden(self, relative: tuple[str, ...]) -> bool:
-        """An excluded skill, or a skill's evals/ folder (relative to the skills folder)."""
-        return (not relative or relative[0] in self.exclude
-                or (len(relative) >= 3 and relative[1] in EVAL_FOLDERS))
-
     def file(self, parts: tuple[str, ...]) -> Path | None:
         """The library file a session sees at these project parts; None when it sees none there."""
-        if len(parts) < 3 or parts[:2] != SKILLS_PARTS or self._hidden(parts[2:]):
+        if len(parts) < 4 or parts[:2] != SKILLS_PARTS:
             return None
-        real = Path(os.path.realpath(self.skills_dir.joinpath(*parts[2:])))
-        skills_real = Path(os.path.realpath(self.skills_dir))
-        # Checked again after symlinks: a link inside the library must not reach an evals/ folder.
-        if skills_real not in real.parents or self._hidden(real.relative_to(skills_real).parts):
+        name, rest = parts[2], parts[3:]
+        folder = self.files.skills.get(name)
+        hidden = self.files.hidden.get(name, frozenset())
+        if folder is None or name in self.exclude or any("/".join(rest[:n]) in hidden for n in range(1, len(rest) + 1)):
+            return None
+        real = Path(os.path.realpath(folder.joinpath(*rest)))
+        # Checked again after symlinks: a link must not reach an answer key or an excluded skill.
+        if _is_blocked(real, self._blocked):
             return None
         if not self.policy.inside(real) or not real.is_file() or real.stat().st_size > self.policy.max_bytes:
             return None

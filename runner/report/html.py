@@ -287,7 +287,8 @@ def _notes(results: Results, roll: rollup.Rollup) -> str:
                if c.quarantine else "no entry recorded") + "</li>" for c in roll.quarantined)
         parts.append(f'<h3>Quarantined ({len(roll.quarantined)})</h3><ul id="quarantine">{items}</ul>')
     for title, notes, ident in (("Unjudgeable assertions", roll.unjudgeable, "unjudgeable"),
-                                ("Surface warnings", roll.surface_warnings, "surface-warnings")):
+                                ("Surface warnings", roll.surface_warnings, "surface-warnings"),
+                                ("Held back by the floor (UNRUN, not failed)", roll.held_back, "held-back")):
         if notes:
             items = "".join(f"<li><code>{e(n.uid)}</code>: {e(n.text)}</li>" for n in notes)
             parts.append(f'<details id="{ident}"><summary>{title} ({len(notes)})</summary><ul>{items}</ul></details>')
@@ -323,6 +324,8 @@ def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
                       + (f", expires {e(q.expires.isoformat())}" if q.expires else "") + "</small>"))
     for warning in case.warnings:
         items.append(("Warning", e(warning)))
+    if case.detail:
+        items.append(("Held back by the floor", e(case.detail)))
     out = [_dl(items)]
     if case.state == "UNRUN" and not case.attempts:
         out.append(f'<p class="not-executed">Not executed ({e(case.reason or "unknown")}); no result is claimed '

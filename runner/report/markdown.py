@@ -3,7 +3,7 @@
 Rendered from a `Results` only (semantics §9), through `rollup.build`. Order: the hidden marker, the
 header (and the approximation warning), state counts, the per-skill table, failing / erroring /
 judge-erroring cases in `<details>` blocks, quarantine, unjudgeable assertions, surface warnings,
-UNRUN by reason and, last, the sentence that the UNRUN cases were not executed.
+what the floor held back, UNRUN by reason and, last, the sentence that the UNRUN cases were not executed.
 
 Safety: every piece of text that comes from the corpus, the model, the judge or a file passes
 through `escape()` (see its docstring); nothing else is user text.
@@ -458,6 +458,9 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int) -> str:
                          "For the author to rewrite.", roll.unjudgeable, shape, budget)
     body += note_section("Surface warnings", "What the host listed to the model can explain a miss.",
                          roll.surface_warnings, shape, budget)
+    body += note_section("Held back by the floor", "UNRUN, not failed: `skill-evals validate` reports an error "
+                         "about these skills or cases (the first finding is shown). The floor held back nothing "
+                         "else.", roll.held_back, shape, budget)
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
     lines += skill_table(roll, shape) + body + probe_section(results) + unrun_section(roll, shape)
     lines.append(escape(roll.not_executed_sentence))
@@ -499,7 +502,7 @@ def render(results: Results, limit: int = DEFAULT_LIMIT) -> str:
         if len(text) <= limit:
             return text
     total = (len(roll.failing) + len(roll.erroring) + len(roll.judge_erroring) + len(roll.quarantined)
-             + len(roll.unjudgeable) + len(roll.surface_warnings))
+             + len(roll.unjudgeable) + len(roll.surface_warnings) + len(roll.held_back))
     items = _largest(lambda n: len(compose(results, roll, Shape(3, n), limit)) <= limit, total)
     if items is not None:
         return compose(results, roll, Shape(3, items), limit)

@@ -45,6 +45,7 @@ class Rollup(BaseModel):
     quarantined: list[CaseResult]
     unjudgeable: list[Note]
     surface_warnings: list[Note]
+    held_back: list[Note] = []
     unrun_by_reason: dict[str, int]
     judge_error_rate: float | None
     not_executed_sentence: str
@@ -75,6 +76,17 @@ def skill_rollups(cases: list[CaseResult]) -> list[SkillRollup]:
     return out
 
 
+def held_back(results: Results) -> list[Note]:
+    """What the floor kept from running: one note per held-back skill, one per invalid case, with the finding."""
+    notes = [Note(uid=skill, text=f"skill held back (floor-error): {detail}")
+             for skill, detail in results.plan.held_back.items()]
+    notes += [Note(uid=skill, text=f"skill not read (no case of it was planned): {detail}")
+              for skill, detail in results.plan.not_read.items()]
+    notes += [Note(uid=c.uid, text=f"{c.reason}: {c.detail}") for c in results.cases
+              if c.detail and c.reason != "floor-error"]
+    return notes
+
+
 def build(results: Results) -> Rollup:
     plan = results.plan
     cases = results.cases
@@ -98,6 +110,7 @@ def build(results: Results) -> Rollup:
         unjudgeable=[Note(uid=f"{c.uid}#{a.index}", text=a.text) for c in cases for a in c.assertions
                      if a.state == "UNJUDGEABLE" or a.assertion_class == "unjudgeable"],
         surface_warnings=[Note(uid=c.uid, text=w) for c in cases for w in c.warnings],
+        held_back=held_back(results),
         unrun_by_reason=dict(results.unrun_by_reason),
         judge_error_rate=round(judge_errors / len(judged), 4) if judged else None,
         not_executed_sentence=results.not_executed,

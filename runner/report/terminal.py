@@ -139,6 +139,11 @@ def notes(roll: Rollup, console: Console) -> None:
         console.print(f"[bold]Surface warnings ({len(roll.surface_warnings)})[/]:")
         for note in roll.surface_warnings:
             console.print(f"  {_e(note.uid)}: {_e(note.text)}")
+    if roll.held_back:
+        console.print(f"[bold]Held back by the floor ({len(roll.held_back)})[/] — UNRUN, not failed; "
+                      "`skill-evals validate` reports an error about each:")
+        for note in roll.held_back:
+            console.print(f"  {_e(note.uid)}: {_e(note.text)}")
 
 
 def unrun_table(roll: Rollup, console: Console) -> None:
