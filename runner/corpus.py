@@ -21,7 +21,8 @@ from runner import classify, formats, frontmatter, jsonfile
 from runner import schema_check as schemas
 from runner.files import ReadPolicy, make_policy, read_text, scan_tree
 from runner.findings import Finding, display_path, error, warning
-from runner.layout import Layout, LibraryError, SkillFolder, discover, locate
+from runner.layout import LibraryError  # noqa: F401 - re-exported: the error for a path that holds no library
+from runner.layout import Layout, SkillFolder, discover, locate
 from runner.settings import SETTINGS_FILE, Settings
 
 Source = Literal["evals", "trigger", "probe", "scenario", "routing"]
@@ -165,14 +166,12 @@ class Library(BaseModel):
         return {name: Path(self.root) / agent.file for name, agent in self.agents.items()}
 
     def aliases(self) -> dict[str, str]:
-        """Other names the host accepts for a skill: a frontmatter `name` that differs from the folder (the
-        host lists `folder (name)` and a Skill call may use either). A name two skills claim is no alias."""
-        claimed: dict[str, list[str]] = {}
-        for skill in self.skills.values():
-            name = skill.fields.get("name")
-            if isinstance(name, str) and name and name != skill.name and name not in self.skills:
-                claimed.setdefault(name, []).append(skill.name)
-        return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1}
+        return aliases_of(self.skills)
+
+    def names(self) -> dict[str, str]:
+        """Every name the library answers to -> the name cases and reports use: skill folders, their
+        aliases, and `<agent> (subagent)`. The classifier and the verdict both read names from this."""
+        return names_of(self.skills, self.agents)
 
     def hidden_files(self) -> dict[str, frozenset[str]]:
         """Per skill, what a session never receives (relative to the skill folder): its evals/ folder and
@@ -182,6 +181,24 @@ class Library(BaseModel):
             inside = {rel for rel in (_relative(f, skill.dir) for f in skill.eval_files) if rel}
             out[name] = frozenset({"evals", "evaluations"} | inside)
         return out
+
+
+def aliases_of(skills: dict[str, Skill]) -> dict[str, str]:
+    """Other names the host accepts for a skill: a frontmatter `name` that differs from the folder (the
+    host lists `folder (name)` and a Skill call may use either). A name two skills claim is no alias."""
+    claimed: dict[str, list[str]] = {}
+    for skill in skills.values():
+        name = skill.fields.get("name")
+        if isinstance(name, str) and name and name != skill.name and name not in skills:
+            claimed.setdefault(name, []).append(skill.name)
+    return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1}
+
+
+def names_of(skills: dict[str, Skill], agents: dict[str, Agent]) -> dict[str, str]:
+    out = {name: name for name in skills}
+    out.update(aliases_of(skills))
+    out.update({f"{name}{SUBAGENT_SUFFIX}": f"{name}{SUBAGENT_SUFFIX}" for name in agents})
+    return out
 
 
 def _relative(file: str, folder: str) -> str | None:
@@ -257,6 +274,8 @@ class _Loader:
         self.template_cases: list[Case] = []
         self.probes: list[Probe] = []
         self.kept: dict[str, tuple[str, int]] = {}  # uid -> where it was read first
+        # Every name of the library (runner.classify: only an assertion naming one is about activation).
+        self.names: frozenset[str] = frozenset()
 
     def show(self, path: Path) -> str:
         return self.policy.show(path)
@@ -265,32 +284,40 @@ class _Loader:
     def is_template(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.settings.library.templates)
 
-    def load_skill(self, found: SkillFolder) -> Skill:
-        start = len(self.findings)
-        skill = self._load_skill(found)
+    def about(self, skill: str, start: int) -> None:
+        """The findings since `start` are about this skill (an error keeps its cases from running)."""
         for finding in self.findings[start:]:
             if finding.skill is None:
-                finding.skill = skill.name  # about this skill: an error keeps its cases from running
-        return skill
+                finding.skill = skill
 
-    def _load_skill(self, found: SkillFolder) -> Skill:
+    def load_skill(self, found: SkillFolder) -> Skill:
+        """The skill itself (its SKILL.md); its cases come later (`load_cases`), once every name is known."""
+        start = len(self.findings)
         folder = Path(found.path)
         skill_md = folder / "SKILL.md"
         skill = Skill(name=found.name, dir=self.show(folder), path=str(folder), root=found.root, plugin=found.plugin,
                       skill_md=self.show(skill_md), template=self.is_template(found.name), files=self.files_of(folder))
         self._read_skill_md(skill_md, skill)
+        self.about(skill.name, start)
+        return skill
+
+    def load_cases(self, skill: Skill) -> None:
+        start = len(self.findings)
+        self._load_cases(skill, Path(skill.path))
+        self.about(skill.name, start)
+
+    def _load_cases(self, skill: Skill, folder: Path) -> None:
         files = self.eval_files(folder)
         for path, admitted in files:
             self.load_eval_file(path, skill, admitted)
         if not skill.eval_files and not skill.template:
             self.findings.append(warning("evals-missing", self.show(folder / "evals" / "evals.json"), 1,
-                                         f"{found.name} has no eval file (evals/evals.json or another the runner "
+                                         f"{skill.name} has no eval file (evals/evals.json or another the runner "
                                          "reads): it has no behaviour cases", skill=skill.name))
         probes_dir = folder / "evals" / "probes"
         if probes_dir.is_dir() and self.policy.inside(probes_dir):
             for probe_dir in sorted(p for p in probes_dir.iterdir() if p.is_dir() and self.policy.inside(p)):
                 self.load_probe(probe_dir, skill)
-        return skill
 
     @staticmethod
     def present(path: Path) -> bool:
@@ -404,7 +431,7 @@ class _Loader:
         for index, (text, line) in enumerate(written, start=1):
             if text is None:
                 continue
-            decision = classify.assertion_class(text, skill.shape_literals, self.rules)
+            decision = classify.assertion_class(text, skill.shape_literals, self.rules, self.names)
             cls, rule, hooks = decision.assertion_class, decision.rule, list(decision.hooks)
             shape_only = decision.shape_only
             if index in overrides:
@@ -776,6 +803,9 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
         loader.findings.extend(scan_tree(folder, loader.policy))
     skills = {found.name: loader.load_skill(found) for found in layout.skills}
     agents = loader.load_agents()
+    loader.names = frozenset(names_of(skills, agents))
+    for skill in skills.values():
+        loader.load_cases(skill)
     loader.load_trigger_sets(skills)
     routing_files = loader.load_routing_sets() if layout.kind != "single-skill" else []
     for case in loader.cases:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 from dataclasses import dataclass, field
 
@@ -58,7 +58,7 @@ def attempt_id(uid: str, arm: str, repeat: int) -> str:
 
 class Executor:
     def __init__(self, plan: Plan, plan_hash: str, cases: dict[str, Case], host: Host, rundir: RunDir,
-                 state: RunState, known_names: set[str], progress: ProgressFn | None = None,
+                 state: RunState, known_names: Collection[str], progress: ProgressFn | None = None,
                  judge: Judge | None = None, judge_unavailable: str | None = None, mine: set[str] | None = None,
                  limiter: AdaptiveLimiter | None = None, probes: dict[str, Probe] | None = None):
         self.mine = mine  # the uids of this shard; None = every case

@@ -114,14 +114,16 @@ def fit(skills: list[Skill], budget: int, max_description_chars: int) -> Fitted:
     with_description: list[str] = []
     name_only: list[str] = []
     spent = full_total = 0
-    for skill in sorted(skills, key=lambda s: s.name):
-        full = entry_line(skill.name, skill.description, max_description_chars)
+    ordered = sorted(skills, key=lambda s: s.name)
+    for skill in ordered:
+        shown = listed_name(skill, ordered)  # `folder (name)`, as Claude Code lists it
+        full = entry_line(shown, skill.description, max_description_chars)
         full_total += len(full) + 1
         if skill.description and spent + len(full) + 1 <= budget:
             line = full
             with_description.append(skill.name)
         else:
-            line = entry_line(skill.name, None, max_description_chars)
+            line = entry_line(shown, None, max_description_chars)
             name_only.append(skill.name)
         spent += len(line) + 1
         lines.append(line)

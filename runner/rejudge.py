@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Collection
 from datetime import datetime, timezone
 
 from pydantic import BaseModel
@@ -60,7 +61,7 @@ def changes_between(before: dict, after: results_mod.Results) -> list[Change]:
     return out
 
 
-def rejudge(source: RunDir, cases: dict[str, Case], known: set[str], judge: Judge, cap_usd: float,
+def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judge: Judge, cap_usd: float,
             concurrency: int = 4, probes: dict[str, Probe] | None = None
             ) -> tuple[RunDir, results_mod.Results, list[Change]]:
     plan = Plan.model_validate_json(source.read_text(PLAN))

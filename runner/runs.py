@@ -144,7 +144,7 @@ class Prepared:
     cases: dict[str, Case]
     host: Any
     unknown_skills: list[str]
-    known_names: set[str]
+    known_names: dict[str, str]
     judge: Judge | None = None
     shard: tuple[int, int] | None = None
     selection: Selection | None = None
@@ -220,8 +220,9 @@ def read_selection(path: Path, cases: dict[str, Case]) -> Selection:
     return selection
 
 
-def known_names(library: Library) -> set[str]:
-    return set(library.skills) | {f"{name} (subagent)" for name in library.agents}
+def known_names(library: Library) -> dict[str, str]:
+    """Every name the library answers to -> its canonical name (runner.corpus.Library.names)."""
+    return library.names()
 
 
 class ResumeError(Exception):

@@ -56,9 +56,10 @@ def parse_listing(text: str) -> tuple[list[str], list[str]]:
         if not started:
             continue
         if not line.startswith("- "):
-            if with_description or name_only:
-                if line.strip() and not line.startswith(" "):
-                    break
+            # After the entries, a blank line or the closing tag ends the listing; any other line continues
+            # the previous entry's description (a host skill's description may span lines).
+            if (with_description or name_only) and (not line.strip() or line.lstrip().startswith("</")):
+                break
             continue
         entry = line[2:]
         name, sep, description = entry.partition(": ")

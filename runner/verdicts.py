@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Collection, Mapping
 from typing import Literal
 
 from pydantic import BaseModel
@@ -52,7 +53,7 @@ _NEGATIVE = re.compile(r"(?i)\b(does\s+not|doesn't|must\s+not|should\s+not|never
 _SELF = re.compile(r"(?i)\b(this|the)\s+skill\b")
 
 
-def _named_targets(text: str, case: Case, known: set[str]) -> list[str]:
+def _named_targets(text: str, case: Case, known: Collection[str]) -> list[str]:
     """Skills an activation assertion names, in order: known names (found exactly as the classifier
     finds them), or 'this skill' / 'the skill' = the target."""
     names = classify.skill_mentions(text, frozenset(known))
@@ -61,7 +62,7 @@ def _named_targets(text: str, case: Case, known: set[str]) -> list[str]:
     return names
 
 
-def _claims(text: str, case: Case, known: set[str]) -> list[tuple[str, bool]]:
+def _claims(text: str, case: Case, known: Collection[str]) -> list[tuple[str, bool]]:
     """(skill, must fire) for each clause of the assertion that makes an activation claim."""
     claims = classify.activation_claims(text, classify.packaged_rules(), frozenset(known))
     if claims:
@@ -75,9 +76,12 @@ def _claims(text: str, case: Case, known: set[str]) -> list[tuple[str, bool]]:
     return [(names[0], not _NEGATIVE.search(before))]
 
 
-def check_activation_assertion(assertion: Assertion, case: Case, fired: list[str], known: set[str]
+def check_activation_assertion(assertion: Assertion, case: Case, fired: list[str], known: Collection[str]
                                ) -> AssertionOutcome:
-    claims = _claims(assertion.text, case, known)
+    """`known`: the library's names; as a mapping (Library.names) it also turns an alias the assertion uses
+    (a frontmatter name) into the folder name the host reports as fired."""
+    canonical = known if isinstance(known, Mapping) else {}
+    claims = [(canonical.get(name, name), must_fire) for name, must_fire in _claims(assertion.text, case, known)]
     if not claims:
         return AssertionOutcome(index=assertion.index, state="UNJUDGEABLE",
                                 reason="activation assertion names no skill of the library")
@@ -103,7 +107,7 @@ def check_shape_assertion(assertion: Assertion, answer: str | None) -> Assertion
     return AssertionOutcome(index=assertion.index, state="PASS", evidence=", ".join(assertion.hooks))
 
 
-def check_assertion(assertion: Assertion, case: Case, obs: Observation, known: set[str]) -> AssertionOutcome:
+def check_assertion(assertion: Assertion, case: Case, obs: Observation, known: Collection[str]) -> AssertionOutcome:
     cls = assertion.assertion_class
     if cls == "activation":
         return check_activation_assertion(assertion, case, obs.fired(), known)
@@ -114,7 +118,7 @@ def check_assertion(assertion: Assertion, case: Case, obs: Observation, known: s
     return AssertionOutcome(index=assertion.index, state="UNRUN", reason="not-judged")
 
 
-def attempt_outcome(case: Case, obs: Observation, known: set[str]) -> AttemptOutcome:
+def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> AttemptOutcome:
     fired = obs.fired()
     if case.target == ANY_SKILL:
         # A routing case that expects no skill: any of the library's skills firing is the loss (the host's own

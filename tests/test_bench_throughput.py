@@ -195,7 +195,6 @@ def test_api_view_hides_evals_excluded_skills_and_links_into_evals(example_copy)
 
 def test_claude_code_sessions_link_a_read_only_snapshot_never_the_library(example_copy, tmp_path):
     skills_dir = example_copy / ".claude" / "skills"
-    agents_dir = example_copy / ".claude" / "agents"
     # Links inside the library into another skill's evals/: neither the file nor the folder reaches a session.
     (skills_dir / "migration-planner" / "references" / "answers.json").symlink_to(
         skills_dir / "test-report-triage" / "evals" / "evals.json")

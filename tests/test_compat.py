@@ -171,15 +171,32 @@ def test_frontmatter_name_differs_from_folder_is_an_alias() -> None:
         "The following skills are available for use with the Skill tool:\n\n- pdf-tools (pdf): Work with PDFs.\n"
         "- plain: A plain one.\n- dropped (other)\n")
     assert with_description == ["pdf-tools", "plain"] and name_only == ["dropped"]
+    # A description over several lines (one of the host's own, CLI 2.1.332) does not end the listing.
+    with_description, _ = parse_listing(
+        "The following skills are available for use with the Skill tool:\n\n- a-skill: One.\n"
+        "- host-api: Reference for an API.\nTRIGGER when asked.\nSKIP otherwise.\n- later-one: After it.\n"
+        "</system-reminder>\n- not-a-skill: after the listing\n")
+    assert with_description == ["a-skill", "host-api", "later-one"]
 
 
-def test_frontmatter_alias_maps_a_skill_call_to_the_folder(tmp_path: Path) -> None:
+def test_frontmatter_alias_is_one_skill_for_the_classifier_and_the_verdict(tmp_path: Path) -> None:
+    from runner import verdicts
+
     root = tmp_path / "repo"
     compat.git_init(root)
     compat.skill(root / "skills" / "pdf-tools", name="pdf")
     compat.skill(root / "skills" / "docx-tools", name="docx")
+    compat.write_json(root / "skills" / "pdf-tools" / "evals" / "evals.json", {"skill_name": "pdf-tools", "evals": [
+        {"id": 1, "prompt": "Make a memo.", "should_trigger": False, "expectations": ["Does not invoke `pdf`."]}]})
     library, _ = load(root)
     assert library.aliases() == {"pdf": "pdf-tools", "docx": "docx-tools"}
+    assert library.names()["pdf"] == "pdf-tools"
+    [case] = library.cases
+    [assertion] = case.assertions
+    assert assertion.assertion_class == "activation"  # `pdf` is a name of the library
+    fired = verdicts.check_activation_assertion(assertion, case, ["pdf-tools"], library.names())
+    assert fired.state == "FAIL" and "pdf-tools fired" in fired.evidence
+    assert verdicts.check_activation_assertion(assertion, case, ["docx-tools"], library.names()).state == "PASS"
 
 
 # ---- eval formats ---------------------------------------------------------------------------------
@@ -216,8 +233,9 @@ def test_every_format_is_read_with_its_kinds_and_findings(tmp_path: Path) -> Non
     # A scenario: its expected behaviour is judged; the second skill it names must fire too.
     scenario = by_uid["form-filler/scenario/scanned"]
     assert scenario.target == "form-filler" and scenario.files == ["evaluations/scan.txt"]
-    assert [a.text for a in scenario.assertions] == ["Reads the scan first.", "Fills every field.",
-                                                     "Invokes `ocr-reader`."]
+    assert [(a.text, a.assertion_class) for a in scenario.assertions] == [
+        ("Reads the scan first.", "semantic"), ("Fills every field.", "semantic"),
+        ("Invokes `ocr-reader`.", "activation")]
     # The routing set: owned by the skill it expects; a prompt no skill should take belongs to the library.
     assert by_uid["form-filler/routing/route-1"].kind == "discrimination"
     assert by_uid["ocr-reader/routing/route-2"].should_not_trigger == ["form-filler"]

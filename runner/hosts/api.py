@@ -49,7 +49,6 @@ import asyncio
 import json
 import time
 import weakref
-from pathlib import Path
 from typing import Any
 
 import anthropic

@@ -125,20 +125,27 @@ class LibraryFiles:
         return cls(skills=library.skill_paths(), agents=library.agent_paths(), hidden=library.hidden_files(),
                    policy=make_policy([root], root, max_bytes))
 
-    def blocked(self, exclude: Iterable[str] = ()) -> tuple[Path, ...]:
+    def blocked(self, exclude: Iterable[str] = ()) -> frozenset[str]:
         """Real paths no session may receive: every skill's answer key, and the excluded skills' folders."""
-        out = [Path(os.path.realpath(folder / relative)) for name, folder in self.skills.items()
-               for relative in self.hidden.get(name, ())]
-        out += [Path(os.path.realpath(self.skills[name])) for name in exclude if name in self.skills]
-        return tuple(out)
+        out = {os.path.realpath(folder / relative) for name, folder in self.skills.items()
+               for relative in self.hidden.get(name, ())}
+        out |= {os.path.realpath(self.skills[name]) for name in exclude if name in self.skills}
+        return frozenset(out)
 
 
-def _is_blocked(path: Path, blocked: tuple[Path, ...]) -> bool:
-    real = Path(os.path.realpath(path))
-    return any(real == b or b in real.parents for b in blocked)
+def _is_blocked(path: Path | str, blocked: frozenset[str]) -> bool:
+    """Whether the path, once links are resolved, is or lies inside a blocked path (a set lookup per level)."""
+    real = os.path.realpath(path)
+    while True:
+        if real in blocked:
+            return True
+        parent = os.path.dirname(real)
+        if parent == real:
+            return False
+        real = parent
 
 
-def _copy_folder(source: Path, target: Path, policy: ReadPolicy, blocked: tuple[Path, ...],
+def _copy_folder(source: Path, target: Path, policy: ReadPolicy, blocked: frozenset[str],
                  seen: set[str] | None = None) -> None:
     """Copy one folder of the library: regular files inside the repository, nothing blocked. Symlinked
     folders that stay inside the repository are copied as real folders (once: a link cycle ends)."""
@@ -273,7 +280,7 @@ class LibraryView:
         return self.files.policy
 
     @cached_property
-    def _blocked(self) -> tuple[Path, ...]:
+    def _blocked(self) -> frozenset[str]:
         return self.files.blocked(self.exclude)
 
     def parts(self, raw: str) -> tuple[str, ...] | None:
