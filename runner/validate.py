@@ -121,6 +121,11 @@ def _dangling(name: str, field: str, file: str, line: int, library: Library) -> 
     if is_subagent(name):
         where = f"{library.agents_dir or '.claude/agents'}/{subagent_name(name)}.md"
         return error("dangling-reference", file, line, f"{field} names subagent {name!r} but {where} does not exist")
+    if library.layout is not None and library.layout.kind == "single-skill":
+        return error("dangling-reference", file, line,
+                     f"{field} names skill {name!r}, which is not in this library: --library names one skill, so "
+                     "its neighbours are absent and the case cannot measure them. Point --library at the "
+                     "repository to read them too")
     return error("dangling-reference", file, line,
                  f"{field} names skill {name!r}, which is not a folder of the library (a typo or a renamed skill?)")
 
