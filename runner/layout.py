@@ -189,10 +189,13 @@ def _walk(folder: Path, walk: _Walk, depth: int = 0, limit: int = MAX_DEPTH) -> 
         if child.name in SKIPPED or hidden:
             continue
         if child.is_symlink() and not walk.inside(child):
-            walk.findings.append(error(
-                "symlink-escape", walk.show(child), 1,
-                f"symlink points outside the repository (to {os.readlink(child)}); it is not followed, so no skill "
-                "behind it is read. Copy the folder into the repository instead.", skill=child.name))
+            # Never followed. Reported when a skill stands behind it (one stat outside, no read); a link of a
+            # skill's own folder is reported by the file scan, any other link is none of the library's.
+            if _is_skill(child):
+                walk.findings.append(error(
+                    "symlink-escape", walk.show(child), 1,
+                    f"symlink points outside the repository (to {os.readlink(child)}); it is not followed, so the "
+                    "skill behind it is not read. Copy the folder into the repository instead.", skill=child.name))
             continue
         if not child.is_dir():
             continue
