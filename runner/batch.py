@@ -61,7 +61,6 @@ from pydantic import BaseModel
 from runner.corpus import Assertion
 from runner.hosts import api as api_mod
 from runner.hosts.base import ListingSeen, Observation, SessionSpec, ToolCall
-from runner.hosts.workspace import LibraryView
 from runner.judge import Judge, JudgeCall, failed, read_reply
 from runner.prices import PriceTable
 from runner.rundir import RunDir, safe_name
@@ -483,7 +482,7 @@ class BatchApiHost:
         started = time.monotonic()
         host = self._priced
         system, with_description, name_only = host.system_param(spec.exclude_skills)
-        view = LibraryView(host.files, frozenset(spec.exclude_skills))
+        view = host.view(spec.exclude_skills)
         session = _BatchSession(host, spec, system, set(with_description) | set(name_only), view)
         obs = Observation(attempt_id=spec.attempt_id, host=host.name,
                           listing=ListingSeen(with_description=with_description, name_only=name_only))

@@ -69,7 +69,9 @@ def _checked_library(ctx: click.Context, param: click.Parameter, value: Path) ->
 
 library_option = click.option(
     "--library", "library_path", type=click.Path(path_type=Path), default=Path("."), show_default=True,
-    callback=_checked_library, help="A repository root (holding .claude/skills or skills/) or a skills folder.")
+    callback=_checked_library,
+    help="A repository root (any layout: .claude/skills, skills/ with or without categories, a plugin marketplace, "
+         "...), a folder of skills, or one skill's folder.")
 config_option = click.option(
     "--config", type=click.Path(path_type=Path, dir_okay=False), default=None,
     help="Settings file (default: .skill-evals.toml at the repository root).")
@@ -97,20 +99,9 @@ def main() -> None:
 def validate(library_path: Path, config: Path | None, fmt: str, validator_command: str | None,
              no_library_validator: bool, floor_summary: Path | None = None) -> None:
     """The floor: the library's own validator, then schemas, frontmatter, references, probes, safety."""
-    try:
-        root, _ = find_root(library_path)
-        settings_file = config or root / settings_mod.SETTINGS_FILE
-        settings, found = settings_mod.load(settings_file, root)
-        results: list[Finding] = list(found)
-        if settings.validator.enabled and not no_library_validator:
-            validator = validate_mod.find_library_validator(root, settings, validator_command)
-            results += validate_mod.run_library_validator(root, validator, settings.validator.timeout_s)
-        library, corpus_findings = load_library(library_path, settings,
-                                                settings_file if settings_file.exists() else None)
-    except LibraryError as exc:
-        _fail_usage(str(exc))
-        return
-    results += corpus_findings + validate_mod.check_library(library, settings)
+    loaded = _load_or_exit(library_path, config)
+    library = loaded.library
+    results = _floor(loaded, run_library_validator=not no_library_validator, validator_command=validator_command)
     if floor_summary is not None:
         floor_summary.write_text(floor_mod.summary(floor_mod.gate(results, library)).model_dump_json(indent=2),
                                  encoding="utf-8")
@@ -216,21 +207,23 @@ def _load_or_exit(library_path: Path, config: Path | None) -> Loaded:
     return loaded
 
 
-def _floor(loaded: Loaded, config: Path | None, run_library_validator: bool = True) -> list[Finding]:
-    """The library's validator and our checks: what `validate` reports, minus its own start-up."""
+def _floor(loaded: Loaded, run_library_validator: bool = True, validator_command: str | None = None
+           ) -> list[Finding]:
+    """The settings' and the corpus's findings, the library's own validator, then our checks: what `validate`
+    reports, and what the floor of `plan`, `run` and `calibrate` is made of."""
     results = list(loaded.findings)
     settings = loaded.settings
     if settings.validator.enabled and run_library_validator:
-        validator = validate_mod.find_library_validator(loaded.root, settings, None)
+        validator = validate_mod.find_library_validator(loaded.root, settings, validator_command)
         results += validate_mod.run_library_validator(loaded.root, validator, settings.validator.timeout_s)
     results += validate_mod.check_library(loaded.library, settings)
     return results
 
 
-def _floor_gate(loaded: Loaded, config: Path | None, run_library_validator: bool, strict: bool
+def _floor_gate(loaded: Loaded, run_library_validator: bool, strict: bool
                 ) -> floor_mod.FloorGate:
     """The one way `plan`, `run` and `calibrate` learn what the floor keeps from running."""
-    return floor_mod.gate(_floor(loaded, config, run_library_validator), loaded.library, strict)
+    return floor_mod.gate(_floor(loaded, run_library_validator), loaded.library, strict)
 
 
 def _stop_on_floor(gate: floor_mod.FloorGate, outcome: str, fmt: str = "text") -> None:
@@ -459,7 +452,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     from runner.select import SelectError
 
     loaded = _load_or_exit(library_path, config)
-    gate = _floor_gate(loaded, config, run_library_validator=not no_library_validator, strict=strict)
+    gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict)
     _stop_on_floor(gate, "nothing would run", fmt)
     try:
         prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options),
@@ -513,7 +506,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = _load_or_exit(library_path, config)
-    gate = _floor_gate(loaded, config, run_library_validator=not no_library_validator, strict=strict)
+    gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict)
     _stop_on_floor(gate, "nothing was run")
     credentials = runs_mod.credentials_from_env(os.environ)
     try:
@@ -880,7 +873,7 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
         statuses = [pc.status(library, p) for p in chosen]
         probe_report.print_statuses(statuses, console, fmt)
         return
-    gate = _floor_gate(loaded, config, run_library_validator=True, strict=False)
+    gate = _floor_gate(loaded, run_library_validator=True, strict=False)
     _stop_on_floor(gate, "nothing was started")
     # Only the floor errors about the probes chosen here (their skill, or the probe itself) refuse them.
     held = {p.uid: hold for p in chosen if (hold := gate.hold(p.uid, p.skill)) is not None}

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from runner import classify, formats, frontmatter, jsonfile
 from runner import schema_check as schemas
-from runner.files import ReadPolicy, make_policy, read_text, scan_tree
+from runner.files import ReadPolicy, make_policy, read_text, relative_shown, scan_tree
 from runner.findings import Finding, display_path, error, warning
 from runner.layout import LibraryError  # noqa: F401 - re-exported: the error for a path that holds no library
 from runner.layout import Layout, SkillFolder, discover, locate
@@ -178,7 +178,7 @@ class Library(BaseModel):
         every eval file read from the folder. They are the answer key."""
         out: dict[str, frozenset[str]] = {}
         for name, skill in self.skills.items():
-            inside = {rel for rel in (_relative(f, skill.dir) for f in skill.eval_files) if rel}
+            inside = {rel for rel in (relative_shown(f, skill.dir) for f in skill.eval_files) if rel}
             out[name] = frozenset({"evals", "evaluations"} | inside)
         return out
 
@@ -199,14 +199,6 @@ def names_of(skills: dict[str, Skill], agents: dict[str, Agent]) -> dict[str, st
     out.update(aliases_of(skills))
     out.update({f"{name}{SUBAGENT_SUFFIX}": f"{name}{SUBAGENT_SUFFIX}" for name in agents})
     return out
-
-
-def _relative(file: str, folder: str) -> str | None:
-    """`file` (as shown) relative to `folder` (as shown), or None when it is not inside it."""
-    if folder in ("", "."):
-        return file
-    prefix = folder.rstrip("/") + "/"
-    return file[len(prefix):] if file.startswith(prefix) else None
 
 
 # ---- finding the library ----------------------------------------------------------------------
@@ -238,16 +230,29 @@ def _content_hash(folders: list[Path], files: list[Path], policy: ReadPolicy) ->
     return digest.hexdigest()
 
 
-def _read_json(path: Path, policy: ReadPolicy) -> tuple[jsonfile.JsonDocument | None, list[Finding]]:
-    text, problem = read_text(path, policy)
-    if problem:
-        return None, [problem]
-    doc, problem = jsonfile.parse(text or "", policy.show(path))
-    return doc, [problem] if problem else []
-
-
 def _case_errors(paths: set[tuple[Any, ...]], list_key: str, index: int) -> list[tuple[Any, ...]]:
     return [p[2:] for p in paths if p[:2] == (list_key, index)]
+
+
+def _owner_and_target(item: formats.Item, the_shape: str, skill: str) -> tuple[str, str]:
+    """A routing case belongs to the skill it expects, or to the library when it expects none (then any
+    library skill firing is its loss); every other case to the skill whose folder holds its file."""
+    if the_shape == "routing":
+        return (LIBRARY_OWNER, ANY_SKILL) if item.kind == "no_trigger" else (item.target or skill, item.target or skill)
+    return skill, item.target or skill
+
+
+def _case_at(prefix: tuple[Any, ...], uids: dict[int, str], single: bool = False
+             ) -> Callable[[tuple[Any, ...]], str | None]:
+    """The uid of the case an error path lies in: `prefix` + (index, ...) names item `index`; a file that is
+    one case (`single`) owns every path. None outside any named case (the file's own error)."""
+    def case_at(path: tuple[Any, ...]) -> str | None:
+        if single:
+            return uids.get(0)
+        if path[:len(prefix)] != prefix or len(path) <= len(prefix) or not isinstance(path[len(prefix)], int):
+            return None
+        return uids.get(path[len(prefix)])
+    return case_at
 
 
 def _strings(value: Any) -> list[str]:
@@ -344,7 +349,7 @@ class _Loader:
 
     def load_eval_file(self, path: Path, skill: Skill, admitted: tuple[str, ...]) -> None:
         """Read one eval file in whichever admitted shape it has; a file in no admitted shape is a finding."""
-        doc, problems = _read_json(path, self.policy)
+        doc, problems = jsonfile.read(path, self.policy)
         self.findings.extend(problems)
         if doc is None:
             return
@@ -448,23 +453,16 @@ class _Loader:
                 f"`{key}` is {owner!r} but the file lives in {skill.name}/; cases are keyed by folder, so "
                 "set it to the folder name"))
 
-    def case_locator(self, doc: jsonfile.JsonDocument, list_key: str | None, skill: Skill, source: Source,
-                     id_key: str = "id") -> Callable[[tuple[Any, ...]], str | None]:
-        """For schema findings: the uid of the case an error path is inside (None outside any named case)."""
-        items = doc.data.get(list_key) if list_key is not None and isinstance(doc.data, dict) else (
-            doc.data if list_key is None else None)
+    def case_locator(self, doc: jsonfile.JsonDocument, list_key: str, skill: Skill, source: Source
+                     ) -> Callable[[tuple[Any, ...]], str | None]:
+        """For schema findings of an Aegis file: the uid of the case an error path is inside."""
+        items = doc.data.get(list_key) if isinstance(doc.data, dict) else None
         uids: dict[int, str] = {}
         for index, raw in enumerate(items if isinstance(items, list) else []):
-            case_id = raw.get(id_key) if isinstance(raw, dict) else None
-            if isinstance(case_id, (str, int)) and not isinstance(case_id, bool) and case_id != "":
-                uids[index] = self.uid(skill, source, str(case_id))
-        prefix = (list_key,) if list_key is not None else ()
-
-        def case_at(path: tuple[Any, ...]) -> str | None:
-            if path[:len(prefix)] != prefix or len(path) <= len(prefix) or not isinstance(path[len(prefix)], int):
-                return None
-            return uids.get(path[len(prefix)])
-        return case_at
+            case_id = raw.get("id") if isinstance(raw, dict) else None
+            if isinstance(case_id, str) and case_id:
+                uids[index] = self.uid(skill, source, case_id)
+        return _case_at((list_key,), uids)
 
     def _load_aegis_evals(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str) -> None:
         problems, paths = schemas.check(doc, schemas.AEGIS_EVALS, shown, "eval-schema",
@@ -509,61 +507,43 @@ class _Loader:
         source: Source = SOURCE_OF[the_shape]  # type: ignore[assignment]
         list_key, entries = formats.items(doc.data, the_shape)
         single = list_key == ""  # one scenario: the file itself
-        pointer_of = (lambda index: ()) if single else ((lambda index: (index,)) if list_key is None
-                                                         else (lambda index: (list_key, index)))
-        ids = [self.item_case_id(raw, the_shape, index, prefix, stem, single) for index, raw in enumerate(entries)]
-        uid_at = {index: (self.uid(skill, source, case_id) if the_shape != "routing" else None)
-                  for index, case_id in enumerate(ids) if case_id}
+        base = () if single or list_key is None else (list_key,)
 
-        def case_at(path: tuple[Any, ...]) -> str | None:
-            base = () if single else ((list_key,) if list_key is not None else ())
-            if single:
-                return uid_at.get(0)
-            if path[:len(base)] != base or len(path) <= len(base) or not isinstance(path[len(base)], int):
-                return None
-            return uid_at.get(path[len(base)])
-        problems, paths = schemas.check(doc, formats.SCHEMA_OF[the_shape], shown, "eval-schema", case_at)
+        def pointer_of(index: int) -> tuple[Any, ...]:
+            return () if single else (*base, index)
+        items = {index: self.item(raw, the_shape, pointer_of(index), index, skill)
+                 for index, raw in enumerate(entries) if isinstance(raw, dict)}
+        case_ids = {index: (stem if single else f"{stem}:{item.id}") if the_shape == "scenario" else f"{prefix}{item.id}"
+                    for index, item in items.items() if item.id}
+        owners = {index: _owner_and_target(items[index], the_shape, skill.name) for index in case_ids}
+        uids = {index: f"{owners[index][0]}/{source}/{case_id}" for index, case_id in case_ids.items()}
+        problems, paths = schemas.check(doc, formats.SCHEMA_OF[the_shape], shown, "eval-schema",
+                                        _case_at(base, uids, single))
         self.findings.extend(problems)
         self.report_unused(doc, entries, the_shape, shown, pointer_of)
         if the_shape == "skill-creator":
             self.check_owner(doc, skill, shown, "skill_name")
         seen: dict[str, int] = {}
-        for index, raw in enumerate(entries):
-            if not isinstance(raw, dict) or ids[index] is None:
-                continue
+        for index, case_id in case_ids.items():
             pointer = pointer_of(index)
-            errors = [p for p in paths if p[:len(pointer)] == pointer] if pointer else list(paths)
-            case = self.item_case(raw, the_shape, skill, shown, doc, pointer, index, ids[index], bool(errors))
-            if case is not None:
-                self.keep(case, skill, seen)
+            invalid = any(p[:len(pointer)] == pointer for p in paths)
+            owner, target = owners[index]
+            self.keep(self.item_case(entries[index], items[index], the_shape, skill, shown, doc, pointer, case_id,
+                                     owner, target, invalid), skill, seen)
 
     @staticmethod
-    def item_case_id(raw: Any, the_shape: str, index: int, prefix: str, stem: str, single: bool) -> str | None:
-        if not isinstance(raw, dict):
-            return None
-        if the_shape == "scenario":
-            written = formats.item_id(raw, ("id", "name"))
-            return (stem if single else f"{stem}:{written or index + 1}")
-        item = {"skill-creator": lambda: formats.creator_item(raw, (), index),
-                "trigger-set": lambda: formats.trigger_item(raw, index),
-                "routing": lambda: formats.routing_item(raw, index)}[the_shape]()
-        return f"{prefix}{item.id}" if item.id else None
-
-    def item_case(self, raw: dict, the_shape: str, skill: Skill, shown: str, doc: jsonfile.JsonDocument,
-                  pointer: tuple[Any, ...], index: int, case_id: str, invalid: bool) -> Case | None:
+    def item(raw: dict, the_shape: str, pointer: tuple[Any, ...], index: int, skill: Skill) -> formats.Item:
         if the_shape == "skill-creator":
-            item = formats.creator_item(raw, pointer, index)
-        elif the_shape == "trigger-set":
-            item = formats.trigger_item(raw, index)
-        elif the_shape == "scenario":
-            item = formats.scenario_item(raw, pointer, index, skill.name)
-        else:
-            item = formats.routing_item(raw, index)
-        owner, target = skill.name, item.target or skill.name
-        if the_shape == "routing" and item.kind == "no_trigger":
-            owner, target = LIBRARY_OWNER, ANY_SKILL
-        elif the_shape == "routing" and item.target:
-            owner = item.target
+            return formats.creator_item(raw, pointer, index)
+        if the_shape == "trigger-set":
+            return formats.trigger_item(raw, index)
+        if the_shape == "scenario":
+            return formats.scenario_item(raw, pointer, index, skill.name)
+        return formats.routing_item(raw, index)
+
+    def item_case(self, raw: dict, item: formats.Item, the_shape: str, skill: Skill, shown: str,
+                  doc: jsonfile.JsonDocument, pointer: tuple[Any, ...], case_id: str, owner: str, target: str,
+                  invalid: bool) -> Case:
         source: Source = SOURCE_OF[the_shape]  # type: ignore[assignment]
         uid = f"{owner}/{source}/{case_id}"
         kind, rule = item.kind, item.kind_rule
@@ -587,7 +567,7 @@ class _Loader:
                 f"case {case_id!r}: {rule.split(':', 1)[1]} is a case type the runner does not know (it reads "
                 "negative, anti, no_trigger, should_not_trigger as negative controls and standard, positive, "
                 "boundary, edge, trigger as trigger cases); the case is not run (UNRUN unknown-case-type)", uid=uid))
-        if item.problem:
+        if item.problem and not invalid:  # a value of the wrong type is the schema's finding already
             self.findings.append(error("eval-schema", shown, doc.line(*pointer), f"case {case_id!r}: {item.problem}",
                                        uid=uid))
         return case
@@ -608,19 +588,16 @@ class _Loader:
                     self.findings.append(warning("eval-unknown-key", shown, doc.line(key),
                                                  f"top-level key {key!r} is not read by the runner"))
 
-    def read_checked(self, path: Path, schema_name: str, rule: str, policy: ReadPolicy | None = None,
-                     cases: tuple[str | None, Skill, Source] | None = None,
+    def read_checked(self, path: Path, schema_name: str, rule: str, policy: ReadPolicy | None = None
                      ) -> tuple[jsonfile.JsonDocument, set[tuple[Any, ...]], str] | None:
-        """Read a JSON file and check it against its schema; None when it cannot be parsed. `cases`: (the key of
-        its list of cases, None for a top-level list; the skill; the source), to scope findings to cases."""
+        """Read a JSON file and check it against its schema; None when it cannot be parsed."""
         policy = policy or self.policy
-        doc, problems = _read_json(path, policy)
+        doc, problems = jsonfile.read(path, policy)
         self.findings.extend(problems)
         if doc is None:
             return None
         shown = policy.show(path)
-        case_at = self.case_locator(doc, cases[0], cases[1], cases[2]) if cases else None
-        problems, paths = schemas.check(doc, schema_name, shown, rule, case_at)
+        problems, paths = schemas.check(doc, schema_name, shown, rule)
         self.findings.extend(problems)
         return doc, paths, shown
 
@@ -728,7 +705,7 @@ class _Loader:
                                            f"trigger_set file {entry.path} does not exist"))
                 continue
             start = len(self.findings)
-            doc, problems = _read_json(path, policy)
+            doc, problems = jsonfile.read(path, policy)
             self.findings.extend(problems)
             if doc is not None and formats.shape(doc.data, path.name)[0] != "trigger-set":
                 self.findings.append(error("eval-format-unknown", policy.show(path), 1,
@@ -750,7 +727,7 @@ class _Loader:
         owner = Skill(name=LIBRARY_OWNER, dir="evals", path=str(folder), skill_md="")
         read: list[Path] = []
         for path in sorted(folder.glob("*.json")):
-            doc, problems = _read_json(path, self.policy)
+            doc, problems = jsonfile.read(path, self.policy)
             self.findings.extend(problems)
             if doc is None:
                 continue

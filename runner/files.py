@@ -35,6 +35,17 @@ class ReadPolicy:
         return any(real == root or root in real.parents for root in self.allowed_roots)
 
 
+def relative_shown(path: str, folder: str) -> str | None:
+    """`path` relative to `folder`, both as shown (relative to the repository root, posix): "" for the
+    folder itself, None when the path is not inside it. The folder `.` (the root) holds every path."""
+    if folder in ("", "."):
+        return path
+    if path == folder:
+        return ""
+    prefix = folder.rstrip("/") + "/"
+    return path[len(prefix):] if path.startswith(prefix) else None
+
+
 def make_policy(roots: list[Path], base: Path, max_bytes: int) -> ReadPolicy:
     resolved = tuple(Path(os.path.realpath(r)) for r in roots)
     denied = tuple(Path(os.path.realpath(r)) / ".git" for r in roots)

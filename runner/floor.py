@@ -27,6 +27,7 @@ from collections import defaultdict
 from pydantic import BaseModel, Field
 
 from runner.corpus import Case, Library
+from runner.files import relative_shown
 from runner.findings import Finding, Level, sort_key
 
 FLOOR_ERROR = "floor-error"
@@ -91,13 +92,9 @@ def describe(findings: list[Finding]) -> str:
     return text
 
 
-def _in_folder(file: str, folder: str) -> bool:
-    return file == folder or file.startswith(folder.rstrip("/") + "/")
-
-
 def skill_of_file(file: str, library: Library) -> str | None:
     for name, skill in library.skills.items():
-        if file == skill.skill_md or _in_folder(file, skill.dir):
+        if file == skill.skill_md or relative_shown(file, skill.dir) is not None:
             return name
     return None
 

@@ -233,7 +233,7 @@ def scenario_item(raw: dict, pointer: tuple[Any, ...], position: int, owner: str
     target = owner if not skills or owner in skills else skills[0]
     texts, where = _assertions(raw, pointer, BEHAVIOUR_KEYS)
     files = [f for f in raw.get("files", []) if isinstance(f, str)] if isinstance(raw.get("files"), list) else []
-    return Item(id=item_id(raw, ("id", "name")) or f"s{position + 1}", prompt=_text(raw, ("query", "prompt")),
+    return Item(id=item_id(raw, ("id", "name")) or str(position + 1), prompt=_text(raw, ("query", "prompt")),
                 kind="trigger", kind_rule="format:scenario", assertions=texts, assertion_keys=where, files=files,
                 target=target, also_fire=[s for s in skills if s != target])
 

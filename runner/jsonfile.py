@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from runner.files import ReadPolicy, read_text
 from runner.findings import Finding, error
 
 
@@ -108,3 +110,13 @@ def parse(text: str, shown: str) -> tuple[JsonDocument | None, Finding | None]:
         # Not a syntax error: e.g. an integer longer than Python's 4,300-digit conversion limit.
         return None, error("json-syntax", shown, 1, f"JSON value cannot be read: {exc}")
     return JsonDocument(data=data, text=text, lines=_positions(text)), None
+
+
+def read(path: Path, policy: ReadPolicy) -> tuple[JsonDocument | None, list[Finding]]:
+    """A JSON file of the library read under `policy` (runner.files): the document, or the findings that
+    say why there is none (unsafe, too large, not UTF-8, not JSON)."""
+    text, problem = read_text(path, policy)
+    if problem:
+        return None, [problem]
+    doc, problem = parse(text or "", policy.show(path))
+    return doc, [problem] if problem else []

@@ -47,7 +47,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from runner import jsonfile
-from runner.files import ReadPolicy, make_policy, read_text
+from runner.files import ReadPolicy, make_policy
 from runner.findings import Finding, display_path, error, info, warning
 from runner.settings import SETTINGS_FILE, Settings
 
@@ -159,13 +159,15 @@ class _Walk:
     top_only_hidden: bool = False
     hidden_ok: frozenset[str] = frozenset()
 
+    def __post_init__(self) -> None:
+        # The read policy of the whole repository but its .git (runner.files); sizes do not matter here.
+        self.policy = make_policy([self.repository], self.repository, 0)
+
     def inside(self, path: Path) -> bool:
-        real = Path(os.path.realpath(path))
-        top = Path(os.path.realpath(self.repository))
-        return (real == top or top in real.parents) and not (real == top / ".git" or top / ".git" in real.parents)
+        return self.policy.inside(path)
 
     def show(self, path: Path) -> str:
-        return display_path(path, self.repository)
+        return self.policy.show(path)
 
 
 def _meant_as_skill(folder: Path) -> bool:
@@ -262,15 +264,11 @@ class _Plugins:
     names: list[str] = field(default_factory=list)
 
     def read(self, path: Path) -> jsonfile.JsonDocument | None:
-        text, problem = read_text(path, self.policy)
-        if problem is None:
-            doc, problem = jsonfile.parse(text or "", self.policy.show(path))
-            if problem is None and doc is not None and not isinstance(doc.data, dict):
-                problem = error("plugin-manifest", self.policy.show(path), 1, "expected a JSON object")
-            if problem is None:
-                return doc
-        self.findings.append(problem)
-        return None
+        doc, problems = jsonfile.read(path, self.policy)
+        if doc is not None and not isinstance(doc.data, dict):
+            problems = [error("plugin-manifest", self.policy.show(path), 1, "expected a JSON object")]
+        self.findings.extend(problems)
+        return None if problems else doc
 
     def add_path(self, plugin: str, plugin_dir: Path, entry: Any, shown: str, line: int) -> None:
         """One `skills` entry of a manifest: a skill folder, or a folder of skills."""
@@ -474,7 +472,8 @@ def _configured(root: Path, entries: list[str], walk: _Walk) -> tuple[list[Skill
     return skills, problems
 
 
-def _agents(root: Path, settings: Settings, skills: list[SkillFolder], extra: list[Path]) -> list[Path]:
+def _agents(root: Path, settings: Settings, skills: list[SkillFolder], extra: list[Path], policy: ReadPolicy
+            ) -> list[Path]:
     """Folders of subagents: the configured one; else `agents/` beside each folder of skills (`.claude/agents`
     beside `.claude/skills`), at the repository root, in `.claude/`, and each plugin's."""
     if settings.library.agents:
@@ -484,8 +483,7 @@ def _agents(root: Path, settings: Settings, skills: list[SkillFolder], extra: li
     folders += [root / "agents", root / ".claude" / "agents", *extra]
     out: list[Path] = []
     for folder in folders:
-        if folder.is_dir() and (root == folder.resolve() or root.resolve() in folder.resolve().parents) \
-                and folder.resolve() not in [f.resolve() for f in out]:
+        if folder.is_dir() and policy.inside(folder) and folder.resolve() not in [f.resolve() for f in out]:
             out.append(folder)
     return out
 
@@ -572,7 +570,7 @@ def discover(path: Path, settings: Settings) -> tuple[Layout, list[Finding]]:
             note += f"; {CLAUDE_SKILLS}/ ({_count(len(local))}) was not read: list it in [library] roots to add it"
     skills, problems = _dedupe(skills, root)
     findings += walk.findings + problems
-    agents_dirs = _agents(root, settings, skills, extra_agents)
+    agents_dirs = _agents(root, settings, skills, extra_agents, policy)
     agents: dict[str, str] = {}
     for folder in agents_dirs:
         for file in sorted(folder.glob("*.md")):

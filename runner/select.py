@@ -42,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from runner.corpus import ANY_SKILL, SUBAGENT_SUFFIX, Case, Library, is_subagent
+from runner.files import relative_shown
 
 DEFAULT_SETTINGS_PATHS = (".skill-evals.toml", ".skill-evals/")
 GIT_TIMEOUT_S = 120
@@ -154,10 +155,6 @@ class Changes:
     settings: list[str] = field(default_factory=list)
 
 
-def _inside(path: str, folder: str) -> bool:
-    return folder in ("", ".") or path.startswith(folder.rstrip("/") + "/")
-
-
 def classify_paths(paths: list[str], skills_dir: Path | str | list[str], agents_dir: Path | str | list[str] | None,
                    settings_paths: tuple[str, ...] | list[str] = DEFAULT_SETTINGS_PATHS,
                    skill_dirs: dict[str, str] | None = None) -> Changes:
@@ -174,7 +171,7 @@ def classify_paths(paths: list[str], skills_dir: Path | str | list[str], agents_
     for path in paths:
         if _is_settings_path(path, settings_paths):
             changes.settings.append(path)
-        owner = next((name for name, folder in owned if _inside(path, folder)), None)
+        owner = next((name for name, folder in owned if relative_shown(path, folder)), None)
         if owner is not None:
             changes.skills.add(owner)
         else:

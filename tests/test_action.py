@@ -375,9 +375,9 @@ def make_workspace(root: Path, break_library: bool = False, break_skill: bool = 
                      encoding="utf-8")
     if break_skill:  # an error about this skill only, which the library's own validator does not look for
         (skill.parent / "leak.md").symlink_to("/etc/hostname")
-    if break_library:
-        evals = workspace / "examples" / "library" / ".claude" / "skills" / "release-publisher" / "evals" / "evals.json"
-        evals.write_text(evals.read_text(encoding="utf-8").rstrip().rstrip("}") + ",}\n", encoding="utf-8")
+    if break_library:  # the library's own validator fails: an error about the whole library
+        validator = workspace / "examples" / "library" / "scripts" / "validate-skills.py"
+        validator.write_text("import sys\nprint('the library is broken')\nsys.exit(1)\n", encoding="utf-8")
     git(workspace, "add", "-A")
     git(workspace, "commit", "-q", "-m", "head")
     return workspace, base, git(workspace, "rev-parse", "HEAD")
@@ -561,13 +561,17 @@ def test_required_mode_fails_the_job_after_publishing_and_uploading(tmp_path: Pa
     assert "the run produced no results" in job.summary
 
 
+def advisory_pr_job(tmp_path: Path, **breaks: bool) -> Job:
+    """The job of a pull request (advisory, no key, no token) whose head breaks the library as `breaks` say."""
+    workspace, base, head = make_workspace(tmp_path, **breaks)
+    return SimulatedRunner(tmp_path, workspace, {"library": "examples/library", "github-token": "", **HOST},
+                           "pull_request", pr_event(base, head)).run()
+
+
 def test_a_broken_skill_fails_validation_and_the_rest_still_runs(tmp_path: Path) -> None:
     """An error about one skill fails the job (validation is required) but holds back only that skill's
     evals: the lane still selects, runs and reports the rest (issue 12)."""
-    workspace, base, head = make_workspace(tmp_path, break_skill=True)
-    runner = SimulatedRunner(tmp_path, workspace, {"library": "examples/library", "github-token": "", **HOST},
-                             "pull_request", pr_event(base, head))
-    job = runner.run()
+    job = advisory_pr_job(tmp_path, break_skill=True)
     assert job.failed
     validate = job.step("validate")
     assert validate.returncode == 1 and validate.outputs["validation"] == "failure"
@@ -586,14 +590,7 @@ def test_a_broken_skill_fails_validation_and_the_rest_still_runs(tmp_path: Path)
 
 
 def test_a_library_level_error_fails_validation_and_nothing_runs(tmp_path: Path) -> None:
-    workspace, base, head = make_workspace(tmp_path)
-    validator = workspace / "examples" / "library" / "scripts" / "validate-skills.py"
-    validator.write_text("import sys\nprint('the library is broken')\nsys.exit(1)\n", encoding="utf-8")
-    git(workspace, "commit", "-q", "-am", "break the library's own validator")
-    head = git(workspace, "rev-parse", "HEAD")
-    runner = SimulatedRunner(tmp_path, workspace, {"library": "examples/library", "github-token": "", **HOST},
-                             "pull_request", pr_event(base, head))
-    job = runner.run()
+    job = advisory_pr_job(tmp_path, break_library=True)
     assert job.failed
     validate = job.step("validate")
     assert validate.returncode == 1 and validate.outputs["floor"] == "library"

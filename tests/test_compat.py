@@ -348,3 +348,21 @@ def test_pr_tier_finds_the_changed_skill_in_a_nested_layout(tmp_path: Path) -> N
     selection = select_tier(library, "pr", base="HEAD~1", head="HEAD")
     assert selection.changed_skills == ["diff-reader"]
     assert [case.uid for case in selection.cases] == ["diff-reader/evals/1", "diff-reader/evals/2"]
+
+
+def test_an_error_in_one_routing_case_holds_back_that_case_only(tmp_path: Path) -> None:
+    """A routing set lives outside every skill folder: its case errors must name their case, or the floor
+    would take them for the library's and stop every skill."""
+    from runner import floor
+
+    root = compat.formats_library(tmp_path / "repo")
+    routing = root / "evals" / "routing.json"
+    data = json.loads(routing.read_text())
+    data["cases"].append({"id": "route-5", "prompt": "Sort my photos.", "expected": 5})
+    compat.write_json(routing, data)
+    library, findings = load(root)
+    bad = [f for f in findings if f.file == "evals/routing.json" and f.level.value == "error"]
+    assert [(f.rule, f.uid) for f in bad] == [("eval-schema", f"{LIBRARY_OWNER}/routing/route-5")]
+    assert bad[0].message.startswith("cases[4].expected")
+    gate = floor.gate(findings, library)
+    assert f"{LIBRARY_OWNER}/routing/route-5" in gate.cases and not gate.library

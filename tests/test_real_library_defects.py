@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -129,19 +128,28 @@ def test_an_override_to_activation_still_reads_the_negation() -> None:
 
 # ---- a path that holds no library is refused before the slow imports -----------------------------
 
+# The slow part of refusing a bad path was importing these first (2.6 s here; ~0.5 s without them). The test
+# asserts the cause, not a time: timings belong in benchmarks/.
+HEAVY_MODULES = ("anthropic", "claude_agent_sdk", "runner.runs")
+REFUSE = """
+import sys
+from runner.cli import main
+try:
+    main(sys.argv[1:], prog_name="skill-evals")
+except SystemExit as exc:
+    print("exit", exc.code)
+print("loaded", *sorted(m for m in {heavy!r} if m in sys.modules))
+"""
+
+
 @pytest.mark.parametrize("command", ["surface", "plan", "run", "census"])
-def test_a_bad_library_path_is_refused_fast(command: str, tmp_path: Path) -> None:
+def test_a_bad_library_path_is_refused_before_the_slow_imports(command: str, tmp_path: Path) -> None:
     missing = tmp_path / "nonexistent"
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "runner", command, "--library", str(missing)],
-                          capture_output=True, text=True, timeout=60, check=False)
-    elapsed = time.monotonic() - started
-    assert done.returncode == 2, done.stdout + done.stderr
+    done = subprocess.run([sys.executable, "-c", REFUSE.format(heavy=HEAVY_MODULES), command, "--library",
+                           str(missing)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.splitlines() == ["exit 2", "loaded"], done.stdout + done.stderr
     assert done.stderr.strip() == f"skill-evals: {missing}: no such file or folder"
     assert "Traceback" not in done.stderr
-    # Measured ~0.6 s on the development machine (it was 2.6 s, importing anthropic and
-    # claude_agent_sdk first); the bound is loose so a loaded CI machine does not flake.
-    assert elapsed < 3.0, f"{command} took {elapsed:.2f} s to refuse a bad path"
 
 
 def test_a_file_is_not_a_library(tmp_path: Path) -> None:

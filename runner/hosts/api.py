@@ -161,6 +161,7 @@ class ApiHost:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = \
             weakref.WeakKeyDictionary()
         self._systems: dict[tuple[str, ...], tuple[str | list[dict[str, Any]], list[str], list[str]]] = {}
+        self._views: dict[frozenset[str], LibraryView] = {}
 
     def __repr__(self) -> str:  # never show the key
         return f"ApiHost(base_url={self.base_url!r}, listing_budget_chars={self.listing_budget_chars!r})"
@@ -196,6 +197,14 @@ class ApiHost:
             self._systems[key] = (system, with_description, name_only)
         return self._systems[key]
 
+    def view(self, exclude: list[str]) -> LibraryView:
+        """The read-only project every session with this exclusion set sees: one per set, since what it
+        blocks (every answer key, the excluded skills) is resolved once, not per session."""
+        key = frozenset(exclude)
+        if key not in self._views:
+            self._views[key] = LibraryView(self.files, key)
+        return self._views[key]
+
     def client(self) -> anthropic.AsyncAnthropic:
         """This event loop's client (per-request timeouts are passed with each call)."""
         loop = asyncio.get_running_loop()
@@ -227,7 +236,7 @@ class ApiHost:
     async def run(self, spec: SessionSpec) -> Observation:
         started = time.monotonic()
         system, with_description, name_only = self.system_param(spec.exclude_skills)
-        view = LibraryView(self.files, frozenset(spec.exclude_skills))
+        view = self.view(spec.exclude_skills)
         session = _Session(self, spec, system, set(with_description) | set(name_only), view)
         obs = Observation(attempt_id=spec.attempt_id, host=HOST_NAME,
                           listing=ListingSeen(with_description=with_description, name_only=name_only))
