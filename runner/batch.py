@@ -516,13 +516,11 @@ def execute_batched(prepared: Any, rundir: RunDir, credentials: Any, progress: A
                     poll_s: float = DEFAULT_POLL_S) -> Any:
     """runs.execute with `--batch`: quorum rounds, session turns and judge calls through batches."""
     from runner import runs as runs_mod
-    from runner.budget import Ledger
     from runner.execute import STOP_CANCELLED, Executor, RunState, until_signalled
 
     plan = prepared.plan
-    prior = runs_mod.prior_attempts(rundir, prepared.plan_hash)
-    ledger = Ledger(cap_usd=plan.cap_usd)
-    ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records))
+    # The same journaled ledger as the direct path: a batch request in flight at a kill counts against the cap.
+    prior, ledger = runs_mod.open_ledger(rundir, plan, prepared.plan_hash)
     state = RunState(ledger=ledger)
 
     async def main() -> None:

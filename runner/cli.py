@@ -7,23 +7,27 @@ holds no library. Bad input never produces a traceback: it produces findings.
 from __future__ import annotations
 
 import asyncio
+import io
+import math
 import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 
+from runner import files as files_mod
 from runner import findings as findings_mod
 from runner import floor as floor_mod
 from runner import settings as settings_mod
 from runner import validate as validate_mod
 from runner.corpus import Library, LibraryError, find_root, load_library
-from runner.findings import Finding
+from runner.findings import Finding, is_unicode, printable
 
 if TYPE_CHECKING:
     from runner import plan as plan_mod
@@ -72,15 +76,93 @@ library_option = click.option(
     callback=_checked_library,
     help="A repository root (any layout: .claude/skills, skills/ with or without categories, a plugin marketplace, "
          "...), a folder of skills, or one skill's folder.")
+# exists=True: a settings file that is not there is a usage error, never the defaults in silence (a typo in the
+# name would run with the $10 default cap instead of the file's).
 config_option = click.option(
-    "--config", type=click.Path(path_type=Path, dir_okay=False), default=None,
-    help="Settings file (default: .skill-evals.toml at the repository root).")
+    "--config", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+    help="Settings file (default: .skill-evals.toml at the repository root); it must exist.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# ---- option values ---------------------------------------------------------------------------------------------
+# Every number an option takes is checked while the options are parsed: a value out of range is a usage error that
+# names the option (exit 2), before anything is loaded, started or spent.
+
+class FiniteFloat(click.FloatRange):
+    """A float within bounds that is a number: `nan` and `inf` parse as floats, and are neither a cap nor a bound."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = value if isinstance(value, float) else click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+class OddInt(click.IntRange):
+    """N of the quorum rule: odd, so that it cannot tie."""
+
+    name = "odd integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number % 2 == 0:
+            self.fail(f"{number} is even: N must be odd (an even N can tie)", param, ctx)
+        return number
+
+
+USD = FiniteFloat(min=0)
+SESSION_SECONDS = FiniteFloat(min=0, min_open=True, max=settings_mod.MAX_SESSION_S)
+POLL_SECONDS = FiniteFloat(min=0, min_open=True, max=settings_mod.MAX_SESSION_S)
+AT_LEAST_ONE = click.IntRange(min=1)
+TURNS = click.IntRange(min=1, max=settings_mod.MAX_TURNS)
+REPEATS = OddInt(min=1, max=settings_mod.MAX_REPEATS)
+
+
+def _writable_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A folder the command will write (a run folder, plan.json's folder): one that cannot be made or written is a
+    usage error now, not an OSError after the sessions were paid for."""
+    if value is not None and not ctx.resilient_parsing and (problem := files_mod.folder_problem(value)):
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def _writable_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None and not ctx.resilient_parsing and (problem := files_mod.file_problem(value)):
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+class _Commands(click.Group):
+    """The command group. Every argument must be UTF-8: names, globs and paths end up in JSON, reports and a
+    terminal, which hold UTF-8 only. Linux hands a program any bytes (Python decodes those that are not UTF-8 as
+    lone surrogates); such an argument is a usage error that names its option, never a crash further on."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for position, arg in enumerate(args):
+            if not is_unicode(arg):
+                before = args[position - 1] if position else ""
+                option = (arg.split("=", 1)[0] if arg.startswith("--") and "=" in arg else
+                          before if before.startswith("-") else "an argument")
+                raise click.UsageError(f"{option}: {printable(arg)!r} is not valid UTF-8 (names, globs and paths are "
+                                       "written into UTF-8 JSON and reports)", ctx)
+        return super().parse_args(ctx, args)
+
+
+def _printing_never_fails() -> None:
+    """A terminal that cannot show a character (an ASCII locale) gets an escape, never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, io.UnsupportedOperation):
+            pass
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="skill-evals")
 def main() -> None:
     """Execute the evals of an Agent Skills library, honestly."""
+    _printing_never_fails()
 
 
 @main.command()
@@ -93,6 +175,7 @@ def main() -> None:
                    "scripts/validate-skills.py when present, or [validator] command in the settings).")
 @click.option("--no-library-validator", is_flag=True, help="Do not run the library's own validator.")
 @click.option("--floor-summary", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              callback=_writable_file,
               help="Also write, as JSON, what the errors would keep `run` from running: `scope` none | skills | "
                    "library, the skills held back and the cases found invalid (the action runs the evals of what "
                    "the floor does not hold back).")
@@ -164,15 +247,19 @@ def _run_options(f):  # type: ignore[no-untyped-def]
         click.option("--host", type=click.Choice(["claude-code", "api"]), default=None,
                      help="Default from [run] host (claude-code)."),
         click.option("--model", default=None),
-        click.option("--repeats", type=int, default=None, help="N (odd)."),
-        click.option("--quorum", type=int, default=None, help="k (> N/2); default the majority of N."),
-        click.option("--max-usd", type=float, default=None, help="Hard cap on this run's spend."),
-        click.option("--concurrency", type=int, default=None),
+        click.option("--repeats", type=REPEATS, default=None,
+                     help=f"N (odd, at most {settings_mod.MAX_REPEATS:,})."),
+        click.option("--quorum", type=AT_LEAST_ONE, default=None, help="k (> N/2, ≤ N); default the majority of N."),
+        click.option("--max-usd", type=USD, default=None,
+                     help="Hard cap on this run's spend (≥ 0). With --resume: the cap of the whole run folder, the "
+                          "spend already recorded included."),
+        click.option("--concurrency", type=AT_LEAST_ONE, default=None),
         click.option("--no-early-stop", "early_stop", flag_value=False, default=None,
                      help="Run every repeat (fixed N) instead of stopping once the quorum is decided."),
-        click.option("--max-turns", type=int, default=None),
-        click.option("--timeout", "timeout_s", type=float, default=None, help="Seconds per session."),
-        click.option("--listing-budget", type=int, default=None,
+        click.option("--max-turns", type=TURNS, default=None),
+        click.option("--timeout", "timeout_s", type=SESSION_SECONDS, default=None,
+                     help="Seconds per session (> 0, at most a day)."),
+        click.option("--listing-budget", type=AT_LEAST_ONE, default=None,
                      help="SLASH_COMMAND_TOOL_CHAR_BUDGET for every session (default: the host's own)."),
         click.option("--judge-model", default=None, help="Default: [judge] model."),
         click.option("--no-judge", is_flag=True, default=None,
@@ -188,13 +275,37 @@ def _run_options(f):  # type: ignore[no-untyped-def]
     return f
 
 
-def _options(**kw: object) -> "runs_mod.Options":
+def _options(settings: settings_mod.Settings, **kw: object) -> "runs_mod.Options":
+    """The options of one command, checked against the settings they change (k against N, which may come from
+    [tiers.<tier>]): a usage error naming the option, before the floor runs and before anything is started."""
     from runner import runs as runs_mod
     try:
         kw["shard"] = runs_mod.parse_shard(kw.get("shard"))  # type: ignore[arg-type]
+        options = runs_mod.Options(**kw)  # type: ignore[arg-type]
+        runs_mod.apply_options(settings, options)
     except ValueError as exc:
         _fail_usage(str(exc))
-    return runs_mod.Options(**kw)  # type: ignore[arg-type]
+        raise  # unreachable: _fail_usage exits
+    return options
+
+
+# What a resume keeps from its plan: the selection, the host, the model, N and k, every bound of a session and the
+# run folder. Changing any of them would mix two plans in one results file. Only the cap may be given again.
+RESUME_KEEPS = ("tier", "skills", "cases", "neighbours", "base", "head", "period", "selection_file", "shard", "host",
+                "model", "repeats", "quorum", "concurrency", "early_stop", "max_turns", "timeout_s", "listing_budget",
+                "judge_model", "no_judge", "batch", "out")
+
+
+def _refuse_plan_options_on_resume(ctx: click.Context, resume_dir: Path) -> None:
+    params = [p for p in ctx.command.params if isinstance(p, click.Option) and p.name in RESUME_KEEPS]
+    given = [p.opts[0] for p in params
+             if ctx.get_parameter_source(p.name or "") not in (None, ParameterSource.DEFAULT,
+                                                                ParameterSource.DEFAULT_MAP)]
+    if given:
+        _fail_usage(f"--resume {resume_dir} continues that folder's plan and keeps what it planned "
+                    f"({', '.join(p.opts[0] for p in params)}); {', '.join(given)} cannot change it: start a new run "
+                    "for that. A resume takes only --max-usd, the cap for the whole run folder (the spend already "
+                    "recorded counts against it)")
 
 
 def _load_or_exit(library_path: Path, config: Path | None) -> Loaded:
@@ -350,12 +461,16 @@ def _print_surface(surface: "Surface", console: Console, brief: bool = False) ->
 
 
 def _print_results(results: "results_mod.Results", run_dir: Path, console: Console) -> None:
+    from runner.results import kill_note
+
     counts = ", ".join(f"{k} {v}" for k, v in results.counts.items() if v)
     console.print(f"[bold]Results[/bold] ({results.plan.host}, {results.plan.model}): {counts}; "
                   f"attempts {results.attempts_finished} ({results.attempts_errored} errored); spend "
                   f"${results.spend.usd:.4f} of ${results.spend.cap_usd:.2f}")
     if results.plan.approximation:
         console.print(f"[yellow]{results.plan.approximation}[/yellow]")
+    if (killed := kill_note(results)) is not None:  # spend no record shows is never hidden
+        console.print(f"Killed before: {killed}", markup=False)
     if results.stop_reason:
         console.print(f"Stopped early: {results.stop_reason}")
     if results.unrun_by_reason:
@@ -374,7 +489,7 @@ def _print_results(results: "results_mod.Results", run_dir: Path, console: Conso
 @config_option
 @click.option("--host", type=click.Choice(["claude-code", "api"]), default=None)
 @click.option("--model", default=None)
-@click.option("--listing-budget", type=int, default=None)
+@click.option("--listing-budget", type=AT_LEAST_ONE, default=None)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def surface(library_path: Path, config: Path | None, host: str | None, model: str | None,
             listing_budget: int | None, fmt: str) -> None:
@@ -382,7 +497,7 @@ def surface(library_path: Path, config: Path | None, host: str | None, model: st
     loaded = _load_or_exit(library_path, config)  # before the slow import below: a bad path fails fast
     from runner import runs as runs_mod
 
-    settings, _ = runs_mod.apply_options(loaded.settings, _options(host=host, model=model,
+    settings, _ = runs_mod.apply_options(loaded.settings, _options(loaded.settings, host=host, model=model,
                                                                    listing_budget=listing_budget))
     credentials = runs_mod.credentials_from_env({})
     prices = runs_mod.prices_mod.load(settings)
@@ -441,7 +556,8 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
 @config_option
 @_run_options
 @_floor_options
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write plan.json here.")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, callback=_writable_folder,
+              help="Write plan.json here.")
 @click.option("--no-surface", is_flag=True, help="Skip the surface audit (the estimate then omits the host's prompt).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: bool, fmt: str,
@@ -452,10 +568,11 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     from runner.select import SelectError
 
     loaded = _load_or_exit(library_path, config)
+    options = _options(loaded.settings, **run_options)
     gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict)
     _stop_on_floor(gate, "nothing would run", fmt)
     try:
-        prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options),
+        prepared = runs_mod.prepare(loaded.library, loaded.settings, options,
                                     runs_mod.credentials_from_env(os.environ), audit=not no_surface, floor=gate)
     except (runs_mod.quarantine_mod.QuarantineError, ValueError, SelectError) as exc:
         _fail_usage(str(exc))
@@ -477,7 +594,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
 @library_option
 @config_option
 @_run_options
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, callback=_writable_folder,
               help="Run folder (default runs/<timestamp>).")
 @_floor_options
 @click.option("--container", is_flag=True,
@@ -486,17 +603,22 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
 @click.option("--base-image", default=None, envvar="SKILL_EVALS_BASE_IMAGE",
               help="With --container: the image to build from (default: the Dockerfile's, python:3.12-slim).")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Continue this run folder's plan; finished attempts are not run again.")
+              callback=_writable_folder,
+              help="Continue this run folder's plan; finished attempts are not run again. The plan keeps its "
+                   "selection, host, model, N, k and bounds; only --max-usd may be given (the cap of the whole "
+                   "folder, its spend so far included).")
 @click.option("--batch", is_flag=True,
               help="Send the model turns of api-host sessions and the judge calls through the Message Batches API "
                    "(half the price; results can take up to 24 hours). Batch ids are recorded in the run folder, "
                    "so --resume polls the same batches instead of paying again.")
-@click.option("--batch-poll", "batch_poll_s", type=float, default=30.0, show_default=True,
+@click.option("--batch-poll", "batch_poll_s", type=POLL_SECONDS, default=30.0, show_default=True,
               help="With --batch: seconds between polls of a batch's status.")
 def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None, container: bool,
         base_image: str | None, no_library_validator: bool, strict: bool = False, batch: bool = False,
         batch_poll_s: float = 30.0, **run_options: object) -> None:
     """Validate, audit the surface, plan, execute, and write results.json."""
+    if resume_dir:
+        _refuse_plan_options_on_resume(click.get_current_context(), resume_dir)
     if container:
         _run_in_container(library_path, config, out, resume_dir, base_image)
         return
@@ -506,6 +628,10 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = _load_or_exit(library_path, config)
+    options = None if resume_dir else _options(loaded.settings, **run_options, batch=batch)
+    if not resume_dir and out is None and (problem := files_mod.folder_problem(Path("runs"))):
+        _fail_usage(f"the default run folder (runs/<time>, no --out) cannot be used: {problem}; give --out a folder "
+                    "that can be written")
     gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict)
     _stop_on_floor(gate, "nothing was run")
     credentials = runs_mod.credentials_from_env(os.environ)
@@ -513,20 +639,27 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         if resume_dir:
             # Same library content as planned (prepare_resume checks the hash), so the plan's holds still apply.
             rundir = runs_mod.RunDir(resume_dir)
-            prepared = runs_mod.prepare_resume(rundir, loaded.library, loaded.settings, credentials)
+            max_usd = run_options.get("max_usd")
+            prepared = runs_mod.prepare_resume(rundir, loaded.library, loaded.settings, credentials,
+                                               max_usd=max_usd if isinstance(max_usd, float) else None)
         else:
-            prepared = runs_mod.prepare(loaded.library, loaded.settings, _options(**run_options, batch=batch),
-                                        credentials, audit=True, floor=gate)
-            if prepared.unknown_skills:
-                _fail_usage(f"no such skill(s) in the library: {', '.join(prepared.unknown_skills)}")
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             rundir = runs_mod.RunDir(out or Path("runs") / stamp)
+            # With the run folder, prepare locks it (a second process on it is refused) before the host exists.
+            assert options is not None
+            prepared = runs_mod.prepare(loaded.library, loaded.settings, options,
+                                        credentials, audit=True, floor=gate, rundir=rundir)
+            if prepared.unknown_skills:
+                _fail_usage(f"no such skill(s) in the library: {', '.join(prepared.unknown_skills)}")
             runs_mod.write_plan(rundir, prepared)
     except (runs_mod.ResumeError, runs_mod.quarantine_mod.QuarantineError, ValueError, SelectError) as exc:
         _fail_usage(str(exc))
         return
     _print_selection_note(prepared, console)
     _print_plan(prepared.plan, console)
+    if resume_dir and run_options.get("max_usd") is not None:
+        console.print(f"Resume: cap ${prepared.plan.cap_usd:.2f} for the whole run folder (the plan's was "
+                      f"${runs_mod.load_plan(rundir).cap_usd:.2f}); the spend already recorded counts against it")
     if prepared.plan.unrun_all == "no-credentials":
         console.print(runs_mod.HOW_TO_GET_RESULTS)
     with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
@@ -656,12 +789,12 @@ def publish(run_dir: Path, mode: str, no_comment: bool) -> None:
 @library_option
 @config_option
 @click.option("--judge-model", default=None, help="Default: [judge] model.")
-@click.option("--max-usd", type=float, default=None, help="Cap on the judge calls (default [run] max_usd).")
+@click.option("--max-usd", type=USD, default=None, help="Cap on the judge calls (default [run] max_usd).")
 @click.option("--batch", is_flag=True,
               help="Send the judge calls through the Message Batches API "
                    "(half the price; results can take up to 24 hours). Batch ids are recorded in the run folder, "
                    "so `judge` again on the same run polls the same batches instead of paying again.")
-@click.option("--batch-poll", "batch_poll_s", type=float, default=30.0, show_default=True,
+@click.option("--batch-poll", "batch_poll_s", type=POLL_SECONDS, default=30.0, show_default=True,
               help="With --batch: seconds between polls of a batch's status.")
 def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_model: str | None,
                   max_usd: float | None, batch: bool = False, batch_poll_s: float = 30.0) -> None:
@@ -713,11 +846,11 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "junit", "html", "json"]),
               default="terminal", show_default=True)
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, callback=_writable_file,
               help="Write the report to this file instead of standard output.")
 @click.option("--previous", "previous", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Earlier run folders (oldest first): state changes, flips, quarantine candidates, stability.")
-@click.option("--limit", type=int, default=65_000, show_default=True,
+@click.option("--limit", type=AT_LEAST_ONE, default=65_000, show_default=True,
               help="Markdown: fit this many characters (GitHub comments take 65,535).")
 def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...], limit: int) -> None:
     """Render a finished run from its results.json: terminal, Markdown, JUnit XML, HTML or JSON."""
@@ -768,7 +901,7 @@ def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...]
 
 @main.command()
 @click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True)
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True, callback=_writable_folder)
 def merge(shards: tuple[Path, ...], out: Path) -> None:
     """Combine the shards of one plan into one run folder and recompute every rollup."""
     from runner import merge as merge_mod
@@ -841,8 +974,8 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
 @click.option("--explicit/--routed", "explicit", default=None,
               help="Treatment prompt starts with /<skill> (the discipline apart from routing), or the skill must be "
                    "chosen by the agent. Default: [probes] explicit_invocation.")
-@click.option("--max-usd", type=float, default=None, help="Hard cap on this command's spend.")
-@click.option("--concurrency", type=int, default=None)
+@click.option("--max-usd", type=USD, default=None, help="Hard cap on this command's spend.")
+@click.option("--concurrency", type=AT_LEAST_ONE, default=None)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, all_probes: bool, status_only: bool,
               host: str | None, model: str | None, judge_model: str | None, explicit: bool | None,
@@ -886,8 +1019,8 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
             click.echo("skill-evals: the floor failed for every chosen probe (see `skill-evals validate`); "
                        "nothing was started", err=True)
             sys.exit(EXIT_FINDINGS)
-    settings, _ = runs_mod.apply_options(loaded.settings, runs_mod.Options(
-        host=host, model=model, max_usd=max_usd, concurrency=concurrency, judge_model=judge_model))
+    settings, _ = runs_mod.apply_options(loaded.settings, _options(
+        loaded.settings, host=host, model=model, max_usd=max_usd, concurrency=concurrency, judge_model=judge_model))
     if explicit is not None:
         settings = settings.model_copy(update={"probes": settings.probes.model_copy(
             update={"explicit_invocation": explicit})})

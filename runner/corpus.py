@@ -20,9 +20,9 @@ from pydantic import BaseModel, Field, ValidationError
 from runner import classify, formats, frontmatter, jsonfile
 from runner import schema_check as schemas
 from runner.files import ReadPolicy, make_policy, read_text, relative_shown, scan_tree
-from runner.findings import Finding, display_path, error, warning
+from runner.findings import Finding, display_path, error, is_unicode, printable, warning
 from runner.layout import LibraryError  # noqa: F401 - re-exported: the error for a path that holds no library
-from runner.layout import Layout, SkillFolder, discover, locate
+from runner.layout import NAME_NOT_UTF8, Layout, SkillFolder, discover, locate
 from runner.settings import SETTINGS_FILE, Settings
 
 Source = Literal["evals", "trigger", "probe", "scenario", "routing"]
@@ -212,11 +212,12 @@ def find_root(path: Path) -> tuple[Path, Path | None]:
 # ---- reading files ----------------------------------------------------------------------------
 
 def _content_hash(folders: list[Path], files: list[Path], policy: ReadPolicy) -> str:
-    """sha256 over every file's relative path and bytes, in a stable order (what a plan pins)."""
+    """sha256 over every file's relative path and bytes, in a stable order (what a plan pins). A name that is not
+    UTF-8 is hashed as the bytes it is (surrogateescape): renaming it changes the hash like any other rename."""
     digest = hashlib.sha256()
     for path in files:
         if policy.inside(path) and path.is_file() and path.stat().st_size <= policy.max_bytes:
-            digest.update(display_path(path, policy.base).encode() + b"\0")
+            digest.update(display_path(path, policy.base).encode("utf-8", "surrogateescape") + b"\0")
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     for folder in folders:
         for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
@@ -225,7 +226,7 @@ def _content_hash(folders: list[Path], files: list[Path], policy: ReadPolicy) ->
                 path = Path(dirpath) / name
                 if not policy.inside(path) or not path.is_file() or path.stat().st_size > policy.max_bytes:
                     continue
-                digest.update(display_path(path, policy.base).encode() + b"\0")
+                digest.update(display_path(path, policy.base).encode("utf-8", "surrogateescape") + b"\0")
                 digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
@@ -322,11 +323,24 @@ class _Loader:
         probes_dir = folder / "evals" / "probes"
         if probes_dir.is_dir() and self.policy.inside(probes_dir):
             for probe_dir in sorted(p for p in probes_dir.iterdir() if p.is_dir() and self.policy.inside(p)):
-                self.load_probe(probe_dir, skill)
+                if self.named(probe_dir, "a probe folder", "the probe"):
+                    self.load_probe(probe_dir, skill)
 
     @staticmethod
     def present(path: Path) -> bool:
         return path.exists() or path.is_symlink()
+
+    def named(self, path: Path, what: str, whose: str) -> bool:
+        """True when the name is UTF-8. An eval file or a probe folder whose name is not cannot be read: its cases'
+        uids are made of it, and no plan, results file or report can hold them. That is an error of its skill
+        (held back, as for an eval file that cannot be read); the path is shown escaped."""
+        if is_unicode(path.name):
+            return True
+        self.findings.append(error(
+            NAME_NOT_UTF8, self.show(path), 1,
+            f"{what} whose name is not valid UTF-8 (shown escaped): {whose} would be named by it, and no uid, "
+            "results file or report can hold that name, so it is not read. Rename it in UTF-8"))
+        return False
 
     def eval_files(self, folder: Path) -> list[tuple[Path, tuple[str, ...]]]:
         """Each eval file of a skill folder (and of the repository's evals/ for a single skill), with the
@@ -345,7 +359,7 @@ class _Loader:
         evaluations = folder / "evaluations"
         if evaluations.is_dir() and self.policy.inside(evaluations):
             out += [(path, ("scenario", "skill-creator")) for path in sorted(evaluations.glob("*.json"))]
-        return out
+        return [(path, admitted) for path, admitted in out if self.named(path, "an eval file", "each of its cases")]
 
     def load_eval_file(self, path: Path, skill: Skill, admitted: tuple[str, ...]) -> None:
         """Read one eval file in whichever admitted shape it has; a file in no admitted shape is a finding."""
@@ -378,8 +392,18 @@ class _Loader:
         for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
             here = Path(dirpath)
             dirnames[:] = sorted(d for d in dirnames if not (here / d).is_symlink() or self.policy.inside(here / d))
-            out.extend((here / name).relative_to(folder).as_posix() for name in sorted(filenames)
+            out.extend(printable((here / name).relative_to(folder).as_posix()) for name in sorted(filenames)
                        if not (here / name).is_symlink() or self.policy.inside(here / name))
+            # The answer key (evals/, evaluations/) never reaches a session; its eval files and probe folders are
+            # the loader's to name (`named`). Elsewhere a name that is not UTF-8 reaches sessions as it is (its
+            # bytes name it) and only what is shown is escaped: a warning, once per folder.
+            if here.relative_to(folder).parts[:1] not in (("evals",), ("evaluations",)):
+                for name in sorted(n for n in dirnames + filenames if not is_unicode(n)):
+                    self.findings.append(warning(
+                        NAME_NOT_UTF8, self.show(here / name), 1,
+                        "a file or folder of the skill whose name is not valid UTF-8: sessions receive it as it "
+                        "is, reports show its name escaped; rename it in UTF-8 so that both agree"))
+            dirnames[:] = [d for d in dirnames if is_unicode(d)]
         return out
 
     def _read_skill_md(self, path: Path, skill: Skill) -> None:
@@ -462,7 +486,16 @@ class _Loader:
             case_id = raw.get("id") if isinstance(raw, dict) else None
             if isinstance(case_id, str) and case_id:
                 uids[index] = self.uid(skill, source, case_id)
-        return _case_at((list_key,), uids)
+        return self.scoped(doc, _case_at((list_key,), uids))
+
+    @staticmethod
+    def scoped(doc: jsonfile.JsonDocument, case_at: Callable[[tuple[Any, ...]], str | None]
+               ) -> Callable[[tuple[Any, ...]], str | None]:
+        """A lone surrogate inside a case is that case's error (only that case is held back: its text cannot be
+        sent as written); outside every case, its file's (the skill's). Returns `case_at` for the schema check."""
+        for path, finding in doc.escaped:
+            finding.uid = finding.uid or case_at(path)
+        return case_at
 
     def _load_aegis_evals(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str) -> None:
         problems, paths = schemas.check(doc, schemas.AEGIS_EVALS, shown, "eval-schema",
@@ -518,7 +551,7 @@ class _Loader:
         owners = {index: _owner_and_target(items[index], the_shape, skill.name) for index in case_ids}
         uids = {index: f"{owners[index][0]}/{source}/{case_id}" for index, case_id in case_ids.items()}
         problems, paths = schemas.check(doc, formats.SCHEMA_OF[the_shape], shown, "eval-schema",
-                                        _case_at(base, uids, single))
+                                        self.scoped(doc, _case_at(base, uids, single)))
         self.findings.extend(problems)
         self.report_unused(doc, entries, the_shape, shown, pointer_of)
         if the_shape == "skill-creator":
@@ -727,6 +760,12 @@ class _Loader:
         owner = Skill(name=LIBRARY_OWNER, dir="evals", path=str(folder), skill_md="")
         read: list[Path] = []
         for path in sorted(folder.glob("*.json")):
+            if not is_unicode(path.name):
+                # Its cases would be named by it (`<stem>:<id>`); a file of no skill: a warning, never a hold on all.
+                self.findings.append(warning(NAME_NOT_UTF8, self.show(path), 1,
+                                             "a routing set whose name is not valid UTF-8 (shown escaped): its cases "
+                                             "would be named by it, so it is not read. Rename it in UTF-8"))
+                continue
             doc, problems = jsonfile.read(path, self.policy)
             self.findings.extend(problems)
             if doc is None:

@@ -2,9 +2,11 @@
 
 Every case starts UNRUN. Each case asks the quorum rule how many attempts it may start; each
 start first reserves its worst-case cost in the ledger; a refused reservation stops all further
-starts (the rest stays UNRUN `budget-cap`); a spend-limit 429 stops the run the same way. An
-errored attempt is recorded and never replaced. Finished attempts are appended to
-attempts.jsonl as they finish, so a crash or a SIGTERM loses nothing that finished.
+starts (the rest stays UNRUN `budget-cap`); a spend limit met by a session or its judge call stops
+the run the same way (UNRUN `spend-limit`). An errored attempt is recorded and never replaced.
+Finished attempts are appended to attempts.jsonl as they finish, so a crash or a SIGTERM loses
+nothing that finished; each reservation is journaled before its session starts, so a SIGKILL
+cannot hide what was in flight (runner.budget).
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ class Executor:
             return mark_unjudged(outcome, "no-final-answer"), None
         if self.judge is None:
             return mark_unjudged(outcome, self.judge_unavailable), None
+        if self.state.stop_reason == STOP_SPEND_LIMIT:
+            # A session still in flight when the run stopped: its judge call could only be refused.
+            return mark_unjudged(outcome, STOP_SPEND_LIMIT), None
         assertions = [a for a in case.assertions if a.index in pending]
         worst = self.judge.worst_case_usd(case.prompt, obs.final_answer, obs.tool_calls, assertions)
         reservation = await self.state.ledger.reserve(worst)
@@ -139,13 +144,14 @@ class Executor:
 
     def record(self, planned: PlannedCase, spec: SessionSpec, arm: str, repeat: int, obs: Observation,
                reserved: float, outcome: AttemptOutcome, judge_call: JudgeCall | None,
-               grade: ProbeGrade | None) -> AttemptRecord:
+               grade: ProbeGrade | None, reservation_id: str | None = None) -> AttemptRecord:
         transcript = self.rundir.write_transcript(spec.attempt_id, obs.transcript) if obs.transcript else None
         return AttemptRecord(
             attempt_id=spec.attempt_id, uid=planned.uid, arm=arm, repeat=repeat, plan_hash=self.plan_hash, probe=grade,
             status="finished", outcome=outcome, error_kind=obs.error_kind, error_message=obs.error_message,
             bounds_hit=obs.bounds_hit, turns=obs.turns, usage=obs.usage, cost_usd=obs.cost_usd,
-            host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, duration_s=obs.duration_s,
+            host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, reservation_id=reservation_id,
+            duration_s=obs.duration_s,
             transcript=transcript, final_answer=obs.final_answer, tool_calls=obs.tool_calls, judge=judge_call)
 
     async def one_attempt(self, planned: PlannedCase, repeat: int, arm: str = "main") -> AttemptRecord | None:
@@ -153,7 +159,9 @@ class Executor:
         async with self.limiter.slot():
             if self.state.stop_reason:
                 return None
-            reservation = await self.state.ledger.reserve(self.reservation_usd(planned))
+            # Journaled (fsynced) before the session starts: a kill mid-session still leaves its worst case on disk.
+            reservation = await self.state.ledger.reserve(self.reservation_usd(planned),
+                                                          attempt_id(planned.uid, arm, repeat))
             if reservation is None:
                 self.state.stop(STOP_BUDGET)
                 return None
@@ -166,7 +174,8 @@ class Executor:
                 await self.state.ledger.settle(reservation, 0.0)
                 self.rundir.append_attempt(AttemptRecord(
                     attempt_id=spec.attempt_id, uid=planned.uid, arm=arm, repeat=repeat,
-                    plan_hash=self.plan_hash, status="cancelled", duration_s=time.monotonic() - started))
+                    plan_hash=self.plan_hash, status="cancelled", reservation_id=reservation.id,
+                    duration_s=time.monotonic() - started))
                 raise
             finally:
                 self.state.in_flight.pop(spec.attempt_id, None)
@@ -175,11 +184,12 @@ class Executor:
             outcome, judge_call, grade = await self.graded(planned, arm, obs)
             if arm != "main":  # the probe's judge call was inside the session's reservation
                 await self.state.ledger.settle(reservation, obs.cost_usd + (judge_call.cost_usd if judge_call else 0))
-            record = self.record(planned, spec, arm, repeat, obs, reservation.amount_usd, outcome, judge_call, grade)
+            record = self.record(planned, spec, arm, repeat, obs, reservation.amount_usd, outcome, judge_call, grade,
+                                 reservation.id)
             self.rundir.append_attempt(record)
             self.state.finished += 1
-            if obs.error_kind == "spend-limit":
-                self.state.stop(STOP_SPEND_LIMIT)
+            if obs.error_kind == "spend-limit" or (judge_call is not None and judge_call.spend_limit):
+                self.state.stop(STOP_SPEND_LIMIT)  # the session's or its judge call's: nothing more can succeed
             # Back off as a whole: a rate-limited attempt (429 past the client's retries) pauses starts for
             # plan.rate_limit_pause_s and halves the window; it stays ERROR and is not replaced. 429s the
             # host's client retried by itself shrink the window too; an attempt without any grows it back.

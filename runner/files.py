@@ -10,6 +10,7 @@ never read into memory; a file that is not UTF-8 is reported with the line of th
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,3 +117,46 @@ def scan_tree(root: Path, policy: ReadPolicy) -> list[Finding]:
                     f"supporting file is {path.stat().st_size:,} bytes, over the {policy.max_bytes:,}-byte "
                     "limit; every session copies the library, so it costs time in each one"))
     return findings
+
+
+# ---- where the runner writes ------------------------------------------------------------------------------------
+
+def _can_write_in(folder: Path) -> str | None:
+    """None when a file can be made in `folder` (tried, then removed: permissions, a read-only or virtual file
+    system and a full disk all say no here, where os.access would say yes to root)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".skill-evals-", dir=folder))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why a folder cannot be made (or written) at `path`, or None. Checked before anything is started, so a run
+    never spends and then fails to write its plan or its results."""
+    path = Path(os.path.abspath(path))
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a symlink to nothing"
+    if path.exists():
+        if not path.is_dir():
+            return f"{path} is a file, not a folder"
+        problem = _can_write_in(path)
+        return f"{path} cannot be written ({problem})" if problem else None
+    existing = path.parent
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{path} cannot be created: {existing} is not a folder"
+    problem = _can_write_in(existing)
+    return f"{path} cannot be created: making a folder in {existing} fails ({problem})" if problem else None
+
+
+def file_problem(path: Path) -> str | None:
+    """Why a file cannot be written at `path` (its folder must exist), or None."""
+    path = Path(os.path.abspath(path))
+    if path.is_dir():
+        return f"{path} is a folder"
+    if not path.parent.is_dir():
+        return f"{path} cannot be written: {path.parent} is not a folder"
+    problem = _can_write_in(path.parent)
+    return f"{path} cannot be written: {path.parent} cannot be written ({problem})" if problem else None

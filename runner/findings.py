@@ -8,10 +8,44 @@ with people, tools and GitHub's workflow-command annotations respectively.
 from __future__ import annotations
 
 import json
+import re
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+# A code point UTF-8 cannot encode: half of a surrogate pair. One comes from a JSON `\ud83d` escape with
+# no partner, or from a file name's byte that is not UTF-8 (Python decodes byte 0xff as U+DCFF).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    point = ord(match.group())
+    # 0xDC80-0xDCFF: a byte that was not UTF-8 (os.fsdecode's surrogateescape): shown as that byte.
+    return f"\\x{point - 0xDC00:02x}" if 0xDC80 <= point <= 0xDCFF else f"\\u{point:04x}"
+
+
+def printable(text: str) -> str:
+    """The text with every code point UTF-8 cannot encode written as an escape (`\\xff` for a byte of a name that
+    is not UTF-8, `\\ud83d` for half a surrogate pair): what every file, report and terminal can hold."""
+    return _SURROGATE.sub(_escaped, text) if _SURROGATE.search(text) else text
+
+
+def printable_tree(value: Any) -> Any:
+    """`printable` applied to every string (keys too) of a JSON-like value of dicts and lists."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable_tree(k): printable_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_tree(v) for v in value]
+    return value
+
+
+def is_unicode(text: str) -> bool:
+    """True when UTF-8 can encode the text (no lone surrogate, no undecodable byte of a name)."""
+    return _SURROGATE.search(text) is None
 
 
 class Level(str, Enum):
@@ -32,6 +66,15 @@ class Finding(BaseModel):
                                                         "error here keeps that skill's cases from running.")
     uid: str | None = Field(default=None, description="The case the finding is about, when it is about one: an error "
                                                       "here keeps only that case from running.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _printable(cls, data: Any) -> Any:
+        """A finding is written to JSON, to GitHub and to a terminal: text UTF-8 cannot encode (a path whose name
+        is not UTF-8, a lone surrogate the library wrote) is escaped here, once, for all of them."""
+        if isinstance(data, dict):
+            return {k: printable(v) if isinstance(v, str) else v for k, v in data.items()}
+        return data
 
     def location(self) -> str:
         loc = f"{self.file}:{self.line}"

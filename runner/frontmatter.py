@@ -6,6 +6,7 @@ frontmatter that is not a mapping is an error (Claude Code would silently drop e
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +92,15 @@ def parse(text: str, shown: str) -> tuple[Frontmatter | None, Finding | None]:
     if not isinstance(data, dict):
         return None, error("frontmatter-yaml", shown, first_line,
                            f"frontmatter must be a mapping of fields, found {type(data).__name__}")
+    try:
+        json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        # libyaml refuses a "\ud83d" escape (half a surrogate pair); the pure-Python parser, the fallback, keeps it.
+        return None, error("frontmatter-yaml", shown, first_line,
+                           "frontmatter holds half of a surrogate pair (a \\uD800-\\uDFFF escape with no partner): "
+                           "not a character; write the whole character")
+    except (TypeError, ValueError, RecursionError):
+        pass  # not a question of encoding: the fields are read as they are
     key_lines: dict[str, int] = {}
     if isinstance(node, yaml.MappingNode):
         for key_node, _ in node.value:

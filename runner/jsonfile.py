@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.files import ReadPolicy, read_text
-from runner.findings import Finding, error
+from runner.findings import Finding, error, is_unicode, printable
+
+LONE_SURROGATE = "lone-surrogate"
 
 
 @dataclass
@@ -17,6 +19,9 @@ class JsonDocument:
     data: Any
     text: str
     lines: dict[str, int] = field(default_factory=dict)
+    # The findings of strings that held half a surrogate pair, with the path of each (the loader tells which case
+    # a path is in). The data holds those strings escaped (`\ud83d` as six characters): printable everywhere.
+    escaped: list[tuple[tuple[str | int, ...], Finding]] = field(default_factory=list)
 
     def line(self, *pointer: str | int) -> int:
         """1-based line of the value at the pointer; falls back to the nearest known parent."""
@@ -63,7 +68,7 @@ def _positions(text: str) -> dict[str, int]:
             expect_key = False
             continue
         if frame is not None and frame[1] and expect_key:
-            key = json.loads(token)
+            key = printable(json.loads(token))  # as the data holds it (see _escape_lone_surrogates)
             frame[3] = frame[0] + "/" + _escape(key)
             lines[frame[3]] = line
             expect_key = False
@@ -97,8 +102,55 @@ def _syntax_message(exc: json.JSONDecodeError) -> tuple[str, int, int]:
     return f"invalid JSON: {exc.msg}", exc.lineno, exc.colno
 
 
+# Only a \u escape can put half a surrogate pair into parsed JSON: the file itself is UTF-8, which cannot hold one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _escape_lone_surrogates(data: Any) -> tuple[Any, list[tuple[tuple[str | int, ...], str]]]:
+    """The data with every string (key or value) that holds half a surrogate pair escaped, and the path and
+    escaped text of each. Iterative: the data may nest as deep as json.loads allows."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    if isinstance(data, str):
+        return (data, found) if is_unicode(data) else (printable(data), [((), printable(data))])
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while stack:
+        container, path = stack.pop()
+        if isinstance(container, dict):
+            if not all(is_unicode(key) for key in container):
+                items = list(container.items())
+                container.clear()
+                for key, value in items:
+                    if not is_unicode(key):
+                        key = printable(key)
+                        found.append(((*path, key), key))
+                    container.setdefault(key, value)
+            entries: list[tuple[str | int, Any]] = list(container.items())
+        elif isinstance(container, list):
+            entries = list(enumerate(container))
+        else:
+            continue
+        for key, value in entries:
+            if isinstance(value, str) and not is_unicode(value):
+                container[key] = printable(value)
+                found.append(((*path, key), container[key]))
+            elif isinstance(value, (dict, list)):
+                stack.append((value, (*path, key)))
+    return data, sorted(found, key=lambda item: [str(p) for p in item[0]])
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
 def parse(text: str, shown: str) -> tuple[JsonDocument | None, Finding | None]:
-    """Parse JSON text; a syntax error is a finding at its line and column, never an exception."""
+    """Parse JSON text; a syntax error is a finding at its line and column, never an exception.
+
+    A `\\ud83d` escape with no partner parses to half a surrogate pair, which no UTF-8 file, report or terminal can
+    hold: the string is kept escaped (six characters, printable everywhere) and `doc.escaped` holds an error for
+    each such string (`read` returns them), for the loader to scope to the case it is in."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -109,14 +161,25 @@ def parse(text: str, shown: str) -> tuple[JsonDocument | None, Finding | None]:
     except ValueError as exc:
         # Not a syntax error: e.g. an integer longer than Python's 4,300-digit conversion limit.
         return None, error("json-syntax", shown, 1, f"JSON value cannot be read: {exc}")
-    return JsonDocument(data=data, text=text, lines=_positions(text)), None
+    doc = JsonDocument(data=data, text=text, lines=_positions(text))
+    if _SURROGATE_ESCAPE.search(text):
+        doc.data, found = _escape_lone_surrogates(data)
+        doc.escaped = [(path, error(
+            LONE_SURROGATE, shown, doc.line(*path),
+            f"{_where(path)}: {escaped if len(escaped) <= 80 else escaped[:77] + '...'} holds half of a surrogate pair "
+            "(a \\uD800-\\uDFFF escape with no partner): not a character, so no UTF-8 file, report or session can "
+            "hold it as written. It is shown escaped; write the whole character (both halves, or the character "
+            "itself)")) for path, escaped in found]
+    return doc, None
 
 
 def read(path: Path, policy: ReadPolicy) -> tuple[JsonDocument | None, list[Finding]]:
     """A JSON file of the library read under `policy` (runner.files): the document, or the findings that
-    say why there is none (unsafe, too large, not UTF-8, not JSON)."""
+    say why there is none (unsafe, too large, not UTF-8, not JSON); and the document's lone-surrogate errors."""
     text, problem = read_text(path, policy)
     if problem:
         return None, [problem]
     doc, problem = parse(text or "", policy.show(path))
-    return doc, [problem] if problem else []
+    if problem:
+        return doc, [problem]
+    return doc, [finding for _, finding in doc.escaped] if doc else []

@@ -11,9 +11,15 @@ calls would send about 3.2 times the input tokens for the same verdicts). The pr
 failed call makes every assertion of that attempt JUDGE-ERROR; that is visible, never hidden.
 
 The reply is structured output validated against a schema. Any failure — transport error after
-the SDK's retries, timeout, refusal, truncation, JSON that does not validate, a missing or extra
-verdict, evidence that does not occur in the answer — is JUDGE-ERROR with its cause. It is never
-turned into PASS or FAIL.
+the SDK's retries, timeout, a spend limit, a reply that is not a readable Message (an error body or
+an event stream sent with status 200, usage / content / stop_reason missing: runner.hosts.api.
+reply_problem), refusal, truncation, JSON that does not validate, a missing or extra verdict,
+evidence that does not occur in the answer — is JUDGE-ERROR with its cause. It is never turned into
+PASS or FAIL, and no reply makes the judge raise.
+
+A spend limit (runner.ratelimit.spend_limit_cause) is recognised from the first response by the
+client's SpendLimitMiddleware, without the SDK's retries; the JudgeCall says so (`spend_limit`) and
+the executor stops the run, as for a session that hit one.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ from anthropic.types import Message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.corpus import Assertion
+from runner.hosts.api import reply_problem, reply_usage
 from runner.hosts.base import ToolCall, Usage
 from runner.prices import PriceTable
+from runner.ratelimit import SpendLimitMiddleware, SpendLimitReached
 from runner.verdicts import AssertionOutcome
 
 SYSTEM_PROMPT = """You are an independent grader of an AI assistant's answer. You are given a rubric: a list of \
@@ -125,6 +133,8 @@ class JudgeCall(BaseModel):
     cost_usd: float = 0.0
     duration_s: float = 0.0
     error: str | None = Field(default=None, description="The cause when the call produced no valid verdicts.")
+    spend_limit: bool = Field(default=False, description="The API refused the call because spending must stop: "
+                                                         "the run stops (runner.execute).")
 
 
 _TAG = "untrusted-transcript"
@@ -206,8 +216,10 @@ class Judge:
         self.settings = settings
         self.prices = prices
         self.prompt_caching = prompt_caching  # False: no cache breakpoints (to measure what they save)
+        # A spend limit raises SpendLimitReached from its first response instead of being retried.
         self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
-                                                max_retries=settings.max_retries, timeout=settings.timeout_s)
+                                                max_retries=settings.max_retries, timeout=settings.timeout_s,
+                                                middleware=[SpendLimitMiddleware()])
         self.version = prompt_version()
 
     def __repr__(self) -> str:  # never show the key
@@ -245,6 +257,9 @@ class Judge:
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 response = await self._client.messages.create(**params)
+        except SpendLimitReached as exc:
+            call.spend_limit = True
+            return failed(assertions, call, started, f"spend limit: {exc.cause}")
         except (TimeoutError, anthropic.APITimeoutError):
             return failed(assertions, call, started, f"timeout after {self.settings.timeout_s:g} s")
         except anthropic.APIStatusError as exc:
@@ -258,15 +273,20 @@ class Judge:
 
 def read_reply(response: Message, answer: str, assertions: list[Assertion], call: JudgeCall, prices: PriceTable,
                started: float) -> tuple[list[AssertionOutcome], JudgeCall]:
-    """Outcomes from the judge's Message (direct, or a succeeded batch result priced by `prices`)."""
-    usage = Usage(**{k: int(getattr(response.usage, k, 0) or 0) for k in Usage.model_fields})
-    call.usage = usage
-    call.cost_usd = prices.cost(call.model, usage) or 0.0
+    """Outcomes from the judge's Message (direct, or a succeeded batch result priced by `prices`). Whatever
+    the reply holds, this returns: a reply it cannot read is JUDGE-ERROR with the reason."""
+    usage = reply_usage(response)
+    if isinstance(usage, Usage):  # counted even when the rest cannot be read: it was spent
+        call.usage = usage
+        call.cost_usd = prices.cost(call.model, usage) or 0.0
+    problem = reply_problem(response)
+    if problem is not None:
+        return failed(assertions, call, started, f"the judge's reply could not be read: {problem}")
     if response.stop_reason == "refusal":
         return failed(assertions, call, started, "the judge refused")
     if response.stop_reason == "max_tokens":
         return failed(assertions, call, started, "the judge's reply was truncated (max_tokens)")
-    text = "".join(getattr(block, "text", "") for block in response.content)
+    text = "".join(block.text for block in response.content if block.type == "text")
     try:
         reply = JudgeReply.model_validate_json(text)
     except ValidationError as exc:

@@ -48,8 +48,10 @@ from pydantic import BaseModel, Field
 
 from runner import jsonfile
 from runner.files import ReadPolicy, make_policy
-from runner.findings import Finding, display_path, error, info, warning
+from runner.findings import Finding, Level, display_path, error, info, is_unicode, printable, warning
 from runner.settings import SETTINGS_FILE, Settings
+
+NAME_NOT_UTF8 = "name-not-utf8"
 
 SKILL_MD = "SKILL.md"
 MARKETPLACE = PurePosixPath(".claude-plugin") / "marketplace.json"
@@ -125,7 +127,16 @@ class Located:
 def locate(path: Path) -> Located:
     """The repository root for `--library PATH`, and what the path names inside it. Raises LibraryError."""
     path = Path(os.path.abspath(path))
-    if not path.exists():
+    if not is_unicode(str(path)):
+        # Every path the runner shows and writes (plan.json, results.json, reports) is relative to this root and
+        # joined to it in sessions: a root that is not UTF-8 could be written nowhere.
+        raise LibraryError(f"{printable(str(path))}: the path is not valid UTF-8 (shown escaped); rename the folder "
+                           "or point --library at it through a path that is")
+    try:
+        exists = path.exists()
+    except (OSError, ValueError) as exc:  # a NUL in the path, a name too long for the file system
+        raise LibraryError(f"{printable(str(path))}: not a usable path ({exc})") from None
+    if not exists:
         raise LibraryError(f"{path}: no such file or folder")
     if path.is_file() and path.name == SKILL_MD:
         path = path.parent
@@ -133,6 +144,9 @@ def locate(path: Path) -> Located:
         raise LibraryError(f"{path}: --library needs a folder (a repository root, a skills folder or one skill's "
                            "folder)")
     path = path.resolve()
+    if not is_unicode(str(path)):
+        raise LibraryError(f"{printable(str(path))}: the path (its links resolved) is not valid UTF-8 (shown "
+                           "escaped); rename the folder")
     if _is_skill(path):
         return Located(root=_enclosing_root(path) or path, single=path)
     if _marks_root(path) or (path / "skills").is_dir():
@@ -190,6 +204,9 @@ def _walk(folder: Path, walk: _Walk, depth: int = 0, limit: int = MAX_DEPTH) -> 
                                                                          and child.name not in walk.hidden_ok))
         if child.name in SKIPPED or hidden:
             continue
+        if not is_unicode(child.name):
+            _not_utf8(child, walk, depth, limit)
+            continue
         if child.is_symlink() and not walk.inside(child):
             # Never followed. Reported when a skill stands behind it (one stat outside, no read); a link of a
             # skill's own folder is reported by the file scan, any other link is none of the library's.
@@ -223,6 +240,25 @@ def _walk(folder: Path, walk: _Walk, depth: int = 0, limit: int = MAX_DEPTH) -> 
                 f"{child.name}/ holds eval files or a skill.md but no SKILL.md (the name is case-sensitive); the "
                 "host will not list it and its cases are not read", skill=child.name))
     return found
+
+
+def _not_utf8(child: Path, walk: _Walk, depth: int, limit: int) -> None:
+    """A folder whose name is not UTF-8 (Linux allows any byte but / and NUL) is never read: a skill's name is its
+    folder's, and uids, plan.json, results.json and every report are UTF-8. When a skill is there (or below it,
+    in a category folder), that is an error about it — shown escaped, `\\xff` for byte 0xff — which the floor
+    reports as a skill it could not read; every other skill runs. Any other folder is none of the library's."""
+    if not child.is_dir() or (child.is_symlink() and not walk.inside(child)):
+        return
+    skills = [child] if _is_skill(child) else (_walk(child, _Walk(walk.repository), depth + 1, limit)
+                                               if depth < limit else [])
+    if not skills:
+        return
+    what = "a skill folder" if skills == [child] else f"a folder holding {len(skills)} skill folder(s)"
+    walk.findings.append(error(
+        NAME_NOT_UTF8, walk.show(child), 1,
+        f"{what} whose name is not valid UTF-8 (shown escaped): a skill is named by its folder, and no uid, "
+        "results file or report can hold that name, so it is not read and no session gets it. Rename the folder "
+        "in UTF-8", skill=printable(child.name)))
 
 
 def _claude_skills(folder: Path, walk: _Walk) -> list[Path]:
@@ -265,6 +301,13 @@ class _Plugins:
 
     def read(self, path: Path) -> jsonfile.JsonDocument | None:
         doc, problems = jsonfile.read(path, self.policy)
+        if doc is not None and doc.escaped:
+            # Half a surrogate pair in a manifest (a description, a name) is carried escaped and reported, not a
+            # reason to read no plugin: an escaped path names no folder, and that is its plugin's own error.
+            for _, finding in doc.escaped:
+                finding.level = Level.WARNING
+            self.findings.extend(finding for _, finding in doc.escaped)
+            problems = [p for p in problems if p.rule != jsonfile.LONE_SURROGATE]
         if doc is not None and not isinstance(doc.data, dict):
             problems = [error("plugin-manifest", self.policy.show(path), 1, "expected a JSON object")]
         self.findings.extend(problems)
@@ -492,6 +535,11 @@ def _dedupe(skills: list[SkillFolder], root: Path) -> tuple[list[SkillFolder], l
     kept: dict[str, SkillFolder] = {}
     problems: list[Finding] = []
     for skill in skills:
+        if not (is_unicode(skill.name) and is_unicode(skill.path)):  # one a rule above did not meet (see _not_utf8)
+            problems.append(error(NAME_NOT_UTF8, display_path(Path(skill.path), root), 1,
+                                  "a skill folder whose path is not valid UTF-8 (shown escaped): it is not read",
+                                  skill=printable(skill.name)))
+            continue
         first = kept.get(skill.name)
         if first is None:
             kept[skill.name] = skill
@@ -575,6 +623,13 @@ def discover(path: Path, settings: Settings) -> tuple[Layout, list[Finding]]:
     for folder in agents_dirs:
         for file in sorted(folder.glob("*.md")):
             if file.is_symlink() and not walk.inside(file):
+                continue
+            if not is_unicode(file.name):
+                # A subagent is named by its file; a name no case or report can hold is not read (a warning: the
+                # agents folder is no skill's, and an error there would hold back the whole library).
+                findings.append(warning(NAME_NOT_UTF8, display_path(file, root), 1,
+                                        "a subagent file whose name is not valid UTF-8 (shown escaped): it is not "
+                                        "read, so no case can name it"))
                 continue
             agents.setdefault(file.stem, str(file))
     layout = Layout(root=str(root), kind=kind, description=description, roots=roots, note=note, skills=skills,

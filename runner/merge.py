@@ -23,7 +23,8 @@ Rollups of the merged file:
 - counts, unrun_by_reason, assertion_counts: recomputed from the merged cases;
 - attempts_finished, attempts_errored: the sum over the shards (each shard counts only the
   attempts it ran, and no attempt belongs to two shards);
-- spend: usd, judge_usd, judge_calls and refused_reservations are SUMMED over the shards;
+- spend: usd, judge_usd, judge_calls, refused_reservations and the lost-in-flight figures are SUMMED
+  over the shards (the lost attempts and the run folders' `repairs` are concatenated);
   cap_usd is the plan's cap, which was the cap of EACH shard (every shard reserves against the
   full cap of the shared plan), so a merged run of n shards may have spent up to n × cap_usd;
 - stop_reason: the first one that is set, in input order; when the shards stopped differently
@@ -152,6 +153,9 @@ def merge(results: list[Results], labels: list[str] | None = None) -> Results:
         "judge_usd": round(sum(r.spend.judge_usd for r in results), 6),
         "judge_calls": sum(r.spend.judge_calls for r in results),
         "refused_reservations": sum(r.spend.refused_reservations for r in results),
+        "lost_in_flight_usd": round(sum(r.spend.lost_in_flight_usd for r in results), 6),
+        "lost_in_flight_reservations": sum(r.spend.lost_in_flight_reservations for r in results),
+        "lost_in_flight_attempts": [a for r in results for a in r.spend.lost_in_flight_attempts],
         "cap_usd": first.plan.cap_usd,
     })
     update = {
@@ -164,6 +168,7 @@ def merge(results: list[Results], labels: list[str] | None = None) -> Results:
         "cases": cases,
         "assertion_counts": assertion_counts(cases),
         "spend": spend,
+        "repairs": [repair for r in results for repair in r.repairs],
         "not_executed": sentence,
     }
     if "shard" in Results.model_fields:

@@ -30,12 +30,25 @@ Where the 429s are seen:
 - `observe_attempt`: after an attempt, `error_kind` rate-limited (429 past the client's retries),
   and Claude Code's `api_retry` system messages with `error_status` 429 in the transcript (the CLI
   retries by itself and cannot be paced per request: only session starts are held).
+
+Spend limits are not rate limits: no wait makes them pass, so nothing here pauses or retries for them.
+`spend_limit_cause` recognises the API's answers once spending must stop (platform.claude.com/docs/en/api/
+errors): a 429 whose `error.details.error_code` is `enforced_spend_limit_reached` (the usage tier's monthly
+cap, sent without `retry-after`), any other 429 without `retry-after` (a rate limit always says when to come
+back), a 400 `invalid_request_error` whose message begins "You have reached your specified (workspace) API
+usage limits" (a spend limit the organization or workspace set), and a 402 (the credit balance).
+`SpendLimitMiddleware` raises `SpendLimitReached` from the first such response, innermost in the client's
+chain: before `RateLimitMiddleware` could pause for the 429 and before the SDK's retry loop could retry it
+(anthropic 2.15 retries only APIStatusError, connection errors and RetryableError raised by middleware; any
+other exception propagates at once, `_base_client._should_retry_exception`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -286,4 +299,78 @@ class RateLimitMiddleware(anthropic.Middleware):
         started = await self.limiter.before_request()
         response = await call_next(request)
         await self.limiter.observe_response(response.status_code, response.headers, started)
+        return response
+
+
+# ---- spend limits ----------------------------------------------------------------------------------
+
+# `error.details.error_code` of a spend limit: the documented tier cap, and the contract cap that the CLI
+# bundled with claude-agent-sdk (Claude Code 2.1.332) checks for beside it as an account limit.
+SPEND_LIMIT_CODES = frozenset({"enforced_spend_limit_reached", "contract_spend_limit_reached"})
+# How the API's 400 for a spend limit set on the organization or the workspace begins (the errors docs).
+USAGE_LIMITS = re.compile(r"You have reached your specified (?:workspace )?API usage limits", re.IGNORECASE)
+SPEND_STATUSES = (400, 402, 429)  # the only statuses a spend limit comes with: the rest is never read here
+
+
+def _error_fields(body: Any) -> tuple[str, str, str | None]:
+    """(error.type, error.message, error.details.error_code) of an error body, '' / None when absent."""
+    error = body.get("error") if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    details = error.get("details")
+    code = details.get("error_code") if isinstance(details, dict) else None
+    kind, message = error.get("type"), error.get("message")
+    return (kind if isinstance(kind, str) else "", message if isinstance(message, str) else "",
+            code if isinstance(code, str) else None)
+
+
+def spend_limit_cause(status: int, headers: Mapping[str, str], body: Any) -> str | None:
+    """Why an error response means no request can succeed until spending is allowed again (with the API's own
+    message, which says when access resumes), or None for any other response."""
+    kind, message, code = _error_fields(body)
+    said = f": {message}" if message else ""
+    if code in SPEND_LIMIT_CODES:
+        return f"HTTP {status} {code} (a spend limit){said}"
+    if status == 429 and retry_after_s(headers) is None:
+        return f"HTTP 429 without retry-after (a spend limit){said}"
+    if status == 400 and USAGE_LIMITS.search(message):
+        return f"HTTP 400 {kind or 'invalid_request_error'} (an API usage limit){said}"
+    if status == 402:
+        return f"HTTP 402 {kind or 'billing_error'} (the credit balance){said}"
+    return None
+
+
+class SpendLimitReached(Exception):
+    """The API said spending must stop. Not an APIStatusError, so the SDK neither retries nor converts it."""
+
+    def __init__(self, status: int, cause: str, request_id: str | None = None):
+        super().__init__(cause)
+        self.status = status
+        self.cause = cause
+        self.request_id = request_id
+
+
+def _raise_if_spend_limit(status: int, headers: Mapping[str, str], content: bytes) -> None:
+    try:
+        body = json.loads(content) if content else None
+    except ValueError:  # not JSON: whatever it is, it is no documented spend-limit answer
+        body = None
+    cause = spend_limit_cause(status, headers, body)
+    if cause is not None:
+        raise SpendLimitReached(status, cause, headers.get("request-id"))
+
+
+class SpendLimitMiddleware(anthropic.Middleware):
+    """anthropic SDK middleware (AsyncAnthropic, the runner's only client kind): a spend-limit response raises
+    SpendLimitReached from its first HTTP attempt.
+
+    Put it last in `middleware=` (innermost, nearest the HTTP call): then it raises before RateLimitMiddleware
+    sees the 429, so the limiter neither pauses nor shrinks for what is no rate limit. An error body is small:
+    reading it here leaves the same bytes for the SDK when the response is no spend limit."""
+
+    async def handle_async(self, request: Any, call_next: Any) -> Any:
+        response = await call_next(request)
+        http = response.http_response
+        if http.status_code in SPEND_STATUSES:
+            await http.aread()
+            _raise_if_spend_limit(http.status_code, http.headers, http.content)
         return response

@@ -8,6 +8,7 @@ for every report; its JSON Schema ships as runner/schemas/results.schema.json.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
@@ -18,7 +19,7 @@ from runner.plan import Plan, PlannedCase
 from runner.probes import ProbeRunResult, run_result
 from runner.quarantine import QuarantineEntry
 from runner.quorum import QuorumRule, decide
-from runner.rundir import AttemptRecord
+from runner.rundir import AttemptRecord, TailRepair
 from runner.surface import Surface
 from runner.verdicts import (ActivationResult, AssertionResult, CaseState, PairResult, activation_result,
                              assertion_results, fired_instead, pair_results, rollup, tally_of)
@@ -82,11 +83,30 @@ class PlanSummary(BaseModel):
 
 
 class Spend(BaseModel):
-    usd: float = Field(description="Sessions and judge calls.")
+    usd: float = Field(description="Sessions and judge calls of the recorded attempts.")
     judge_usd: float = 0.0
     judge_calls: int = 0
     cap_usd: float
     refused_reservations: int = 0
+    lost_in_flight_usd: float = Field(
+        default=0.0, description="Spend no attempt record shows, from the reservation journal: sessions and judge "
+                                 "calls in flight when a process of this run was killed (or cancelled mid-judge), "
+                                 "each at its reserved worst case since nothing says what it used, and sessions "
+                                 "that settled but whose record was lost, at their real cost. Not in `usd`; "
+                                 "counted against the same cap (usd + lost_in_flight_usd <= cap_usd).")
+    lost_in_flight_reservations: int = Field(default=0, description="Reservations never settled (counted at their "
+                                                                    "worst case).")
+    lost_in_flight_attempts: list[str] = Field(default=[], description="The attempts whose session reservation was "
+                                                                       "never settled (they run again on resume).")
+
+
+@dataclass(frozen=True)
+class LostInFlight:
+    """Spend the reservation journal shows and no record does (runner.runs.lost_in_flight)."""
+
+    usd: float = 0.0
+    reservations: int = 0
+    attempts: tuple[str, ...] = ()
 
 
 class Results(BaseModel):
@@ -105,6 +125,24 @@ class Results(BaseModel):
                                                                       "harness, unjudgeable, JUDGE-ERROR, not judged.")
     spend: Spend
     not_executed: str
+    repairs: list[TailRepair] = Field(default=[], description="Torn last lines cut from the run folder's "
+                                                              "append-only files before appending (a process killed "
+                                                              "mid-write): which file, where, how many bytes, and "
+                                                              "where the cut bytes are kept. Every cut of the folder.")
+
+
+def kill_note(results: Results) -> str | None:
+    """One line for every report when a process of this run was killed: spend no record shows, torn lines cut."""
+    parts = []
+    spend = results.spend
+    if spend.lost_in_flight_usd > 0:
+        parts.append(f"${spend.lost_in_flight_usd:.4f} spent in flight when a process of this run was killed (no "
+                     f"attempt record shows it; {spend.lost_in_flight_reservations} reservation(s) counted at their "
+                     f"worst case), counted against the cap with the ${spend.usd:.4f} recorded")
+    if results.repairs:
+        parts.append(f"{len(results.repairs)} torn line(s) cut from the run folder's files before appending "
+                     f"(results.json `repairs`)")
+    return "; ".join(parts) if parts else None
 
 
 def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult:
@@ -233,7 +271,8 @@ def assertion_counts(results: list[CaseResult]) -> dict[str, int]:
 
 
 def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[AttemptRecord], stop_reason: str | None,
-          refused: int = 0, mine: set[str] | None = None, shard: tuple[int, int] | None = None) -> Results:
+          refused: int = 0, mine: set[str] | None = None, shard: tuple[int, int] | None = None,
+          lost: LostInFlight = LostInFlight(), repairs: list[TailRepair] | None = None) -> Results:
     by_uid: dict[str, list[AttemptRecord]] = {}
     for record in records:
         by_uid.setdefault(record.uid, []).append(record)
@@ -267,6 +306,8 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         spend=Spend(usd=round(sum(r.total_cost_usd for r in finished), 6),
                     judge_usd=round(sum(r.judge.cost_usd for r in finished if r.judge), 6),
                     judge_calls=sum(1 for r in finished if r.judge), cap_usd=plan.cap_usd,
-                    refused_reservations=refused),
+                    refused_reservations=refused, lost_in_flight_usd=round(lost.usd, 6),
+                    lost_in_flight_reservations=lost.reservations, lost_in_flight_attempts=list(lost.attempts)),
         not_executed=NOT_EXECUTED.format(n=sum(unrun.values())),
+        repairs=repairs or [],
     )

@@ -3,6 +3,11 @@
 The CLI calls these functions; they hold no state between calls. Credentials are read once
 from the environment into memory and handed to the host explicitly; the host never inherits
 the runner's environment (see runner.hosts.claude_code).
+
+One process per run folder: `run` and `--resume` claim the folder first (RunDir.claim: a lock, and the cut
+of a torn line a killed process left), then build the host under that run folder's own session parent
+(emptied of a killed process's folders), and start the ledger from all earlier spend of the plan: the
+recorded attempts, and what the reservation journal shows no record for (`lost_in_flight`).
 """
 
 from __future__ import annotations
@@ -10,10 +15,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from runner import calibration
 from runner import quarantine as quarantine_mod
@@ -21,16 +30,17 @@ from runner import plan as plan_mod
 from runner import prices as prices_mod
 from runner import probe_calibration
 from runner import results as results_mod
-from runner.budget import Ledger
+from runner.budget import Journal, Ledger, journal_totals
 from runner.corpus import Case, Library, Probe
 from runner.execute import STOP_CANCELLED, Executor, RunState, until_signalled
 from runner.findings import Finding
 from runner.floor import FloorGate
 from runner.judge import Judge, JudgeSettingsView, prompt_version
 from runner.plan import Plan
-from runner.rundir import PLAN, RESULTS, SURFACE, AttemptRecord, RunDir
+from runner.results import LostInFlight
+from runner.rundir import PLAN, RESERVATIONS, RESULTS, SURFACE, AttemptRecord, RunDir
 from runner.select import Selection, select_tier
-from runner.settings import Settings, TierSettings
+from runner.settings import MAX_REPEATS, ListingSettings, RunSettings, Settings, TierSettings
 from runner.surface import Surface
 
 KILL_SWITCH_ENV = "SKILL_EVALS_DISABLED"
@@ -97,25 +107,57 @@ def in_shard(position: int, shard: tuple[int, int] | None) -> bool:
     return shard is None or position % shard[1] == shard[0] - 1
 
 
+# The command-line option that sets each settings field, for messages.
+OPTION_OF = {"host": "--host", "model": "--model", "max_usd": "--max-usd", "concurrency": "--concurrency",
+             "max_turns": "--max-turns", "timeout_s": "--timeout", "early_stop": "--no-early-stop",
+             "budget_chars": "--listing-budget"}
+
+
+def _option_problem(exc: ValidationError) -> str:
+    problem = exc.errors()[0]
+    field_name = str(problem["loc"][0]) if problem["loc"] else ""
+    return f"{OPTION_OF.get(field_name, field_name)} {problem.get('input')!r}: {problem['msg']}"
+
+
 def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierSettings]:
-    run = settings.run.model_copy(update={k: v for k, v in {
+    """The settings with the options applied, each checked as the settings file's value would be (a bound, a
+    finite number, k against N). Raises ValueError with one line naming the option; a value of 0 is a value,
+    never "not given"."""
+    run_update = {k: v for k, v in {
         "host": options.host, "model": options.model, "max_usd": options.max_usd,
         "concurrency": options.concurrency, "max_turns": options.max_turns, "timeout_s": options.timeout_s,
         "early_stop": options.early_stop,
-    }.items() if v is not None})
-    listing = settings.listing.model_copy(
-        update={"budget_chars": options.listing_budget} if options.listing_budget else {})
+    }.items() if v is not None}
+    try:
+        run = RunSettings.model_validate({**settings.run.model_dump(), **run_update})
+        listing = ListingSettings.model_validate({**settings.listing.model_dump(), **(
+            {"budget_chars": options.listing_budget} if options.listing_budget is not None else {})})
+    except ValidationError as exc:
+        raise ValueError(_option_problem(exc)) from None
     judge = settings.judge.model_copy(update={k: v for k, v in {
         "model": options.judge_model, "enabled": False if options.no_judge else None}.items() if v is not None})
     base = getattr(settings.tiers, options.tier)
-    tier = TierSettings(repeats=options.repeats or base.repeats, quorum=options.quorum or (
-        base.quorum if not options.repeats else options.repeats // 2 + 1))
+    repeats = options.repeats if options.repeats is not None else base.repeats
+    quorum = options.quorum if options.quorum is not None else (
+        base.quorum if options.repeats is None else repeats // 2 + 1)
+    try:
+        tier = TierSettings(repeats=repeats, quorum=quorum)
+    except ValidationError:
+        source = "--repeats" if options.repeats is not None else f"[tiers.{options.tier}] repeats"
+        if options.quorum is None or not 1 <= repeats <= MAX_REPEATS or repeats % 2 == 0:
+            raise ValueError(f"--repeats {repeats}: N must be odd, from 1 to {MAX_REPEATS:,} (an even N can tie)"
+                             ) from None
+        raise ValueError(f"--quorum {quorum}: k must be more than half of N and at most N (N = {repeats}, from "
+                         f"{source})") from None
     return settings.model_copy(update={"run": run, "listing": listing, "judge": judge}), tier
 
 
 def make_host(name: str, library: Library, settings: Settings, credentials: Credentials,
-              prices: prices_mod.PriceTable, api_key_for_host: str) -> Any:
-    from runner.hosts.workspace import LibraryFiles
+              prices: prices_mod.PriceTable, api_key_for_host: str, run_folder: Path | None = None) -> Any:
+    """`run_folder`: the run this host serves, whose lock this process holds (RunDir.claim). A claude-code
+    host then keeps its folders under that run folder's own session-folder parent, emptied first of what a
+    killed process of the same run folder left (workspace.claim_run_parent) and removed when the host goes."""
+    from runner.hosts.workspace import LibraryFiles, claim_run_parent
 
     files = LibraryFiles.of(library, settings.limits.max_file_bytes)
     if name == "api":
@@ -124,9 +166,13 @@ def make_host(name: str, library: Library, settings: Settings, credentials: Cred
                        settings.listing.budget_chars, settings.listing.max_description_chars,
                        max_retries=settings.run.host_max_retries)
     from runner.hosts.claude_code import ClaudeCodeHost
-    return ClaudeCodeHost(files, prices, api_key_for_host, credentials.base_url,
+    parent = claim_run_parent(run_folder) if run_folder is not None else None
+    host = ClaudeCodeHost(files, prices, api_key_for_host, credentials.base_url,
                           settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path,
-                          max_retries=settings.run.host_max_retries, aliases=library.aliases())
+                          work_parent=parent, max_retries=settings.run.host_max_retries, aliases=library.aliases())
+    if parent is not None:  # at exit too: a clean end leaves nothing behind, not even the empty folder
+        weakref.finalize(host, shutil.rmtree, str(parent), True)
+    return host
 
 
 async def audit_surface(host: Any, library: Library, model: str) -> Surface:
@@ -167,9 +213,11 @@ def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.
 
 
 def prepare(library: Library, settings: Settings, options: Options, credentials: Credentials, audit: bool,
-            floor: FloorGate | None = None) -> Prepared:
-    """Select, audit the surface (no spend, no key), and plan. Writes nothing. `floor` holds back the cases
-    the floor's errors are about (`plan` and `run` pass the same gate, so they plan the same cases)."""
+            floor: FloorGate | None = None, rundir: RunDir | None = None) -> Prepared:
+    """Select, audit the surface (no spend, no key), and plan. Writes nothing but, with `rundir` (the folder
+    `run` will write to), its lock (`claim`: a second process on it is refused, RunFolderBusy) and the cut of a
+    torn tail a killed earlier run left there. `floor` holds back the cases the floor's errors are about (`plan`
+    and `run` pass the same gate, so they plan the same cases)."""
     settings, tier = apply_options(settings, options)
     unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
         "no-credentials" if not credentials.api_key else None)
@@ -185,7 +233,11 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
                                 settings_paths=settings.select.settings_paths)
     selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
     prices = prices_mod.load(settings)
-    host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "")
+    # Claimed before the host exists (it empties the run folder's session parent) and before the audit runs.
+    # A selection naming unknown skills is refused by `run` anyway: no folder is made for it.
+    run_folder = claim(rundir) if rundir is not None and not unknown else None
+    host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "",
+                     run_folder)
     surface = None
     if audit and unrun_all != "kill-switch":
         surface = asyncio.run(audit_surface(host, library, settings.run.model))
@@ -229,11 +281,22 @@ class ResumeError(Exception):
     """The run folder cannot be resumed against this library (a usage error)."""
 
 
-def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credentials: Credentials) -> Prepared:
-    """The plan of an earlier run, unchanged; refuses when the library is no longer the same."""
+def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credentials: Credentials,
+                   max_usd: float | None = None) -> Prepared:
+    """The plan of an earlier run, unchanged but for the cap; refuses when the library is no longer the same.
+
+    `max_usd`, when given, is the cap of the whole run folder from now on: the spend its finished attempts
+    already recorded counts against it (the ledger records it before the first start), so the run never spends
+    more in total than the number the user gave for this resume — lower than the plan's (stop earlier) or higher
+    (the user's consent to finish a run the plan's cap stopped; nothing already paid is paid again). Nothing a
+    verdict depends on changes, so the plan keeps its hash: every attempt, old and new, is of one plan. plan.json
+    is not rewritten; results.json shows the cap applied (plan.cap_usd, spend.cap_usd)."""
     if not (rundir.path / PLAN).exists():
         raise ResumeError(f"{rundir.path}: no {PLAN} to resume")
     plan = load_plan(rundir)
+    planned_hash = plan.digest()
+    if max_usd is not None:
+        plan = plan.model_copy(update={"cap_usd": max_usd})
     if plan.library["content_hash"] != library.content_hash:
         raise ResumeError(f"{rundir.path}: the library changed since this run was planned (content hash "
                           f"{plan.library['content_hash'][:12]} then, {library.content_hash[:12]} now); start a new run")
@@ -249,7 +312,7 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
     listing = settings.listing.model_copy(update={"budget_chars": plan.listing_budget_chars})
     settings = settings.model_copy(update={"run": run, "listing": listing})
     prices = prices_mod.load(settings)
-    host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "")
+    host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "", claim(rundir))
     # The plan decided whether there is a judge: a run planned without one resumes without one.
     judge_settings = settings.judge.model_copy(update={"model": plan.judge_model or settings.judge.model,
                                                        "enabled": plan.judge_model is not None})
@@ -260,9 +323,9 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
                           f"({plan.judge_prompt_version} then, {judge.version} now); start a new run")
     if plan.unrun_all is None and not credentials.api_key:
         plan = plan.model_copy(update={"unrun_all": "no-credentials"})
-        return Prepared(plan=plan, plan_hash=load_plan(rundir).digest(), cases=cases, host=host, unknown_skills=[],
+        return Prepared(plan=plan, plan_hash=planned_hash, cases=cases, host=host, unknown_skills=[],
                         known_names=known_names(library), shard=shard)
-    return Prepared(plan=plan, plan_hash=plan.digest(), cases=cases, host=host, unknown_skills=[],
+    return Prepared(plan=plan, plan_hash=planned_hash, cases=cases, host=host, unknown_skills=[],
                     known_names=known_names(library), judge=judge, shard=shard,
                     probes={p.uid: p for p in library.probes})
 
@@ -283,6 +346,14 @@ def load_plan(rundir: RunDir) -> Plan:
     return Plan.model_validate_json(rundir.read_text(PLAN))
 
 
+def claim(rundir: RunDir) -> Path:
+    """Lock the run folder for this process and cut torn tails, saying each cut on stderr (a user watching
+    the run sees it as it happens; results.json lists every cut of the folder). Returns the folder."""
+    for repair in rundir.claim():
+        print(f"skill-evals: {rundir.path}: {repair.describe()}", file=sys.stderr)
+    return rundir.path
+
+
 def prior_attempts(rundir: RunDir, plan_hash: str) -> dict[str, list[AttemptRecord]]:
     """Finished attempts of the same plan (cancelled ones are started again on resume)."""
     prior: dict[str, list[AttemptRecord]] = {}
@@ -292,12 +363,39 @@ def prior_attempts(rundir: RunDir, plan_hash: str) -> dict[str, list[AttemptReco
     return prior
 
 
+def lost_in_flight(rundir: RunDir, plan_hash: str, prior: dict[str, list[AttemptRecord]]) -> LostInFlight:
+    """What the reservation journal says this plan spent beyond what the records show (runner.budget).
+
+    Records that name a reservation are in the journal too (settled at their cost; a cancelled record costs
+    nothing), so the journal's total minus theirs is the spend no record shows: reservations in flight at a
+    kill, at their worst case, and sessions whose record was lost, at their real cost. `prior`: the finished
+    records of the plan (prior_attempts)."""
+    totals = journal_totals(rundir.path / RESERVATIONS, plan_hash)
+    journaled = sum(r.total_cost_usd for records in prior.values() for r in records if r.reservation_id)
+    return LostInFlight(usd=max(0.0, totals.usd - journaled), reservations=totals.unsettled,
+                        attempts=totals.unsettled_for)
+
+
+def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str) -> tuple[dict[str, list[AttemptRecord]], Ledger]:
+    """The finished attempts of the plan, and a ledger that journals to the run folder and starts from all
+    spend of earlier processes: recorded, and lost in flight at a kill (counted against the same cap)."""
+    prior = prior_attempts(rundir, plan_hash)
+    lost = lost_in_flight(rundir, plan_hash, prior)
+    if lost.usd > 0:
+        print(f"skill-evals: {rundir.path}: ${lost.usd:.4f} of spend no attempt record shows ({lost.reservations} "
+              f"reservation(s) in flight when an earlier process of this run was killed, at their worst case); "
+              f"counted against the cap", file=sys.stderr)
+    rundir.repair_tail(RESERVATIONS)
+    journal = Journal(plan_hash, lambda line, durable: rundir.append_line(RESERVATIONS, line, durable))
+    ledger = Ledger(cap_usd=plan.cap_usd, journal=journal)
+    ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records) + lost.usd)
+    return prior, ledger
+
+
 def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results_mod.Results:
     """Run the plan; on SIGINT/SIGTERM stop starting, cancel in-flight sessions, write results."""
     plan = prepared.plan
-    prior = prior_attempts(rundir, prepared.plan_hash)
-    ledger = Ledger(cap_usd=plan.cap_usd)
-    ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records))
+    prior, ledger = open_ledger(rundir, plan, prepared.plan_hash)
     state = RunState(ledger=ledger)
     executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
                         prepared.known_names, progress, prepared.judge, plan.judge_unavailable,
@@ -325,8 +423,13 @@ def shard_uids(plan: Plan, shard: tuple[int, int] | None) -> set[str]:
 def finish(prepared: Prepared, rundir: RunDir, stop_reason: str | None, refused: int = 0) -> results_mod.Results:
     # Slim records: results need outcomes and costs, not the answers and tool calls (they stay on disk).
     records = rundir.read_attempts(plan_hash=prepared.plan_hash, slim=True)
+    finished: dict[str, list[AttemptRecord]] = {}
+    for record in records:
+        if record.status == "finished":
+            finished.setdefault(record.uid, []).append(record)
     results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, records, stop_reason, refused,
-                                shard_uids(prepared.plan, prepared.shard), prepared.shard)
+                                shard_uids(prepared.plan, prepared.shard), prepared.shard,
+                                lost=lost_in_flight(rundir, prepared.plan_hash, finished), repairs=rundir.repairs())
     rundir.write_json(RESULTS, results.model_dump_json(indent=2))
     return results
 

@@ -23,7 +23,8 @@ AssertionClass = Literal["activation", "artifact_shape", "semantic", "unjudgeabl
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # allow_inf_nan=False: `max_usd = nan` and `timeout_s = inf` are legal TOML, never a cap or a bound.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class LibrarySettings(_Strict):
@@ -80,8 +81,14 @@ class ClassifySettings(_Strict):
         description="Ids of halt cases (the skill fires and stops to ask): run as trigger cases, listed in the census.")
 
 
+# Bounds past any real eval, so that no number turns the plan's arithmetic into a hang or an overflow.
+MAX_REPEATS = 1_001
+MAX_TURNS = 1_000
+MAX_SESSION_S = 86_400.0  # a day
+
+
 class TierSettings(_Strict):
-    repeats: int = Field(default=3, ge=1, description="N, odd.")
+    repeats: int = Field(default=3, ge=1, le=MAX_REPEATS, description="N, odd.")
     quorum: int = Field(default=2, ge=1, description="k, more than N/2.")
 
     @model_validator(mode="after")
@@ -122,10 +129,11 @@ class SelectSettings(_Strict):
 class RunSettings(_Strict):
     host: Literal["claude-code", "api"] = "claude-code"
     model: str = "claude-sonnet-4-6"
-    max_turns: int = Field(default=6, ge=1)
-    timeout_s: float = Field(default=300, gt=0, description="Wall-clock bound of one session.")
+    max_turns: int = Field(default=6, ge=1, le=MAX_TURNS)
+    timeout_s: float = Field(default=300, gt=0, le=MAX_SESSION_S, description="Wall-clock bound of one session.")
     max_output_tokens: int = Field(default=4096, ge=1, description="Per model call.")
-    expected_turns: int = Field(default=2, ge=1, description="Turns of a typical session, for the plan's estimate.")
+    expected_turns: int = Field(default=2, ge=1, le=MAX_TURNS,
+                                description="Turns of a typical session, for the plan's estimate.")
     concurrency: int = Field(default=4, ge=1)
     max_usd: float = Field(default=10.0, ge=0, description="Hard cap on one run's spend (sessions and judge).")
     disabled: bool = Field(default=False, description="Kill switch: every case UNRUN kill-switch, exit 0.")

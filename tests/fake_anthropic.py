@@ -57,6 +57,12 @@ Semantics
   index get it, after which the NEXT item of the script answers that same turn index. So
   ``script("x", error(529, times=1), text("ok"))`` plays 529 once, then "ok" as turn 0, and a
   following item would be turn 1. Counters are per script (and per turn index).
+- Replies a client must survive (they take ``times`` too): ``detailed_error`` (an error body with
+  ``error.details``), ``spend_limit(kind)`` (the API's spend-limit answers: 400 usage limits, 429
+  ``enforced_spend_limit_reached``, 429 without retry-after, 402 billing), ``ok_error`` (status 200 with the
+  error JSON), ``sse_error`` (status 200 SSE with an ``error`` event mid-stream, stream or not),
+  ``odd_message(usage=None)`` / ``odd_message(content=None)`` / ``odd_message(drop=("stop_reason",))`` (a
+  Message with fields replaced or missing).
 - Responses honour the request's ``"stream"`` flag: SSE (``message_start``, ``ping``,
   ``content_block_start``/``content_block_delta`` (``text_delta`` / ``input_json_delta``)/
   ``content_block_stop`` per block, ``message_delta`` with stop_reason and usage, ``message_stop``),
@@ -108,6 +114,8 @@ __all__ = [
     "Malformed", "StreamError", "Turn", "text", "tool", "skill", "blocks", "error", "break_stream", "hang", "malformed",
     "stream_error", "input_tokens_for", "output_tokens_for", "first_user_text", "Dynamic", "dynamic",
     "cache_marks", "cache_min_tokens_for",
+    "DetailedError", "OkError", "SseError", "OddMessage", "detailed_error", "spend_limit", "ok_error", "sse_error",
+    "odd_message", "SPEND_LIMIT_MESSAGES",
 ]
 
 
@@ -174,8 +182,48 @@ def dynamic(fn: Any) -> Dynamic:
     return Dynamic(fn)
 
 
-Turn = Union[Text, ToolUse, Blocks, Error, BreakStream, Hang, Malformed, StreamError, Dynamic]
-_FAULTS = (Error, BreakStream, Hang, Malformed, StreamError)
+@dataclass(frozen=True)
+class DetailedError:
+    """An HTTP error whose body also carries ``error.details`` (and no ``retry-after`` unless given)."""
+    status: int
+    err_type: str
+    message: str
+    details: dict[str, Any] | None = None
+    retry_after: float | int | str | None = None
+    times: int | None = None
+
+
+@dataclass(frozen=True)
+class OkError:
+    """HTTP 200 whose JSON body is the API's error object (a gateway or proxy that got the status wrong)."""
+    err_type: str = "api_error"
+    message: str = "..."
+    times: int | None = None
+
+
+@dataclass(frozen=True)
+class SseError:
+    """HTTP 200 ``text/event-stream`` whatever the request asked: message_start, part of a text block, then an
+    SSE ``error`` event and the end of the stream (an overload reported mid-stream)."""
+    err_type: str = "overloaded_error"
+    message: str = "..."
+    times: int | None = None
+
+
+@dataclass(frozen=True)
+class OddMessage:
+    """A 200 Message whose top-level fields are replaced (``set``: key -> value, None = JSON null) or removed
+    (``drop``); ``answer`` gives the rest. Streamed: message_start carries the changed message, each block of
+    a replaced ``content`` list is sent as it is, message_delta carries the changed stop_reason and usage."""
+    answer: Any
+    set: dict[str, Any]
+    drop: tuple[str, ...] = ()
+    times: int | None = None
+
+
+Turn = Union[Text, ToolUse, Blocks, Error, BreakStream, Hang, Malformed, StreamError, Dynamic, DetailedError, OkError,
+             SseError, OddMessage]
+_FAULTS = (Error, BreakStream, Hang, Malformed, StreamError, DetailedError, OkError, SseError, OddMessage)
 _STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
               "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
               "timeout_error": 504, "overloaded_error": 529}
@@ -226,6 +274,61 @@ def stream_error(err_type: str = "overloaded_error", message: str = "...", times
     """Stream: HTTP 200, message_start, then an SSE ``error`` event (how the API reports e.g. overload
     mid-stream). Non-stream: the matching HTTP status (overloaded_error -> 529, api_error -> 500, ...)."""
     return StreamError(err_type, message, times)
+
+
+def detailed_error(status: int, err_type: str, message: str, details: dict[str, Any] | None = None,
+                   retry_after: float | int | str | None = None, times: int | None = None) -> DetailedError:
+    """``{"type":"error","error":{"type":err_type,"message":message,"details":details}}`` with ``status``."""
+    return DetailedError(status, err_type, message, details, retry_after, times)
+
+
+# The API's answers once spending must stop (platform.claude.com/docs/en/api/errors): an organization or
+# workspace spend limit the user set is a 400 whose message begins "You have reached your specified (workspace)
+# API usage limits"; the monthly cap of the usage tier is a 429 WITHOUT retry-after whose error.details.error_code
+# is enforced_spend_limit_reached; a credit balance too low is a 402 billing_error. The wording after the
+# documented beginning is the fake's.
+SPEND_LIMIT_MESSAGES = {
+    "org": "You have reached your specified API usage limits. You will regain access on 2026-12-01 at 00:00 UTC.",
+    "workspace": "You have reached your specified workspace API usage limits. You will regain access on "
+                 "2026-12-01 at 00:00 UTC.",
+    "tier": "This organization has reached its monthly API usage limit for its usage tier (fake).",
+    "billing": "Your credit balance is too low to access the Anthropic API (fake).",
+    "bare-429": "Rate limited, and no time to come back given (fake).",
+}
+
+
+def spend_limit(kind: str = "tier", times: int | None = None) -> DetailedError:
+    """One of the API's spend-limit answers: ``org`` / ``workspace`` (400 invalid_request_error), ``tier`` (429
+    rate_limit_error, error_code enforced_spend_limit_reached), ``billing`` (402 billing_error), ``bare-429``
+    (429 rate_limit_error without retry-after and without details). None carries ``retry-after``."""
+    message = SPEND_LIMIT_MESSAGES[kind]
+    if kind in ("org", "workspace"):
+        return DetailedError(400, "invalid_request_error", message, times=times)
+    if kind == "tier":
+        return DetailedError(429, "rate_limit_error", message, {"error_code": "enforced_spend_limit_reached"},
+                             times=times)
+    if kind == "billing":
+        return DetailedError(402, "billing_error", message, times=times)
+    if kind == "bare-429":
+        return DetailedError(429, "rate_limit_error", message, times=times)
+    raise ValueError(f"unknown spend-limit kind: {kind}")
+
+
+def ok_error(err_type: str = "api_error", message: str = "...", times: int | None = None) -> OkError:
+    """HTTP 200 with the error body ``{"type":"error","error":{...}}`` (JSON, stream or not)."""
+    return OkError(err_type, message, times)
+
+
+def sse_error(err_type: str = "overloaded_error", message: str = "...", times: int | None = None) -> SseError:
+    """HTTP 200 SSE with an ``error`` event after part of a text block, even for a request without ``stream``."""
+    return SseError(err_type, message, times)
+
+
+def odd_message(answer: Text | ToolUse | Blocks | None = None, drop: tuple[str, ...] = (), times: int | None = None,
+                **fields: Any) -> OddMessage:
+    """A Message with fields replaced or removed, e.g. ``odd_message(usage=None)``, ``odd_message(content=None)``,
+    ``odd_message(content=[{"type": "hologram"}])``, ``odd_message(drop=("stop_reason",))``."""
+    return OddMessage(answer if answer is not None else Text("odd"), dict(fields), tuple(drop), times)
 
 
 @dataclass(frozen=True)
@@ -660,8 +763,13 @@ class _BatchesMixin:
                     turn = turn.fn(params)
         if rule is not None:
             kind, result = rule.kind, self._batch_failure(rule.kind, rule.err_type, rule.message)
-        elif isinstance(turn, (Error, StreamError)):
+        elif isinstance(turn, (Error, StreamError, DetailedError, OkError, SseError)):
             kind, result = "errored", self._batch_failure("errored", turn.err_type, turn.message)
+        elif isinstance(turn, OddMessage):
+            message = {**self._message(params, turn.answer, script.usage), **turn.set}  # type: ignore[attr-defined]
+            for key in turn.drop:
+                message.pop(key, None)
+            kind, result = "succeeded", {"type": "succeeded", "message": message}
         elif isinstance(turn, (BreakStream, Malformed)):
             kind, result = "errored", self._batch_failure("errored", "api_error", "...")
         else:
@@ -858,6 +966,8 @@ class FakeAnthropic(_BatchesMixin):
     def _answer(self, h: _Handler, body: dict[str, Any], turn: Turn, usage: Usage | None,
                 headers: dict[str, str], request_id: str) -> None:
         stream = bool(body.get("stream"))
+        if isinstance(turn, (DetailedError, OkError, SseError, OddMessage)):
+            return self._answer_odd(h, body, turn, usage, headers, request_id)
         if isinstance(turn, Error):
             extra = {**headers, "Content-Type": "application/json"}
             if turn.retry_after is not None:
@@ -901,6 +1011,65 @@ class FakeAnthropic(_BatchesMixin):
             return h.send_bytes(200, json.dumps(msg).encode(), {**headers, "Content-Type": "application/json"})
         self._stream(h, msg, headers)
         return None
+
+    def _answer_odd(self, h: _Handler, body: dict[str, Any], turn: DetailedError | OkError | SseError | OddMessage,
+                    usage: Usage | None, headers: dict[str, str], request_id: str) -> None:
+        """The replies no well-behaved API sends on success (see the classes)."""
+        json_headers = {**headers, "Content-Type": "application/json"}
+        if isinstance(turn, DetailedError):
+            if turn.retry_after is not None:
+                json_headers["retry-after"] = str(turn.retry_after)
+            error_ = {"type": turn.err_type, "message": turn.message}
+            if turn.details is not None:
+                error_["details"] = turn.details
+            payload = {"type": "error", "error": error_, "request_id": request_id}
+            return h.send_bytes(turn.status, json.dumps(payload).encode(), json_headers)
+        if isinstance(turn, OkError):
+            message = turn.message if turn.message != "..." else _default_message(turn.err_type)
+            return h.send_bytes(200, _error_body(turn.err_type, message, request_id), json_headers)
+        if isinstance(turn, SseError):
+            message = turn.message if turn.message != "..." else _default_message(turn.err_type)
+            h.start_chunked(headers)
+            h.event("message_start", {"type": "message_start", "message": _start(self._message(body, Text(""), usage))})
+            h.event("content_block_start", {"type": "content_block_start", "index": 0,
+                                            "content_block": {"type": "text", "text": ""}})
+            h.event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                            "delta": {"type": "text_delta", "text": "Partial ans"}})
+            h.event("error", {"type": "error", "error": {"type": turn.err_type, "message": message}})
+            h.end_chunked()
+            return None
+        msg = self._message(body, turn.answer, usage)
+        msg.update(turn.set)
+        for key in turn.drop:
+            msg.pop(key, None)
+        if not body.get("stream"):
+            return h.send_bytes(200, json.dumps(msg).encode(), json_headers)
+        if "content" not in turn.set:
+            return self._stream_odd(h, msg, headers, streamed_content=True)
+        return self._stream_odd(h, msg, headers, streamed_content=False)
+
+    @staticmethod
+    def _stream_odd(h: _Handler, msg: dict[str, Any], headers: dict[str, str], streamed_content: bool) -> None:
+        """An OddMessage as SSE: the changed fields where the API puts them (message_start, message_delta)."""
+        h.start_chunked(headers)
+        start = {**msg, "content": [], "stop_reason": None, "stop_sequence": None}
+        h.event("message_start", {"type": "message_start", "message": start})
+        content = msg.get("content")
+        for index, block in enumerate(content if isinstance(content, list) else []):
+            if streamed_content and isinstance(block, dict) and block.get("type") == "text":
+                h.event("content_block_start", {"type": "content_block_start", "index": index,
+                                                "content_block": {"type": "text", "text": ""}})
+                h.event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                "delta": {"type": "text_delta", "text": block["text"]}})
+            else:  # a replaced block (or a tool_use) is sent whole in its content_block_start
+                h.event("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+            h.event("content_block_stop", {"type": "content_block_stop", "index": index})
+        delta: dict[str, Any] = {"stop_sequence": None}
+        if "stop_reason" in msg:
+            delta["stop_reason"] = msg["stop_reason"]
+        h.event("message_delta", {"type": "message_delta", "delta": delta, "usage": msg.get("usage")})
+        h.event("message_stop", {"type": "message_stop"})
+        h.end_chunked()
 
     @property
     def cache_entries(self) -> int:
@@ -989,6 +1158,14 @@ def _outcome(turn: Turn) -> str:
         return "malformed"
     if isinstance(turn, StreamError):
         return "stream_error"
+    if isinstance(turn, DetailedError):
+        return f"error {turn.status}"
+    if isinstance(turn, OkError):
+        return "ok_error"
+    if isinstance(turn, SseError):
+        return "sse_error"
+    if isinstance(turn, OddMessage):
+        return "odd_message"
     if isinstance(turn, Text):
         return "text"
     return "tool_use" if any(isinstance(p, ToolUse) for p in _parts(turn)) else "text"

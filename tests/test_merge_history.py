@@ -12,7 +12,7 @@ from runner.history import History, compare, escape, render_markdown
 from runner.merge import NO_SHARD_RAN, MergeError, merge, merge_dirs
 from runner.report import rollup
 from runner.results import CaseResult, Results, Spend, assertion_counts
-from runner.rundir import AttemptRecord
+from runner.rundir import AttemptRecord, TailRepair
 from tests.report_fixtures import HOSTILE, assemble, assertion, every_state, plan_summary
 
 SCHEMA = Path(__file__).resolve().parent.parent / "runner" / "schemas" / "results.schema.json"
@@ -79,6 +79,25 @@ def test_merged_shards_equal_the_unsharded_run() -> None:
     assert without(merged.model_dump(), "finished_at", "spend") == without(whole.model_dump(), "finished_at", "spend")
     assert without(rollup.build(merged).model_dump(), "header") == without(rollup.build(whole).model_dump(), "header")
     assert rollup.build(merged).header == rollup.build(whole).header
+
+
+def test_spend_lost_in_flight_and_repairs_of_every_shard_are_kept() -> None:
+    """A shard killed and resumed brings its lost-in-flight spend and its cut lines; a merge keeps all of them."""
+    parts = shards(unsharded())
+    killed = [Spend(usd=0.5, cap_usd=10.0, lost_in_flight_usd=0.3, lost_in_flight_reservations=2,
+                    lost_in_flight_attempts=["a#main#1", "b#main#1"]),
+              Spend(usd=0.5, cap_usd=10.0),
+              Spend(usd=0.2, cap_usd=10.0, lost_in_flight_usd=0.1, lost_in_flight_reservations=1,
+                    lost_in_flight_attempts=["c#main#2"])]
+    repair = TailRepair(file="attempts.jsonl", offset=10, bytes_cut=5, saved_to="torn/001-attempts.jsonl-at-10",
+                        at="2026-11-30T11:00:00+00:00")
+    parts = [p.model_copy(update={"spend": spend, "repairs": [repair] if i == 2 else []})
+             for i, (p, spend) in enumerate(zip(parts, killed))]
+    merged = merge(parts)
+    assert merged.spend.lost_in_flight_usd == pytest.approx(0.4)
+    assert merged.spend.lost_in_flight_reservations == 3
+    assert merged.spend.lost_in_flight_attempts == ["a#main#1", "b#main#1", "c#main#2"]
+    assert merged.repairs == [repair]
 
 
 def test_a_case_unrun_for_its_own_reason_keeps_that_reason() -> None:

@@ -32,15 +32,21 @@ system prompt stays a plain string. `prompt_caching=False` never marks it.
 Errors (never raised; an Observation with `error_kind`):
 - the session's wall clock (`asyncio.timeout(spec.timeout_s)`) or the SDK's request timeout
   (APITimeoutError, after its own retries) -> `timeout` (bounds_hit also holds "timeout");
-- 429 (`RateLimitError`, after the SDK's retries): with a `retry-after` / `retry-after-ms`
-  header -> `rate-limited`; without one, or the SDK's EnforcedSpendLimitReachedError ->
-  `spend-limit` (an account spend limit: the executor stops the run);
+- a spend limit (runner.ratelimit.spend_limit_cause: 429 `enforced_spend_limit_reached`, 429 without
+  `retry-after`, 400 "You have reached your specified ... API usage limits", 402) -> `spend-limit` with
+  the API's message, from the FIRST response: the client's innermost middleware raises
+  SpendLimitReached, which the SDK does not retry (the executor then stops the run);
+- any other 429 (`RateLimitError`: it has a `retry-after`, after the SDK's retries) -> `rate-limited`;
 - any other HTTP error status (`APIStatusError`) -> `api-error`, with the status code;
 - a connection the API dropped or refused (`APIConnectionError`: no readable response at all,
   after the SDK's transport retries) -> `api-error` (the API failed, not the data);
-- a response that arrived but cannot be read (a body that is not JSON, or that does not fit the
-  Message schema: ValueError / APIResponseValidationError) -> `malformed`.
-Nothing is retried beyond the SDK's own transport retries (`max_retries`).
+- a response that arrived but cannot be read -> `malformed`, with the reason: a body that is not JSON
+  or does not fit the SDK's schema (ValueError / APIResponseValidationError), and a 200 the SDK hands
+  over without checking (`reply_problem`): an error body (`{"type": "error", ...}`), an event stream
+  sent to this host's non-streaming request (with its `error` event), a Message whose usage, content,
+  blocks or stop_reason are missing or of the wrong type. The usage it does carry is still counted.
+Nothing is retried beyond the SDK's own transport retries (`max_retries`). Any other exception of
+`messages.create` is a bug of the runner and propagates.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import typing
 import weakref
 from typing import Any
 
@@ -56,8 +63,10 @@ import anthropic
 from runner import frontmatter, listing
 from runner.corpus import Library, Skill
 from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
-from runner.hosts.base import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.base import (Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage,
+                               utf8_safe)
 from runner.prices import PriceTable
+from runner.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
 from runner.settings import HOST_DEFAULT_LISTING_BUDGET
 from runner.surface import LISTING_HEADER, Surface
 
@@ -118,16 +127,19 @@ class _SessionError(Exception):
 
 def _classify(exc: BaseException) -> _SessionError | None:
     """The error kind of an exception from one `messages.create` call; None = not the API's doing."""
+    if isinstance(exc, SpendLimitReached):
+        return _SessionError("spend-limit", exc.cause)
     if isinstance(exc, anthropic.APITimeoutError):
         return _SessionError("timeout", f"the API request timed out after the client's retries: {exc}", "timeout")
-    if isinstance(exc, anthropic.RateLimitError):
-        headers = exc.response.headers if exc.response is not None else {}
-        retry_after = headers.get("retry-after") or headers.get("retry-after-ms")
-        spend = isinstance(exc, getattr(anthropic, "EnforcedSpendLimitReachedError", ())) or not retry_after
-        if spend:
-            return _SessionError("spend-limit", f"HTTP 429 without retry-after (a spend limit): {exc}")
-        return _SessionError("rate-limited", f"HTTP 429 (retry-after {retry_after}) after the client's retries: {exc}")
     if isinstance(exc, anthropic.APIStatusError):
+        # A client built without SpendLimitMiddleware still tells a spend limit apart (after its retries).
+        cause = spend_limit_cause(exc.status_code, exc.response.headers, exc.body)
+        if cause is not None:
+            return _SessionError("spend-limit", cause)
+        if isinstance(exc, anthropic.RateLimitError):
+            retry_after = exc.response.headers.get("retry-after-ms") or exc.response.headers.get("retry-after")
+            return _SessionError("rate-limited",
+                                 f"HTTP 429 (retry-after {retry_after}) after the client's retries: {exc}")
         return _SessionError("api-error", f"HTTP {exc.status_code}: {exc}")
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
@@ -136,6 +148,106 @@ def _classify(exc: BaseException) -> _SessionError | None:
     if isinstance(exc, (anthropic.APIResponseValidationError, ValueError)):
         return _SessionError("malformed", f"the API response could not be read: {type(exc).__name__}: {exc}")
     return None
+
+
+# ---- reading a reply ---------------------------------------------------------------------------
+# The SDK builds a 200 body into a Message WITHOUT validating it (the client's default): an error body, an
+# event stream (left as text) or a Message with fields null arrive as they are. The runner reads only what
+# these checks let through, so no reply can raise past them. Also used by runner.judge.
+
+STOP_REASONS = frozenset(typing.get_args(anthropic.types.StopReason))
+# The blocks a reply to these requests can hold (thinking, should a model think unasked, is passed back as it
+# came); any other type (a server tool's, ...) answers something no request asked for.
+BLOCK_TYPES = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
+_REQUIRED_COUNTS = ("input_tokens", "output_tokens")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def reply_usage(response: object) -> Usage | str:
+    """The reply's token counts, or why they cannot be read (then the reply's cost is unknown)."""
+    used = getattr(response, "usage", None)
+    if used is None:
+        return "the reply has no usage figures (its cost is unknown)"
+    counts: dict[str, int] = {}
+    for name in Usage.model_fields:
+        value = getattr(used, name, None)
+        if value is None and name not in _REQUIRED_COUNTS:
+            value = 0  # the API leaves the cache fields null when nothing was cached
+        if not _is_count(value):
+            return f"usage.{name} is {value!r}, not a token count (the reply's cost is unknown)"
+        counts[name] = value
+    return Usage(**counts)
+
+
+def _error_text(error: object) -> str:
+    """`type: message` of an API error object (a dict, or the SDK's attribute bag)."""
+    def field(name: str) -> object:
+        return error.get(name) if isinstance(error, dict) else getattr(error, name, None)
+    return f"{field('type')}: {field('message')}"
+
+
+def _stream_problem(body: str) -> str:
+    """A body the SDK left as text: an event stream answering a request without `stream`, or anything else."""
+    if not body.lstrip().startswith(("event:", "data:")):
+        return f"a body that is not a Message: {body[:200]!r}"
+    for event in body.split("\n\n"):
+        lines = dict(line.split(":", 1) for line in event.splitlines() if ":" in line)
+        if lines.get("event", "").strip() == "error":
+            try:
+                error = json.loads(lines.get("data", "")).get("error")
+            except (ValueError, AttributeError):
+                error = None
+            return f"an event stream (not the JSON Message asked for) whose error event says {_error_text(error)}"
+    return "an event stream, not the JSON Message asked for"
+
+
+def _block_problem(block: object) -> str | None:
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return None if isinstance(getattr(block, "text", None), str) else "a text block whose text is not a string"
+    if kind == "tool_use":
+        if not isinstance(getattr(block, "id", None), str) or not isinstance(getattr(block, "name", None), str):
+            return "a tool_use block without a string id and name"
+        tool_input = getattr(block, "input", None)
+        if not isinstance(tool_input, dict):
+            return f"a tool_use block whose input is {type(tool_input).__name__}, not an object"
+        return None
+    return None if kind in BLOCK_TYPES else f"a block of type {kind!r}, which no request asked for"
+
+
+def reply_problem(response: object) -> str | None:
+    """Why the result of `messages.create` is not an assistant Message this runner can read, or None."""
+    if isinstance(response, str):
+        return _stream_problem(response)
+    kind, role = getattr(response, "type", None), getattr(response, "role", None)
+    if kind == "error":
+        return f"an error body with HTTP 200: {_error_text(getattr(response, 'error', None))}"
+    if kind != "message" or role != "assistant":
+        return f"not an assistant Message (type {kind!r}, role {role!r}): {type(response).__name__}"
+    used = reply_usage(response)
+    if isinstance(used, str):
+        return used
+    content = getattr(response, "content", None)
+    if not isinstance(content, list):
+        return f"its content is {type(content).__name__}, not a list of blocks"
+    for index, block in enumerate(content):
+        problem = _block_problem(block)
+        if problem is not None:
+            return f"content block {index} is {problem}"
+    stop_reason = getattr(response, "stop_reason", None)
+    if stop_reason not in STOP_REASONS:
+        return f"its stop_reason {stop_reason!r} is not one the Messages API defines"
+    return None
+
+
+def reply_record(response: object) -> dict[str, Any]:
+    """The reply as the transcript keeps it, readable or not."""
+    if hasattr(response, "model_dump"):
+        return response.model_dump(mode="json", exclude_none=False, warnings=False)
+    return {"unreadable": str(response)[:4000]}
 
 
 class ApiHost:
@@ -210,8 +322,11 @@ class ApiHost:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
+            # SpendLimitMiddleware last = innermost: a spend limit raises before the rate limiter (runner.execute
+            # adds it to self.middleware) pauses for it and before the SDK retries it.
             client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
-                                              max_retries=self.max_retries, middleware=list(self.middleware))
+                                              max_retries=self.max_retries,
+                                              middleware=[*self.middleware, SpendLimitMiddleware()])
             self._clients[loop] = client
         return client
 
@@ -249,7 +364,7 @@ class ApiHost:
                                                   "bound", "timeout"))
         session.fill(obs)
         obs.duration_s = time.monotonic() - started
-        return _scrub(obs, self._api_key)
+        return _scrub(utf8_safe(obs), self._api_key)
 
 
 class _Session:
@@ -326,18 +441,12 @@ class _Session:
                     raise
                 self.fail(error)
                 return
+            problem = self.take_reply(response, chars)
+            if problem is not None:
+                self.fail(_SessionError("malformed", f"the API's reply could not be read: {problem}"))
+                return
             turn = self.turns
             self.turns += 1
-            used = response.usage
-            call_usage = Usage(input_tokens=used.input_tokens or 0, output_tokens=used.output_tokens or 0,
-                               cache_creation_input_tokens=used.cache_creation_input_tokens or 0,
-                               cache_read_input_tokens=used.cache_read_input_tokens or 0)
-            self.usage = self.usage.add(call_usage)
-            self.last_input_tokens = (call_usage.input_tokens + call_usage.cache_creation_input_tokens
-                                      + call_usage.cache_read_input_tokens)
-            self.chars_at_last_call = chars
-            dumped = response.model_dump(mode="json", exclude_none=False)
-            self.transcript.append(dumped)
             content = [block.model_dump(mode="json", exclude_none=True) for block in response.content]
             self.messages.append({"role": "assistant", "content": content})
             tool_uses = [block for block in response.content if block.type == "tool_use"]
@@ -348,6 +457,17 @@ class _Session:
             user = {"role": "user", "content": results}
             self.messages.append(user)
             self.transcript.append(user)
+
+    def take_reply(self, response: object, chars: int) -> str | None:
+        """Count the reply's usage (whatever else is wrong with it, what it cost is spent) and keep it in the
+        transcript; why the rest cannot be read, or None."""
+        used = reply_usage(response)
+        if isinstance(used, Usage):
+            self.usage = self.usage.add(used)
+            self.last_input_tokens = used.input_tokens + used.cache_creation_input_tokens + used.cache_read_input_tokens
+            self.chars_at_last_call = chars
+        self.transcript.append(reply_record(response))
+        return reply_problem(response)
 
     # ---- tools ---------------------------------------------------------------------------------
 

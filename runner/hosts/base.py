@@ -11,11 +11,15 @@ from __future__ import annotations
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
+from pydantic_core import PydanticSerializationError
+
+from runner.findings import printable_tree
 
 ErrorKind = Literal[
     "api-error",      # the API answered with an error after the client's own transport retries
     "rate-limited",   # 429 that outlived the retries
-    "spend-limit",    # 429 without retry-after (an account spend limit): the run stops
+    "spend-limit",    # spending must stop (runner.ratelimit.spend_limit_cause: 429 enforced_spend_limit_reached or
+                      # without retry-after, 400 "...API usage limits", 402): the run stops
     "timeout",        # the session outlived its wall-clock bound
     "host-crash",     # the host process died or could not start
     "malformed",      # the host or API produced output the harness cannot read
@@ -114,3 +118,14 @@ class Host(Protocol):
     async def run(self, spec: SessionSpec) -> Observation:
         """Run one fresh session. Never raises for what happened inside the session: errors are
         observations. Raises only for a bug in the runner itself."""
+
+
+def utf8_safe(obs: Observation) -> Observation:
+    """The observation, with any text UTF-8 cannot write kept as its visible escape. JSON allows half a surrogate
+    pair ("\\ud83d") and a model may send one in an answer or a tool input; unescaped it would make the attempt's
+    record, its transcript and the judge's request unwritable, and the attempt would be lost."""
+    try:
+        obs.model_dump_json()
+    except PydanticSerializationError:
+        return Observation.model_validate(printable_tree(obs.model_dump()))
+    return obs

@@ -36,7 +36,7 @@ from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessag
 from claude_agent_sdk import _errors as sdk_errors
 
 from runner.hosts import workspace
-from runner.hosts.base import Activation, ErrorKind, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.base import Activation, ErrorKind, Observation, SessionSpec, ToolCall, Usage, utf8_safe
 from runner.prices import PriceTable
 from runner.surface import CaptureServer, Surface, surface_from_request
 
@@ -115,6 +115,8 @@ class _Recorder:
         self.last_text: str | None = None
         self.result: ResultMessage | None = None
         self.api_error: str | None = None
+        self.spend_limit: str | None = None  # what the CLI's error message showed of a spend limit
+        self.unreadable: str | None = None  # why a reply of the API could not be counted
         self.transcript: list[dict] = []
 
     def turn(self, message: AssistantMessage) -> int:
@@ -157,7 +159,9 @@ class _Recorder:
         if isinstance(message, AssistantMessage):
             turn = self.turn(message)
             if message.error:
-                self.api_error = message.error
+                self.on_api_error(message)
+            elif self.unreadable is None:
+                self.unreadable = _usage_problem(message)
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
                     self.on_tool_use(block, turn)
@@ -174,20 +178,88 @@ class _Recorder:
         elif isinstance(message, ResultMessage):
             self.result = message
 
+    def on_api_error(self, message: AssistantMessage) -> None:
+        """The CLI's message for the API error that ends the session (see "What the CLI shows" below)."""
+        self.api_error = message.error
+        text = " ".join(block.text for block in message.content if isinstance(block, TextBlock)).strip()
+        if self.spend_limit is None:
+            self.spend_limit = cli_spend_limit(message.error, None, text)
+
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
     raw = raw or {}
     return Usage(**{k: int(raw.get(k) or 0) for k in Usage.model_fields})
 
 
+# What the CLI shows of the API's faults in stream-json (measured on CLI 2.1.332 against tests/fake_anthropic.py):
+# - A retried error (a 429, a 5xx, a cut stream): one system message per retry, `{"type":"system","subtype":
+#   "api_retry","attempt","max_retries","retry_delay_ms","error_status","error"}`. `error` is the CLI's category
+#   ("rate_limit" for every 429); nothing of the response's headers or body is in it, so at that point a 429 of
+#   a spend limit (error.details.error_code enforced_spend_limit_reached, or no retry-after) cannot be told from
+#   a rate limit (retry_delay_ms neither: it is the CLI's backoff with jitter, with or without retry-after). The
+#   CLI retries such a 429 like any other: CLAUDE_CODE_MAX_RETRIES times (host_max_retries, default 2: 3
+#   requests, ~2 s of backoff), whatever its error code.
+# - The error that ends the session: an assistant message (model "<synthetic>") with `error` (a category) and
+#   the error as text, followed within milliseconds by a result with is_error and `api_error_status`. The text
+#   quotes the API's message: "API Error: Request rejected (429) · <message>"; "API Error: 400 You have reached
+#   your specified API usage limits. You will regain access on ..." (category "unknown"; before it the CLI sent
+#   the same turn twice more within ~20 ms, each time without one of its beta headers, and said nothing of
+#   it); for a 402 its own "Credit balance is too low" (category billing_error; one request, no retry).
+#   A spend limit is recognised from this message (cli_spend_limit), the first one that can show it; the
+#   session ends with the result that follows it, so nothing is left to cut short.
+# - A 200 that is no Message (an error body, or an event stream carrying an `error` event): the CLI sends the
+#   turn once more without streaming, then ends with category "unknown" and "API returned an empty or malformed
+#   response (HTTP 200) ..." -> `malformed`.
+# - A Message whose usage is null (or whose token counts are null): the assistant message's `usage` (the
+#   message_start's) is None or holds None, and the result reports success with 0 tokens and $0 -> `malformed`
+#   here (_usage_problem): the session's cost is unknown, so it is no result.
+
+# Words of the API's messages for a spend limit, as the CLI quotes them (the documented 400 says "API usage
+# limits"; the wording of the tier cap's 429 is not documented, its error code is not shown by the CLI).
+SPEND_WORDS = re.compile(r"usage limit|spend(?:ing)? (?:limit|cap)|credit balance", re.IGNORECASE)
+MALFORMED_200 = "malformed response (HTTP 200)"
+
+
+def cli_spend_limit(category: str | None, status: int | None, text: str) -> str | None:
+    """The spend limit an error the CLI reported shows, or None (see "What the CLI shows" above)."""
+    if category == "billing_error" or status == 402:
+        return f"HTTP 402 billing_error (the credit balance), as the CLI reports it: {text}"
+    if SPEND_WORDS.search(text):
+        shown = f"HTTP {status}" if status is not None else f"the CLI's error category {category}"
+        return f"a spend limit ({shown}), as the CLI reports it: {text}"
+    return None
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _usage_problem(message: AssistantMessage) -> str | None:
+    """Why a reply of the API carries no token counts the session's cost can be made of, or None."""
+    if message.model == "<synthetic>":  # the CLI's own message (an error it reports), no reply of the API
+        return None
+    usage = getattr(message, "usage", None)
+    counts = [usage.get(name) for name in ("input_tokens", "output_tokens")] if isinstance(usage, dict) else []
+    if len(counts) == 2 and all(_is_count(count) for count in counts):
+        return None
+    return (f"the API's reply {message.message_id} carried no usage figures ({usage!r}): the session's cost is "
+            "unknown")
+
+
 def _error_from_result(result: ResultMessage, api_error: str | None) -> tuple[ErrorKind | None, str | None]:
     status = result.api_error_status
     detail = "; ".join(result.errors or []) or (result.result or "")
+    spend = cli_spend_limit(api_error, status, detail) if (status is not None or api_error) else None
+    if spend is not None:
+        return "spend-limit", spend
     if status == 429 or api_error == "rate_limit":
         return "rate-limited", f"HTTP 429 from the API after the CLI's retries: {detail}".strip()
+    if status is None and api_error == "unknown" and MALFORMED_200 in detail:
+        return "malformed", f"the API's reply could not be read, as the CLI reports it: {detail}"
     if status is not None or api_error in ("server_error", "authentication_failed", "billing_error",
                                            "invalid_request", "unknown"):
-        return "api-error", f"HTTP {status} ({api_error or 'api error'}): {detail}".strip()
+        shown = f"HTTP {status}" if status is not None else "an API error"
+        return "api-error", f"{shown} ({api_error or 'api error'}): {detail}".strip()
     if result.subtype in ("success", "error_max_turns", "error_max_budget_usd"):
         return None, None
     return "ambiguous", f"the session ended with {result.subtype}: {detail}".strip()
@@ -208,10 +280,11 @@ class ClaudeCodeHost:
         self.listing_budget_chars = listing_budget_chars
         self.allowed_tools = allowed_tools
         self.cli = Path(cli_path) if cli_path else bundled_cli()
-        # Session folders and the snapshot: on a memory filesystem when there is one (workspace docs).
+        # Session folders, the snapshot and the CLI wrapper: on a memory filesystem when there is one, under the
+        # run folder's own folder when a run gives one (workspace.claim_run_parent), so a killed run's are found.
         self.work_parent = work_parent if work_parent is not None else workspace.default_parent()
         self.max_retries = max_retries
-        self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=work_parent))
+        self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=self.work_parent))
         weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
         self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli)
         self._staging: workspace.Staging | None = None
@@ -343,6 +416,9 @@ class ClaudeCodeHost:
         turns = len(recorder.message_ids)
         final = None
         host_cost = None
+        if recorder.spend_limit is not None:
+            # Whatever else the stream did, it showed a spend limit: that is what stops the run.
+            error_kind, error_message = "spend-limit", recorder.spend_limit
         if error_kind == "timeout":
             bounds.append("timeout")
         if result is not None:
@@ -362,12 +438,14 @@ class ClaudeCodeHost:
         elif error_kind is None:
             error_kind = "ambiguous"
             error_message = "the CLI ended without a result message"
+        if error_kind is None and recorder.unreadable is not None:
+            error_kind, error_message = "malformed", recorder.unreadable
         if error_kind and stderr and error_kind in ("host-crash", "ambiguous"):
             error_message = f"{error_message} | stderr: {' '.join(stderr[-5:])[:500]}"
         cost = self.prices.cost(spec.model, usage)
-        return Observation(
+        return utf8_safe(Observation(
             attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind, error_message=error_message,
             activations=recorder.activations, tool_calls=recorder.calls, final_answer=final, turns=turns,
             usage=usage, cost_usd=cost if cost is not None else (host_cost or 0.0), host_cost_usd=host_cost,
             bounds_hit=bounds, duration_s=round(duration, 3),
-            transcript=_redact(recorder.transcript, self.api_key))
+            transcript=_redact(recorder.transcript, self.api_key)))

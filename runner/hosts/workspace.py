@@ -32,6 +32,12 @@ on a busy ext4 disk, 7 ms on tmpfs). So when TMPDIR is not set, the snapshot and
 go to /dev/shm if it is a tmpfs mounted without noexec with at least `SHM_MIN_FREE` free; otherwise
 to tempfile's folder.
 
+A run's folders (`claim_run_parent`): inside that parent, everything of one run folder (its session folders,
+its snapshot, its CLI wrapper) lives under one folder named for the run folder's real path. A SIGKILL runs no
+cleanup, so they would stay (on /dev/shm, in memory); the next process of the same run folder (a resume, or
+a new run with the same --out), which holds that run folder's lock, empties the folder before it starts, and
+the process removes it when it ends. Runs of other run folders have other folders and are never touched.
+
 A host whose tools only read (the api host) needs no folder at all: `LibraryView` answers its reads
 straight from the library under the same rules (no answer key, no excluded skill, nothing that
 resolves outside the repository, no file over the size limit), at a virtual project path.
@@ -39,6 +45,7 @@ resolves outside the repository, no file over the size limit), at a virtual proj
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import shutil
@@ -95,6 +102,42 @@ def default_parent() -> Path | None:
     except OSError:
         return None
     return SHM if stats.f_bavail * stats.f_frsize >= SHM_MIN_FREE else None
+
+
+RUN_PARENT_PREFIX = "skill-evals-run-"
+
+
+def run_parent_name(run_folder: Path) -> str:
+    """`skill-evals-run-<uid>-<hash of the run folder's real path>`: one name per user and run folder."""
+    real = os.path.realpath(run_folder).encode("utf-8", "surrogateescape")
+    return f"{RUN_PARENT_PREFIX}{os.getuid()}-{hashlib.sha256(real).hexdigest()[:16]}"
+
+
+def _is_own_folder(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+
+
+def claim_run_parent(run_folder: Path, base: Path | None = None) -> Path:
+    """The parent of one run folder's session folders, snapshot and CLI wrapper, emptied of what an earlier
+    process of that run folder left there (a SIGKILL runs no cleanup).
+
+    Call it only while holding the run folder's lock (runner.rundir.RunDir.claim): then no live process uses
+    this folder, and a run of another run folder has another name, so nothing live is ever removed. `base`:
+    default_parent() or tempfile's folder (TMPDIR)."""
+    base = base if base is not None else (default_parent() or Path(tempfile.gettempdir()))
+    parent = base / run_parent_name(run_folder)
+    if os.path.lexists(parent) and not _is_own_folder(parent):
+        # A link or another user's folder in a shared /tmp: never removed, never used.
+        return Path(tempfile.mkdtemp(prefix=RUN_PARENT_PREFIX, dir=base))
+    shutil.rmtree(parent, ignore_errors=True)
+    parent.mkdir(mode=0o700, exist_ok=True)
+    if not _is_own_folder(parent):  # replaced between the check and here
+        return Path(tempfile.mkdtemp(prefix=RUN_PARENT_PREFIX, dir=base))
+    return parent
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.report import rollup
-from runner.results import CaseResult, Results
+from runner.results import CaseResult, Results, kill_note
 from runner.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 
 STATES = rollup.STATES
@@ -231,6 +231,8 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
     ]
     if results.stop_reason:
         items.append(("Stopped", e(results.stop_reason)))
+    if (note := kill_note(results)) is not None:
+        items.append(("Killed before", e(note)))
     banner = ""
     if plan.approximation:
         banner = f'<p class="warn" id="approximation">Approximation: {e(plan.approximation)}</p>'

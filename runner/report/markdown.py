@@ -23,7 +23,7 @@ from runner.quorum import wilson_interval
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import STATES, Note, Rollup, SkillRollup
 from runner.probes import ArmResult
-from runner.results import CaseResult, Results
+from runner.results import CaseResult, Results, kill_note
 
 MARKER = "<!-- skill-evals-report -->"
 DEFAULT_LIMIT = 65_000  # GitHub refuses comments over 65,535 characters; this leaves room for a note.
@@ -202,6 +202,8 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
     if results.plan.judge_prompt_version:
         facts.append(f"judge prompt {escape(clip(results.plan.judge_prompt_version, cut))}")
     lines.append(" · ".join(facts))
+    if (note := kill_note(results)) is not None:
+        lines += ["", f"> **Killed before:** {escape(note)}."]
     if results.stop_reason:
         lines += ["", f"The run stopped early: {escape(clip(results.stop_reason, cut))}."]
     return lines + [""]

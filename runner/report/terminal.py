@@ -16,7 +16,7 @@ from rich.table import Table
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import accuracy, arm_cell, badness, pairs_cell, percent_interval, refusal_cell
 from runner.report.rollup import STATES, Rollup
-from runner.results import CaseResult, Results
+from runner.results import CaseResult, Results, kill_note
 
 STATE_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "magenta", "JUDGE-ERROR": "yellow",
                "QUARANTINED": "cyan", "UNRUN": "dim"}
@@ -48,6 +48,8 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
     if roll.judge_error_rate is not None:
         facts.append(f"judge-error rate {roll.judge_error_rate * 100:.0f}%")
     console.print(" · ".join(facts))
+    if (note := kill_note(results)) is not None:
+        console.print(f"[bold yellow]Killed before:[/] {_e(note)}")
     if results.stop_reason:
         console.print(f"[bold]The run stopped early:[/] {_e(results.stop_reason)}")
 

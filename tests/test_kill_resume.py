@@ -1,0 +1,404 @@
+"""A run killed with SIGKILL mid-session, its last attempts line torn, then resumed: nothing lost, nothing hidden.
+
+Real `skill-evals run` processes (the api host, and the real Claude Code CLI) against the fake Messages API
+with a latency, so that sessions are in flight when the kill lands. Every request the fake answers has a
+fixed usage, so the test knows exactly what the API billed and can hold the run's own spend figures to it:
+recorded spend + spend lost in flight must cover every billed request and stay within the cap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.corpus import load_library
+from runner.hosts.base import Usage as RunnerUsage
+from runner.prices import load as load_prices
+from runner.rundir import ATTEMPTS, AttemptRecord, RunDir
+from runner.settings import Settings
+from tests.conftest import EXAMPLE
+from tests.fake_anthropic import FakeAnthropic, Usage, skill, text
+from tests.fake_judge import JUDGE_MATCH, verdicts
+from tests.test_run import results_of
+
+KEY = "sk-ant-test-kill-resume-7d1e"
+LATENCY = 0.4
+SESSION_USAGE = Usage(input_tokens=100, output_tokens=800)  # every model turn of a session
+JUDGE_USAGE = Usage(input_tokens=300, output_tokens=60)     # every judge call
+CONFIG = "[run]\nmax_turns = 2\nmax_output_tokens = 1000\n"  # a small worst case, so a small cap binds
+ROUNDING = 2e-6  # results.json rounds each dollar figure to 6 decimals
+
+
+def example_cases() -> list[tuple[str, str, str]]:
+    library, _ = load_library(EXAMPLE, Settings())
+    return [(case.uid, case.skill, case.prompt) for case in library.cases]
+
+
+def library_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "library"
+    shutil.copytree(EXAMPLE, target, symlinks=True)
+    (target / ".skill-evals.toml").write_text(CONFIG, encoding="utf-8")
+    return target
+
+
+def script_everything(fake: FakeAnthropic) -> set[str]:
+    """Every case's prompt fires its own skill and answers; the judge passes. Returns the script keys."""
+    fake.script(JUDGE_MATCH, verdicts("PASS"), usage=JUDGE_USAGE)  # first: judge requests quote case prompts
+    keys = {JUDGE_MATCH}
+    for _uid, skill_name, prompt in example_cases():
+        key = prompt[:60]
+        if key not in keys:
+            fake.script(key, skill(skill_name), text("TEST REPORT TRIAGE — scripted\n[NOT PROVEN] x"),
+                        usage=SESSION_USAGE)
+            keys.add(key)
+    fake.set_latency(LATENCY)
+    return keys
+
+
+def billed_usd(fake: FakeAnthropic, keys: set[str]) -> float:
+    """What the API billed: every message request the fake received, at its fixed usage and the model's price."""
+    prices = load_prices(Settings())
+    total = 0.0
+    for request in fake.message_requests:
+        assert request.script in keys, f"an unscripted request reached the fake: {request.script}"
+        usage = JUDGE_USAGE if request.script == JUDGE_MATCH else SESSION_USAGE
+        cost = prices.cost(request.body["model"], RunnerUsage(input_tokens=usage.input_tokens,
+                                                              output_tokens=usage.output_tokens))
+        assert cost is not None
+        total += cost
+    return total
+
+
+def env_for(fake: FakeAnthropic, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_") and k != "TMPDIR"}
+    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true", **extra})
+    return env
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def start_run(args: list[str], env: dict[str, str], log: Path) -> Running:
+    """`skill-evals run` in its own process group (the kill takes the run and the CLI sessions it started)."""
+    with open(log, "wb") as sink:
+        process = subprocess.Popen([sys.executable, "-m", "runner", "run", *args], env=env, stdout=sink,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    return Running(process, log)
+
+
+def complete_lines(path: Path) -> list[bytes]:
+    data = path.read_bytes() if path.exists() else b""
+    return data.split(b"\n")[:-1]
+
+
+def kill_mid_session(run: Running, out: Path, fake: FakeAnthropic, deadline_s: float = 240) -> None:
+    """SIGKILL the run once it recorded an attempt, right after a new request reached the fake: that request
+    is in the fake's latency window, so its session is in flight when the kill lands."""
+    before = len(complete_lines(out / ATTEMPTS))
+    seen: int | None = None
+    deadline = time.monotonic() + deadline_s
+    while True:
+        assert time.monotonic() < deadline, "the run never got to a point to kill it:\n" + run.output()
+        assert run.process.poll() is None, "the run ended before it could be killed mid-session:\n" + run.output()
+        if len(complete_lines(out / ATTEMPTS)) > before:
+            requests = len(fake.message_requests)
+            if seen is not None and requests > seen:
+                break
+            seen = requests if seen is None else seen
+        time.sleep(0.01)
+    os.killpg(run.process.pid, signal.SIGKILL)
+    run.process.wait(timeout=60)
+
+
+@dataclass
+class Tear:
+    offset: int
+    fragment: bytes
+    record: dict[str, Any] | None  # the record whose line was cut (None: the kill itself cut it)
+
+
+def tear_last_line(path: Path) -> Tear:
+    """Cut the last line of attempts.jsonl in the middle of its record, without its newline (a kill mid-write)."""
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):  # the kill itself landed mid-write
+        start = data.rfind(b"\n") + 1
+        return Tear(start, data[start:], None)
+    start = data[:-1].rfind(b"\n") + 1
+    line = data[start:-1]
+    fragment = line[: len(line) // 2]
+    path.write_bytes(data[:start] + fragment)
+    return Tear(start, fragment, json.loads(line))
+
+
+def assert_whole_lines(path: Path) -> None:
+    """Every complete line is one whole record: none was glued onto a fragment torn by an earlier kill."""
+    for number, line in enumerate(complete_lines(path), start=1):
+        try:
+            json.loads(line)
+        except ValueError:
+            raise AssertionError(f"{path.name} line {number} is not one record (glued onto a torn line?): "
+                                 f"{line[:80]!r}...{line[-80:]!r}") from None
+
+
+def finished_ids(path: Path) -> set[str]:
+    ids = set()
+    for line in complete_lines(path):
+        record = json.loads(line)
+        if record["status"] == "finished":
+            ids.add(record["attempt_id"])
+    return ids
+
+
+def assert_nothing_lost(out: Path, finished_before: set[str], tears: list[Tear]) -> list[dict[str, Any]]:
+    raw = (out / ATTEMPTS).read_bytes()
+    assert raw.endswith(b"\n")
+    assert_whole_lines(out / ATTEMPTS)
+    records = [json.loads(line) for line in raw.split(b"\n")[:-1]]
+    finished = [r["attempt_id"] for r in records if r["status"] == "finished"]
+    assert len(finished) == len(set(finished)), "an attempt was recorded twice"
+    assert finished_before <= set(finished), "an attempt finished before a kill is missing"
+    torn = {t.record["attempt_id"] for t in tears if t.record is not None}
+    assert torn <= set(finished), "an attempt whose line was torn was not run again"
+    results = results_of(out)
+    cuts = [r for r in results["repairs"] if r["file"] == ATTEMPTS]
+    assert [(c["offset"], c["bytes_cut"]) for c in cuts] == [(t.offset, len(t.fragment)) for t in tears]
+    for cut, tear in zip(cuts, tears):
+        assert (out / cut["saved_to"]).read_bytes() == tear.fragment, "the cut bytes were not kept"
+    return records
+
+
+def test_three_sigkills_with_torn_lines_lose_nothing_and_keep_the_cap(tmp_path: Path) -> None:
+    library = library_copy(tmp_path)
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        keys = script_everything(fake)
+        env = env_for(fake)
+        plan = subprocess.run([sys.executable, "-m", "runner", "plan", "--library", str(library), "--host", "api",
+                               "--format", "json", "--no-surface"], env=env, capture_output=True, text=True, check=True)
+        estimate = json.loads(plan.stdout)["estimate"]
+        worst = estimate["worst_session_usd"]
+        session = 2 * load_prices(Settings()).cost("claude-sonnet-4-6", RunnerUsage(input_tokens=100, output_tokens=800))
+        cap = round(11 * worst, 6)
+        # The setup, not the runner: the cap binds (the whole plan needs more), and a session is far below its
+        # worst case (so the bound counted ≥ billed is about in-flight spend, not about estimates).
+        assert estimate["sessions_min"] * session > cap and session < worst / 3
+
+        finished_before: set[str] = set()
+        tears: list[Tear] = []
+        first = ["--library", str(library), "--out", str(out), "--host", "api", "--max-usd", f"{cap}",
+                 "--concurrency", "2"]
+        for kill in range(3):
+            args = first if kill == 0 else ["--library", str(library), "--resume", str(out)]
+            run = start_run(args, env, tmp_path / f"run-{kill}.log")
+            kill_mid_session(run, out, fake)
+            assert_whole_lines(out / ATTEMPTS)
+            tears.append(tear_last_line(out / ATTEMPTS))
+            finished_before |= finished_ids(out / ATTEMPTS)
+
+        done = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--resume", str(out)],
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "torn" in done.stderr and ATTEMPTS in done.stderr, "the repair was not said on stderr"
+        assert_nothing_lost(out, finished_before, tears)
+        results = results_of(out)
+        spend = results["spend"]
+        counted = spend["usd"] + spend["lost_in_flight_usd"]
+        billed = billed_usd(fake, keys)
+        assert results["stop_reason"] == "budget-cap", "the cap did not bind"
+        assert counted <= cap + ROUNDING, f"recorded ${spend['usd']} + lost in flight ${spend['lost_in_flight_usd']} > cap"
+        assert counted >= billed - ROUNDING, f"the API billed ${billed:.6f}, the run shows only ${counted:.6f}"
+        # The test is not vacuous: each kill landed inside a request's latency window (with the other session
+        # slot busy too), so at least one of the three left a reservation in flight.
+        assert spend["lost_in_flight_reservations"] >= 1 and spend["lost_in_flight_attempts"]
+        report = subprocess.run([sys.executable, "-m", "runner", "report", str(out), "--format", "markdown"],
+                                capture_output=True, text=True, timeout=120, check=True).stdout
+        assert "Killed before" in report and f"{spend['lost_in_flight_usd']:.4f}" in report
+
+
+def test_sigkill_with_claude_code_leaves_no_session_folder_after_resume(tmp_path: Path) -> None:
+    library = library_copy(tmp_path)
+    out = tmp_path / "run"
+    parent = tmp_path / "session-parent"  # TMPDIR: the session folders go here, not to /dev/shm
+    parent.mkdir()
+    # Another run's session folder (another run folder): resume must never touch it.
+    other = parent / f"skill-evals-run-{os.getuid()}-{'0' * 16}" / "skill-evals-live"
+    other.mkdir(parents=True)
+    (other / "marker").write_text("another run's session", encoding="utf-8")
+    with FakeAnthropic() as fake:
+        keys = script_everything(fake)
+        env = env_for(fake, TMPDIR=str(parent))
+        run = start_run(["--library", str(library), "--out", str(out), "--skill", "test-report-triage",
+                         "--repeats", "3", "--concurrency", "2", "--timeout", "60"], env, tmp_path / "run.log")
+        kill_mid_session(run, out, fake)
+        tears = [tear_last_line(out / ATTEMPTS)]
+        finished_before = finished_ids(out / ATTEMPTS)
+        killed = [p for p in parent.iterdir() if p != other.parent]
+        assert killed, "the killed run left nothing in the session-folder parent: the test proves nothing"
+
+        done = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--resume", str(out)],
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert_nothing_lost(out, finished_before, tears)
+        assert sorted(parent.iterdir()) == [other.parent], "a session folder of the killed run is still there"
+        assert (other / "marker").read_text(encoding="utf-8") == "another run's session"
+        spend = results_of(out)["spend"]
+        counted = spend["usd"] + spend["lost_in_flight_usd"]
+        assert billed_usd(fake, keys) - ROUNDING <= counted <= spend["cap_usd"] + ROUNDING
+
+
+def test_a_second_process_on_the_same_run_folder_is_refused(tmp_path: Path) -> None:
+    library = library_copy(tmp_path)
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        script_everything(fake)
+        env = env_for(fake)
+        # The whole library one session at a time: minutes of work, it is still running when the others try.
+        run = start_run(["--library", str(library), "--out", str(out), "--host", "api", "--concurrency", "1"],
+                        env, tmp_path / "run.log")
+        try:
+            deadline = time.monotonic() + 120
+            while not fake.message_requests:
+                assert time.monotonic() < deadline and run.process.poll() is None, run.output()
+                time.sleep(0.02)
+            plan = (out / "plan.json").read_bytes()
+            for args in (["--resume", str(out)], ["--out", str(out), "--host", "api"]):
+                second = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), *args],
+                                        env=env, capture_output=True, text=True, timeout=600, check=False)
+                assert second.returncode == 2, second.stdout + second.stderr
+                assert "another skill-evals process" in second.stderr and str(run.process.pid) in second.stderr
+                assert (out / "plan.json").read_bytes() == plan, "the refused run touched the live run's plan"
+            assert run.process.poll() is None, "the live run was disturbed"
+        finally:
+            run.process.send_signal(signal.SIGTERM)
+            run.process.wait(timeout=120)
+
+
+def record(attempt_id: str, cost: float = 0.01) -> AttemptRecord:
+    return AttemptRecord(attempt_id=attempt_id, uid=attempt_id.split("#")[0], arm="main", repeat=1, plan_hash="h",
+                         status="finished", cost_usd=cost)
+
+
+def test_the_first_append_after_a_torn_line_cuts_it_first(tmp_path: Path) -> None:
+    RunDir(tmp_path).append_attempt(record("s/evals/a#main#1"))
+    RunDir(tmp_path).append_attempt(record("s/evals/b#main#1"))
+    whole = (tmp_path / ATTEMPTS).read_bytes()
+    torn = b'{"attempt_id": "s/evals/c#main#1", "uid": "s/evals/\xd0'  # cut mid-record, mid-character
+    (tmp_path / ATTEMPTS).write_bytes(whole + torn)
+
+    rundir = RunDir(tmp_path)  # a new process on the same folder, e.g. `run --out` reusing it
+    rundir.append_attempt(record("s/evals/d#main#1"))
+    assert [r.attempt_id for r in rundir.read_attempts()] == ["s/evals/a#main#1", "s/evals/b#main#1",
+                                                              "s/evals/d#main#1"]
+    assert (tmp_path / ATTEMPTS).read_bytes().startswith(whole)
+    cut, = rundir.repairs()
+    assert (cut.file, cut.offset, cut.bytes_cut) == (ATTEMPTS, len(whole), len(torn))
+    assert (tmp_path / cut.saved_to).read_bytes() == torn
+
+
+def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
+    """The arithmetic under the kill tests: journal + records of one plan, with every kind of loss."""
+    import asyncio
+
+    from runner.budget import Journal, Ledger
+    from runner.judge import JudgeCall
+    from runner.plan import Plan
+    from runner.runs import open_ledger
+
+    rundir = RunDir(tmp_path)
+    rundir.append_attempt(record("s/evals/old#main#1", cost=0.05))  # written before journaling existed
+
+    async def killed_process() -> None:
+        journal = Journal("h", lambda line, durable: rundir.append_line("reservations.jsonl", line, durable))
+        ledger = Ledger(cap_usd=2.0, journal=journal)
+        done = await ledger.reserve(0.4, "s/evals/done#main#1")
+        judge = await ledger.reserve(0.1)  # a judge call's own reservation (no attempt id)
+        assert done is not None and judge is not None
+        await ledger.settle(done, 0.02)
+        await ledger.settle(judge, 0.01)
+        call = JudgeCall(model="m", prompt_version="v", cost_usd=0.01)
+        rundir.append_attempt(record("s/evals/done#main#1", cost=0.02).model_copy(
+            update={"reservation_id": done.id, "judge": call}))
+        unrecorded = await ledger.reserve(0.4, "s/evals/lost-record#main#1")
+        assert unrecorded is not None
+        await ledger.settle(unrecorded, 0.03)  # settled, then killed before its record was written
+        in_flight = await ledger.reserve(0.4, "s/evals/in-flight#main#1")  # killed mid-session
+        assert in_flight is not None
+        other = Ledger(cap_usd=2.0, journal=Journal("another-plan", journal.append))
+        assert await other.reserve(0.7, "x#main#1") is not None  # another plan's run in the same folder
+
+    asyncio.run(killed_process())
+    plan = Plan.model_construct(cap_usd=2.0)
+    prior, ledger = open_ledger(rundir, plan, "h")  # type: ignore[arg-type]
+    assert sorted(prior) == ["s/evals/done", "s/evals/old"]
+    # recorded 0.05 + 0.02 + 0.01 judge; lost: 0.4 in flight at its worst case + 0.03 settled without a record
+    assert abs(ledger.spent_usd - (0.08 + 0.43)) < 1e-9
+    from runner.runs import lost_in_flight
+    lost = lost_in_flight(rundir, "h", prior)
+    assert abs(lost.usd - 0.43) < 1e-9 and lost.reservations == 1 and lost.attempts == ("s/evals/in-flight#main#1",)
+    # A journal that is gone never makes recorded spend disappear.
+    (tmp_path / "reservations.jsonl").unlink()
+    _, again = open_ledger(rundir, plan, "h")  # type: ignore[arg-type]
+    assert abs(again.spent_usd - 0.08) < 1e-9
+
+
+COLLIDING = {"case one": "Alpha", "case_one": "Bravo", "тест-1": "Charlie", "проверка-1": "Delta"}
+PASSING = {"case one", "тест-1"}
+
+
+def colliding_library(tmp_path: Path) -> Path:
+    root = tmp_path / "collide"
+    skill_dir = root / ".claude" / "skills" / "demo"
+    (skill_dir / "evals").mkdir(parents=True)
+    (skill_dir / "SKILL.md").write_text("---\nname: demo\ndescription: Summarise a demo report into one line. Use "
+                                        "when asked to summarise a demo report.\n---\n\n# Demo\n\nOne line.\n",
+                                        encoding="utf-8")
+    cases = [{"id": case_id, "type": "should_trigger", "prompt": f"{word} prompt: summarise the demo report please.",
+              "expect": {"triggers": True, "assertions": ["Answers in one line."]}}
+             for case_id, word in COLLIDING.items()]
+    (skill_dir / "evals" / "evals.json").write_text(json.dumps({"skill": "demo", "cases": cases}, ensure_ascii=False),
+                                                    encoding="utf-8")
+    return root
+
+
+def test_transcripts_of_ids_that_look_alike_never_overwrite_each_other(tmp_path: Path) -> None:
+    library = colliding_library(tmp_path)
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, verdicts("PASS"))
+        for case_id, word in COLLIDING.items():
+            turns = (skill("demo"), text(f"{word} answer.")) if case_id in PASSING else (text(f"{word} answer."),)
+            fake.script(f"{word} prompt", *turns)
+        done = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--out", str(out),
+                               "--host", "api", "--repeats", "1"], env=env_for(fake), capture_output=True, text=True,
+                              timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = results_of(out)
+    states = {c["uid"].rsplit("/", 1)[1]: c["state"] for c in results["cases"]}
+    assert states == {case_id: "PASS" if case_id in PASSING else "FAIL" for case_id in COLLIDING}
+    records = RunDir(out).read_attempts()
+    assert len({r.transcript for r in records}) == len(COLLIDING) == len(records)
+    for r in records:
+        word = COLLIDING[r.uid.rsplit("/", 1)[1]]
+        assert r.transcript is not None and f"{word} prompt" in (out / r.transcript).read_text(encoding="utf-8"), (
+            f"{r.attempt_id}: its transcript file holds another attempt's session")
+        name = Path(r.transcript).name
+        assert name.startswith("demo_evals_") and len(name) < 120  # readable, bounded
+    # An old run folder keeps working: its records name their transcript files, whatever the naming then.
+    old = records[0].model_copy(update={"attempt_id": "old#main#1", "transcript": "transcripts/old_main_1.json"})
+    (out / "transcripts" / "old_main_1.json").write_text('[{"role": "user", "content": "old"}]', encoding="utf-8")
+    from runner.report.html import load_transcript
+    assert load_transcript(out, old, 10_000)["messages"] == [{"role": "user", "content": "old"}]
