@@ -24,7 +24,9 @@ every attempt still reserves its worst case before it starts, as on the direct p
 submitted once no new judge call arrived for `settle_s`.
 
 Results are never guessed: `errored`, `expired` and `canceled` results make the session ERROR
-(`api-error`, with the cause) or the judged assertions JUDGE-ERROR — never PASS, never FAIL. An
+(`api-error`, with the cause) or the judged assertions JUDGE-ERROR — never PASS, never FAIL. A batch the
+API refuses because spending must stop (runner.ratelimit.SpendLimitMiddleware) makes its sessions ERROR
+`spend-limit` and its judge calls JUDGE-ERROR with `spend_limit`, and the run stops as on the direct path. An
 errored result of a transient type (overloaded, api_error, rate limit, timeout) is sent again in a
 later batch, as many times as the direct path's client would retry it (`host_max_retries`,
 `[judge] max_retries`).
@@ -63,6 +65,7 @@ from runner.hosts import api as api_mod
 from runner.hosts.base import ListingSeen, Observation, SessionSpec, ToolCall
 from runner.judge import Judge, JudgeCall, failed, read_reply
 from runner.prices import PriceTable
+from runner.ratelimit import SpendLimitMiddleware, SpendLimitReached
 from runner.rundir import RunDir, safe_name
 from runner.verdicts import AssertionOutcome
 
@@ -175,6 +178,7 @@ class ItemResult:
     message: Message | None = None
     error_type: str | None = None
     cause: str = ""
+    spend_limit: bool = False  # the Batches API said spending must stop (runner.ratelimit.SpendLimitReached)
 
     @property
     def retryable(self) -> bool:
@@ -297,6 +301,10 @@ class BatchBroker:
             self.stats.batch_ids.append(record.batch_id)
             self.stats.requests += len(items)
             results = await self._results(record.batch_id)
+        except SpendLimitReached as exc:  # from the first response: nothing in this batch (or after it) can run
+            for item in items:
+                self._resolve(item, ItemResult("failed", cause=f"spend limit: {exc.cause}", spend_limit=True))
+            return
         except (anthropic.APIError, ValueError) as exc:  # after the SDK's own retries
             cause = _api_failure(exc)
             for item in items:
@@ -367,7 +375,9 @@ def _api_failure(exc: BaseException) -> str:
 
 def make_broker(api_key: str, base_url: str | None, folder: Path, poll_s: float, max_retries: int = 2
                 ) -> BatchBroker:
-    client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=600)
+    # As on the direct path: a spend limit raises at its first response, never retried (runner.ratelimit).
+    client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=600,
+                                      middleware=[SpendLimitMiddleware()])
     return BatchBroker(client, BatchStore(folder), poll_s=poll_s)
 
 
@@ -408,6 +418,7 @@ class BatchJudge:
                 return read_reply(result.message, answer, assertions, call, self.prices, started)
             if not (result.retryable and retry < self.settings.max_retries):
                 break
+        call.spend_limit = result.spend_limit
         return failed(assertions, call, started, result.cause)
 
     async def aclose(self) -> None:
@@ -418,11 +429,12 @@ class BatchJudge:
 # ---- api-host sessions through batches -----------------------------------------------------------
 
 class BatchFailure(Exception):
-    """A model turn had no usable batch result (errored after retries, expired, canceled)."""
+    """A model turn had no usable batch result (errored after retries, expired, canceled, a spend limit)."""
 
-    def __init__(self, cause: str):
+    def __init__(self, cause: str, spend_limit: bool = False):
         super().__init__(cause)
         self.cause = cause
+        self.spend_limit = spend_limit
 
 
 class _BatchMessages:
@@ -445,7 +457,7 @@ class _BatchMessages:
                 return result.message
             if not (result.retryable and retry < self.retries):
                 break
-        raise BatchFailure(result.cause)
+        raise BatchFailure(result.cause, result.spend_limit)
 
 
 class _BatchClient:
@@ -458,7 +470,8 @@ class _BatchSession(api_mod._Session):  # noqa: SLF001 - the api host's own loop
         try:
             await super().loop(client)
         except BatchFailure as exc:
-            self.fail(api_mod._SessionError("api-error", exc.cause))  # noqa: SLF001
+            kind = "spend-limit" if exc.spend_limit else "api-error"  # a spend limit stops the run (runner.execute)
+            self.fail(api_mod._SessionError(kind, exc.cause))  # noqa: SLF001
 
 
 class BatchApiHost:

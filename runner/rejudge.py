@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from runner import results as results_mod
 from runner.budget import Ledger
 from runner.corpus import Case, Probe
-from runner.execute import Executor, RunState
+from runner.execute import STOP_SPEND_LIMIT, Executor, RunState
 from runner.hosts.base import Activation, Observation
 from runner.judge import Judge, prompt_version
 from runner.plan import Plan
@@ -85,6 +85,8 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judg
             obs = observation_from_record(record)
             # Probe attempts are graded again the same way (patterns, act, band defects).
             outcome, call, grade = await executor.graded(planned[record.uid], record.arm, obs)
+        if call is not None and call.spend_limit:
+            state.stop(STOP_SPEND_LIMIT)  # the calls not yet made stay UNRUN (spend-limit): they could only be refused
         case = planned[record.uid]
         spec = executor.spec(case, record.repeat) if record.arm == "main" else executor.probe_spec(
             case, record.arm, record.repeat)  # type: ignore[arg-type]

@@ -670,6 +670,11 @@ class _BatchesMixin:
             state = self._batch_state()
             state["polls"], state["seconds"] = int(polls), float(seconds)
 
+    def refuse_batch_creates(self, refusal: DetailedError | None) -> None:
+        """Every ``POST /v1/messages/batches`` gets this error (e.g. ``spend_limit("tier")``); None: accept again."""
+        with self._lock:
+            self._batch_state()["refusal"] = refusal
+
     def batch_result(self, match: str, kind: BatchKind, err_type: str = "api_error", message: str = "...",
                      times: int | None = None) -> None:
         if kind not in _BATCH_KINDS:
@@ -694,6 +699,16 @@ class _BatchesMixin:
         """Answer a batches request; False when the route is not one of them."""
         json_headers = {**headers, "Content-Type": "application/json"}
         if h.command == "POST" and route == "/v1/messages/batches":
+            with self._lock:
+                refusal = self._batch_state().get("refusal")
+            if refusal is not None:
+                error_ = {"type": refusal.err_type, "message": refusal.message}
+                if refusal.details is not None:
+                    error_["details"] = refusal.details
+                record.outcome = f"error {refusal.status}"
+                h.send_bytes(refusal.status, json.dumps({"type": "error", "error": error_, "request_id": request_id}
+                                                        ).encode(), json_headers)
+                return True
             reply = self._batch_create(body, request_id)
             record.outcome = "batch_create" if reply[0] == 200 else f"error {reply[0]}"
             h.send_bytes(reply[0], reply[1], json_headers)

@@ -25,7 +25,8 @@ from runner.judge import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, bui
 from runner.prices import PriceTable
 from runner.settings import Price, Settings
 from tests.conftest import EXAMPLE, REPO
-from tests.fake_anthropic import FakeAnthropic, dynamic, error, first_user_text, text, tool
+from tests.fake_anthropic import (SPEND_LIMIT_MESSAGES, FakeAnthropic, dynamic, error, first_user_text, spend_limit,
+                                  text, tool)
 from tests.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
 
 KEY = "sk-ant-test-batch-7c1e"
@@ -199,6 +200,62 @@ def test_errored_expired_and_canceled_results_are_never_a_verdict(tmp_path: Path
     records = [a for a in attempts_of(out) if a["uid"] == NIGHTLY]
     assert records and all("invalid_request_error" in (a["judge"]["error"] or "") for a in records)
     assert all(a["outcome"]["state"] == "JUDGE-ERROR" for a in records)
+
+
+def test_a_batch_refused_for_a_spend_limit_stops_the_run_and_its_rejudge(tmp_path: Path) -> None:
+    """The Batches API answers a batch create with the usage tier's spend limit (429 without retry-after,
+    error_code enforced_spend_limit_reached): one request, never retried; the sessions of that batch are ERROR
+    `spend-limit`, the run stops with the rest UNRUN (spend-limit); a batched re-judge says spend_limit."""
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        scripted(fake)
+        fake.refuse_batch_creates(spend_limit("tier"))
+        done = run_cli(fake, *run_args(out, "--batch", "--batch-poll", "0.05"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(fake.batch_creates) == 1, "a spend limit is never retried"
+        results = json.loads((out / "results.json").read_text())
+        assert results["stop_reason"] == "spend-limit"
+        records = attempts_of(out)
+        assert records and all(a["error_kind"] == "spend-limit" and SPEND_LIMIT_MESSAGES["tier"] in a["error_message"]
+                               for a in records), [(a["error_kind"], a["error_message"]) for a in records]
+        # Every attempt was a request of the one refused batch (the first round): no later round started.
+        assert len(records) == len(fake.batch_creates[0].body["requests"])
+        assert {c["state"] for c in results["cases"] if c["uid"] in {a["uid"] for a in records}} == {"ERROR"}
+
+        fake.refuse_batch_creates(None)
+        plain = tmp_path / "plain"
+        assert run_cli(fake, *run_args(plain, "--no-judge")).returncode == 0
+        fake.refuse_batch_creates(spend_limit("tier"))
+        creates = len(fake.batch_creates)
+        batched = run_cli(fake, "judge", str(plain), "--library", str(EXAMPLE), "--batch", "--batch-poll", "0.05")
+        assert batched.returncode == 0, batched.stderr[-3000:]
+        assert len(fake.batch_creates) == creates + 1
+    rejudged = next(p for p in plain.iterdir() if p.name.startswith("rejudged-"))
+    judged = [a for a in attempts_of(rejudged) if a.get("judge") and a["judge"].get("error")]
+    assert judged and all(a["judge"]["spend_limit"] is True for a in judged), judged[:1]
+    assert json.loads((rejudged / "results.json").read_text())["stop_reason"] == "spend-limit"
+
+
+def test_a_direct_rejudge_stops_at_the_first_spend_limit(tmp_path: Path) -> None:
+    """`judge DIR` one call at a time: the first call meets the spend limit, no other call is made, and the
+    assertions not judged are UNRUN (spend-limit), never JUDGE-ERROR from calls that were never sent."""
+    plain = tmp_path / "plain"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, spend_limit("org"))
+        fake.default(text("A plain answer."))
+        # The whole library, every repeat: more answers to judge than the re-judge runs at once.
+        assert run_cli(fake, "run", "--library", str(EXAMPLE), "--out", str(plain), "--host", "api", "--repeats", "3",
+                       "--no-early-stop", "--no-judge", "--max-usd", "1000", "--timeout", "30").returncode == 0
+        before = len(fake.message_requests)
+        done = run_cli(fake, "judge", str(plain), "--library", str(EXAMPLE))
+        assert done.returncode == 0, done.stderr[-3000:]
+        # The re-judge runs 4 calls at once (rejudge's default): at most those were sent before the first refusal.
+        assert 1 <= len(fake.message_requests) - before <= 4
+    rejudged = next(p for p in plain.iterdir() if p.name.startswith("rejudged-"))
+    results = json.loads((rejudged / "results.json").read_text())
+    assert results["stop_reason"] == "spend-limit"
+    unrun = [a["reason"] for c in results["cases"] for a in c["assertions"] if a["state"] == "UNRUN"]
+    assert "spend-limit" in unrun
 
 
 def test_resume_after_an_interruption_polls_the_same_batch(tmp_path: Path) -> None:
