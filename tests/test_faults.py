@@ -10,7 +10,7 @@ SDK (the api host and the judge) and to the real Claude Code CLI (the claude-cod
 - A spend limit (429 `enforced_spend_limit_reached`, 429 without retry-after, 400 "You have reached your specified
   ... API usage limits", 402 billing) is recognised from the first response the host can see: the attempt is ERROR
   `spend-limit` with the API's message (a judge call: JUDGE-ERROR), the run stops at once, and every case not
-  started is UNRUN `spend-limit` — in a few seconds with a 600 s session timeout.
+  started is UNRUN `spend-limit` — before a 20 s session bound runs out (no retry, no rate-limit pause).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -208,10 +207,10 @@ def test_a_spend_limit_stops_the_run_at_the_first_response(tmp_path: Path, host:
     with FakeAnthropic() as fake:
         fake.default(spend_limit(kind))
         out = tmp_path / "run"
-        started = time.monotonic()
+        # A 20 s session bound: a detection that waited out rate-limit pauses (before the fix: 30 s after each 429
+        # without retry-after) would end the session as `timeout`, which the error_kind check below refuses.
         done = run_cli(fake, out, "--host", host, *case_args(NEGATIVES[:3]), "--repeats", "1", "--concurrency", "1",
-                       "--timeout", "600")
-        elapsed = time.monotonic() - started
+                       "--timeout", "20")
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
         assert results["stop_reason"] == "spend-limit", results["stop_reason"]
@@ -220,9 +219,6 @@ def test_a_spend_limit_stops_the_run_at_the_first_response(tmp_path: Path, host:
         assert words in record["error_message"], record["error_message"]
         assert results["unrun_by_reason"] == {"spend-limit": 2}, results["unrun_by_reason"]
         assert len(session_requests(fake)) == requests, [r.outcome for r in fake.message_requests]
-        # Process start, surface audit and one session: seconds, against a 600 s session timeout (before the fix:
-        # two 30 s rate-limit pauses for a 429 without retry-after, and no stop for the others).
-        assert elapsed < 45, f"the spend limit took {elapsed:.1f} s to stop the run"
 
         again = resume(fake, out)
         assert again.returncode == 0, again.stdout + again.stderr
@@ -242,10 +238,8 @@ def test_a_judge_call_that_hits_a_spend_limit_stops_the_run(tmp_path: Path, host
         fake.script(JUDGE_MATCH, spend_limit(kind))
         fake.default(text("Plain answer without any skill."))
         out = tmp_path / "run"
-        started = time.monotonic()
         done = run_cli(fake, out, "--host", host, *case_args(NEGATIVES[:3]), "--repeats", "1", "--concurrency", "1",
                        "--timeout", "600")
-        elapsed = time.monotonic() - started
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
         assert results["stop_reason"] == "spend-limit"
@@ -254,8 +248,7 @@ def test_a_judge_call_that_hits_a_spend_limit_stops_the_run(tmp_path: Path, host
         assert record["judge"]["spend_limit"] is True
         assert SPEND_LIMIT_MESSAGES[kind] in record["judge"]["error"], record["judge"]["error"]
         assert results["unrun_by_reason"] == {"spend-limit": 2}
-        assert len(judge_requests(fake)) == 1 and len(session_requests(fake)) == 1
-        assert elapsed < 45, f"the judge's spend limit took {elapsed:.1f} s to stop the run"
+        assert len(judge_requests(fake)) == 1 and len(session_requests(fake)) == 1  # never retried
         again = resume(fake, out)
         assert again.returncode == 0, again.stdout + again.stderr
         assert results_of(out)["stop_reason"] == "spend-limit"
@@ -306,10 +299,8 @@ def judge_with(fake: FakeAnthropic) -> tuple[list, Any]:
 def test_the_judge_recognises_every_spend_limit_from_one_request(kind: str) -> None:
     with FakeAnthropic() as fake:
         fake.default(spend_limit(kind))
-        started = time.monotonic()
         outcomes, call = judge_with(fake)
-        assert time.monotonic() - started < 5
-        assert len(fake.message_requests) == 1
+        assert len(fake.message_requests) == 1  # recognised at the first response: no SDK retry, no backoff
     assert call.spend_limit is True and SPEND_LIMIT_MESSAGES[kind] in call.error
     assert [o.state for o in outcomes] == ["JUDGE-ERROR"] and outcomes[0].reason == call.error
 
