@@ -67,7 +67,8 @@ Semantics
   ``content_block_start``/``content_block_delta`` (``text_delta`` / ``input_json_delta``)/
   ``content_block_stop`` per block, ``message_delta`` with stop_reason and usage, ``message_stop``),
   sent with ``Transfer-Encoding: chunked`` so a broken stream is a detectable protocol error; or
-  one JSON message. Ids are ``msg_fake_<n>`` / ``toolu_fake_<n>``; ``model`` is echoed.
+  one JSON message. Ids are ``msg_fake_<n>`` / ``toolu_fake_<n>`` with n zero-padded to six digits (a fixed width, so
+  token counts never depend on which session got which id); ``model`` is echoed.
   Headers: ``request-id`` (``req_fake_<n>``), ``anthropic-ratelimit-requests-remaining``.
 - Rate limit (``set_rate_limit(limit, window_s=60)``): at most ``limit`` message requests in any sliding
   ``window_s``; a request over it gets 429 ``rate_limit_error`` with ``retry-after`` (whole seconds until a slot
@@ -1113,12 +1114,12 @@ class FakeAnthropic(_BatchesMixin):
             if isinstance(p, Text):
                 content.append({"type": "text", "text": p.text})
             else:
-                content.append({"type": "tool_use", "id": p.id or f"toolu_fake_{self._next_id('toolu')}",
+                content.append({"type": "tool_use", "id": p.id or f"toolu_fake_{self._next_id('toolu'):06d}",
                                 "name": p.name, "input": p.input})
         if usage is None:
             usage = self._usage_for(body, turn)
         return {
-            "id": f"msg_fake_{self._next_id('msg')}", "type": "message", "role": "assistant",
+            "id": f"msg_fake_{self._next_id('msg'):06d}", "type": "message", "role": "assistant",
             "model": body.get("model") or "claude-fake", "content": content,
             "stop_reason": "tool_use" if any(c["type"] == "tool_use" for c in content) else "end_turn",
             "stop_sequence": None,

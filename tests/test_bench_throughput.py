@@ -63,6 +63,15 @@ def test_throughput_short_mode_runs_and_writes_well_formed_figures(tmp_path):
     assert claude["host_cpu_ms"]["median"] > 0  # the CLI's CPU is read apart from the runner's
 
 
+def test_commands_short_mode_runs_and_writes_well_formed_figures(tmp_path):
+    report = run_benchmark("commands", tmp_path / "cmd.json")
+    assert report["benchmark"] == "commands" and report["short"] is True
+    assert [r["command"] for r in report["rows"]] == ["validate", "census", "plan"]
+    for row in report["rows"]:
+        spread = row["seconds"]
+        assert row["repeats"] == 1 and 0 < spread["min"] == spread["median"] == spread["max"]
+
+
 def test_caching_short_mode_runs_and_writes_well_formed_figures(tmp_path):
     report = run_benchmark("caching", tmp_path / "c.json", "--library", str(EXAMPLE), "--model", SONNET)
     assert report["benchmark"] == "caching" and report["cases"] == 12

@@ -204,12 +204,12 @@ def test_500_once_then_a_valid_reply_is_a_verdict() -> None:
 
 def test_hang_past_the_timeout_is_judge_error_quickly() -> None:
     with FakeAnthropic() as fake:
-        fake.script(JUDGE_MATCH, hang(10))
+        fake.script(JUDGE_MATCH, hang(60))
         started = time.monotonic()
         outcomes, call = judge_once(fake.url, timeout_s=2)
         elapsed = time.monotonic() - started
     _judge_error(outcomes, call, "timeout")
-    assert elapsed < 5, elapsed
+    assert elapsed < 30, elapsed  # far below the 60 s hang: the judge's timeout cut it
 
 
 def test_pass_with_evidence_not_in_the_answer_is_judge_error() -> None:
