@@ -60,6 +60,15 @@ def _fail_usage(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
+def _sandbox_option(f):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--validator-sandbox", type=click.Choice(["container", "none"]), default="none", show_default=True,
+        envvar="SKILL_EVALS_VALIDATOR_SANDBOX",
+        help="Where the library's own validator (the repository's code) runs: container = a throwaway container "
+             "with no network, no secrets, the repository read-only (needs Docker; what the action uses); none = "
+             "on this machine as this user, only for code you trust.")(f)
+
+
 def _checked_library(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
     # Checked while the options are parsed, before a command body imports the live-execution
     # modules (anthropic, claude_agent_sdk: seconds): a wrong path is refused in a fraction of one.
@@ -174,17 +183,19 @@ def main() -> None:
               help="The library's own validator, run first from the repository root (default: "
                    "scripts/validate-skills.py when present, or [validator] command in the settings).")
 @click.option("--no-library-validator", is_flag=True, help="Do not run the library's own validator.")
+@_sandbox_option
 @click.option("--floor-summary", type=click.Path(path_type=Path, dir_okay=False), default=None,
               callback=_writable_file,
               help="Also write, as JSON, what the errors would keep `run` from running: `scope` none | skills | "
                    "library, the skills held back and the cases found invalid (the action runs the evals of what "
                    "the floor does not hold back).")
 def validate(library_path: Path, config: Path | None, fmt: str, validator_command: str | None,
-             no_library_validator: bool, floor_summary: Path | None = None) -> None:
+             no_library_validator: bool, validator_sandbox: str = "none", floor_summary: Path | None = None) -> None:
     """The floor: the library's own validator, then schemas, frontmatter, references, probes, safety."""
     loaded = _load_or_exit(library_path, config)
     library = loaded.library
-    results = _floor(loaded, run_library_validator=not no_library_validator, validator_command=validator_command)
+    results = _floor(loaded, run_library_validator=not no_library_validator, validator_command=validator_command,
+                     validator_sandbox=validator_sandbox)
     if floor_summary is not None:
         floor_summary.write_text(floor_mod.summary(floor_mod.gate(results, library)).model_dump_json(indent=2),
                                  encoding="utf-8")
@@ -194,7 +205,8 @@ def validate(library_path: Path, config: Path | None, fmt: str, validator_comman
             "library": library.skills_dir, "skills": len(library.skills), "cases": len(library.cases),
             **({"layout": layout.kind, "roots": layout.roots, "layout_note": layout.note} if layout else {})}))
     elif fmt == "github":
-        click.echo(findings_mod.render_github(results))
+        from runner import repopath  # GitHub reads `file=` from the repository root, not the library's
+        click.echo(findings_mod.render_github(results, repopath.prefix(loaded.root)))
     else:
         click.echo(findings_mod.render_text(results))
         click.echo(f"checked {len(library.skills)} skill(s), {len(library.cases):,} case(s), "
@@ -318,23 +330,38 @@ def _load_or_exit(library_path: Path, config: Path | None) -> Loaded:
     return loaded
 
 
-def _floor(loaded: Loaded, run_library_validator: bool = True, validator_command: str | None = None
-           ) -> list[Finding]:
+def _validator_findings(loaded: Loaded, validator_command: str | None, validator_sandbox: str) -> list[Finding]:
+    """The library's own validator, run where --validator-sandbox says (it is the repository's code)."""
+    settings = loaded.settings
+    validator = validate_mod.find_library_validator(loaded.root, settings, validator_command)
+    execute: validate_mod.Executor = validate_mod.run_on_host
+    if validator is not None and validator_sandbox == "container":
+        from runner import sandbox as sandbox_mod
+        try:
+            execute = sandbox_mod.open_sandbox(CONTAINER_TAG)
+        except sandbox_mod.SandboxUnavailable as exc:
+            _fail_usage(f"--validator-sandbox container: {exc}; or --validator-sandbox none runs the library's "
+                        "validator on this machine, as you: only for a repository whose every contributor you trust")
+    return validate_mod.run_library_validator(loaded.root, validator, settings.validator.timeout_s, execute)
+
+
+def _floor(loaded: Loaded, run_library_validator: bool = True, validator_command: str | None = None,
+           validator_sandbox: str = "none") -> list[Finding]:
     """The settings' and the corpus's findings, the library's own validator, then our checks: what `validate`
     reports, and what the floor of `plan`, `run` and `calibrate` is made of."""
     results = list(loaded.findings)
     settings = loaded.settings
     if settings.validator.enabled and run_library_validator:
-        validator = validate_mod.find_library_validator(loaded.root, settings, validator_command)
-        results += validate_mod.run_library_validator(loaded.root, validator, settings.validator.timeout_s)
+        results += _validator_findings(loaded, validator_command, validator_sandbox)
     results += validate_mod.check_library(loaded.library, settings)
     return results
 
 
-def _floor_gate(loaded: Loaded, run_library_validator: bool, strict: bool
+def _floor_gate(loaded: Loaded, run_library_validator: bool, strict: bool, validator_sandbox: str = "none"
                 ) -> floor_mod.FloorGate:
     """The one way `plan`, `run` and `calibrate` learn what the floor keeps from running."""
-    return floor_mod.gate(_floor(loaded, run_library_validator), loaded.library, strict)
+    return floor_mod.gate(_floor(loaded, run_library_validator, validator_sandbox=validator_sandbox), loaded.library,
+                          strict)
 
 
 def _stop_on_floor(gate: floor_mod.FloorGate, outcome: str, fmt: str = "text") -> None:
@@ -349,6 +376,24 @@ def _stop_on_floor(gate: floor_mod.FloorGate, outcome: str, fmt: str = "text") -
     sys.exit(EXIT_FINDINGS)
 
 
+def _untrusted_option(f):  # type: ignore[no-untyped-def]
+    return click.option(
+        "--untrusted-settings", is_flag=True,
+        help="The settings file belongs to the code under review (a pull request can write it): refuse settings "
+             "that choose a program to execute beside the API key ([run] cli_path). The action passes it.")(f)
+
+
+def _refuse_settings_executables(loaded: Loaded) -> None:
+    """--untrusted-settings: a program named by the repository's settings would run with the API key."""
+    cli_path = loaded.settings.run.cli_path
+    if cli_path:
+        shown = cli_path if len(cli_path) <= 80 else cli_path[:77] + "..."
+        _fail_usage(f"--untrusted-settings: the settings name a program to execute with the API key ([run] cli_path "
+                    f"= {shown!r}), and they come from the repository under review, so they are refused. Remove "
+                    "[run] cli_path (the CLI bundled with claude-agent-sdk is used), or leave out "
+                    "--untrusted-settings for a repository whose every contributor you trust")
+
+
 def _floor_options(f):  # type: ignore[no-untyped-def]
     options = [
         click.option("--no-library-validator", is_flag=True,
@@ -361,7 +406,7 @@ def _floor_options(f):  # type: ignore[no-untyped-def]
     ]
     for option in reversed(options):
         f = option(f)
-    return f
+    return _sandbox_option(f)
 
 
 def _print_selection_note(prepared: "runs_mod.Prepared", console: Console) -> None:
@@ -556,20 +601,25 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
 @config_option
 @_run_options
 @_floor_options
+@_untrusted_option
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, callback=_writable_folder,
               help="Write plan.json here.")
 @click.option("--no-surface", is_flag=True, help="Skip the surface audit (the estimate then omits the host's prompt).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: bool, fmt: str,
-         no_library_validator: bool = False, strict: bool = False, **run_options: object) -> None:
+         no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
+         untrusted_settings: bool = False, **run_options: object) -> None:
     """The cost arithmetic of a run, before anything is spent: exactly the cases `run` would run."""
     from runner import runs as runs_mod
 
     from runner.select import SelectError
 
     loaded = _load_or_exit(library_path, config)
+    if untrusted_settings:
+        _refuse_settings_executables(loaded)
     options = _options(loaded.settings, **run_options)
-    gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict)
+    gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict,
+                       validator_sandbox=validator_sandbox)
     _stop_on_floor(gate, "nothing would run", fmt)
     try:
         prepared = runs_mod.prepare(loaded.library, loaded.settings, options,
@@ -597,9 +647,12 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, callback=_writable_folder,
               help="Run folder (default runs/<timestamp>).")
 @_floor_options
+@_untrusted_option
 @click.option("--container", is_flag=True,
               help="Build the runner image from the Dockerfile and run inside it: the repository mounted read-only, "
-                   "only the API key and model settings passed in.")
+                   "no network (the Messages API only, through a proxy on this machine that holds the API key: "
+                   "the key never enters the container), a read-only root filesystem, and a time limit from the "
+                   "plan.")
 @click.option("--base-image", default=None, envvar="SKILL_EVALS_BASE_IMAGE",
               help="With --container: the image to build from (default: the Dockerfile's, python:3.12-slim).")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -615,7 +668,8 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
               help="With --batch: seconds between polls of a batch's status.")
 def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None, container: bool,
         base_image: str | None, no_library_validator: bool, strict: bool = False, batch: bool = False,
-        batch_poll_s: float = 30.0, **run_options: object) -> None:
+        batch_poll_s: float = 30.0, validator_sandbox: str = "none", untrusted_settings: bool = False,
+        **run_options: object) -> None:
     """Validate, audit the surface, plan, execute, and write results.json."""
     if resume_dir:
         _refuse_plan_options_on_resume(click.get_current_context(), resume_dir)
@@ -628,11 +682,14 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = _load_or_exit(library_path, config)
+    if untrusted_settings:
+        _refuse_settings_executables(loaded)
     options = None if resume_dir else _options(loaded.settings, **run_options, batch=batch)
     if not resume_dir and out is None and (problem := files_mod.folder_problem(Path("runs"))):
         _fail_usage(f"the default run folder (runs/<time>, no --out) cannot be used: {problem}; give --out a folder "
                     "that can be written")
-    gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict)
+    gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict,
+                       validator_sandbox=validator_sandbox)
     _stop_on_floor(gate, "nothing was run")
     credentials = runs_mod.credentials_from_env(os.environ)
     try:
@@ -713,6 +770,15 @@ def _run_in_container(library_path: Path, config: Path | None, out: Path | None,
     target = resume_dir or out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     drop = {"library_path", "config", "out", "resume_dir", "container", "base_image"}
     params = click.get_current_context().params
+    if params.get("untrusted_settings"):
+        _refuse_settings_executables(loaded)
+    # The container has no Docker: a sandboxed validator runs from here, in its own container, before the run's
+    # container (the one the API reaches) starts; in there it is not run again.
+    drop.add("validator_sandbox")
+    validated_here = params.get("validator_sandbox") == "container" and not params.get("no_library_validator")
+    if validated_here:
+        _stop_on_floor(floor_mod.gate(_validator_findings(loaded, None, "container"), loaded.library),
+                       "nothing was run")
     extra: list[str] = []
     if not resume_dir and params.get("tier") in ("pr", "cadence") and not params.get("selection_file"):
         # git runs here, on the host: the image has no git and the mount is read-only. The container gets
@@ -736,6 +802,8 @@ def _run_in_container(library_path: Path, config: Path | None, out: Path | None,
         drop |= {"base", "head", "period", "skills", "cases", "neighbours"}
     args = ["run", "--library", repo_library.rstrip("/") or "/repo", "--out" if not resume_dir else "--resume",
             "/out", *_forwarded_args(drop), *extra]
+    if validated_here:
+        args.append("--no-library-validator")
     if config:
         try:
             args += ["--config", "/repo/" + config.resolve().relative_to(root).as_posix()]
@@ -749,37 +817,90 @@ def _run_in_container(library_path: Path, config: Path | None, out: Path | None,
         return
     # The image is built from skill-evals' own source (the action's checkout, or this editable install).
     source = Path(os.environ.get("SKILL_EVALS_SOURCE") or Path(__file__).resolve().parent.parent)
+    # The time limit: a planning allowance, then the bound of the plan the container writes (container.json and
+    # stderr say which and why).
+    deadline = container_mod.PlanDeadline.for_run(loaded.settings, target / "plan.json", resumed=bool(resume_dir))
+
+    told: list[container_mod.Deadline] = []
+
+    def deadline_set(found: container_mod.Deadline) -> None:
+        told.append(found)
+        click.echo(f"skill-evals: container deadline {found.seconds:.0f} s ({found.basis})", err=True)
+
     try:
-        image = container_mod.ensure_image(client, source, base_image or "python:3.12-slim", CONTAINER_TAG)
+        image = container_mod.given_image(client, os.environ) or container_mod.ensure_image(
+            client, source, base_image or "python:3.12-slim", CONTAINER_TAG)
         outcome = container_mod.run_in_container(
-            client, image, root, target, args, container_mod.container_env(os.environ),
-            timeout_s=loaded.settings.run.timeout_s * 100)
+            client, image, root, target, args, container_mod.container_env(os.environ), deadline=deadline,
+            on_deadline=deadline_set)
     except container_mod.ContainerError as exc:
         _fail_usage(str(exc))
         return
     click.echo(outcome.stdout, nl=False)
     click.echo(outcome.stderr, nl=False, err=True)
+    if outcome.deadline is not None and not told:  # the run ended before the plan was first looked for
+        deadline_set(outcome.deadline)
+    if outcome.timed_out and outcome.deadline is not None:
+        click.echo(f"skill-evals: the container was stopped at its deadline, {outcome.deadline.seconds:.0f} s "
+                   f"({outcome.deadline.basis}); the run folder can be continued with --resume", err=True)
+    proxy = outcome.api_proxy or {}
+    if proxy.get("refused_total"):
+        click.echo(f"skill-evals: the API proxy refused {proxy['refused_total']} request(s) from the container, e.g. "
+                   f"{', '.join(proxy['refused'][:5])} (only the Messages API endpoints skill-evals uses are "
+                   "forwarded; container.json lists them)", err=True)
     sys.exit(outcome.exit_code)
 
 
 @main.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False), required=False)
 @click.option("--mode", type=click.Choice(["advisory", "required"]), default="advisory", show_default=True,
               help="required: a failing run fails the check (a human's choice, after the stability record).")
 @click.option("--no-comment", is_flag=True, help="Do not create or edit the PR comment.")
-def publish(run_dir: Path, mode: str, no_comment: bool) -> None:
+@click.option("--start", is_flag=True,
+              help="Only create the check run in progress (no RUN_DIR), with the workflow run as its details; prints "
+                   "its check_run_id, for the final publish's --check-run-id.")
+@click.option("--check-run-id", type=click.IntRange(min=1), default=None,
+              help="Complete this check run (the one --start created) instead of looking it up by commit. With no "
+                   "results.json in RUN_DIR, it is completed as 'no results' rather than left in progress.")
+@click.option("--library", "library_path", type=click.Path(path_type=Path), default=None,
+              help="The library the run read: annotation paths are made relative to its repository's root "
+                   "(default: the library root plan.json names, when it exists here).")
+@click.option("--link", "links", multiple=True, metavar="LABEL=URL",
+              help="A report uploaded elsewhere (e.g. an artifact's URL), linked from the summary, the comment and "
+                   "the job summary. Repeatable.")
+def publish(run_dir: Path | None, mode: str, no_comment: bool, start: bool = False, check_run_id: int | None = None,
+            library_path: Path | None = None, links: tuple[str, ...] = ()) -> None:
     """Post the check run, the PR comment (edited in place) and the job summary from results.json."""
     from runner import github as github_mod
     from runner.results import Results
 
+    ctx = github_mod.Context.from_env(os.environ)
+    token = os.environ.get("GITHUB_TOKEN") or None
+    if start:
+        if run_dir is not None:
+            _fail_usage("publish --start takes no RUN_DIR: the run has not written one yet")
+        click.echo(github_mod.start(ctx, token).model_dump_json(indent=2))
+        sys.exit(EXIT_OK)
+    if run_dir is None:
+        _fail_usage("publish needs RUN_DIR (or --start)")
+        return
+    if any("=" not in link for link in links):
+        _fail_usage("--link takes LABEL=URL")
+    labelled = dict(link.split("=", 1) for link in links)
     try:
         results = Results.model_validate_json((run_dir / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        _fail_usage(f"{run_dir}: no readable results.json ({str(exc).splitlines()[0]})")
-        return
-    ctx = github_mod.Context.from_env(os.environ)
-    outcome = github_mod.publish(results, ctx, os.environ.get("GITHUB_TOKEN") or None, mode,  # type: ignore[arg-type]
-                                 comment=not no_comment)
+        if check_run_id is None:
+            _fail_usage(f"{run_dir}: no readable results.json ({str(exc).splitlines()[0]})")
+            return
+        closed = github_mod.close_without_results(ctx, token, check_run_id, mode)  # type: ignore[arg-type]
+        click.echo(closed.model_dump_json(indent=2))
+        sys.exit(EXIT_FINDINGS if closed.conclusion == "failure" else EXIT_OK)
+    prefix, note = github_mod.library_prefix(library_path, run_dir)
+    if note:
+        ctx.warnings.append(note)
+    outcome = github_mod.publish(results, ctx, token, mode, comment=not no_comment,  # type: ignore[arg-type]
+                                 check_run_id=check_run_id, path_prefix=prefix, links=labelled)
     click.echo(outcome.model_dump_json(indent=2))
     sys.exit(EXIT_FINDINGS if mode == "required" and outcome.conclusion == "failure" else EXIT_OK)
 
@@ -977,9 +1098,10 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
 @click.option("--max-usd", type=USD, default=None, help="Hard cap on this command's spend.")
 @click.option("--concurrency", type=AT_LEAST_ONE, default=None)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_sandbox_option
 def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, all_probes: bool, status_only: bool,
               host: str | None, model: str | None, judge_model: str | None, explicit: bool | None,
-              max_usd: float | None, concurrency: int | None, fmt: str) -> None:
+              max_usd: float | None, concurrency: int | None, fmt: str, validator_sandbox: str = "none") -> None:
     """Calibrate tier-2 probes by the seed-000 protocol (control 2 reps, then treatment 2 reps) and record
     the verdict in calibration.json beside each probe: ceiling, window, floor or inconclusive."""
     from runner import probe_calibration as pc
@@ -1006,7 +1128,7 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
         statuses = [pc.status(library, p) for p in chosen]
         probe_report.print_statuses(statuses, console, fmt)
         return
-    gate = _floor_gate(loaded, run_library_validator=True, strict=False)
+    gate = _floor_gate(loaded, run_library_validator=True, strict=False, validator_sandbox=validator_sandbox)
     _stop_on_floor(gate, "nothing was started")
     # Only the floor errors about the probes chosen here (their skill, or the probe itself) refuse them.
     held = {p.uid: hold for p in chosen if (hold := gate.hold(p.uid, p.skill)) is not None}

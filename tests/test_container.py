@@ -1,6 +1,7 @@
 """runner.container against a real Docker daemon (no mocks): the image from the repository's Dockerfile on the
 local debootstrap base (skill-evals-base:local, built by .ci/run), and `skill-evals run` inside it against the
-fake Messages API on 127.0.0.1 (host network, so the container reaches it).
+fake Messages API on the host's 127.0.0.1 — which the container cannot reach: it has no network, and the API is
+reached only through runner.apiproxy on the host, which holds the real key (the container gets a placeholder).
 
 Without a reachable daemon these tests are skipped, except under CI, where that is a failure.
 """
@@ -9,6 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -20,9 +27,10 @@ from jsonschema import Draft202012Validator
 
 from runner import container as ctr
 from runner.corpus import load_library
+from runner.plan import Plan
 from runner.settings import Settings
-from tests.conftest import EXAMPLE, REPO
-from tests.fake_anthropic import FakeAnthropic, hang, skill, text
+from tests.conftest import EXAMPLE, REPO, cli
+from tests.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text
 
 
 BASE_IMAGE = "skill-evals-base:local"
@@ -80,11 +88,29 @@ def no_key_anywhere(out: Path, outcome: ctr.ContainerOutcome) -> None:
     assert outcome.leaked_files == []
 
 
+def key_of(recorded: Recorded) -> str:
+    """The key a request reached the API with (the CLI's x-api-key, or the SDK's bearer token)."""
+    return recorded.headers.get("x-api-key") or recorded.headers.get("authorization", "").removeprefix("Bearer ")
+
+
+def only_the_real_key(fake: FakeAnthropic) -> None:
+    """Every request reached the fake with the REAL key: the proxy put it there (the container never had it)."""
+    assert fake.requests and all(key_of(r) == KEY for r in fake.requests), [key_of(r) for r in fake.requests]
+
+
+def removed(client, outcome: ctr.ContainerOutcome) -> bool:
+    try:
+        client.containers.get(outcome.container_id)
+    except docker.errors.NotFound:
+        return True
+    return False
+
+
 def run_one(client, image: str, fake: FakeAnthropic, out: Path, host: str, **kw) -> ctr.ContainerOutcome:
     env = ctr.container_env({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": fake.url, "CI": "true"})
     args = ["run", "--library", LIBRARY_IN_CONTAINER, "--out", f"{ctr.OUT_MOUNT}/run", "--case", NIGHTLY,
             "--repeats", "1", "--host", host, "--timeout", "60"]
-    return ctr.run_in_container(client, image, REPO, out, args, env, timeout_s=kw.pop("timeout_s", 300), **kw)
+    return ctr.run_in_container(client, image, REPO, out, args, env, deadline=kw.pop("deadline", 300), **kw)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -105,7 +131,7 @@ def test_container_env_keeps_only_the_allowlist() -> None:
 
 def test_image_runs_version_as_non_root(client, image: str, tmp_path: Path) -> None:
     assert client.images.get(image).attrs["Config"]["User"] == ctr.IMAGE_USER
-    outcome = ctr.run_in_container(client, image, REPO, tmp_path / "out", ["--version"], {}, timeout_s=120)
+    outcome = ctr.run_in_container(client, image, REPO, tmp_path / "out", ["--version"], {}, deadline=120)
     assert outcome.exit_code == 0, outcome.logs
     assert f"version {version('skill-evals')}" in outcome.stdout
     assert outcome.user.split(":")[0] not in ("0", "root")
@@ -113,6 +139,19 @@ def test_image_runs_version_as_non_root(client, image: str, tmp_path: Path) -> N
     uid = client.containers.run(image, entrypoint=["python3", "-c", "import os; print(os.getuid(), os.getgid())"],
                                 remove=True, network_mode="none")
     assert uid.decode().split() == ["10001", "10001"]
+
+
+def test_the_repository_cannot_replace_the_runner(client, image: str, tmp_path: Path) -> None:
+    """The repository is the working directory: a `runner` package in it must not be what the entry point runs."""
+    repo = tmp_path / "repo"
+    (repo / "runner").mkdir(parents=True)
+    (repo / "runner" / "__init__.py").write_text("")
+    (repo / "runner" / "apirelay.py").write_text("print('HIJACKED')\n")
+    assert client.images.get(image).attrs["Config"]["Entrypoint"] == ["/opt/venv/bin/python3", "-P", "-m",
+                                                                      "runner.apirelay"]
+    outcome = ctr.run_in_container(client, image, repo, tmp_path / "out", ["--version"], {}, deadline=120)
+    assert outcome.exit_code == 0 and "HIJACKED" not in outcome.logs, outcome.logs
+    assert f"version {version('skill-evals')}" in outcome.stdout
 
 
 def test_run_api_host_in_the_container(client, image: str, fake: FakeAnthropic, tmp_path: Path,
@@ -128,17 +167,21 @@ def test_run_api_host_in_the_container(client, image: str, fake: FakeAnthropic, 
     out = tmp_path / "out"
     args = ["run", "--library", LIBRARY_IN_CONTAINER, "--out", f"{ctr.OUT_MOUNT}/run", "--case", NIGHTLY,
             "--repeats", "1", "--host", "api", "--timeout", "60"]
-    outcome = ctr.run_in_container(client, image, REPO, out, args, env, timeout_s=300)
+    outcome = ctr.run_in_container(client, image, REPO, out, args, env, deadline=300)
     assert outcome.exit_code == 0, outcome.logs
     results = results_of(out / "run")
     result = next(c for c in results["cases"] if c["uid"] == NIGHTLY)
     assert result["state"] == "PASS", result
     assert results["plan"]["host"] == "api"
-    # The requests came from inside the container, with the key; the run folder is the host user's.
-    assert any(KEY in (r.headers.get("x-api-key", ""), r.headers.get("authorization", "")[7:])
-               for r in fake.message_requests)
+    # The requests came from inside the container through the proxy, which put the real key on them; the run
+    # folder is the host user's.
+    assert fake.requests_for(prompt_key(NIGHTLY))
+    only_the_real_key(fake)
     assert all(p.stat().st_uid == os.getuid() for p in [out, *out.rglob("*")])
     no_key_anywhere(out, outcome)
+    record = json.loads((out / ctr.RECORD).read_text())
+    assert record["hardening"]["network"] == "none" and record["exit_code"] == 0
+    assert record["api_proxy"]["forwarded"] == len(fake.requests) and record["api_proxy"]["refused"] == []
     for marker in ("ghp_container_marker", "aws-container-marker"):
         assert marker not in outcome.logs
         assert not any(marker in p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
@@ -155,7 +198,11 @@ def test_run_claude_code_host_in_the_container(client, image: str, fake: FakeAnt
     result = next(c for c in results["cases"] if c["uid"] == NIGHTLY)
     assert result["state"] == "PASS" and result["activation"]["state"] == "PASS", result
     assert any(r.headers.get("user-agent", "").startswith("claude-cli/") for r in fake.message_requests)
+    only_the_real_key(fake)
     no_key_anywhere(out, outcome)
+    # The CLI needs nothing the proxy refuses (no telemetry, no /v1/models, ...).
+    assert outcome.api_proxy is not None and outcome.api_proxy["refused_total"] == 0
+    assert outcome.api_proxy["forwarded"] == len(fake.requests)
 
 
 def test_as_an_arbitrary_uid(client, image: str, fake: FakeAnthropic, tmp_path: Path) -> None:
@@ -179,7 +226,7 @@ def test_the_repository_is_read_only(client, image: str, tmp_path: Path) -> None
     assert not (REPO / probe).exists()
     args = ["run", "--library", LIBRARY_IN_CONTAINER, "--out", f"{ctr.REPO_MOUNT}/{probe}", "--host", "api",
             "--skill", TRIAGE]
-    outcome = ctr.run_in_container(client, image, REPO, tmp_path / "out", args, {"CI": "true"}, timeout_s=120)
+    outcome = ctr.run_in_container(client, image, REPO, tmp_path / "out", args, {"CI": "true"}, deadline=120)
     assert outcome.exit_code != 0
     assert "Read-only file system" in outcome.logs, outcome.logs
     assert not (REPO / probe).exists()
@@ -189,7 +236,7 @@ def test_the_key_is_scrubbed_from_the_logs(client, image: str, tmp_path: Path) -
     # The CLI echoes the library path it cannot find: here that path holds the key.
     env = ctr.container_env({"ANTHROPIC_API_KEY": KEY})
     outcome = ctr.run_in_container(client, image, REPO, tmp_path / "out", ["validate", "--library", f"/repo/{KEY}"],
-                                   env, timeout_s=120)
+                                   env, deadline=120)
     assert outcome.exit_code == 2
     assert outcome.key_scrubbed and ctr.REDACTED in outcome.logs and KEY not in outcome.logs
 
@@ -197,8 +244,279 @@ def test_the_key_is_scrubbed_from_the_logs(client, image: str, tmp_path: Path) -
 def test_the_deadline_kills_the_container(client, image: str, fake: FakeAnthropic, tmp_path: Path) -> None:
     fake.script(prompt_key(NIGHTLY), hang(120))
     out = tmp_path / "out"
-    outcome = run_one(client, image, fake, out, "api", timeout_s=8)
+    outcome = run_one(client, image, fake, out, "api", deadline=8)
     assert outcome.timed_out and outcome.exit_code == ctr.TIMEOUT_EXIT
-    assert not client.containers.list(all=True, filters={"ancestor": image}), "the container was not removed"
+    assert outcome.deadline == ctr.Deadline(8, "fixed by the caller")
+    assert removed(client, outcome), "the container was not removed"
     assert all(p.stat().st_uid == os.getuid() for p in [out, *out.rglob("*")])
     assert KEY not in outcome.logs
+    assert json.loads((out / ctr.RECORD).read_text())["timed_out"] is True
+
+
+# ---- the hardening ------------------------------------------------------------------------------------------
+
+# Run inside the running container (docker exec: the same namespaces, user, limits and environment as the run).
+# The key comes in two halves, so that this program's own command line does not hold it.
+PROBE = r"""
+import errno, json, os, resource, socket, sys
+import anthropic, httpx2
+key = sys.argv[1] + sys.argv[2]
+out = {}
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+def touch(path):
+    open(path, "w").close()
+def connect(host, port):
+    socket.create_connection((host, port), timeout=5).close()
+out["write /"] = attempt(lambda: touch("/probe"))
+out["write /opt/venv"] = attempt(lambda: touch("/opt/venv/probe"))
+out["write /run/skill-evals"] = attempt(lambda: touch("/run/skill-evals/probe"))
+out["write /tmp"] = attempt(lambda: touch("/tmp/probe"))
+out["write HOME"] = attempt(lambda: touch(os.environ["HOME"] + "/probe"))
+out["host 127.0.0.1 service"] = attempt(lambda: connect("127.0.0.1", int(sys.argv[3])))
+out["fake API directly"] = attempt(lambda: connect("127.0.0.1", int(sys.argv[4])))
+out["docker gateway"] = attempt(lambda: connect(sys.argv[5], int(sys.argv[3])))
+out["interfaces"] = sorted(os.listdir("/sys/class/net"))
+out["nofile"] = list(resource.getrlimit(resource.RLIMIT_NOFILE))
+out["nproc"] = list(resource.getrlimit(resource.RLIMIT_NPROC))
+out["uid"] = os.getuid()
+http = httpx2.Client(transport=httpx2.HTTPTransport(uds=os.environ["SKILL_EVALS_API_SOCKET"]))
+api = anthropic.Anthropic(api_key=os.environ["ANTHROPIC_API_KEY"], base_url="http://proxy", http_client=http,
+                          max_retries=0)
+reply = api.messages.create(model="claude-haiku-4-5", max_tokens=8,
+                            messages=[{"role": "user", "content": "probe through the proxy"}])
+out["through the proxy"] = reply.content[0].text
+try:
+    api.models.list()
+    out["GET /v1/models"] = 200
+except anthropic.APIStatusError as exc:
+    out["GET /v1/models"] = exc.status_code
+hits, runner_limits, cli_env = [], {}, []
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    for name in ("environ", "cmdline"):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as handle:
+                if key.encode() in handle.read():
+                    hits.append(f"{pid}/{name}")
+        except OSError:
+            pass
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = handle.read()
+        if b"runner.apirelay" in cmdline:  # the run itself: its limits as the kernel holds them
+            with open(f"/proc/{pid}/limits") as handle:
+                for line in handle:
+                    if line.startswith(("Max open files", "Max processes")):
+                        runner_limits[line[:25].strip()] = line[25:].split()[:2]
+        if cmdline.split(b"\0")[0].endswith(b"/_bundled/claude"):  # a Claude Code session
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                env = dict(item.split(b"=", 1) for item in handle.read().split(b"\0") if b"=" in item)
+            cli_env.append({k.decode(): v.decode() for k, v in env.items()
+                            if k in (b"ANTHROPIC_API_KEY", b"ANTHROPIC_BASE_URL")})
+    except OSError:
+        pass
+out["key in /proc"] = hits
+out["runner limits"] = runner_limits
+out["CLI environments"] = cli_env
+out["ANTHROPIC_API_KEY"] = os.environ.get("ANTHROPIC_API_KEY", "")
+print(json.dumps(out))
+"""
+
+
+def wait_for(condition, what: str, bound_s: float = 120.0):
+    """Poll ``condition`` until it returns something truthy (a bound against a hang, never a measurement)."""
+    for _ in range(int(bound_s / 0.1)):
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_the_container_is_hardened(client, image: str, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """Each property, from `docker inspect` of the running container and from inside it."""
+    fake.script(prompt_key(NIGHTLY), hang(300))  # the run's CLI session waits; the container stays up meanwhile
+    fake.script("probe through the proxy", text("probe answered"))
+    service = socket.create_server(("127.0.0.1", 0))  # a host-only service
+    gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    label = {"skill-evals.test": secrets.token_hex(8)}
+    out = tmp_path / "out"
+    outcomes: list[ctr.ContainerOutcome] = []
+    runner = threading.Thread(target=lambda: outcomes.append(run_one(client, image, fake, out, "claude-code",
+                                                                     labels=label)))
+    runner.start()
+    running = None
+    try:
+        running = wait_for(lambda: client.containers.list(filters={"label": f"skill-evals.test={label['skill-evals.test']}"}),
+                           "the container started")[0]
+        wait_for(lambda: fake.requests_for(prompt_key(NIGHTLY)), "the run's session reached the API")
+        attrs = running.attrs
+        host_config, config = attrs["HostConfig"], attrs["Config"]
+        assert host_config["NetworkMode"] == "none"
+        assert host_config["ReadonlyRootfs"] is True
+        assert set(host_config["Tmpfs"]) == {"/tmp", ctr.HOME}
+        assert "exec" in host_config["Tmpfs"]["/tmp"].split(",") and "noexec" in host_config["Tmpfs"][ctr.HOME]
+        assert {u["Name"]: (u["Soft"], u["Hard"]) for u in host_config["Ulimits"]} == \
+            {"nofile": (ctr.NOFILE, ctr.NOFILE), "nproc": (ctr.NPROC, ctr.NPROC)}
+        assert host_config["PidsLimit"] == ctr.PIDS_LIMIT and host_config["Memory"] == 4 * 1024 ** 3
+        assert host_config["CapDrop"] == ["ALL"] and "no-new-privileges" in host_config["SecurityOpt"]
+        assert host_config["Privileged"] is False
+        mounts = {m["Destination"]: m["RW"] for m in attrs["Mounts"]}
+        assert mounts == {ctr.REPO_MOUNT: False, ctr.OUT_MOUNT: True, ctr.API_MOUNT: False}
+        env = dict(item.split("=", 1) for item in config["Env"])
+        assert env["ANTHROPIC_API_KEY"].startswith("skill-evals-proxy-") and "ANTHROPIC_BASE_URL" not in env
+        assert KEY not in json.dumps(attrs), "the key is in docker inspect"
+        assert config["User"] not in ("", "0", "root") and not config["User"].startswith("0:")
+
+        probe = running.exec_run(["/opt/venv/bin/python3", "-P", "-c", PROBE, KEY[:12], KEY[12:],
+                                  str(service.getsockname()[1]), fake.url.rsplit(":", 1)[1], gateway])
+        assert probe.exit_code == 0, probe.output.decode(errors="replace")
+        inside = json.loads(probe.output.decode().splitlines()[-1])
+        assert inside["write /"] == inside["write /opt/venv"] == inside["write /run/skill-evals"] == "EROFS"
+        assert inside["write /tmp"] == inside["write HOME"] == "ok"
+        assert inside["host 127.0.0.1 service"] == inside["fake API directly"] == "ECONNREFUSED"
+        assert inside["docker gateway"] == "ENETUNREACH"
+        assert inside["interfaces"] == ["lo"]
+        assert inside["nofile"] == [ctr.NOFILE, ctr.NOFILE] and inside["nproc"] == [ctr.NPROC, ctr.NPROC]
+        assert inside["uid"] != 0
+        # Only the proxy reaches the API: the probe's request arrived there with the REAL key, not the placeholder.
+        assert inside["through the proxy"] == "probe answered"
+        (probed,) = fake.requests_for("probe through the proxy")
+        assert key_of(probed) == KEY and inside["ANTHROPIC_API_KEY"] not in json.dumps(probed.headers)
+        assert inside["GET /v1/models"] == 403
+        assert inside["key in /proc"] == [], "the key is in a process's environment or command line"
+        assert inside["runner limits"] == {"Max open files": [str(ctr.NOFILE)] * 2,
+                                           "Max processes": [str(ctr.NPROC)] * 2}
+        # The session waiting on the API right now: a Claude Code CLI with the placeholder and the relay's URL.
+        (cli_env,) = inside["CLI environments"]
+        assert cli_env["ANTHROPIC_API_KEY"] == env["ANTHROPIC_API_KEY"]
+        assert cli_env["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
+    finally:
+        if running is not None:
+            running.kill()  # the run's session would wait for its timeout otherwise
+        runner.join(timeout=120)
+        service.close()
+    (outcome,) = outcomes
+    assert not outcome.timed_out and removed(client, outcome)
+    assert outcome.api_proxy is not None and outcome.api_proxy["refused"] == ["403 GET /v1/models"]
+    only_the_real_key(fake)
+    no_key_anywhere(out, outcome)
+
+
+# ---- the deadline -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def example_plan() -> Plan:
+    result = cli("plan", "--library", str(EXAMPLE), "--host", "api", "--no-surface", "--format", "json",
+                 "--repeats", "3", "--concurrency", "2", "--timeout", "100")
+    assert result.exit_code == 0, result.output
+    return Plan.model_validate_json(result.output)
+
+
+def test_the_plan_bounds_the_run(example_plan: Plan) -> None:
+    plan = example_plan.model_copy(update={"unrun_all": None})  # planned without a key here
+    sessions = plan.estimate.sessions_max
+    assert sessions > 2 and plan.concurrency == 2 and plan.timeout_s == 100
+    waves = -(-sessions // 2)
+    unjudged = plan.model_copy(update={"estimate": plan.estimate.model_copy(update={"judge_calls": 0})})
+    bound, why = ctr.plan_bound(unjudged, judge_timeout_s=60, judge_retries=2)
+    assert bound == waves * (100 + plan.rate_limit_pause_s)
+    assert why == (f"{sessions} session(s) at concurrency 2 = {waves} wave(s) x (100 s session + 0 s judge + "
+                   f"{plan.rate_limit_pause_s:g} s rate-limit pause)")
+    judged = plan.model_copy(update={"estimate": plan.estimate.model_copy(update={"judge_calls": 4})})
+    assert ctr.plan_bound(judged, judge_timeout_s=60, judge_retries=2)[0] == waves * (100 + 180 + plan.rate_limit_pause_s)
+    assert ctr.plan_bound(example_plan, 60, 2) == (0.0, "nothing to execute")  # unrun_all: no-credentials
+    batch, why = ctr.plan_bound(judged.model_copy(update={"batch": True}), 60, 2)
+    assert batch == 3 * (plan.max_turns + 1) * 86_400 and "24 h" in why
+
+
+def test_plan_deadline_waits_for_this_runs_plan(example_plan: Plan, tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text("an older run's plan")  # there before the run: not this run's
+    deadline = ctr.PlanDeadline.for_run(Settings(), plan_file, resumed=False)
+    assert deadline.planning.seconds == 300 + ctr.SURFACE_AUDIT_S + ctr.PLANNING_MARGIN_S
+    assert deadline.from_plan(5.0) is None
+    plan_file.unlink()
+    assert deadline.from_plan(5.0) is None
+    plan = example_plan.model_copy(update={"unrun_all": None})
+    plan_file.write_text(plan.model_dump_json())
+    found = deadline.from_plan(42.0)
+    bound, _ = ctr.plan_bound(plan, Settings().judge.timeout_s, Settings().judge.max_retries)
+    assert bound > 0
+    assert found is not None and found.seconds == 42.0 + bound + max(ctr.RUN_MARGIN_S, bound / 10)
+    assert found.basis.startswith("plan.json appeared after 42 s")
+    resumed = ctr.PlanDeadline.for_run(Settings(), plan_file, resumed=True).from_plan(1.0)
+    assert resumed is not None and resumed.seconds == 1.0 + deadline.planning.seconds + bound + \
+        max(ctr.RUN_MARGIN_S, bound / 10)
+
+
+def test_the_planning_deadline_applies_until_a_plan_appears(client, image: str, fake: FakeAnthropic,
+                                                            tmp_path: Path) -> None:
+    fake.script(prompt_key(NIGHTLY), hang(120))
+    out = tmp_path / "out"
+    # This plan.json is never written (the run writes out/run/plan.json): the planning deadline stays.
+    never = ctr.PlanDeadline(ctr.Deadline(6, "planning (test)"), out / "elsewhere" / "plan.json", 60, 2)
+    outcome = run_one(client, image, fake, out, "api", deadline=never)
+    assert outcome.timed_out and outcome.deadline == ctr.Deadline(6, "planning (test)")
+    assert removed(client, outcome)
+
+
+def test_the_plan_sets_the_deadline(client, image: str, fake: FakeAnthropic, tmp_path: Path) -> None:
+    fake.script(prompt_key(NIGHTLY), skill(TRIAGE), text("TEST REPORT TRIAGE — nightly"))
+    out = tmp_path / "out"
+    told: list[ctr.Deadline] = []
+    policy = ctr.PlanDeadline.for_run(Settings(), out / "run" / "plan.json", resumed=False)
+    outcome = run_one(client, image, fake, out, "api", deadline=policy, on_deadline=told.append)
+    assert outcome.exit_code == 0 and not outcome.timed_out, outcome.logs
+    assert outcome.deadline is not None and outcome.deadline != policy.planning
+    assert "plan.json appeared after" in outcome.deadline.basis
+    assert "1 session(s) at concurrency" in outcome.deadline.basis
+    assert told in ([], [outcome.deadline])  # told as soon as it was seen, unless the run ended first
+    record = json.loads((out / ctr.RECORD).read_text())
+    assert record["deadline_basis"] == outcome.deadline.basis and record["timed_out"] is False
+
+
+def test_run_container_from_the_cli(image: str, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """`skill-evals run --container` as a user runs it: the plan's deadline is set, said and recorded."""
+    fake.script(prompt_key(NIGHTLY), skill(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN] api skipped"))
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GITHUB_"))}
+    env.update(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=fake.url, SKILL_EVALS_BASE_IMAGE=BASE_IMAGE, CI="true")
+    done = subprocess.run([sys.executable, "-m", "runner", "run", "--container", "--library", str(EXAMPLE),
+                           "--case", NIGHTLY, "--repeats", "1", "--host", "api", "--timeout", "60", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and KEY not in done.stdout + done.stderr
+    record = json.loads((out / ctr.RECORD).read_text())
+    assert record["deadline_basis"].startswith("plan.json appeared after")
+    assert "1 session(s) at concurrency" in record["deadline_basis"]
+    assert f"skill-evals: container deadline {record['deadline_s']:.0f} s ({record['deadline_basis']})" in done.stderr
+    assert record["hardening"]["network"] == "none" and record["api_proxy"]["forwarded"] == len(fake.requests) > 0
+    assert next(c for c in results_of(out)["cases"] if c["uid"] == NIGHTLY)["state"] == "PASS"
+    only_the_real_key(fake)
+    assert not any(KEY in p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+
+
+def test_a_given_image_is_used_and_nothing_is_built(image: str, tmp_path: Path) -> None:
+    """SKILL_EVALS_IMAGE (a CI job that built or pulled the runner image once): `run --container` uses it as it is.
+    The source it would build from has no Dockerfile, so a build could not even start; an unknown name is refused
+    in one line."""
+    no_source = tmp_path / "no-source"
+    no_source.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GITHUB_", "SKILL_EVALS_"))}
+    env.update(SKILL_EVALS_SOURCE=str(no_source), SKILL_EVALS_DISABLED="1", CI="true")
+    args = [sys.executable, "-m", "runner", "run", "--container", "--library", str(EXAMPLE), "--case", NIGHTLY,
+            "--repeats", "1", "--host", "api"]
+    done = subprocess.run([*args, "--out", str(tmp_path / "run")], env=env | {"SKILL_EVALS_IMAGE": image},
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (tmp_path / "run" / "results.json").is_file()
+    missing = subprocess.run([*args, "--out", str(tmp_path / "run2")],
+                             env=env | {"SKILL_EVALS_IMAGE": "skill-evals-no-such-image:none"},
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "SKILL_EVALS_IMAGE=skill-evals-no-such-image:none: no such image" in missing.stderr

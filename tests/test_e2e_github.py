@@ -1,4 +1,5 @@
-"""Issue 6 end to end: a real PR in git -> select -> run in the container -> publish to a fake GitHub.
+"""Issue 6 end to end: a real PR in git -> select -> check run started -> run in the container -> publish to a
+fake GitHub (which holds every request to GitHub's OpenAPI contract, tests/github_contract.py).
 
 Real parts only: a git repository made here, the runner image built from this repository's
 Dockerfile on the real Docker daemon, the fake Messages API and the fake GitHub REST server on
@@ -85,7 +86,14 @@ def test_pr_select_container_run_publish_twice(pr_repo: tuple[Path, str, str], t
                                                   "base": {"repo": {"full_name": "o/r"}}}}))
     summary = tmp_path / "summary.md"
     out = tmp_path / "run"
+    gh_env = {**env, "GITHUB_REPOSITORY": "o/r", "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": str(event),
+              "GITHUB_SHA": head, "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_TOKEN": TOKEN, "GITHUB_RUN_ID": "31337"}
     with FakeAnthropic() as fake, FakeGitHub(token=TOKEN, repository="o/r") as github:
+        gh_env["GITHUB_API_URL"] = github.url
+        started = cli("publish", "--start", env=gh_env)
+        assert started.returncode == 0, started.stderr
+        check_run_id = json.loads(started.stdout)["check_run_id"]
+        assert github.check_runs[check_run_id]["status"] == "in_progress"
         fake.script(JUDGE_MATCH, verdicts("PASS"))
         fake.default(text("A plain answer."))  # no skill fires: trigger cases of the PR's skills FAIL
         run_env = {**env, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": fake.url, "CI": "true"}
@@ -98,19 +106,19 @@ def test_pr_select_container_run_publish_twice(pr_repo: tuple[Path, str, str], t
         failing = [c for c in results["cases"] if c["state"] == "FAIL"]
         assert failing, "the scripted fake fires nothing, so the PR skill's trigger cases fail"
 
-        gh_env = {**env, "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": "o/r", "GITHUB_EVENT_NAME": "pull_request",
-                  "GITHUB_EVENT_PATH": str(event), "GITHUB_SHA": head, "GITHUB_STEP_SUMMARY": str(summary),
-                  "GITHUB_TOKEN": TOKEN}
-        first = cli("publish", str(out), env=gh_env)
+        first = cli("publish", str(out), "--check-run-id", str(check_run_id), "--library", str(repo), env=gh_env)
         assert first.returncode == 0, first.stderr
         second = cli("publish", str(out), env=gh_env)
         assert second.returncode == 0, second.stderr
         requests = list(github.requests)
 
     check_runs = [r for r in requests if r.method == "POST" and r.path.endswith("/check-runs")]
-    assert len(check_runs) == 1, "one check run per head SHA, updated on the second publish"
+    assert len(check_runs) == 1, "one check run per head SHA: started, completed, updated on the second publish"
     created = check_runs[0].body
-    assert created["head_sha"] == head and created["name"] == "skill-evals"
+    assert created["head_sha"] == head and created["name"] == "skill-evals" and created["status"] == "in_progress"
+    assert created["details_url"].endswith("/o/r/actions/runs/31337")
+    completed = [r for r in requests if r.method == "PATCH" and r.path.endswith(f"/check-runs/{check_run_id}")]
+    assert completed and completed[0].body["status"] == "completed"
     conclusions = [r.body.get("conclusion") for r in requests if r.body and "conclusion" in r.body]
     assert conclusions and set(conclusions) == {"neutral"}, "advisory mode: failures give a neutral check"
     notes = [a for r in requests if r.body and r.body.get("output") for a in r.body["output"].get("annotations", [])]

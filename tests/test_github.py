@@ -8,6 +8,11 @@ fork and permission failures, and the token never leaving the Authorization head
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,7 @@ from runner import github as gh_mod
 from runner.github import Context, PublishOutcome, conclusion, publish
 from runner.report import markdown
 from runner.results import CaseResult, Results
+from tests.conftest import EXAMPLE
 from tests.fake_github import FakeGitHub
 from tests.report_fixtures import assemble, every_state, large
 
@@ -172,6 +178,88 @@ def test_a_2000_case_run_fits_githubs_limits(tmp_path: Path) -> None:
         assert all(len(r.raw) < 200_000 for r in gh.writes())
 
 
+def non_ascii(n: int = 1600) -> Results:
+    """n cases over 160 skills named in Cyrillic, CJK and emoji, with ids and assertion texts likewise: every
+    character takes 2 to 4 bytes in UTF-8, so a report that fits 65,535 characters can be twice as many bytes."""
+    cases = []
+    states = ("FAIL", "ERROR", "JUDGE-ERROR", "PASS", "UNRUN")
+    for i in range(n):
+        state = states[i % len(states)]
+        skill = f"навык-{i % 160:03d}-技能-🚀"
+        cases.append(CaseResult(
+            uid=f"{skill}/evals/случай-{i:04d}-测试-✅", skill=skill, file=f".claude/skills/{skill}/evals/evals.json",
+            line=i + 1, kind="trigger", target=skill, state=state, reason="budget-cap" if state == "UNRUN" else None,
+            losses=2 if state == "FAIL" else 0, errors=3 if state in ("ERROR", "JUDGE-ERROR") else 0,
+            repeats_run=0 if state == "UNRUN" else 2, repeats_planned=3, quorum=2,
+            fired_instead={"другой-навык-🎯": 1} if state == "FAIL" else {}))
+    return assemble(cases, spend=3.21)
+
+
+def test_a_non_ascii_1600_case_report_fits_githubs_byte_limits(tmp_path: Path) -> None:
+    """GitHub counts output.summary, output.text and a comment body in bytes (65,535): a report cut to 65,000
+    characters of Cyrillic, CJK and emoji is refused. Every body sent must fit in UTF-8 bytes, still says it
+    was shortened, and still ends with what the comment always ends with."""
+    results = non_ascii(1600)
+    with FakeGitHub(token=TOKEN) as gh:
+        ctx = context(gh, tmp_path)
+        outcome = run(results, ctx)
+        bodies = []
+        for request in gh.writes():
+            body = request.body or {}
+            bodies += [body["output"][key] for key in ("summary", "text") if key in (body.get("output") or {})]
+            if "body" in body:
+                bodies.append(body["body"])
+        assert bodies and all(len(text.encode("utf-8")) <= 65_535 for text in bodies), \
+            sorted(len(text.encode("utf-8")) for text in bodies)[-3:]
+        assert outcome.notes == [] and outcome.check_run_action == "created" and outcome.comment_action == "created"
+        summary = gh.check_runs[outcome.check_run_id]["output"]["summary"]
+        assert summary.startswith(markdown.MARKER) and "This report was shortened" in summary
+        assert "навык-" in summary and "not executed" in summary  # the counts and the closing sentence stay
+        comment = gh.comments[outcome.comment_id]["body"]
+        assert comment.startswith(markdown.MARKER) and "This comment is updated in place" in comment
+        assert outcome.annotations_sent == 960 == len(gh.annotations[outcome.check_run_id])
+
+
+def test_text_is_cut_on_a_character_boundary_in_bytes_with_the_note() -> None:
+    rockets = "a" + "🚀" * 20_000  # 80,001 bytes: a cut at 65,535 - len(note) bytes falls inside an emoji
+    clipped = gh_mod.clip_bytes(rockets)
+    assert len(clipped.encode("utf-8")) <= 65_535 and clipped.endswith(gh_mod.TRUNCATED)
+    kept = clipped[:-len(gh_mod.TRUNCATED)]
+    assert kept == "a" + "🚀" * (len(kept) - 1), "only whole characters are kept"
+    assert len(kept.encode("utf-8")) > 65_535 - len(gh_mod.TRUNCATED.encode("utf-8")) - 4  # no more cut than needed
+    assert gh_mod.clip_bytes("я" * 32_767) == "я" * 32_767  # 65,534 bytes: whole
+
+
+def test_annotation_paths_are_relative_to_the_repository_root(tmp_path: Path) -> None:
+    """With the library in a subfolder of the repository (examples/library), results.json's paths are relative
+    to the library; GitHub reads an annotation's path from the repository root. `publish --library` makes them
+    so: every annotated path names a file from the root of the repository (a real git repository here)."""
+    repo = tmp_path / "repo"
+    library = repo / "examples" / "library"
+    shutil.copytree(EXAMPLE, library, symlinks=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True, timeout=60)
+    evals = sorted(library.glob(".claude/skills/*/evals/*.json"))
+    cases = [CaseResult(uid=f"{path.parent.parent.name}/evals/case-{i}", skill=path.parent.parent.name,
+                        file=path.relative_to(library).as_posix(), line=2, kind="trigger",
+                        target=path.parent.parent.name, state="FAIL", losses=2, repeats_run=2, repeats_planned=3,
+                        quorum=2) for i, path in enumerate(evals)]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text(assemble(cases).model_dump_json(), encoding="utf-8")
+    with FakeGitHub(token=TOKEN) as gh:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ANTHROPIC_"))} | {
+            "GITHUB_API_URL": gh.url, "GITHUB_REPOSITORY": gh.repository, "GITHUB_EVENT_NAME": "push",
+            "GITHUB_SHA": HEAD, "GITHUB_TOKEN": TOKEN}
+        done = subprocess.run([sys.executable, "-m", "runner", "publish", str(run_dir), "--library", "examples/library"],
+                              cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        sent = [a for r in gh.writes() for a in ((r.body or {}).get("output") or {}).get("annotations", [])]
+    assert len(sent) == len(evals) > 5
+    for note in sent:
+        assert note["path"].startswith("examples/library/.claude/skills/"), note["path"]
+        assert (repo / note["path"]).is_file(), f"{note['path']} does not resolve from the repository root"
+
+
 # ---- conclusions ------------------------------------------------------------------------------------------
 
 def test_required_mode_fails_the_check_on_failures(tmp_path: Path) -> None:
@@ -289,6 +377,116 @@ def test_cases_without_an_eval_file_are_not_annotated_but_named(tmp_path: Path) 
         assert "<script>" not in summary and "x/&lt;script&gt;" in summary
 
 
+# ---- the check run in progress, and links to the reports ------------------------------------------------
+
+def test_start_shows_the_run_in_progress_and_publish_completes_that_check_run(tmp_path: Path) -> None:
+    results = placed(every_state())
+    with FakeGitHub(token=TOKEN) as gh:
+        gh.add_check_run(HEAD, "skill-evals")  # the workflow job's own check run, same name, not ours
+        ctx = context(gh, tmp_path, run_id="987654321", server_url="https://github.example")
+        started = gh_mod.start(ctx, TOKEN, **FAST)
+        assert started.notes == [] and started.check_run_id is not None
+        created = [r for r in gh.writes()]
+        assert [(r.method, r.path) for r in created] == [("POST", "/repos/acme/skills/check-runs")]
+        body = created[0].body
+        assert (body["status"], body["head_sha"], body["external_id"]) == ("in_progress", HEAD, gh_mod.EXTERNAL_ID)
+        assert body["details_url"] == "https://github.example/acme/skills/actions/runs/987654321"
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", body["started_at"]) and "conclusion" not in body
+        assert gh.check_runs[started.check_run_id]["status"] == "in_progress"
+
+        before = len(gh.requests)
+        outcome = run(results, ctx, check_run_id=started.check_run_id)
+        assert outcome.check_run_id == started.check_run_id and outcome.check_run_action == "updated"
+        writes = [r for r in gh.requests[before:] if r.method != "GET"]
+        assert [(r.method, r.path) for r in writes][0] == ("PATCH", f"/repos/acme/skills/check-runs/{started.check_run_id}")
+        done = writes[0].body
+        assert (done["status"], done["conclusion"]) == ("completed", "neutral") and done["completed_at"]
+        assert done["output"]["title"] == outcome.title and len(done["output"]["annotations"]) == 4
+        assert not [r for r in gh.requests[before:] if r.method == "POST" and r.path.endswith("/check-runs")]
+        ours = [r for r in gh.check_runs.values() if r["external_id"] == gh_mod.EXTERNAL_ID]
+        assert len(ours) == 1 and ours[0]["status"] == "completed"
+        assert_token_kept_secret(gh, outcome, ctx)
+
+
+def test_start_posts_nothing_on_a_forks_read_only_token_or_without_a_token(tmp_path: Path) -> None:
+    with FakeGitHub(token=TOKEN) as gh:
+        fork = gh_mod.start(context(gh, tmp_path, is_fork=True), TOKEN, **FAST)
+        none = gh_mod.start(context(gh, tmp_path), None, **FAST)
+        assert gh.requests == [] and fork.check_run_id is None and none.check_run_id is None
+        assert "fork" in fork.notes[0] and "no GitHub token" in none.notes[0]
+    with FakeGitHub(token=TOKEN, deny_writes=403) as gh:
+        refused = gh_mod.start(context(gh, tmp_path), TOKEN, **FAST)
+        assert refused.check_run_id is None and "GitHub answered 403" in refused.notes[0]
+
+
+def test_the_reports_are_linked_from_the_summary_the_comment_and_the_job_summary(tmp_path: Path) -> None:
+    report = "https://github.com/acme/skills/actions/runs/42/artifacts/9001"
+    with FakeGitHub(token=TOKEN) as gh:
+        ctx = context(gh, tmp_path, run_id="42")
+        outcome = run(placed(every_state()), ctx, links={"HTML report and JUnit XML": report,
+                                                         "evil": "javascript:alert(1)"})
+        summary = gh.check_runs[outcome.check_run_id]["output"]["summary"]
+        comment = gh.comments[outcome.comment_id]["body"]
+        job = ctx.step_summary.read_text(encoding="utf-8")
+        for text in (summary, comment, job):
+            assert f"[HTML report and JUnit XML]({report})" in text
+            assert "[workflow run](https://github.com/acme/skills/actions/runs/42)" in text
+            assert "javascript:" not in text
+        assert any("'evil' was left out" in n for n in outcome.notes)
+
+
+def cli_env(gh: FakeGitHub, tmp_path: Path, **extra: str) -> dict[str, str]:
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": PR, "head": {"sha": HEAD, "repo": {
+        "full_name": gh.repository}}, "base": {"repo": {"full_name": gh.repository}}}}), encoding="utf-8")
+    return {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ANTHROPIC_"))} | {
+        "GITHUB_API_URL": gh.url, "GITHUB_REPOSITORY": gh.repository, "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event), "GITHUB_SHA": MERGE, "GITHUB_TOKEN": TOKEN, "GITHUB_RUN_ID": "77",
+        "GITHUB_SERVER_URL": "https://github.com", "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), **extra}
+
+
+def cli_publish(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", "publish", *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_the_cli_starts_the_check_run_then_completes_it_or_closes_it_without_results(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "results.json").write_text(placed(every_state()).model_dump_json(), encoding="utf-8")
+    with FakeGitHub(token=TOKEN) as gh:
+        env = cli_env(gh, tmp_path)
+        started = cli_publish("--start", env=env)
+        assert started.returncode == 0, started.stderr
+        rid = json.loads(started.stdout)["check_run_id"]
+        assert gh.check_runs[rid]["status"] == "in_progress"
+        assert gh.check_runs[rid]["details_url"] == "https://github.com/acme/skills/actions/runs/77"
+        done = cli_publish(str(run_dir), "--check-run-id", str(rid), "--link", f"report={gh.url}/report", env=env)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["check_run_id"] == rid and len(gh.check_runs) == 1
+        assert gh.check_runs[rid]["status"] == "completed" and gh.check_runs[rid]["conclusion"] == "neutral"
+        assert f"[report]({gh.url}/report)" in gh.check_runs[rid]["output"]["summary"]
+
+        # A run that left no results.json: the started check run is completed, never left in progress.
+        second = json.loads(cli_publish("--start", env=env).stdout)["check_run_id"]
+        closed = cli_publish(str(tmp_path / "never-written"), "--check-run-id", str(second), env=env)
+        assert closed.returncode == 0, closed.stderr
+        assert (gh.check_runs[second]["status"], gh.check_runs[second]["conclusion"]) == ("completed", "neutral")
+        assert "no results" in gh.check_runs[second]["output"]["summary"]
+        required = json.loads(cli_publish("--start", env=env).stdout)["check_run_id"]
+        failed = cli_publish(str(tmp_path / "never-written"), "--check-run-id", str(required), "--mode", "required",
+                             env=env)
+        assert failed.returncode == 1 and gh.check_runs[required]["conclusion"] == "failure"
+        # An id that is not skill-evals' check run (the workflow job's own, same name) is never touched.
+        other = gh.add_check_run(HEAD, "skill-evals")["id"]
+        left = cli_publish(str(tmp_path / "never-written"), "--check-run-id", str(other), env=env)
+        assert left.returncode == 0 and "left alone" in left.stdout
+        assert gh.check_runs[other]["status"] == "in_progress" and gh.check_runs[other]["conclusion"] is None
+        for request in gh.requests:
+            assert TOKEN not in request.raw
+        assert TOKEN not in started.stdout + done.stdout + closed.stdout + failed.stdout
+
+
 # ---- the context ----------------------------------------------------------------------------------------
 
 def test_context_from_a_push_event_and_defaults(tmp_path: Path) -> None:
@@ -307,3 +505,7 @@ def test_context_from_a_push_event_and_defaults(tmp_path: Path) -> None:
     assert (pr.pr_number, pr.head_sha, pr.is_fork, pr.api_url) == (3, HEAD, False, "https://ghe.example/api/v3")
     broken = Context.from_env({"GITHUB_EVENT_PATH": str(tmp_path / "missing.json")})
     assert broken.warnings and broken.pr_number is None
+    assert broken.run_url is None and pr.run_url is None  # no repository, no run id: nothing to link
+    run = Context.from_env({"GITHUB_REPOSITORY": "acme/skills", "GITHUB_RUN_ID": "123",
+                            "GITHUB_SERVER_URL": "https://ghe.example/"})
+    assert run.run_url == "https://ghe.example/acme/skills/actions/runs/123"

@@ -2,19 +2,56 @@
 # Publish the results: the check run, one PR comment updated in place, the job summary
 # (`skill-evals publish`, which never fails for what GitHub answers: on a fork's read-only token it writes
 # the job summary only). With `publish: false` (e.g. one shard of many) the job summary only.
+#
+#   publish.sh start   before the run: the check run `in_progress` (its id is the step output check-run-id),
+#                      so the pull request shows the evals running. Never fails the job (a fork's read-only
+#                      token, a missing `checks: write`): there is then no check run in progress, that is all.
+#   publish.sh         after the run: completes that check run (or one found by commit) with the results,
+#                      links the uploaded reports (REPORTS_URL, RUN_FOLDER_URL: the artifacts' URLs), and
+#                      makes annotation paths relative to the repository root (--library). A run that left no
+#                      results.json still completes the started check run ("no results"), never leaving it
+#                      in progress.
 set -uo pipefail
 unset ANTHROPIC_API_KEY
+. "$GITHUB_ACTION_PATH/scripts/action/trusted.sh"  # the action's files as installed; skill-evals by its path
+
+if [ "${1:-}" = "start" ]; then
+    echo "check-run-id=" >> "$GITHUB_OUTPUT"
+    if [ "${PUBLISH:-true}" != "true" ]; then
+        echo "publish: false: no check run is started"
+        exit 0
+    fi
+    status=0
+    out=$(skill-evals publish --start) || status=$?
+    echo "$out"
+    if [ "$status" -ne 0 ]; then
+        echo "::warning::skill-evals publish --start exited $status; the check run is created when the run ends"
+        exit 0
+    fi
+    id=$(printf '%s' "$out" | python3 -c 'import json, sys
+value = json.load(sys.stdin).get("check_run_id")
+print(value if isinstance(value, int) else "")') || id=""
+    echo "check-run-id=$id" >> "$GITHUB_OUTPUT"
+    exit 0
+fi
 
 status=0
 if [ ! -f "$RUN_DIR/results.json" ]; then
-    echo "no results.json in $RUN_DIR: nothing to publish"
-elif [ "${PUBLISH:-true}" = "true" ]; then
-    args=(publish "$RUN_DIR" --mode "$MODE")
-    if [ "${COMMENT:-true}" != "true" ]; then args+=(--no-comment); fi
-    skill-evals "${args[@]}" || status=$?
-    if [ "$status" -ne 0 ]; then
-        echo "::warning::skill-evals publish exited $status"
+    if [ -n "${CHECK_RUN_ID:-}" ]; then
+        skill-evals publish "$RUN_DIR" --mode "$MODE" --check-run-id "$CHECK_RUN_ID" || status=$?
+    else
+        echo "no results.json in $RUN_DIR: nothing to publish"
     fi
+elif [ "${PUBLISH:-true}" = "true" ]; then
+    args=(publish "$RUN_DIR" --mode "$MODE" --library "${LIBRARY:-.}")
+    if [ "${COMMENT:-true}" != "true" ]; then args+=(--no-comment); fi
+    if [ -n "${CHECK_RUN_ID:-}" ]; then args+=(--check-run-id "$CHECK_RUN_ID"); fi
+    if [ -n "${REPORTS_URL:-}" ]; then args+=(--link "HTML report and JUnit XML=$REPORTS_URL"); fi
+    if [ -n "${RUN_FOLDER_URL:-}" ]; then args+=(--link "run folder=$RUN_FOLDER_URL"); fi
+    skill-evals "${args[@]}" || status=$?
+fi
+if [ "$status" -ne 0 ]; then
+    echo "::warning::skill-evals publish exited $status"
 fi
 # The job summary always carries the report: publish writes it; without publish (or if it failed
 # before writing) the report is rendered here from the same results.json.

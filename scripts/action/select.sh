@@ -3,6 +3,7 @@
 # recorded (status output) and judged by the gate step, never here. No secret is needed to read files.
 set -uo pipefail
 unset ANTHROPIC_API_KEY GITHUB_TOKEN GH_TOKEN
+. "$GITHUB_ACTION_PATH/scripts/action/trusted.sh"  # the action's files as installed; skill-evals by its path
 
 selection="$WORK_DIR/selection.json"
 args=(select --library "$LIBRARY" --tier "$TIER" --format json)
