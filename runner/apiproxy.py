@@ -38,7 +38,6 @@ import os
 import re
 import secrets
 import socket
-import threading
 from collections import Counter
 from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
@@ -47,6 +46,8 @@ from pathlib import Path
 
 import h11
 import httpx2 as httpx
+
+from runner.serverthread import ServerThread
 
 SOCKET_NAME = "api.sock"
 TOKEN_PREFIX = "skill-evals-proxy-"
@@ -256,6 +257,7 @@ class _Connection:
         if rewrite:  # the body is read and changed here: ask for it uncompressed
             headers = [(n, v) for n, v in headers if n != "accept-encoding"] + [("accept-encoding", "identity")]
         headers += proxy.credentials(head.headers)
+        assert proxy.client is not None  # made before the server listens
         request = proxy.client.build_request(method, proxy.upstream + target, headers=headers,
                                              content=body if method == "POST" else None)
         try:
@@ -297,7 +299,7 @@ class _Connection:
             await response.aclose()
 
 
-class ApiProxy:
+class ApiProxy(ServerThread):
     """``with ApiProxy(upstream, key, folder) as proxy:`` serves ``proxy.socket_path`` until the block ends.
 
     ``upstream``: the API's base URL (e.g. ``https://api.anthropic.com``); ``owner``: (uid, gid) to hand the
@@ -310,6 +312,8 @@ class ApiProxy:
                  max_body_bytes: int = MAX_BODY_BYTES):
         if not api_key:
             raise ValueError("the proxy needs the API key it injects")
+        super().__init__()
+        self.thread_name = "skill-evals-api-proxy"
         self.upstream = upstream.rstrip("/")
         self.api_key = api_key
         self.folder = Path(folder)
@@ -319,13 +323,7 @@ class ApiProxy:
         self.token = TOKEN_PREFIX + secrets.token_hex(16)
         self.stats = ProxyStats()
         self._timeout = httpx.Timeout(connect=connect_timeout_s, read=read_timeout_s, write=120.0, pool=None)
-        self.client: httpx.AsyncClient
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:  # never the key
         return f"ApiProxy(upstream={self.upstream!r}, socket={str(self.socket_path)!r})"
@@ -357,18 +355,16 @@ class ApiProxy:
             self.stats.refused.append(f"{status} {method} {path[:200]}")
 
     # -- lifecycle -----------------------------------------------------------------------------------
+    @property
+    def what(self) -> str:
+        return f"the API proxy on {self.socket_path}"
+
     def start(self) -> ApiProxy:
-        self._thread = threading.Thread(target=self._run, name="skill-evals-api-proxy", daemon=True)
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise RuntimeError(f"the API proxy could not listen on {self.socket_path}: {self._error}")
+        super().start()
         return self
 
-    def close(self) -> None:
-        if self._loop is not None and self._stop is not None and self._thread is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(timeout=30)
+    def close(self, timeout_s: float = 30) -> None:
+        super().close(timeout_s)
         try:
             self.socket_path.unlink()
         except FileNotFoundError:
@@ -380,54 +376,29 @@ class ApiProxy:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as exc:  # noqa: BLE001 - reported by start(), or the thread ends with the run
-            self._error = exc
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+    async def _listen(self) -> asyncio.base_events.Server:
         # No cookie is ever stored: one client's cookies must not ride on another client's requests.
         self.client = httpx.AsyncClient(timeout=self._timeout, follow_redirects=False, trust_env=True,
                                         cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=32))
         for name in list(self.client.headers.keys()):
             del self.client.headers[name]  # httpx's defaults (its user-agent, ...): only the client's go upstream
+        self.socket_path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self.socket_path.unlink(missing_ok=True)
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(str(self.socket_path))
             os.chmod(self.socket_path, 0o600)
             if self.owner is not None:
                 os.chown(self.folder, *self.owner)
                 os.chown(self.socket_path, *self.owner)
-            server = await asyncio.start_unix_server(self._accept, sock=listener, limit=READ_CHUNK)
-        except BaseException as exc:
-            await self.client.aclose()
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            server.close()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-            await server.wait_closed()
-            await self.client.aclose()
+        except BaseException:
+            listener.close()
+            raise
+        return await asyncio.start_unix_server(self._accept, sock=listener, limit=READ_CHUNK)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
-        try:
-            await _Connection(self, reader, writer).serve()
-        except asyncio.CancelledError:
-            pass  # the proxy is closing; asyncio's server callback must not see a cancelled task
-        finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _Connection(self, reader, writer).serve()
+
+    async def _closed(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()

@@ -19,7 +19,8 @@ import asyncio
 import os
 import stat
 import sys
-import threading
+
+from runner.serverthread import ServerThread
 
 SOCKET_ENV = "SKILL_EVALS_API_SOCKET"
 CHUNK = 64 * 1024
@@ -31,31 +32,27 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         await writer.drain()
 
 
-class Relay:
+class Relay(ServerThread):
     """TCP on 127.0.0.1 to the unix socket ``socket_path``; ``url`` once started. A daemon thread: it ends
     with the process."""
 
+    thread_name = "skill-evals-api-relay"
+
     def __init__(self, socket_path: str):
+        super().__init__()
         self.socket_path = socket_path
         self.url = ""
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name="skill-evals-api-relay", daemon=True)
-        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def what(self) -> str:
+        return "the API relay on 127.0.0.1"
 
     def start(self) -> Relay:
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise RuntimeError(f"the API relay could not listen on 127.0.0.1: {self._error}")
+        super().start()
         return self
 
-    def close(self) -> None:
-        if self._loop is not None and self._stop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(timeout=10)
+    def close(self, timeout_s: float = 10) -> None:
+        super().close(timeout_s)
 
     def __enter__(self) -> Relay:
         return self.start()
@@ -63,38 +60,13 @@ class Relay:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as exc:  # noqa: BLE001 - reported by start()
-            self._error = exc
-            self._ready.set()
+    async def _listen(self) -> asyncio.base_events.Server:
+        server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        return server
 
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            server.close()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
-        try:
-            await self._relay(client_reader, client_writer)
-        except asyncio.CancelledError:
-            pass  # the relay is closing; asyncio's server callback must not see a cancelled task
-        finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+    async def _serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        await self._relay(client_reader, client_writer)
 
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         try:

@@ -362,5 +362,5 @@ def test_close_removes_the_socket_and_refuses_new_clients(fake: FakeAnthropic, f
 def test_a_socket_that_cannot_be_made_is_a_clear_error(fake: FakeAnthropic, folder: Path) -> None:
     deep = folder / ("x" * 120)  # a unix socket path has at most 107 bytes
     deep.mkdir()
-    with pytest.raises(RuntimeError, match="the API proxy could not listen on .*api.sock"):
+    with pytest.raises(RuntimeError, match="the API proxy on .*api.sock could not listen"):
         ApiProxy(fake.url, KEY, deep).start()

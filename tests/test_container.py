@@ -22,7 +22,6 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
-import requests.exceptions
 from jsonschema import Draft202012Validator
 
 from runner import container as ctr
@@ -30,41 +29,23 @@ from runner.corpus import load_library
 from runner.plan import Plan
 from runner.settings import Settings
 from tests.conftest import EXAMPLE, REPO, cli
+from tests.dockerenv import BASE_IMAGE, daemon, runner_image
 from tests.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text
 
-
-BASE_IMAGE = "skill-evals-base:local"
-TAG = "skill-evals:test"
 KEY = "sk-ant-container-marker-7c41e0"
 TRIAGE = "test-report-triage"
 NIGHTLY = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
 LIBRARY_IN_CONTAINER = f"{ctr.REPO_MOUNT}/{EXAMPLE.relative_to(REPO).as_posix()}"
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must run the container tests: {reason} (.ci/run starts dockerd and builds {BASE_IMAGE})")
-    pytest.skip(f"{reason}; .ci/run installs docker.io, starts dockerd and builds {BASE_IMAGE}")
-
-
 @pytest.fixture(scope="module")
 def client():
-    try:
-        c = docker.from_env(timeout=120)
-        c.ping()
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-        _unavailable(f"no Docker daemon is reachable ({exc.__class__.__name__}: {exc})")
-    yield c
-    c.close()
+    yield from daemon("container")
 
 
 @pytest.fixture(scope="module")
 def image(client) -> str:
-    try:
-        client.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        _unavailable(f"the local base image {BASE_IMAGE} is missing")
-    return ctr.ensure_image(client, REPO, BASE_IMAGE, TAG)
+    return runner_image(client, "container")
 
 
 def prompt_key(uid: str) -> str:

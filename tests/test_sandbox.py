@@ -19,48 +19,27 @@ import sys
 import threading
 from pathlib import Path
 
-import docker
-import docker.errors
 import pytest
-import requests.exceptions
 
 from runner import sandbox as sandbox_mod
 from runner import validate as validate_mod
-from runner.container import ensure_image
 from runner.settings import Settings
-from tests.conftest import EXAMPLE, REPO
+from tests.conftest import EXAMPLE
+from tests.dockerenv import daemon, runner_image
 
-BASE_IMAGE = os.environ.get("SKILL_EVALS_BASE_IMAGE") or "skill-evals-base:local"
-TAG = "skill-evals:test"
 SECRETS = {"ANTHROPIC_API_KEY": "sk-ant-sandbox-marker-41d2", "GITHUB_TOKEN": "ghs-sandbox-marker-93aa",
            "ACTIONS_RUNTIME_TOKEN": "actions-sandbox-marker-77c0", "AWS_SECRET_ACCESS_KEY": "aws-sandbox-marker-1f5e",
            "RUNNER_TEMP": "/runner-temp-sandbox-marker", "GITHUB_ENV": "/github-env-sandbox-marker"}
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must run the sandbox tests: {reason} (.ci/run starts dockerd and builds {BASE_IMAGE})")
-    pytest.skip(f"{reason}; .ci/run installs docker.io, starts dockerd and builds {BASE_IMAGE}")
-
-
 @pytest.fixture(scope="module")
 def client():
-    try:
-        c = docker.from_env(timeout=120)
-        c.ping()
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-        _unavailable(f"no Docker daemon is reachable ({exc.__class__.__name__}: {exc})")
-    yield c
-    c.close()
+    yield from daemon("sandbox")
 
 
 @pytest.fixture(scope="module")
 def image(client) -> str:
-    try:
-        client.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        _unavailable(f"the local base image {BASE_IMAGE} is missing")
-    return ensure_image(client, REPO, BASE_IMAGE, TAG)
+    return runner_image(client, "sandbox")
 
 
 @pytest.fixture
