@@ -63,6 +63,25 @@ def cli_process(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
                           timeout=120, check=False)
 
 
+# Runs the CLI in a fresh interpreter and then names which of the given modules it imported: tests assert that a
+# command did not pay for a slow import (the cause of a slow command), never its time (benchmarks/ measure that).
+_IMPORT_PROBE = """
+import sys
+from runner.cli import main
+try:
+    main(sys.argv[1:], prog_name="skill-evals")
+except SystemExit as exc:
+    print("exit", exc.code)
+print("loaded", *sorted(m for m in {heavy!r} if m in sys.modules))
+"""
+
+
+def cli_imports(heavy: tuple[str, ...], *args: str) -> subprocess.CompletedProcess[str]:
+    """`skill-evals ARGS` in a new process; its stdout ends with "exit N" and "loaded <those of heavy imported>"."""
+    return subprocess.run([sys.executable, "-c", _IMPORT_PROBE.format(heavy=heavy), *args], capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
 def findings_of(library: Path, *extra: str) -> tuple[int, list[dict]]:
     result = cli("validate", "--library", str(library), "--format", "json", *extra)
     return result.exit_code, json.loads(result.output)["findings"]

@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import cli
-
+from tests.conftest import cli, cli_imports
 
 # What made validate slow on this library was importing the session stack (anthropic, the agent SDK,
 # runs) before reading a file. The test asserts that cause, not a time: the wall time is measured by
 # `python -m benchmarks.commands` (timed tests fail on a loaded machine; CI saw 2.36 s once).
 HEAVY_MODULES = ("anthropic", "claude_agent_sdk", "runner.runs", "docker", "github")
-VALIDATE = """
-import sys
-from runner.cli import main
-try:
-    main(sys.argv[1:], prog_name="skill-evals")
-except SystemExit as exc:
-    print("exit", exc.code)
-print("loaded", *sorted(m for m in {heavy!r} if m in sys.modules))
-"""
 
 
 def test_validate_passes_without_the_slow_imports(aegis_skills: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", VALIDATE.format(heavy=HEAVY_MODULES), "validate", "--library",
-                           str(aegis_skills)], capture_output=True, text=True, timeout=120, check=False)
+    done = cli_imports(HEAVY_MODULES, "validate", "--library", str(aegis_skills))
     assert done.stdout.splitlines()[-2:] == ["exit 0", "loaded"], done.stdout[-3000:] + done.stderr[-3000:]
     assert "0 error(s)" in done.stdout
 

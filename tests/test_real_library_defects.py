@@ -6,8 +6,6 @@ The skill names and assertion texts here are synthetic.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import pytest
 from runner import classify, verdicts
 from runner.cli import _cap_line
 from runner.corpus import Assertion, Case
-from tests.conftest import cli
+from tests.conftest import cli, cli_imports
 
 RULES = classify.packaged_rules()
 # A library with single-word skills, a name that is the prefix of a longer one, a subagent and a
@@ -131,22 +129,12 @@ def test_an_override_to_activation_still_reads_the_negation() -> None:
 # The slow part of refusing a bad path was importing these first (2.6 s here; ~0.5 s without them). The test
 # asserts the cause, not a time: timings belong in benchmarks/.
 HEAVY_MODULES = ("anthropic", "claude_agent_sdk", "runner.runs")
-REFUSE = """
-import sys
-from runner.cli import main
-try:
-    main(sys.argv[1:], prog_name="skill-evals")
-except SystemExit as exc:
-    print("exit", exc.code)
-print("loaded", *sorted(m for m in {heavy!r} if m in sys.modules))
-"""
 
 
 @pytest.mark.parametrize("command", ["surface", "plan", "run", "census"])
 def test_a_bad_library_path_is_refused_before_the_slow_imports(command: str, tmp_path: Path) -> None:
     missing = tmp_path / "nonexistent"
-    done = subprocess.run([sys.executable, "-c", REFUSE.format(heavy=HEAVY_MODULES), command, "--library",
-                           str(missing)], capture_output=True, text=True, timeout=60, check=False)
+    done = cli_imports(HEAVY_MODULES, command, "--library", str(missing))
     assert done.stdout.splitlines() == ["exit 2", "loaded"], done.stdout + done.stderr
     assert done.stderr.strip() == f"skill-evals: {missing}: no such file or folder"
     assert "Traceback" not in done.stderr
