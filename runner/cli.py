@@ -468,10 +468,16 @@ def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
                   f"repeat runs) = runnable cases × N")
     console.print(f"Tokens: first turn ≈ {e.first_turn_input_tokens:,} input tokens ({e.token_basis})")
     console.print(f"Prices ({e.price_read_on}): {e.model} ${e.price_input_per_mtok}/M input, "
-                  f"${e.price_output_per_mtok}/M output")
-    console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session → ${e.expected_usd:.2f} for {e.sessions_max} "
-                  f"sessions; worst case ${e.worst_session_usd:.4f}/session (reserved before each start) → "
-                  f"${e.worst_usd:.2f}")
+                  f"${e.price_output_per_mtok}/M output, cache ${e.price_cache_write_per_mtok}/M write, "
+                  f"${e.price_cache_read_per_mtok}/M read")
+    console.print(f"Cache: {e.cache_layout}; shared prefix {e.cached_prefix_tokens:,} tokens, written by "
+                  f"{e.cold_sessions} session(s) of the first wave"
+                  + ("; a case's later sessions read its first turn" if e.repeats_read_first_turn else "")
+                  + (f"; session path: {plan.session_path.mode}" if plan.session_path else "")
+                  + f"; turns, growth and output per turn: {e.cost_basis}")
+    console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session (uncached ${e.expected_uncached_session_usd:.4f})"
+                  f" → ${e.expected_usd:.2f} for {e.sessions_max} sessions; worst case ${e.worst_session_usd:.4f}/"
+                  f"session (no cache; reserved before each start) → ${e.worst_usd:.2f}")
     console.print(_cap_line(plan.cap_usd, e.worst_session_usd, e.sessions_max))
     if e.expected_usd > plan.cap_usd:
         console.print(f"[yellow]The expected cost (${e.expected_usd:.2f}) is above the cap: the run will stop at "

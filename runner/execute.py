@@ -151,7 +151,8 @@ class Executor:
             status="finished", outcome=outcome, error_kind=obs.error_kind, error_message=obs.error_message,
             bounds_hit=obs.bounds_hit, turns=obs.turns, usage=obs.usage, cost_usd=obs.cost_usd,
             host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, reservation_id=reservation_id,
-            duration_s=obs.duration_s,
+            duration_s=obs.duration_s, prefix_hash=obs.prefix_hash, session_path=obs.session_path,
+            first_turn_input_tokens=obs.first_turn_input_tokens, model_calls=obs.model_calls,
             transcript=transcript, final_answer=obs.final_answer, tool_calls=obs.tool_calls, judge=judge_call)
 
     async def one_attempt(self, planned: PlannedCase, repeat: int, arm: str = "main") -> AttemptRecord | None:
@@ -198,11 +199,26 @@ class Executor:
                 self.progress(record, self.state)
             return record
 
+    @property
+    def first_alone(self) -> bool:
+        """Whether a case's first session runs before its others start (plan.estimate.repeats_read_first_turn):
+        every session of a case then sends the same first turn, and the prompt cache serves it only to a request
+        that arrives after the response that wrote it began; started together, each would write it again. The
+        verdict and the number of sessions are the same either way; the pool keeps every slot busy with other
+        cases meanwhile."""
+        return self.plan.estimate.repeats_read_first_turn
+
     async def run_every_repeat(self, planned: PlannedCase, prior: list[AttemptRecord],
                                arms: list[str] | None = None) -> None:
-        """Fixed N: every repeat of every arm not finished before (a resume) starts."""
+        """Fixed N: every repeat of every arm not finished before (a resume) starts; the first of each arm
+        alone first when `first_alone`."""
         done = {(r.arm, r.repeat) for r in prior}
         starts = [(arm, n) for n in range(1, planned.repeats + 1) for arm in arms or ["main"] if (arm, n) not in done]
+        if self.first_alone:
+            fresh = {arm for arm in arms or ["main"] if not any(r.arm == arm for r in prior)}
+            leaders = [(arm, n) for arm, n in starts if arm in fresh and n == min(m for a, m in starts if a == arm)]
+            await _all_or_cancel([asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in leaders])
+            starts = [start for start in starts if start not in leaders]
         await _all_or_cancel([asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in starts])
 
     async def run_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
@@ -220,7 +236,10 @@ class Executor:
         while True:
             tally = Tally(wins=wins, losses=losses, errors=errors, in_flight=len(pending))
             if not self.state.stop_reason:
-                for _ in range(starts_allowed(rule, tally)):
+                allowed = starts_allowed(rule, tally)
+                if self.first_alone and not prior and wins + losses + errors == 0:
+                    allowed = min(allowed, 1 - len(pending))  # the case's first session, alone (first_alone)
+                for _ in range(allowed):
                     repeat = next(next_repeats, None)
                     if repeat is None:
                         break

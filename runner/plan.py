@@ -3,12 +3,28 @@
 Semantics §1 and §7. The plan fixes the selected cases, the library's content hash, the host
 and its versions, the model, repeats and quorum, the cap and the surface audit. Its hash is
 recorded in every attempt, so `--resume` and `merge` refuse to mix plans.
+
+Cost. The worst case of a session (what it reserves against the cap) assumes no cache at all and every
+turn as large as it may be: it is a bound, and a cache cannot be promised. The expected cost predicts
+spend (issue 15): input tokens are nearly all of it, and cached input costs a tenth. So it follows the
+host's cache layout, measured by the surface audit on the real first request (`Surface.cache_layout`,
+`Surface.cached_prefix_chars`): Claude Code marks the shared prefix (tools and system) and the last block
+of every turn, so a session reads the shared prefix another session wrote and each turn reads the turn
+before it (`session_usd`); the api host marks only the shared prefix. The first wave of sessions (one per
+concurrency slot) writes the shared prefix, later sessions read it within the cache's lifetime
+(`cold_sessions`). Turns per session, growth per turn and output per turn come, per case kind, from what a
+previous run measured (`[cost] basis`, results.json's `cost.by_kind`) or else from the settings' defaults;
+prices, cache prices and the model's minimum cacheable prefix from the price table.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -17,7 +33,8 @@ from runner.floor import INVALID_CASE, FloorGate, Hold, describe
 from runner.judge import prompt_version
 from runner.prices import PriceTable
 from runner.quarantine import QuarantineEntry
-from runner.settings import Settings, TierSettings
+from runner.settings import CostSettings, Price, Settings, TierSettings
+from runner.hosts.sessionpath import SessionPath
 from runner.surface import Surface
 
 SCHEMA_VERSION = 1
@@ -56,18 +73,79 @@ class PlannedCase(BaseModel):
         return self.repeats * max(1, len(self.arms))
 
 
+CacheLayout = Literal["conversation", "prefix", "none"]
+
+
+class KindEstimate(BaseModel):
+    """The expected session of one case kind."""
+
+    kind: str
+    sessions_max: int
+    sessions_per_case: float = Field(default=0.0, description="Expected sessions per case (and arm): N with fixed "
+                                                              "N, else measured, else halfway from k to N.")
+    turns: float
+    growth_tokens_per_turn: int = Field(description="What one turn adds to the next turn's input.")
+    output_tokens_per_turn: int
+    basis: str = Field(description="`measured: <n> sessions of <run>` or `default` ([run] expected_turns, [cost]).")
+    cold_session_usd: float = Field(description="A session of the first wave: it writes the shared prefix too.")
+    first_session_usd: float = Field(description="A case's first session: it reads the shared prefix and writes "
+                                                 "the rest of its first turn.")
+    repeat_session_usd: float = Field(description="A case's later session: it reads the case's whole first turn "
+                                                  "when the first turn is byte-identical (one session path), else "
+                                                  "as a first session.")
+
+
+class KindBasis(BaseModel):
+    """What a run measured of its sessions of one case kind (results.json `cost.by_kind`)."""
+
+    kind: str
+    sessions: int
+    sessions_per_case: float = Field(default=0.0, description="Sessions per case (and arm): N, or fewer with early "
+                                                              "stop; 0 = not measured.")
+    turns: float = Field(description="Model calls per session.")
+    first_turn_input_tokens: float = Field(description="Input of a session's first model call (all three input "
+                                                       "fields).")
+    growth_tokens_per_turn: float
+    output_tokens_per_turn: float
+    usd_per_session: float
+
+
 class CostEstimate(BaseModel):
     model: str
     price_input_per_mtok: float
     price_output_per_mtok: float
+    price_cache_write_per_mtok: float = 0.0
+    price_cache_read_per_mtok: float = 0.0
+    cache_min_tokens: int = Field(default=1024, description="The model's shortest cacheable prefix.")
     price_read_on: str
     runnable_cases: int
     sessions_max: int = Field(description="Σ N over runnable cases: every repeat runs.")
     sessions_min: int = Field(description="Σ k: every case decided by its first k attempts.")
     first_turn_input_tokens: int
     token_basis: str
-    expected_session_usd: float
-    worst_session_usd: float = Field(description="What each session reserves against the cap before it starts.")
+    cache_layout: CacheLayout = Field(default="none", description="How the host marks its requests for prompt "
+                                                                  "caching (the surface audit; none without it).")
+    cached_prefix_tokens: int = Field(default=0, description="The shared prefix every session may read (tools, "
+                                                             "system), when at least the model's minimum.")
+    cold_sessions: int = Field(default=0, description="Sessions expected to write the shared prefix: the first wave "
+                                                      "(one per concurrency slot), or all when sessions may start "
+                                                      "further apart than the cache lives.")
+    cost_basis: str = Field(default="defaults", description="Where turns, growth and output per turn came from.")
+    token_scale: float = Field(default=1.0, description="Tokens the basis run's API counted per token of this "
+                                                        "estimate (characters / 4); 1 without a basis.")
+    typical_first_turn_input_tokens: int = Field(default=0, description="A first turn with the mean prompt (the "
+                                                                        "expected cost's; the worst case takes "
+                                                                        "the longest).")
+    repeats_read_first_turn: bool = Field(default=False, description="A case's later sessions read its first "
+                                                                     "session's whole first turn (one session "
+                                                                     "path, conversation caching).")
+    by_kind: list[KindEstimate] = []
+    expected_session_usd: float = Field(description="The mean expected session: cached as the host caches, "
+                                                    "cold_sessions of them writing the shared prefix.")
+    expected_uncached_session_usd: float = Field(default=0.0, description="The same sessions without any cache "
+                                                                          "(what the estimate was before issue 15).")
+    worst_session_usd: float = Field(description="What each session reserves against the cap before it starts: "
+                                                 "max turns, no cache.")
     expected_usd: float = Field(description="sessions_max × expected_session_usd")
     worst_usd: float = Field(description="sessions_max × worst_session_usd")
     judge_calls: int
@@ -102,6 +180,9 @@ class Plan(BaseModel):
     manual_only: list[str] = Field(default=[], description="Skills the host cannot auto-invoke: a pair against one "
                                                             "of them proves nothing.")
     surface: Surface | None
+    session_path: SessionPath | None = Field(default=None, description="claude-code: how every session sees its "
+                                                                      "folder (runner.hosts.sessionpath), as "
+                                                                      "detected when the run was planned.")
     quarantine: list[QuarantineEntry] = Field(default=[], description="Entries of .skill-evals/quarantine.json "
                                                                        "in force when the run was planned.")
     cases: list[PlannedCase]
@@ -204,11 +285,180 @@ def session_costs(first_turn: int, max_turns: int, expected_turns: int, max_outp
     return expected, worst
 
 
+@dataclass(frozen=True)
+class SessionShape:
+    """One expected session, in tokens: turn t (0-based) sends first_turn + t × growth."""
+
+    first_turn: float
+    cached_prefix: float  # the part of the first turn every session shares, marked for the cache
+    growth: float
+    turns: float
+    output_per_turn: float
+
+    @property
+    def input_tokens(self) -> float:
+        return self.turns * self.first_turn + self.growth * self.turns * (self.turns - 1) / 2
+
+
+def cache_prices(price: Price) -> tuple[float, float, int]:
+    """(write, read, minimum prefix) of a model: the price table's, else 1.25x / 0.1x input and 1,024 tokens."""
+    write = price.cache_write if price.cache_write is not None else price.input * 1.25
+    read = price.cache_read if price.cache_read is not None else price.input * 0.1
+    return write, read, price.cache_min_tokens if price.cache_min_tokens is not None else 1024
+
+
+SessionKind = Literal["cold", "first", "repeat"]
+
+
+def session_usd(shape: SessionShape, layout: CacheLayout, price: Price, which: SessionKind) -> float:
+    """One session's expected USD.
+
+    `conversation` (Claude Code): turn 0 reads the shared prefix and writes the rest of its input; a `cold`
+    session (the first wave) writes the shared prefix too; a `repeat` (a later session of a case whose first
+    turn, head and prompt, an earlier session of the case already sent byte for byte) reads its whole first
+    turn. Turn t >= 1 reads turn t-1's whole input and writes the growth. `prefix` (the api host): every turn
+    reads the shared prefix (a cold session's first turn writes it), the rest is plain input. A prefix under the
+    model's minimum is never cached; `none` caches nothing."""
+    write_price, read_price, minimum = cache_prices(price)
+    t, first = shape.turns, shape.first_turn
+    shared = shape.cached_prefix if shape.cached_prefix >= minimum else 0.0
+    total = shape.input_tokens
+    read = written = 0.0
+    if layout == "conversation" and first >= minimum:
+        later = (t - 1) * first + shape.growth * (t - 1) * (t - 2) / 2  # turns 1.. read the turn before
+        read = later + {"cold": 0.0, "first": shared, "repeat": first}[which]
+        written = total - read
+    elif layout == "prefix" and shared:
+        read = t * shared - (shared if which == "cold" else 0.0)
+        written = shared if which == "cold" else 0.0
+    plain = total - read - written
+    return (plain * price.input + written * write_price + read * read_price
+            + t * shape.output_per_turn * price.output) / 1_000_000
+
+
+def cold_sessions(sessions: int, concurrency: int, timeout_s: float, ttl_s: float) -> int:
+    """Sessions expected to write the shared prefix: the first wave starts before any response could have
+    written it; later ones read it, unless sessions may start further apart than the cache lives."""
+    if timeout_s / max(1, concurrency) > ttl_s:
+        return sessions
+    return min(sessions, concurrency)
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a previous run measured: per case kind, and how its token counts compare to the plan's estimate."""
+
+    kinds: dict[str, KindBasis]
+    token_scale: float  # measured first-turn input / the plan's chars / 4 for it
+    described: str
+
+
+def read_basis(path_text: str, root: Path) -> Basis:
+    """The figures a previous run measured (its folder or its results.json); empty, with why, when none."""
+    if not path_text:
+        return Basis({}, 1.0, "defaults")
+    path = Path(path_text) if Path(path_text).is_absolute() else root / path_text
+    if path.is_dir():
+        path = path / "results.json"
+    try:
+        cost = json.loads(path.read_text(encoding="utf-8")).get("cost") or {}
+        rows = [KindBasis.model_validate(row) for row in cost.get("by_kind", [])]
+        scale = float(cost.get("token_scale") or 1.0)
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        return Basis({}, 1.0, f"defaults ([cost] basis {path} could not be read: {str(exc).splitlines()[0][:120]})")
+    kinds = {row.kind: row for row in rows if row.sessions > 0}
+    if not kinds:
+        return Basis({}, 1.0, f"defaults ([cost] basis {path} has no measured sessions)")
+    return Basis(kinds, scale if 0.1 <= scale <= 10 else 1.0, f"measured in {path}")
+
+
+def default_growth(library: Library, cost: CostSettings) -> int:
+    """[cost] growth_tokens_per_turn, else a skill loaded per turn: the mean SKILL.md body / 4 + 100."""
+    if cost.growth_tokens_per_turn is not None:
+        return cost.growth_tokens_per_turn
+    bodies = [len(s.body) for s in library.skills.values() if not s.manual_only]
+    return (sum(bodies) // len(bodies) if bodies else 0) // CHARS_PER_TOKEN + 100
+
+
+def kind_shape(kind: str, basis: Basis, first_turn: float, shared: float, default_turns: int, growth: int,
+               output: int) -> tuple[SessionShape, str]:
+    """The expected session of a kind: measured when the basis has the kind (token counts scaled as the basis
+    run's API counted them), else the defaults."""
+    measured = basis.kinds.get(kind)
+    scale = basis.token_scale
+    if measured is None:
+        return SessionShape(first_turn * scale, shared * scale, growth, default_turns, output), "default"
+    return (SessionShape(first_turn * scale, shared * scale, max(0.0, measured.growth_tokens_per_turn),
+                         max(1.0, measured.turns), measured.output_tokens_per_turn),
+            f"measured: {measured.sessions} sessions")
+
+
+def expected_sessions_per_case(planned: PlannedCase, early_stop: bool, basis: Basis) -> float:
+    """N with fixed N (and for probes); with early stop, what the basis measured for the kind, else halfway from
+    k (every case decided by its first k) to N."""
+    if planned.arms or not early_stop:
+        return float(planned.repeats)
+    measured = basis.kinds.get(planned.kind)
+    if measured is not None and measured.sessions_per_case > 0:
+        return min(float(planned.repeats), max(float(planned.quorum), measured.sessions_per_case))
+    return (planned.quorum + planned.repeats) / 2
+
+
+@dataclass(frozen=True)
+class Expected:
+    by_kind: list[KindEstimate]
+    session_usd: float  # the mean expected session, cached
+    uncached_session_usd: float
+    cold: int
+    basis: str
+    token_scale: float
+    repeats_read: bool
+
+
+def estimate_expected(runnable: list[PlannedCase], library: Library, settings: Settings, price: Price | None,
+                      first_turn: float, shared: int, layout: CacheLayout, repeats_read: bool) -> Expected:
+    """The expected cost of every planned session of the runnable cases (module docstring). `repeats_read`: a
+    case's later sessions send its first session's first turn byte for byte (one session path), so they read it."""
+    run, cost = settings.run, settings.cost
+    basis = read_basis(cost.basis, Path(library.root))
+    growth, output = default_growth(library, cost), min(run.max_output_tokens, cost.output_tokens_per_turn)
+    sessions_max: dict[str, int] = {}
+    cases: dict[str, int] = {}  # cases and arms: each has a first session, which writes the case's first turn
+    per_case: dict[str, float] = {}
+    for planned in runnable:
+        sessions_max[planned.kind] = sessions_max.get(planned.kind, 0) + planned.sessions
+        cases[planned.kind] = cases.get(planned.kind, 0) + max(1, len(planned.arms))
+        per_case.setdefault(planned.kind, expected_sessions_per_case(planned, run.early_stop, basis))
+    expected_sessions = {kind: cases[kind] * per_case[kind] for kind in cases}
+    total = sum(expected_sessions.values())
+    cold = cold_sessions(round(total), run.concurrency, run.timeout_s, cost.cache_ttl_s)
+    repeat_kind: SessionKind = "repeat" if repeats_read and layout == "conversation" else "first"
+    rows, expected, uncached = [], 0.0, 0.0
+    for kind, count in sorted(expected_sessions.items()):
+        shape, source = kind_shape(kind, basis, first_turn, shared, run.expected_turns, growth, output)
+        usd = {which: session_usd(shape, layout, price, which) if price else 0.0
+               for which in ("cold", "first", "repeat")}
+        cold_here = cold * count / total if total else 0.0  # the first wave mixes kinds as the plan does
+        first_here = max(0.0, cases[kind] - cold_here)
+        repeats_here = max(0.0, count - cold_here - first_here)
+        expected += cold_here * usd["cold"] + first_here * usd["first"] + repeats_here * usd[repeat_kind]
+        uncached += session_usd(shape, "none", price, "first") * count if price else 0.0
+        rows.append(KindEstimate(kind=kind, sessions_max=sessions_max[kind], sessions_per_case=round(per_case[kind], 3),
+                                 turns=round(shape.turns, 3),
+                                 growth_tokens_per_turn=round(shape.growth),
+                                 output_tokens_per_turn=round(shape.output_per_turn), basis=source,
+                                 cold_session_usd=round(usd["cold"], 6), first_session_usd=round(usd["first"], 6),
+                                 repeat_session_usd=round(usd[repeat_kind], 6)))
+    mean = expected / total if total else 0.0
+    return Expected(rows, mean, uncached / total if total else 0.0, cold, basis.described, basis.token_scale,
+                    repeat_kind == "repeat")
+
+
 def build(library: Library, selected: list[tuple[Case, str]], settings: Settings, tier: str, tier_rule: TierSettings,
           host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
           unrun_all: str | None, judge_unavailable: str | None = None,
           quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None,
-          batch: bool = False, floor: FloorGate | None = None) -> Plan:
+          batch: bool = False, floor: FloorGate | None = None, session_path: SessionPath | None = None) -> Plan:
     run = settings.run
     cases = []
     held_back: dict[str, str] = {}
@@ -231,19 +481,33 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     runnable = [c for c in cases if c.unrun_reason is None]
     by_uid = {case.uid: case for case, _ in selected}
     longest_prompt = max((len(by_uid[c.uid].prompt) for c in runnable), default=0)
+    mean_prompt = sum(len(by_uid[c.uid].prompt) for c in runnable) // len(runnable) if runnable else 0
     first_turn, basis = first_turn_tokens(library, surface, longest_prompt)
+    typical_first_turn, _ = first_turn_tokens(library, surface, mean_prompt)
     price = prices.price(run.model)
     price_in, price_out = (price.input, price.output) if price else (0.0, 0.0)
-    expected, worst = session_costs(first_turn, run.max_turns, run.expected_turns, run.max_output_tokens,
-                                    price_in, price_out)
+    write_price, read_price, minimum = cache_prices(price) if price else (0.0, 0.0, 1024)
+    _, worst = session_costs(first_turn, run.max_turns, run.expected_turns, run.max_output_tokens, price_in, price_out)
+    layout: CacheLayout = surface.cache_layout if surface is not None and not surface.error else "none"
+    shared = surface.cached_prefix_chars // CHARS_PER_TOKEN if surface is not None and layout != "none" else 0
+    fixed_path = host == "claude-code" and session_path is not None and session_path.path is not None
+    found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, fixed_path)
     sessions_max = sum(c.sessions for c in runnable)
+    expected = found.session_usd
     judged = sum(c.sessions for c in runnable if c.arms or any(a.assertion_class == "semantic"
                                                                 for a in by_uid[c.uid].assertions))
     estimate = CostEstimate(
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
+        price_cache_write_per_mtok=write_price, price_cache_read_per_mtok=read_price, cache_min_tokens=minimum,
         price_read_on=prices.read_on, runnable_cases=len(runnable), sessions_max=sessions_max,
-        sessions_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in runnable), first_turn_input_tokens=first_turn, token_basis=basis,
-        expected_session_usd=round(expected, 6), worst_session_usd=round(worst, 6),
+        sessions_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in runnable),
+        first_turn_input_tokens=first_turn, token_basis=basis, cache_layout=layout,
+        cached_prefix_tokens=round(shared * found.token_scale) if shared * found.token_scale >= minimum else 0,
+        cold_sessions=found.cold, cost_basis=found.basis, token_scale=round(found.token_scale, 4),
+        typical_first_turn_input_tokens=typical_first_turn, repeats_read_first_turn=found.repeats_read,
+        by_kind=found.by_kind, expected_session_usd=round(expected, 6),
+        expected_uncached_session_usd=round(found.uncached_session_usd, 6),
+        worst_session_usd=round(worst, 6),
         expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
         judge_calls=judged if judge_unavailable is None else 0,
         judge_note=(f"at most one call per attempt of a case with prose assertions, {settings.judge.model}, "
@@ -262,6 +526,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
+        session_path=session_path if host == "claude-code" else None,
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
         held_back=dict(sorted(held_back.items())),
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},

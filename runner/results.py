@@ -15,10 +15,11 @@ from pydantic import BaseModel, Field
 
 from runner.corpus import Case
 from runner.floor import FLOOR_ERROR, INVALID_CASE
-from runner.plan import Plan, PlannedCase
+from runner.plan import KindBasis, Plan, PlannedCase
 from runner.probes import ProbeRunResult, run_result
 from runner.quarantine import QuarantineEntry
 from runner.quorum import QuorumRule, decide
+from runner.hosts.base import Usage
 from runner.rundir import AttemptRecord, TailRepair
 from runner.surface import Surface
 from runner.verdicts import (ActivationResult, AssertionResult, CaseState, PairResult, activation_result,
@@ -100,6 +101,89 @@ class Spend(BaseModel):
                                                                        "never settled (they run again on resume).")
 
 
+class CostSummary(BaseModel):
+    """What the run's sessions cost against what the plan expected, and how much the prompt cache served."""
+
+    sessions: int = Field(description="Sessions that ran (finished attempts, errored ones included).")
+    planned_session_usd: float = Field(description="The plan's expected cost of one session.")
+    spent_session_usd: float = Field(description="What a session cost on average (sessions only, no judge).")
+    ratio: float | None = Field(description="planned_session_usd / spent_session_usd; None when nothing was spent.")
+    planned_usd: float = Field(description="planned_session_usd x sessions.")
+    spent_usd: float
+    input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_share: float = Field(default=0.0, description="cache_read_input_tokens / every input token.")
+    prefixes: int = Field(default=0, description="Distinct prefix hashes among the sessions: how many different "
+                                                 "texts before the case prompt the run sent (1 = one shared "
+                                                 "prefix).")
+    sessions_with_prefix_hash: int = 0
+    session_path: dict[str, int] = Field(default={}, description="claude-code: sessions per session-path mode "
+                                                                 "(runner.hosts.sessionpath).")
+    token_scale: float = Field(default=1.0, description="The API's count of a first turn's input per token of the "
+                                                        "plan's estimate of it (characters / 4): a later plan's "
+                                                        "[cost] basis scales its token figures by it.")
+    by_kind: list[KindBasis] = Field(default=[], description="Measured per case kind; a later plan's [cost] basis.")
+
+
+def kind_basis(kind: str, records: list[AttemptRecord], per_case: float) -> KindBasis:
+    """Mean turns (model calls), first-turn input, growth per turn and output per turn of one kind's clean
+    sessions. Growth: a session of T calls sends T x first + growth x T(T-1)/2 input tokens in all."""
+    turns = [r.model_calls if r.model_calls is not None else r.turns for r in records]
+    inputs = [r.usage.input_tokens + r.usage.cache_creation_input_tokens + r.usage.cache_read_input_tokens
+              for r in records]
+    firsts = [r.first_turn_input_tokens for r in records if r.first_turn_input_tokens is not None]
+    first = sum(firsts) / len(firsts) if firsts else 0.0
+    growths = [(total - t * (r.first_turn_input_tokens or 0)) / (t * (t - 1) / 2)
+               for r, t, total in zip(records, turns, inputs) if t > 1 and r.first_turn_input_tokens is not None]
+    return KindBasis(kind=kind, sessions=len(records), sessions_per_case=round(per_case, 3),
+                     turns=round(sum(turns) / len(records), 3),
+                     first_turn_input_tokens=round(first, 1),
+                     growth_tokens_per_turn=round(sum(growths) / len(growths), 1) if growths else 0.0,
+                     output_tokens_per_turn=round(sum(r.usage.output_tokens for r in records) / max(1, sum(turns)), 1),
+                     usd_per_session=round(sum(r.cost_usd for r in records) / len(records), 6))
+
+
+def cost_summary(plan: Plan, finished: list[AttemptRecord]) -> CostSummary:
+    kinds = {c.uid: ("probe" if c.arms else c.kind) for c in plan.cases}
+    total = Usage()
+    for record in finished:
+        total = total.add(record.usage)
+    spent = sum(r.cost_usd for r in finished)
+    sessions = len(finished)
+    spent_each = spent / sessions if sessions else 0.0
+    planned_each = plan.estimate.expected_session_usd
+    all_input = total.input_tokens + total.cache_creation_input_tokens + total.cache_read_input_tokens
+    hashes = [r.prefix_hash for r in finished if r.prefix_hash]
+    clean: dict[str, list[AttemptRecord]] = {}
+    for record in finished:
+        if not record.error_kind and (record.model_calls if record.model_calls is not None else record.turns) > 0:
+            clean.setdefault(kinds.get(record.uid, "unknown"), []).append(record)
+    firsts = [r.first_turn_input_tokens for records in clean.values() for r in records
+              if r.first_turn_input_tokens is not None]
+    planned_first = plan.estimate.typical_first_turn_input_tokens
+    scale = (sum(firsts) / len(firsts)) / planned_first if firsts and planned_first else 1.0
+    return CostSummary(
+        sessions=sessions, token_scale=round(scale, 4), planned_session_usd=planned_each, spent_session_usd=round(spent_each, 6),
+        ratio=round(planned_each / spent_each, 4) if spent_each else None,
+        planned_usd=round(planned_each * sessions, 6), spent_usd=round(spent, 6), input_tokens=total.input_tokens,
+        cache_creation_input_tokens=total.cache_creation_input_tokens,
+        cache_read_input_tokens=total.cache_read_input_tokens, output_tokens=total.output_tokens,
+        cache_read_share=round(total.cache_read_input_tokens / all_input, 4) if all_input else 0.0,
+        prefixes=len(set(hashes)), sessions_with_prefix_hash=len(hashes),
+        session_path=dict(Counter(r.session_path for r in finished if r.session_path).most_common()),
+        by_kind=[kind_basis(kind, records, sessions_per_case(kind, kinds, finished))
+                 for kind, records in sorted(clean.items())])
+
+
+def sessions_per_case(kind: str, kinds: dict[str, str], finished: list[AttemptRecord]) -> float:
+    """Sessions that ran per case (and arm) of a kind, errored ones included."""
+    mine = [r for r in finished if kinds.get(r.uid, "unknown") == kind]
+    cases = {(r.uid, r.arm) for r in mine}
+    return len(mine) / len(cases) if cases else 0.0
+
+
 @dataclass(frozen=True)
 class LostInFlight:
     """Spend the reservation journal shows and no record does (runner.runs.lost_in_flight)."""
@@ -124,6 +208,8 @@ class Results(BaseModel):
                                                                       "decided: judged, checked by script or by the "
                                                                       "harness, unjudgeable, JUDGE-ERROR, not judged.")
     spend: Spend
+    cost: CostSummary | None = Field(default=None, description="Planned against spent per session, the prompt "
+                                                               "cache's share, the run's distinct prefixes.")
     not_executed: str
     repairs: list[TailRepair] = Field(default=[], description="Torn last lines cut from the run folder's "
                                                               "append-only files before appending (a process killed "
@@ -308,6 +394,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                     judge_calls=sum(1 for r in finished if r.judge), cap_usd=plan.cap_usd,
                     refused_reservations=refused, lost_in_flight_usd=round(lost.usd, 6),
                     lost_in_flight_reservations=lost.reservations, lost_in_flight_attempts=list(lost.attempts)),
+        cost=cost_summary(plan, finished),
         not_executed=NOT_EXECUTED.format(n=sum(unrun.values())),
         repairs=repairs or [],
     )

@@ -76,6 +76,12 @@ class AttemptRecord(BaseModel):
     # ledger kept no journal (older run folders, batch mode, re-judging): then this record alone shows its spend.
     reservation_id: str | None = None
     duration_s: float = 0.0
+    # What the model received before the case prompt, hashed (runner.hosts.base.Observation.prefix_hash), the
+    # session-path mode (claude-code) and the first model call's input: results.json's `cost` is made of them.
+    prefix_hash: str | None = None
+    session_path: str | None = None
+    first_turn_input_tokens: int | None = None
+    model_calls: int | None = None
     transcript: str | None = None
     final_answer: str | None = None
     tool_calls: list[ToolCall] = []

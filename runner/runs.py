@@ -169,7 +169,8 @@ def make_host(name: str, library: Library, settings: Settings, credentials: Cred
     parent = claim_run_parent(run_folder) if run_folder is not None else None
     host = ClaudeCodeHost(files, prices, api_key_for_host, credentials.base_url,
                           settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path,
-                          work_parent=parent, max_retries=settings.run.host_max_retries, aliases=library.aliases())
+                          work_parent=parent, max_retries=settings.run.host_max_retries, aliases=library.aliases(),
+                          session_namespace=settings.run.session_namespace)
     if parent is not None:  # at exit too: a clean end leaves nothing behind, not even the empty folder
         weakref.finalize(host, shutil.rmtree, str(parent), True)
     return host
@@ -244,7 +245,8 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
                           prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)),
-                          probe_gates(library), batch=options.batch, floor=floor)
+                          probe_gates(library), batch=options.batch, floor=floor,
+                          session_path=getattr(host, "session_path", None))
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
                     selection=selection, probes={p.uid: p for p in library.probes})

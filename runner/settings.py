@@ -149,6 +149,31 @@ class RunSettings(_Strict):
     host_max_retries: int = Field(default=2, ge=0, description="Transport retries of the host's own client "
                                                                 "(CLAUDE_CODE_MAX_RETRIES; the anthropic SDK's default "
                                                                 "is 2). An error after them is ERROR.")
+    session_namespace: Literal["auto", "mount", "user", "off"] = Field(
+        default="auto",
+        description="claude-code: see every session's own folder at one fixed path, each session in its own mount "
+                    "namespace, so the text before the case prompt is the same in every session (a shared prompt "
+                    "cache). auto: a mount namespace, else a user namespace, else a random path per session (the "
+                    "fallback, recorded); mount / user: only that one, else the fallback; off: the fallback.")
+
+
+class CostSettings(_Strict):
+    """What the plan's expected cost assumes of a session (runner.plan). The worst case never uses it."""
+
+    basis: str = Field(
+        default="",
+        description="A previous run folder (or its results.json), relative to the repository root or absolute: "
+                    "the plan's expected cost uses the turns, first-turn input, growth and output per turn it "
+                    "measured per case kind. Empty: [run] expected_turns and the defaults below.")
+    output_tokens_per_turn: int = Field(default=1000, ge=0, description="Without a basis: the output of one model "
+                                                                        "turn (at most max_output_tokens).")
+    growth_tokens_per_turn: int | None = Field(
+        default=None, ge=0,
+        description="Without a basis: what one turn adds to the next turn's input (its output, a tool call and its "
+                    "result). Empty: the library's mean SKILL.md size / 4 + 100 (a skill loaded per turn).")
+    cache_ttl_s: float = Field(default=300, gt=0, description="The prompt cache's lifetime (5 minutes; each read "
+                                                               "renews it). When sessions may start further apart "
+                                                               "than this, the plan expects every one to write.")
 
 
 class CalibrationThresholds(_Strict):
@@ -176,6 +201,8 @@ class Price(_Strict):
     output: float = Field(ge=0)
     cache_write: float | None = Field(default=None, ge=0, description="Default 1.25 x input.")
     cache_read: float | None = Field(default=None, ge=0, description="Default 0.1 x input.")
+    cache_min_tokens: int | None = Field(default=None, ge=0, description="The shortest prefix the model caches; "
+                                                                         "default 1024.")
 
 
 class CaseOverride(_Strict):
@@ -221,6 +248,7 @@ class Settings(_Strict):
     assertion_override: list[AssertionOverride] = []
     trigger_set: list[TriggerSetSettings] = []
     run: RunSettings = RunSettings()
+    cost: CostSettings = CostSettings()
     judge: JudgeSettings = JudgeSettings()
     tiers: TiersSettings = TiersSettings()
     select: SelectSettings = SelectSettings()

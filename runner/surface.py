@@ -3,7 +3,8 @@
 The host is run once against a capture endpoint on 127.0.0.1 that records the first Messages
 API request and ends the session at once (no model is called, no key is needed). From the
 recorded request we read the skill listing — which skills kept their description and which were
-listed by name only — for the run's own settings (listing budget, model, library).
+listed by name only — for the run's own settings (listing budget, model, library) — and how the host
+marks the request for prompt caching (`cache_shape`), which the plan's expected cost uses.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -30,6 +31,14 @@ class Surface(BaseModel):
     listing_chars: int = 0
     request_chars: int = Field(default=0, description="Size of the captured first request (system, tools, messages).")
     tools: list[str] = []
+    cached_prefix_chars: int = Field(default=0, description="The part of the first request before the case prompt "
+                                                            "that a cache breakpoint covers (tools, system, "
+                                                            "messages up to the last such breakpoint): what every "
+                                                            "session of the run can read from a cache another wrote.")
+    cache_layout: Literal["conversation", "prefix", "none"] = Field(
+        default="none", description="conversation: the last block of every turn is a breakpoint too, so each turn "
+                                    "reads the one before it (Claude Code); prefix: only the shared prefix is "
+                                    "marked (the api host); none: nothing is marked.")
     error: str | None = Field(default=None, description="Why the audit could not be made; then nothing above is "
                                                          "measured.")
 
@@ -153,14 +162,47 @@ def _texts(value: Any) -> list[str]:
     return []
 
 
+# Claude Code's first system block, which changes with the prompt; the first-party API consumes it, so it is no
+# part of a cached prefix (an assumption; BENCHMARKS.md).
+BILLING_HEADER = "x-anthropic-billing-header:"
+
+
+def _marked(block: Any) -> bool:
+    return isinstance(block, dict) and isinstance(block.get("cache_control"), dict)
+
+
+def cache_shape(body: dict[str, Any]) -> tuple[int, str]:
+    """(cached_prefix_chars, cache_layout) of a first request whose LAST block is the case prompt: the characters
+    (JSON, block by block) up to the last breakpoint before that block, and how the request is marked."""
+    blocks: list[Any] = list(body.get("tools") or [])
+    system = body.get("system")
+    if isinstance(system, list):
+        blocks += [b for b in system if not (isinstance(b, dict) and str(b.get("text", "")).startswith(BILLING_HEADER))]
+    elif system:
+        blocks.append(system)
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks += content if isinstance(content, list) else [content]
+    if not blocks:
+        return 0, "none"
+    chars, prefix = 0, 0
+    for block in blocks[:-1]:
+        chars += len(json.dumps(block))
+        if _marked(block):
+            prefix = chars
+    conversation = _marked(blocks[-1]) or isinstance(body.get("cache_control"), dict)
+    return prefix, "conversation" if conversation else "prefix" if prefix else "none"
+
+
 def surface_from_request(body: dict[str, Any], host: str, budget: int | None, library_names: set[str],
                          invocable: set[str]) -> Surface:
     listing = next((t for t in _texts(body.get("system")) + _texts(body.get("messages")) if LISTING_HEADER in t), None)
     tools = [t.get("name", "") for t in body.get("tools", []) if isinstance(t, dict)]
     request_chars = sum(len(json.dumps(body.get(k, ""))) for k in ("system", "tools", "messages"))
+    prefix_chars, layout = cache_shape(body)
     if listing is None:
         return Surface(host=host, listing_budget_chars=budget, request_chars=request_chars, tools=tools,
-                       missing=sorted(invocable),
+                       cached_prefix_chars=prefix_chars, cache_layout=layout, missing=sorted(invocable),
                        error="the captured request holds no skill listing (is Skill among the allowed tools?)")
     with_description, name_only = parse_listing(listing)
     listed = set(with_description) | set(name_only)
@@ -169,4 +211,5 @@ def surface_from_request(body: dict[str, Any], host: str, budget: int | None, li
         with_description=[n for n in with_description if n in library_names],
         name_only=[n for n in name_only if n in library_names],
         not_from_library=sorted(listed - library_names), missing=sorted(invocable - listed),
-        listing_chars=len(listing), request_chars=request_chars, tools=tools)
+        listing_chars=len(listing), request_chars=request_chars, tools=tools, cached_prefix_chars=prefix_chars,
+        cache_layout=layout)

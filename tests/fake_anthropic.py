@@ -81,14 +81,19 @@ Semantics
   :func:`output_tokens_for`); cache fields 0. ``script(..., usage=Usage(...))`` fixes them.
 - Prompt caching (only for a request that carries a breakpoint: ``cache_control`` on a system, message
   or tool block, or the top-level ``cache_control`` = a breakpoint at the last message block): the prefix
-  is tools, then system, then messages, up to each breakpoint (see :func:`cache_marks`). A prefix shorter
-  than the model's minimum (:func:`cache_min_tokens_for`: 1024 tokens, 4096 for Haiku 4.5 and Opus
-  4.5/4.6, 2048 for Haiku 3.x, as the prompt-caching docs list them) is never cached. The longest prefix
-  already written by a response that began before this request arrived (its arrival = now - latency)
-  is ``cache_read_input_tokens``; the rest up to the last breakpoint is ``cache_creation_input_tokens``
-  (and written, readable by later requests); ``input_tokens`` is what follows. The three always add up
-  to :func:`input_tokens_for` (tools count in the cache key, not in tokens). Entries never expire.
-  The cache is per server: ``cache_entries`` counts them.
+  is tools, then system, then messages, block by block, up to each breakpoint (see :func:`cache_units`,
+  :func:`cache_marks`). Where a marker sits is no part of a prefix (a turn whose breakpoint moved on still
+  matches what the turn before wrote), and a breakpoint also finds an entry written at any of the
+  ``LOOKBACK_BLOCKS`` (20) block boundaries counted back from it, as the prompt-caching docs describe. One
+  assumption (BENCHMARKS.md): Claude Code's ``x-anthropic-billing-header:`` system block, which changes with
+  the first user message, is consumed by the first-party API and is no part of the cached prefix (its
+  tokens still count as input). A prefix shorter than the model's minimum (:func:`cache_min_tokens_for`:
+  1024 tokens, 4096 for Haiku 4.5 and Opus 4.5/4.6, 2048 for Haiku 3.x, as the prompt-caching docs list
+  them) is never cached. The longest prefix already written by a response that began before this request
+  arrived (its arrival = now - latency) is ``cache_read_input_tokens``; the rest up to the last breakpoint is
+  ``cache_creation_input_tokens`` (and written, readable by later requests); ``input_tokens`` is what
+  follows. The three always add up to :func:`input_tokens_for` (tools count in the cache key, not in
+  tokens). Entries never expire. The cache is per server: ``cache_entries`` counts them.
 - ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": input_tokens_for(body)}``; any other
   path -> 404 with the Anthropic error JSON. Query strings (``?beta=true``) are ignored for routing
   (kept in ``Recorded.query``).
@@ -96,6 +101,7 @@ Semantics
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -114,7 +120,7 @@ __all__ = [
     "FakeAnthropic", "Recorded", "Usage", "Text", "ToolUse", "Blocks", "Error", "BreakStream", "Hang",
     "Malformed", "StreamError", "Turn", "text", "tool", "skill", "blocks", "error", "break_stream", "hang", "malformed",
     "stream_error", "input_tokens_for", "output_tokens_for", "first_user_text", "Dynamic", "dynamic",
-    "cache_marks", "cache_min_tokens_for",
+    "cache_marks", "cache_units", "cache_min_tokens_for", "is_billing_block", "BILLING_HEADER", "LOOKBACK_BLOCKS",
     "DetailedError", "OkError", "SseError", "OddMessage", "detailed_error", "spend_limit", "ok_error", "sse_error",
     "odd_message", "SPEND_LIMIT_MESSAGES",
 ]
@@ -391,30 +397,76 @@ def _marked(block: Any) -> bool:
     return isinstance(block, dict) and isinstance(block.get("cache_control"), dict)
 
 
-def cache_marks(body: Any) -> list[tuple[str, int]]:
-    """(cache key, prefix tokens) at each breakpoint of the request, in prefix order (tools, system,
-    messages). Tokens are counted as in :func:`input_tokens_for` (system and messages, not tools)."""
+# Claude Code's first system block. Its `cc_version=<version>.<3 characters>` changes with the first user message;
+# the first-party API consumes the block, so it is no part of the cached prefix (an assumption: BENCHMARKS.md).
+BILLING_HEADER = "x-anthropic-billing-header:"
+# A breakpoint finds what was written at any of this many block boundaries counted back from it, its own included
+# (the prompt-caching docs: "up to approximately 20 blocks before your explicit breakpoint").
+LOOKBACK_BLOCKS = 20
+
+
+def is_billing_block(block: Any) -> bool:
+    return isinstance(block, dict) and isinstance(block.get("text"), str) and block["text"].startswith(BILLING_HEADER)
+
+
+def _unmarked(block: Any) -> Any:
+    return {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One block of the cached prefix: its key (a hash of every block up to it, markers and the billing block
+    left out), whether it carries a breakpoint, and where it ends (for its token count)."""
+
+    key: str
+    marked: bool
+    system: Any  # the system part up to here, as sent
+    messages: list[Any]  # the messages part up to here, as sent
+
+    @property
+    def tokens(self) -> int:
+        return len(json.dumps(self.messages) + json.dumps(self.system)) // 4
+
+
+def cache_units(body: Any) -> list[_Unit]:
+    """The request's prefix block by block, in prefix order: each tool, each system block (the billing block only
+    counts, it is no unit), each message's blocks (a string content is one block). Tokens are counted as in
+    :func:`input_tokens_for` (system and messages, not tools)."""
     if not isinstance(body, dict):
         return []
     tools, system, messages = body.get("tools") or [], body.get("system", ""), body.get("messages") or []
-    head = json.dumps([body.get("model"), tools], sort_keys=True)
-    marks: list[tuple[Any, Any]] = []  # (system prefix, messages prefix)
-    if any(_marked(t) for t in tools):
-        marks.append(("", []))
+    running = hashlib.sha256(json.dumps(body.get("model")).encode())
+    units: list[_Unit] = []
+
+    def add(piece: Any, marked: bool, sys_part: Any, msg_part: list[Any]) -> None:
+        running.update(json.dumps(piece, sort_keys=True).encode())
+        units.append(_Unit(running.copy().hexdigest(), marked, sys_part, msg_part))
+
+    for tool in tools:
+        add(["tool", _unmarked(tool)], _marked(tool), "", [])
     if isinstance(system, list):
-        marks += [(system[:i + 1], []) for i, block in enumerate(system) if _marked(block)]
+        for i, block in enumerate(system):
+            if not is_billing_block(block):
+                add(["system", _unmarked(block)], _marked(block), system[:i + 1], [])
+    elif system:
+        add(["system", system], False, system, [])
     for i, message in enumerate(messages):
         content = message.get("content") if isinstance(message, dict) else None
+        role = message.get("role") if isinstance(message, dict) else None
         if isinstance(content, list):
-            marks += [(system, messages[:i] + [{**message, "content": content[:j + 1]}])
-                      for j, block in enumerate(content) if _marked(block)]
-    if isinstance(body.get("cache_control"), dict) and messages:  # automatic: the last block
-        marks.append((system, messages))
-    out = []
-    for sys_part, msg_part in marks:
-        prefix = json.dumps(msg_part) + json.dumps(sys_part)
-        out.append((hashlib.sha256((head + prefix).encode()).hexdigest(), len(prefix) // 4))
-    return out
+            for j, block in enumerate(content):
+                add(["message", i, role, _unmarked(block)], _marked(block), system,
+                    messages[:i] + [{**message, "content": content[:j + 1]}])
+        else:
+            add(["message", i, role, content], False, system, messages[:i + 1])
+    if isinstance(body.get("cache_control"), dict) and messages and units:  # automatic: the last block
+        units[-1] = dataclasses.replace(units[-1], marked=True)
+    return units
+
+
+def cache_marks(body: Any) -> list[tuple[str, int]]:
+    """(cache key, prefix tokens) at each breakpoint of the request, in prefix order (tools, system, messages)."""
+    return [(unit.key, unit.tokens) for unit in cache_units(body) if unit.marked]
 
 
 def _parts(turn: Text | ToolUse | Blocks) -> tuple[Text | ToolUse, ...]:
@@ -1096,16 +1148,19 @@ class FakeAnthropic(_BatchesMixin):
         """The deterministic usage, split into cache read / write / rest (module docstring)."""
         total, output = input_tokens_for(body), output_tokens_for(turn)
         minimum = cache_min_tokens_for(str(body.get("model") or ""))
-        marks = [(key, min(tokens, total)) for key, tokens in cache_marks(body) if tokens >= minimum]
+        units = cache_units(body)
+        marks = [i for i, unit in enumerate(units) if unit.marked and unit.tokens >= minimum]
         if not marks:
             return Usage(total, output)
         now = time.time()
         arrived = now - self._latency  # this response begins `latency` after the request arrived
+        window = {v for i in marks for v in range(max(0, i - LOOKBACK_BLOCKS + 1), i + 1)}
         with self._lock:
-            read = max((tokens for key, tokens in marks if self._cache.get(key, math.inf) <= arrived), default=0)
-            for key, _ in marks:
-                self._cache.setdefault(key, now)
-        created = max(0, max(tokens for _, tokens in marks) - read)
+            read = max((min(units[v].tokens, total) for v in window
+                        if self._cache.get(units[v].key, math.inf) <= arrived), default=0)
+            for i in marks:
+                self._cache.setdefault(units[i].key, now)
+        created = max(0, max(min(units[i].tokens, total) for i in marks) - read)
         return Usage(total - created - read, output, created, read)
 
     def _message(self, body: dict[str, Any], turn: Text | ToolUse | Blocks, usage: Usage | None) -> dict[str, Any]:

@@ -52,6 +52,7 @@ Nothing is retried beyond the SDK's own transport retries (`max_retries`). Any o
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 import typing
@@ -341,10 +342,13 @@ class ApiHost:
         system = self._system(text)
         invocable = sorted(s.name for s in self.library.skills.values() if not s.manual_only)
         listed = set(with_description) | set(name_only)
+        marked, _, _ = self.system_param([])
+        cached = 0 if isinstance(marked, str) else len(json.dumps(marked)) + len(json.dumps(TOOLS))
         return Surface(host=HOST_NAME, listing_budget_chars=self.listing_budget_chars,
                        with_description=with_description, name_only=name_only,
                        missing=[name for name in invocable if name not in listed], listing_chars=len(text),
-                       request_chars=len(system) + len(json.dumps(TOOLS)), tools=[t["name"] for t in TOOLS])
+                       request_chars=len(system) + len(json.dumps(TOOLS)), tools=[t["name"] for t in TOOLS],
+                       cached_prefix_chars=cached, cache_layout="prefix" if cached else "none")
 
     # ---- one session ---------------------------------------------------------------------------
 
@@ -391,6 +395,7 @@ class _Session:
         self.error: _SessionError | None = None
         self.last_input_tokens = 0
         self.chars_at_last_call = 0
+        self.first_turn_input: int | None = None
 
     def fail(self, error: _SessionError) -> None:
         self.error = error
@@ -464,6 +469,8 @@ class _Session:
         used = reply_usage(response)
         if isinstance(used, Usage):
             self.usage = self.usage.add(used)
+            if self.first_turn_input is None:
+                self.first_turn_input = used.input_tokens + used.cache_creation_input_tokens + used.cache_read_input_tokens
             self.last_input_tokens = used.input_tokens + used.cache_creation_input_tokens + used.cache_read_input_tokens
             self.chars_at_last_call = chars
         self.transcript.append(reply_record(response))
@@ -564,12 +571,23 @@ class _Session:
         obs.host_cost_usd = None
         obs.bounds_hit = self.bounds
         obs.transcript = self.transcript
+        obs.prefix_hash = prefix_hash(self.spec.model, self.system)
+        obs.first_turn_input_tokens = self.first_turn_input
+        obs.model_calls = self.turns
         if self.error is not None:
             obs.error_kind = self.error.kind
             obs.error_message = self.error.message
             obs.final_answer = None
         else:
             obs.final_answer = self.final_answer
+
+
+def prefix_hash(model: str, system: str | list[dict[str, Any]]) -> str:
+    """16 hex characters over what every request of a session sends before its messages (model, tools, system):
+    sessions with one hash can read one cached prefix. Built once per exclusion set (`system_param`), so every
+    session of a run without excluded skills has the same."""
+    payload = json.dumps([model, TOOLS, system], sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _scrub(obs: Observation, secret: str) -> Observation:

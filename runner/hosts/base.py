@@ -94,6 +94,20 @@ class Observation(BaseModel):
     bounds_hit: list[Bound] = []
     listing: ListingSeen | None = None
     duration_s: float = 0.0
+    prefix_hash: str | None = Field(default=None, description="A hash of what the session's model received before "
+                                                              "the case prompt, as far as the host can tell "
+                                                              "(runner.hosts.claude_code.prefix_fingerprint, "
+                                                              "runner.hosts.api.ApiHost.prefix_hash); sessions "
+                                                              "with one hash can share one prompt cache.")
+    model_calls: int | None = Field(default=None, description="Requests that got a reply from the model (the CLI's "
+                                                              "`num_turns` counts otherwise): the turns of the "
+                                                              "plan's cost model.")
+    first_turn_input_tokens: int | None = Field(default=None, description="Input tokens of the session's first "
+                                                                          "model call (all three input fields): "
+                                                                          "what the plan's cost basis is made of.")
+    session_path: str | None = Field(default=None, description="claude-code: how the session saw its folder "
+                                                               "(runner.hosts.sessionpath: mount-namespace, "
+                                                               "user-namespace, per-session-path).")
     transcript: list[dict] = Field(default=[], description="The host's messages, secrets removed.")
 
     @property

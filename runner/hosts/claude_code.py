@@ -12,12 +12,22 @@ and the library is filtered and copied once per host into a read-only staging sn
 cannot write, copies otherwise. Building and removing a session folder run in a worker thread, so
 one session's file work never stalls the event loop the other sessions' streams run on. `close()` /
 `aclose()` remove the snapshot (also done when the host is collected or at exit, as for the wrapper).
+
+Cost: what the model receives before the case prompt is kept byte-identical across the sessions of a run, so
+a prompt cache can serve it (issue 15; BENCHMARKS.md). Measured on CLI 2.1.332, two things varied per session:
+the system prompt's auto-memory paragraph named the session's own memory folder (under CLAUDE_CONFIG_DIR), and
+the first message's environment text named the session's working directory. Auto-memory is switched off
+(`CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`, passed through the wrapper's allowlist: without that the variable never
+reached the CLI; a session has no memory anyway, semantics §5), and each session's folder is seen at one fixed
+path where a namespace allows it (runner.hosts.sessionpath, which also says what the fallback keeps). Each
+observation carries the session's prefix hash (`prefix_fingerprint`) and session-path mode.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import re
 import shlex
@@ -27,15 +37,16 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import claude_agent_sdk
-from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessage, TextBlock,
+from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessage, SystemMessage, TextBlock,
                               ToolResultBlock, ToolUseBlock, UserMessage, query)
 from claude_agent_sdk import _errors as sdk_errors
 
-from runner.hosts import workspace
+from runner.hosts import sessionpath, workspace
 from runner.hosts.base import Activation, ErrorKind, Observation, SessionSpec, ToolCall, Usage, utf8_safe
 from runner.prices import PriceTable
 from runner.surface import CaptureServer, Surface, surface_from_request
@@ -46,6 +57,7 @@ KEEP = (
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
     "DISABLE_BUG_COMMAND", "SLASH_COMMAND_TOOL_CHAR_BUDGET", "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "CLAUDE_CODE_MAX_RETRIES",
     "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY",
 )
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
 _SKILL_MD = re.compile(r"\.claude/skills/([^/]+)/SKILL\.md$")
@@ -68,14 +80,18 @@ def cli_version(cli: Path) -> str:
     return "unknown"
 
 
-def write_env_wrapper(directory: Path, cli: Path) -> Path:
-    """A shell script that execs the CLI with only the KEEP variables (`env -i`)."""
+def write_env_wrapper(directory: Path, cli: Path, session_path: sessionpath.SessionPath | None = None) -> Path:
+    """A shell script that execs the CLI with only the KEEP variables (`env -i`), in the session's own
+    namespace with its folder at the fixed path when `session_path` has one (runner.hosts.sessionpath)."""
     keep = " ".join(f'${{{name}:+"{name}=${name}"}}' for name in KEEP)
+    final = f"exec /usr/bin/env -i {keep} {shlex.quote(str(cli))} \"$@\""
+    mode = session_path.mode if session_path is not None else sessionpath.FALLBACK
+    fixed = Path(session_path.path) if session_path is not None and session_path.path else sessionpath.FIXED_PATH
     script = directory / "claude-minimal-env"
     script.write_text(
         "#!/bin/sh\n"
         "# Written by skill-evals: the CLI sees only these variables, never the runner's environment.\n"
-        f"exec /usr/bin/env -i {keep} {shlex.quote(str(cli))} \"$@\"\n", encoding="utf-8")
+        f"{sessionpath.script_line(mode, fixed, final)}\n", encoding="utf-8")
     script.chmod(0o700)
     return script
 
@@ -117,6 +133,10 @@ class _Recorder:
         self.api_error: str | None = None
         self.spend_limit: str | None = None  # what the CLI's error message showed of a spend limit
         self.unreadable: str | None = None  # why a reply of the API could not be counted
+        self.init: dict[str, Any] | None = None  # the CLI's init event: what it put before the prompt
+        self.first_turn_input: int | None = None  # the first API reply's input tokens (all three fields)
+        self.replies: set[str] = set()  # ids of the API's replies (not the CLI's own synthetic messages)
+        self.init_date = ""
         self.transcript: list[dict] = []
 
     def turn(self, message: AssistantMessage) -> int:
@@ -162,6 +182,12 @@ class _Recorder:
                 self.on_api_error(message)
             elif self.unreadable is None:
                 self.unreadable = _usage_problem(message)
+            if message.model != "<synthetic>" and message.message_id:
+                self.replies.add(message.message_id)
+            if self.first_turn_input is None and message.model != "<synthetic>" and isinstance(message.usage, dict):
+                self.first_turn_input = sum(message.usage[name] for name in ("input_tokens", "cache_creation_input_tokens",
+                                                                             "cache_read_input_tokens")
+                                            if _is_count(message.usage.get(name)))
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
                     self.on_tool_use(block, turn)
@@ -177,6 +203,9 @@ class _Recorder:
                     self.on_tool_result(block)
         elif isinstance(message, ResultMessage):
             self.result = message
+        elif isinstance(message, SystemMessage) and message.subtype == "init" and self.init is None:
+            self.init = message.data if isinstance(message.data, dict) else {}
+            self.init_date = datetime.now(timezone.utc).date().isoformat()
 
     def on_api_error(self, message: AssistantMessage) -> None:
         """The CLI's message for the API error that ends the session (see "What the CLI shows" below)."""
@@ -184,6 +213,23 @@ class _Recorder:
         text = " ".join(block.text for block in message.content if isinstance(block, TextBlock)).strip()
         if self.spend_limit is None:
             self.spend_limit = cli_spend_limit(message.error, None, text)
+
+
+# What the CLI's init event reports of the text it sends before the case prompt: the system prompt and tools
+# (version, model, tools, output style, memory), the first message's head (working directory, the skill and agent
+# listings, plugins, slash commands). With the date (the head ends "Today's date is ..."), equal fingerprints
+# meant byte-identical heads in every capture (tests/test_session_prefix.py).
+PREFIX_FIELDS = ("claude_code_version", "model", "cwd", "tools", "mcp_servers", "permissionMode", "output_style",
+                 "skills", "slash_commands", "agents", "plugins", "memory_paths")
+
+
+def prefix_fingerprint(init: dict[str, Any] | None, date: str) -> str | None:
+    """16 hex characters over what the init event reports of the session's head; None without an init event."""
+    if init is None:
+        return None
+    fields = {name: init.get(name) for name in PREFIX_FIELDS}
+    payload = json.dumps([fields, date], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
@@ -271,7 +317,8 @@ class ClaudeCodeHost:
     def __init__(self, files: workspace.LibraryFiles, prices: PriceTable,
                  api_key: str, base_url: str | None, listing_budget_chars: int | None, allowed_tools: list[str],
                  cli_path: str | None = None, work_parent: Path | None = None, max_retries: int = 2,
-                 aliases: dict[str, str] | None = None):
+                 aliases: dict[str, str] | None = None, session_namespace: sessionpath.Setting = "auto",
+                 auto_memory: bool = False):
         self.files = files
         self.aliases = aliases or {}
         self.prices = prices
@@ -286,7 +333,11 @@ class ClaudeCodeHost:
         self.max_retries = max_retries
         self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=self.work_parent))
         weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
-        self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli)
+        # One fixed session path where a namespace allows it (detected once per process and setting).
+        self.session_path = sessionpath.detect(session_namespace)
+        # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the module docstring). True only to measure what it costs.
+        self.auto_memory = auto_memory
+        self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli, self.session_path)
         self._staging: workspace.Staging | None = None
         self._staging_lock = threading.Lock()
         # Hard links are shared by all sessions: only when no allowed tool can write a file.
@@ -328,7 +379,10 @@ class ClaudeCodeHost:
             probe = ClaudeCodeHost(self.files, self.prices,
                                    api_key="skill-evals-surface-audit-no-key", base_url=capture.url,
                                    listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
-                                   cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0)
+                                   cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0,
+                                   auto_memory=self.auto_memory)
+            probe.session_path = self.session_path
+            probe.wrapper = self.wrapper
             probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
             obs = await probe.run(SessionSpec(attempt_id="surface-audit", uid="surface-audit", model=model,
                                               prompt="Surface audit: this session only records its first request.",
@@ -344,9 +398,10 @@ class ClaudeCodeHost:
         return {"claude-agent-sdk": claude_agent_sdk.__version__, "claude-code-cli": cli_version(self.cli)}
 
     def environment(self, ws: workspace.Workspace, max_output_tokens: int) -> dict[str, str]:
+        seen = ws.seen_at(Path(self.session_path.path)) if self.session_path.path else ws
         env = {
-            "PATH": MINIMAL_PATH, "HOME": str(ws.home), "TMPDIR": str(ws.root), "LANG": "C.UTF-8",
-            "CLAUDE_CONFIG_DIR": str(ws.config), "ANTHROPIC_API_KEY": self.api_key,
+            "PATH": MINIMAL_PATH, "HOME": str(seen.home), "TMPDIR": str(seen.root), "LANG": "C.UTF-8",
+            "CLAUDE_CONFIG_DIR": str(seen.config), "ANTHROPIC_API_KEY": self.api_key,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
             # Bounds each model call, so the plan's worst case per session holds.
@@ -355,6 +410,10 @@ class ClaudeCodeHost:
         }
         if self.base_url:
             env["ANTHROPIC_BASE_URL"] = self.base_url
+        if self.session_path.path:  # for the wrapper's bind only: not in KEEP, the CLI never sees it
+            env[sessionpath.ROOT_VARIABLE] = str(ws.root)
+        if not self.auto_memory:
+            env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] = "1"
         if self.listing_budget_chars:
             env["SLASH_COMMAND_TOOL_CHAR_BUDGET"] = str(self.listing_budget_chars)
         return env
@@ -447,5 +506,8 @@ class ClaudeCodeHost:
             attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind, error_message=error_message,
             activations=recorder.activations, tool_calls=recorder.calls, final_answer=final, turns=turns,
             usage=usage, cost_usd=cost if cost is not None else (host_cost or 0.0), host_cost_usd=host_cost,
-            bounds_hit=bounds, duration_s=round(duration, 3),
+            bounds_hit=bounds, duration_s=round(duration, 3), prefix_hash=prefix_fingerprint(recorder.init,
+                                                                                             recorder.init_date),
+            session_path=self.session_path.mode, first_turn_input_tokens=recorder.first_turn_input,
+            model_calls=len(recorder.replies),
             transcript=_redact(recorder.transcript, self.api_key)))

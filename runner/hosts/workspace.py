@@ -150,6 +150,12 @@ class Workspace:
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def seen_at(self, fixed: Path) -> "Workspace":
+        """The same folders as a session sees them when its root is bound at `fixed` (runner.hosts.sessionpath)."""
+        return Workspace(root=fixed, home=fixed / self.home.relative_to(self.root),
+                         project=fixed / self.project.relative_to(self.root),
+                         config=fixed / self.config.relative_to(self.root))
+
 
 @dataclass(frozen=True)
 class LibraryFiles:

@@ -226,6 +226,7 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
         ("Tier", e(plan.tier)),
         ("Coverage", e(h["coverage"])),
         ("Attempts", f"{results.attempts_finished} finished, {results.attempts_errored} errored"),
+        *([("Cost", f'<span id="cost">{e(roll.cost_line)}</span>')] if roll.cost_line else []),
         ("Plan", f"<code>{e(plan.hash)}</code> · library <code>{e(plan.library_hash[:12])}</code>"),
         ("Finished", e(results.finished_at)),
     ]

@@ -153,6 +153,17 @@ def _testcase(parent: ET.Element, case: CaseResult, not_executed: str) -> None:
         child.text = _skip_text(case, not_executed)
 
 
+def cost_properties(results: Results) -> list[tuple[str, str]]:
+    """Planned against spent per session, the ratio, the cache's share and the distinct prefixes."""
+    cost = results.cost
+    if cost is None or not cost.sessions:
+        return []
+    return [("planned_session_usd", f"{cost.planned_session_usd:.6f}"),
+            ("spent_session_usd", f"{cost.spent_session_usd:.6f}"),
+            ("planned_over_spent", f"{cost.ratio:.4f}" if cost.ratio is not None else ""),
+            ("cache_read_share", f"{cost.cache_read_share:.4f}"), ("prefixes", str(cost.prefixes))]
+
+
 def properties(results: Results) -> list[tuple[str, str]]:
     plan, spend = results.plan, results.spend
     host_version = plan.versions.get("claude-code-cli") or plan.versions.get("anthropic") or ""
@@ -167,6 +178,7 @@ def properties(results: Results) -> list[tuple[str, str]]:
         ("spend_usd", f"{spend.usd:.4f}"), ("judge_spend_usd", f"{spend.judge_usd:.4f}"),
         ("cap_usd", f"{spend.cap_usd:.2f}"), ("refused_reservations", str(spend.refused_reservations)),
         ("stop_reason", results.stop_reason or ""), ("finished_at", results.finished_at),
+        *cost_properties(results),
         ("not_executed", results.not_executed),
     ]
     return [(name, value) for name, value in pairs if value != "" or name in ("host", "model")]

@@ -202,6 +202,8 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
     if results.plan.judge_prompt_version:
         facts.append(f"judge prompt {escape(clip(results.plan.judge_prompt_version, cut))}")
     lines.append(" · ".join(facts))
+    if roll.cost_line:
+        lines += ["", f"Cost: {escape(roll.cost_line)}"]
     if (note := kill_note(results)) is not None:
         lines += ["", f"> **Killed before:** {escape(note)}."]
     if results.stop_reason:

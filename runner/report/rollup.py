@@ -49,6 +49,23 @@ class Rollup(BaseModel):
     unrun_by_reason: dict[str, int]
     judge_error_rate: float | None
     not_executed_sentence: str
+    cost_line: str | None = None
+
+
+def cost_line(results: Results) -> str | None:
+    """Planned against spent per session and the cache's share, in one plain line (every report shows it)."""
+    cost = results.cost
+    if cost is None or not cost.sessions:
+        return None
+    ratio = f"{cost.ratio:.2f}" if cost.ratio is not None else "n/a (nothing spent)"
+    parts = [f"planned ${cost.planned_session_usd:.4f}/session, spent ${cost.spent_session_usd:.4f}/session "
+             f"(planned/spent {ratio}) over {cost.sessions} session(s)",
+             f"cache read {100 * cost.cache_read_share:.1f}% of input tokens"]
+    if cost.sessions_with_prefix_hash:
+        parts.append(f"{cost.prefixes} distinct prefix(es) before the case prompt")
+    if cost.session_path:
+        parts.append("session path " + ", ".join(f"{mode} {n}" for mode, n in cost.session_path.items()))
+    return " · ".join(parts)
 
 
 def _activation_decided(case: CaseResult) -> bool:
@@ -113,5 +130,5 @@ def build(results: Results) -> Rollup:
         held_back=held_back(results),
         unrun_by_reason=dict(results.unrun_by_reason),
         judge_error_rate=round(judge_errors / len(judged), 4) if judged else None,
-        not_executed_sentence=results.not_executed,
+        not_executed_sentence=results.not_executed, cost_line=cost_line(results),
     )

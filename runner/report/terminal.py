@@ -48,6 +48,8 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
     if roll.judge_error_rate is not None:
         facts.append(f"judge-error rate {roll.judge_error_rate * 100:.0f}%")
     console.print(" · ".join(facts))
+    if roll.cost_line:
+        console.print(f"Cost: {_e(roll.cost_line)}")
     if (note := kill_note(results)) is not None:
         console.print(f"[bold yellow]Killed before:[/] {_e(note)}")
     if results.stop_reason:

@@ -1,0 +1,118 @@
+"""The plan's expected cost uses prompt caching and measured session shapes; the worst case stays uncached.
+
+Unit figures are worked by hand below (Sonnet prices of runner/data/prices.json: $3 in, $15 out, $3.75 cache
+write, $0.30 cache read per million tokens). The end-to-end test runs `skill-evals run` twice with the real
+Claude Code CLI against the fake Messages API: the second run's plan takes the first run's measured figures as
+its basis ([cost] basis), and results.json shows planned vs spent per session and their ratio.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner import plan as plan_mod
+from runner.prices import load as load_prices
+from runner.settings import Settings
+from tests.conftest import EXAMPLE, REPO
+from tests.fake_anthropic import FakeAnthropic, skill, text
+
+SONNET = load_prices(Settings()).price("claude-sonnet-4-6")
+SHAPE = plan_mod.SessionShape(first_turn=10_000, cached_prefix=6_000, growth=1_000, turns=2, output_per_turn=100)
+
+
+@pytest.mark.parametrize(("layout", "which", "usd"), [
+    # a case's first session: reads 6,000 (shared) + 10,000 (turn 1 reads turn 0); writes 4,000 + 1,000
+    ("conversation", "first", (16_000 * 0.3 + 5_000 * 3.75 + 200 * 15) / 1e6),
+    # the first wave writes the shared prefix too: reads 10,000, writes 11,000
+    ("conversation", "cold", (10_000 * 0.3 + 11_000 * 3.75 + 200 * 15) / 1e6),
+    # a later session of the same case sent the same first turn: reads 10,000 + 10,000, writes the growth
+    ("conversation", "repeat", (20_000 * 0.3 + 1_000 * 3.75 + 200 * 15) / 1e6),
+    # the api host marks only the shared prefix: both turns read 6,000; 4,000 + 5,000 uncached
+    ("prefix", "first", (12_000 * 0.3 + 9_000 * 3 + 200 * 15) / 1e6),
+    ("prefix", "repeat", (12_000 * 0.3 + 9_000 * 3 + 200 * 15) / 1e6),
+    ("prefix", "cold", (6_000 * 0.3 + 6_000 * 3.75 + 9_000 * 3 + 200 * 15) / 1e6),
+    ("none", "first", (21_000 * 3 + 200 * 15) / 1e6),
+])
+def test_one_session_costs_what_its_cache_layout_reads_and_writes(layout: str, which: str, usd: float) -> None:
+    assert plan_mod.session_usd(SHAPE, layout, SONNET, which) == pytest.approx(usd)
+
+
+def test_a_prefix_under_the_models_minimum_is_never_read() -> None:
+    haiku = load_prices(Settings()).price("claude-haiku-4-5")  # minimum 4,096 tokens
+    small = plan_mod.SessionShape(first_turn=5_000, cached_prefix=3_000, growth=0, turns=1, output_per_turn=0)
+    # Claude Code: the shared 3,000 are under the minimum, so the turn writes its whole 5,000.
+    assert plan_mod.session_usd(small, "conversation", haiku, "first") == pytest.approx(5_000 * 1.25 / 1e6)
+    assert plan_mod.session_usd(small, "prefix", haiku, "first") == pytest.approx(5_000 * 1.0 / 1e6)
+
+
+def test_the_first_wave_writes_and_the_rest_read_unless_the_cache_may_expire() -> None:
+    assert plan_mod.cold_sessions(sessions=66, concurrency=2, timeout_s=300, ttl_s=300) == 2
+    assert plan_mod.cold_sessions(sessions=1, concurrency=4, timeout_s=300, ttl_s=300) == 1
+    # Sessions may start 400 s apart: the cache may be gone before the next one reads it.
+    assert plan_mod.cold_sessions(sessions=66, concurrency=1, timeout_s=400, ttl_s=300) == 66
+
+
+def test_the_worst_case_stays_uncached_and_unchanged() -> None:
+    _, worst = plan_mod.session_costs(10_000, 6, 2, 4096, SONNET.input, SONNET.output)
+    turns = sum(10_000 + t * (4096 + plan_mod.MAX_TOOL_RESULT_TOKENS) for t in range(6))
+    assert worst == pytest.approx((turns * 3 + 6 * 4096 * 15) / 1e6)
+
+
+def run_cli(fake: FakeAnthropic, out: Path, config: Path | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "sk-test-plan-cost", "CI": "true"})
+    args = [sys.executable, "-m", "runner", "run", "--library", str(EXAMPLE), "--out", str(out), "--no-judge",
+            "--no-early-stop", "--repeats", "1", "--quorum", "1", "--concurrency", "1", "--timeout", "60",
+            "--skill", "dependency-upgrade-reviewer", "--no-library-validator"]
+    if config is not None:
+        args += ["--config", str(config)]
+    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads((out / "results.json").read_text())
+
+
+def test_results_show_planned_against_spent_and_a_measured_basis_plans_the_next_run(tmp_path: Path) -> None:
+    config = tmp_path / "cost.toml"
+    config.write_text(f'[cost]\nbasis = "{tmp_path / "first"}"\n', encoding="utf-8")
+    results = []
+    for out, settings in ((tmp_path / "first", None), (tmp_path / "second", config)):
+        with FakeAnthropic() as fake:  # a cache of its own: the second run reads nothing the first one wrote
+            fake.default(skill("dependency-upgrade-reviewer"), text("Done."))
+            results.append(run_cli(fake, out, settings))
+    first, second = results
+    for results in (first, second):
+        cost = results["cost"]
+        assert cost["sessions"] == results["attempts_finished"] > 1
+        assert cost["spent_session_usd"] == pytest.approx(results["spend"]["usd"] / cost["sessions"], rel=1e-3)
+        assert cost["ratio"] == pytest.approx(cost["planned_session_usd"] / cost["spent_session_usd"], rel=1e-3)
+        assert cost["prefixes"] == 1 and cost["cache_read_share"] > 0.5
+        kinds = {row["kind"] for row in cost["by_kind"]}
+        assert kinds and all(row["turns"] == 2 for row in cost["by_kind"])
+    # The second plan used what the first run measured, per kind.
+    estimate = json.loads((tmp_path / "second" / "plan.json").read_text())["estimate"]
+    assert str(tmp_path / "first") in estimate["cost_basis"]
+    assert all(row["turns"] == 2 and row["basis"].startswith("measured") for row in estimate["by_kind"])
+    assert 0.7 <= second["cost"]["ratio"] <= 1.4, (second["cost"], estimate)
+    # Every report shows planned against spent and the ratio.
+    cost = second["cost"]
+    shown = f"planned ${cost['planned_session_usd']:.4f}/session, spent ${cost['spent_session_usd']:.4f}/session"
+    for fmt in ("terminal", "markdown", "html"):
+        report = report_of(tmp_path / "second", fmt).replace("&#36;", "$")  # Markdown writes $ as a reference
+        assert shown in report and f"planned/spent {cost['ratio']:.2f}" in report, fmt
+        assert "1 distinct prefix(es)" in report
+    junit = report_of(tmp_path / "second", "junit")
+    assert f'name="planned_over_spent" value="{cost["ratio"]:.4f}"' in junit
+    assert f'name="spent_session_usd" value="{cost["spent_session_usd"]:.6f}"' in junit
+
+
+def report_of(run: Path, fmt: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "runner", "report", str(run), "--format", fmt], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "COLUMNS": "400"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
