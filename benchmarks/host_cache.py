@@ -13,7 +13,8 @@ is no part of the cached prefix. Each run gets a fresh fake, so nothing is read 
 Variants per (host, library, model):
 - `before`: the runner of another source tree (`--before-src`, e.g. `git archive <commit> runner | tar -x -C
   DIR`), run with PYTHONPATH=DIR against the same fake;
-- `after`: this tree, the plan on its defaults;
+- `after`: this tree, the plan on its defaults (`[cost] basis = ""`: the default, `auto`, would find the other
+  variants' runs beside it);
 - `after+basis`: this tree again, its plan's `[cost] basis` = the `after` run (what a later run of a library
   plans from);
 - `fallback`, `fallback+basis` (claude-code, `--variants`): the same with `[run] session_namespace = "off"`, the
@@ -52,7 +53,7 @@ def fired_skill(library: Path) -> str:
 
 
 def run_once(src: Path, library: Path, host: str, model: str, skills: tuple[str, ...], out: Path,
-             basis: Path | None = None, short: bool = False, fallback: bool = False) -> dict[str, Any]:
+             basis: Path | str | None = None, short: bool = False, fallback: bool = False) -> dict[str, Any]:
     """One `skill-evals run` of the runner in `src` against a fresh fake; the figures of its run folder."""
     sys.path.insert(0, str(REPO))
     from tests.fake_anthropic import FakeAnthropic, skill, text
@@ -143,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                                 (variant.startswith("fallback") and host != "claude-code"):
                             continue
                         src = args.before_src if variant == "before" else REPO
-                        basis = Path(tmp) / f"{tag}-{variant.split('+')[0]}" if variant.endswith("+basis") else None
+                        basis: Path | str | None = (Path(tmp) / f"{tag}-{variant.split('+')[0]}"
+                                                    if variant.endswith("+basis") else None if src != REPO else "")
                         out = Path(tmp) / f"{tag}-{variant}"
                         found = run_once(src, library, host, model, skills, out, basis, args.short,
                                          fallback=variant.startswith("fallback"))

@@ -110,6 +110,11 @@ class KindBasis(BaseModel):
     usd_per_session: float
 
 
+# What `[cost] basis` changes: left out of the plan's hash (Plan.digest).
+PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_tokens", "expected_session_usd",
+                     "expected_uncached_session_usd", "expected_usd")
+
+
 class CostEstimate(BaseModel):
     model: str
     price_input_per_mtok: float
@@ -197,8 +202,10 @@ class Plan(BaseModel):
                                                             "of each.")
 
     def digest(self) -> str:
-        """Stable hash of everything but the creation time."""
-        body = self.model_dump_json(exclude={"created_at"})
+        """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
+        run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
+        and after another run finished, still merge. The worst case, what the cap reserves, stays in."""
+        body = self.model_dump_json(exclude={"created_at": True, "estimate": set(PREDICTION_FIELDS)})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -353,11 +360,21 @@ class Basis:
     described: str
 
 
-def read_basis(path_text: str, root: Path) -> Basis:
-    """The figures a previous run measured (its folder or its results.json); empty, with why, when none."""
+def read_basis(path_text: str, root: Path, runs_folder: Path | None = None, host: str = "",
+               model: str = "") -> Basis:
+    """The figures a previous run measured (its folder or its results.json); empty, with why, when none.
+    `auto`: the newest run in `runs_folder` (where this run's folder is made) of the same host and model that
+    measured any session (`auto_basis`)."""
     if not path_text:
         return Basis({}, 1.0, "defaults")
-    path = Path(path_text) if Path(path_text).is_absolute() else root / path_text
+    if path_text == "auto":
+        found = auto_basis(runs_folder, host, model)
+        if found is None:
+            where = f"{runs_folder}" if runs_folder is not None else "no runs folder"
+            return Basis({}, 1.0, f"defaults (no earlier {host} run of {model} with measured sessions in {where})")
+        path = found
+    else:
+        path = Path(path_text) if Path(path_text).is_absolute() else root / path_text
     if path.is_dir():
         path = path / "results.json"
     try:
@@ -370,6 +387,27 @@ def read_basis(path_text: str, root: Path) -> Basis:
     if not kinds:
         return Basis({}, 1.0, f"defaults ([cost] basis {path} has no measured sessions)")
     return Basis(kinds, scale if 0.1 <= scale <= 10 else 1.0, f"measured in {path}")
+
+
+def auto_basis(runs_folder: Path | None, host: str, model: str) -> Path | None:
+    """The results.json of the newest finished run in `runs_folder` with this host and model and measured
+    sessions. A run of another model or host measured other token counts, so it is never used; an unreadable
+    folder is passed over (it is not this plan's to judge)."""
+    if runs_folder is None or not runs_folder.is_dir():
+        return None
+    best: tuple[str, Path] | None = None
+    for path in runs_folder.glob("*/results.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            plan, cost = data.get("plan") or {}, data.get("cost") or {}
+            finished = str(data.get("finished_at") or "")
+            measured = any(int(row.get("sessions") or 0) > 0 for row in cost.get("by_kind") or [])
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+        if plan.get("host") == host and plan.get("model") == model and measured and (best is None or
+                                                                                     finished > best[0]):
+            best = (finished, path)
+    return best[1] if best else None
 
 
 def default_growth(library: Library, cost: CostSettings) -> int:
@@ -416,11 +454,13 @@ class Expected:
 
 
 def estimate_expected(runnable: list[PlannedCase], library: Library, settings: Settings, price: Price | None,
-                      first_turn: float, shared: int, layout: CacheLayout, repeats_read: bool) -> Expected:
+                      first_turn: float, shared: int, layout: CacheLayout, repeats_read: bool,
+                      runs_folder: Path | None = None) -> Expected:
     """The expected cost of every planned session of the runnable cases (module docstring). `repeats_read`: a
-    case's later sessions send its first session's first turn byte for byte (one session path), so they read it."""
+    case's later sessions send its first session's first turn byte for byte (one session path), so they read it.
+    `runs_folder`: where `[cost] basis = "auto"` looks for the previous run."""
     run, cost = settings.run, settings.cost
-    basis = read_basis(cost.basis, Path(library.root))
+    basis = read_basis(cost.basis, Path(library.root), runs_folder, run.host, run.model)
     growth, output = default_growth(library, cost), min(run.max_output_tokens, cost.output_tokens_per_turn)
     sessions_max: dict[str, int] = {}
     cases: dict[str, int] = {}  # cases and arms: each has a first session, which writes the case's first turn
@@ -458,7 +498,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
           host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
           unrun_all: str | None, judge_unavailable: str | None = None,
           quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None,
-          batch: bool = False, floor: FloorGate | None = None, session_path: SessionPath | None = None) -> Plan:
+          batch: bool = False, floor: FloorGate | None = None, session_path: SessionPath | None = None,
+          runs_folder: Path | None = None) -> Plan:
     run = settings.run
     cases = []
     held_back: dict[str, str] = {}
@@ -491,7 +532,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     layout: CacheLayout = surface.cache_layout if surface is not None and not surface.error else "none"
     shared = surface.cached_prefix_chars // CHARS_PER_TOKEN if surface is not None and layout != "none" else 0
     fixed_path = host == "claude-code" and session_path is not None and session_path.path is not None
-    found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, fixed_path)
+    found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, fixed_path,
+                              runs_folder)
     sessions_max = sum(c.sessions for c in runnable)
     expected = found.session_usd
     judged = sum(c.sessions for c in runnable if c.arms or any(a.assertion_class == "semantic"

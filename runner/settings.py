@@ -161,10 +161,12 @@ class CostSettings(_Strict):
     """What the plan's expected cost assumes of a session (runner.plan). The worst case never uses it."""
 
     basis: str = Field(
-        default="",
-        description="A previous run folder (or its results.json), relative to the repository root or absolute: "
-                    "the plan's expected cost uses the turns, first-turn input, growth and output per turn it "
-                    "measured per case kind. Empty: [run] expected_turns and the defaults below.")
+        default="auto",
+        description="Where the plan's expected cost takes, per case kind, the turns, first-turn input, growth and "
+                    "output per turn a previous run measured. auto: the newest earlier run of the same host and "
+                    "model in the folder this run's folder is made in (runs/ without --out); a run folder (or its "
+                    "results.json), relative to the repository root or absolute: that run; empty: [run] "
+                    "expected_turns and the defaults below.")
     output_tokens_per_turn: int = Field(default=1000, ge=0, description="Without a basis: the output of one model "
                                                                         "turn (at most max_output_tokens).")
     growth_tokens_per_turn: int | None = Field(

@@ -26,3 +26,4 @@ def test_host_cache_short_mode_runs_both_hosts_and_reports_planned_against_spent
         assert row["prefixes"] == 1
     assert rows[("claude-code", "after")]["session_path"] and rows[("api", "after")]["session_path"] == {}
     assert "measured in" in rows[("claude-code", "after+basis")]["cost_basis"]
+    assert rows[("claude-code", "after")]["cost_basis"] == "defaults"  # the `after` rows stay a first run's plan

@@ -3,7 +3,8 @@
 Unit figures are worked by hand below (Sonnet prices of runner/data/prices.json: $3 in, $15 out, $3.75 cache
 write, $0.30 cache read per million tokens). The end-to-end test runs `skill-evals run` twice with the real
 Claude Code CLI against the fake Messages API: the second run's plan takes the first run's measured figures as
-its basis ([cost] basis), and results.json shows planned vs spent per session and their ratio.
+its basis (`[cost] basis = "auto"`, the default: the newest earlier run beside it), and results.json shows planned
+vs spent per session and their ratio.
 """
 
 from __future__ import annotations
@@ -78,13 +79,12 @@ def run_cli(fake: FakeAnthropic, out: Path, config: Path | None) -> dict:
 
 
 def test_results_show_planned_against_spent_and_a_measured_basis_plans_the_next_run(tmp_path: Path) -> None:
-    config = tmp_path / "cost.toml"
-    config.write_text(f'[cost]\nbasis = "{tmp_path / "first"}"\n', encoding="utf-8")
+    runs = tmp_path / "runs"
     results = []
-    for out, settings in ((tmp_path / "first", None), (tmp_path / "second", config)):
+    for out in (runs / "first", runs / "second"):
         with FakeAnthropic() as fake:  # a cache of its own: the second run reads nothing the first one wrote
             fake.default(skill("dependency-upgrade-reviewer"), text("Done."))
-            results.append(run_cli(fake, out, settings))
+            results.append(run_cli(fake, out, None))
     first, second = results
     for results in (first, second):
         cost = results["cost"]
@@ -94,19 +94,27 @@ def test_results_show_planned_against_spent_and_a_measured_basis_plans_the_next_
         assert cost["prefixes"] == 1 and cost["cache_read_share"] > 0.5
         kinds = {row["kind"] for row in cost["by_kind"]}
         assert kinds and all(row["turns"] == 2 for row in cost["by_kind"])
-    # The second plan used what the first run measured, per kind.
-    estimate = json.loads((tmp_path / "second" / "plan.json").read_text())["estimate"]
-    assert str(tmp_path / "first") in estimate["cost_basis"]
+    # The first plan had nothing measured beside it; the second used what the first run measured, per kind.
+    first_estimate = json.loads((runs / "first" / "plan.json").read_text())["estimate"]
+    assert first_estimate["cost_basis"].startswith("defaults (no earlier claude-code run"), first_estimate
+    estimate = json.loads((runs / "second" / "plan.json").read_text())["estimate"]
+    assert str(runs / "first" / "results.json") in estimate["cost_basis"]
     assert all(row["turns"] == 2 and row["basis"].startswith("measured") for row in estimate["by_kind"])
     assert 0.7 <= second["cost"]["ratio"] <= 1.4, (second["cost"], estimate)
+    # A prediction is not part of the plan's identity: the two plans differ only in it, and hash the same.
+    plans = [plan_mod.Plan.model_validate_json((runs / name / "plan.json").read_text()) for name in ("first", "second")]
+    assert plans[0].estimate.expected_usd != plans[1].estimate.expected_usd
+    assert plans[0].digest() == plans[1].digest() == second["plan"]["hash"]
+    changed = plans[1].model_copy(update={"estimate": plans[1].estimate.model_copy(update={"worst_usd": 1.0})})
+    assert changed.digest() != plans[1].digest()  # the worst case is what the cap reserves: it stays in
     # Every report shows planned against spent and the ratio.
     cost = second["cost"]
     shown = f"planned ${cost['planned_session_usd']:.4f}/session, spent ${cost['spent_session_usd']:.4f}/session"
     for fmt in ("terminal", "markdown", "html"):
-        report = report_of(tmp_path / "second", fmt).replace("&#36;", "$")  # Markdown writes $ as a reference
+        report = report_of(runs / "second", fmt).replace("&#36;", "$")  # Markdown writes $ as a reference
         assert shown in report and f"planned/spent {cost['ratio']:.2f}" in report, fmt
         assert "1 distinct prefix(es)" in report
-    junit = report_of(tmp_path / "second", "junit")
+    junit = report_of(runs / "second", "junit")
     assert f'name="planned_over_spent" value="{cost["ratio"]:.4f}"' in junit
     assert f'name="spent_session_usd" value="{cost["spent_session_usd"]:.6f}"' in junit
 
@@ -116,3 +124,31 @@ def report_of(run: Path, fmt: str) -> str:
                           capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "COLUMNS": "400"})
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def write_results(folder: Path, host: str, model: str, finished: str, sessions: int) -> Path:
+    folder.mkdir(parents=True)
+    row = {"kind": "positive", "sessions": sessions, "turns": 3, "first_turn_input_tokens": 9000,
+           "growth_tokens_per_turn": 500, "output_tokens_per_turn": 200, "usd_per_session": 0.01}
+    (folder / "results.json").write_text(json.dumps({"finished_at": finished, "plan": {"host": host, "model": model},
+                                                     "cost": {"by_kind": [row], "token_scale": 0.8}}))
+    return folder / "results.json"
+
+
+def test_auto_basis_is_the_newest_earlier_run_of_the_same_host_and_model(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    older = write_results(runs / "a", "claude-code", "claude-sonnet-4-6", "2026-12-01T10:00:00Z", 4)
+    write_results(runs / "b", "claude-code", "claude-haiku-4-5", "2026-12-02T10:00:00Z", 4)  # another model
+    write_results(runs / "c", "api", "claude-sonnet-4-6", "2026-12-02T11:00:00Z", 4)  # another host
+    write_results(runs / "d", "claude-code", "claude-sonnet-4-6", "2026-12-02T12:00:00Z", 0)  # nothing measured
+    (runs / "e").mkdir()
+    (runs / "e" / "results.json").write_text("{torn")  # passed over, not fatal
+    assert plan_mod.auto_basis(runs, "claude-code", "claude-sonnet-4-6") == older
+    basis = plan_mod.read_basis("auto", tmp_path, runs, "claude-code", "claude-sonnet-4-6")
+    assert basis.described == f"measured in {older}" and basis.kinds["positive"].turns == 3
+    assert basis.token_scale == 0.8
+    newer = write_results(runs / "f", "claude-code", "claude-sonnet-4-6", "2026-12-02T13:00:00Z", 2)
+    assert plan_mod.auto_basis(runs, "claude-code", "claude-sonnet-4-6") == newer
+    nothing = plan_mod.read_basis("auto", tmp_path, tmp_path / "absent", "api", "claude-opus-4-1")
+    assert nothing.kinds == {} and nothing.described.startswith("defaults (no earlier api run of claude-opus-4-1")
+    assert plan_mod.read_basis("", tmp_path, runs, "claude-code", "claude-sonnet-4-6").described == "defaults"
