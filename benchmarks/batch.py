@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-AEGIS = REPO.parent / "shared" / "corpora" / "project-aegis" / "dot-claude" / "skills"
+AEGIS = REPO / "tests" / "corpora" / "project-aegis" / "dot-claude" / "skills"
 EXAMPLE = REPO / "examples" / "library"
 KEY = "sk-bench-batch-not-a-real-key"
 MODES = ("direct", "batch", "batch+cache")

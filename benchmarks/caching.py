@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "library"
-AEGIS = REPO.parent / "shared" / "corpora" / "project-aegis" / "dot-claude" / "skills"
+AEGIS = REPO / "tests" / "corpora" / "project-aegis" / "dot-claude" / "skills"
 KEY = "sk-bench-not-a-real-key"
 CONCURRENCY = 8
 LATENCY_S = 0.05

@@ -23,7 +23,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "library"
-AEGIS = REPO.parent / "shared" / "corpora" / "project-aegis" / "dot-claude" / "skills"
+AEGIS = REPO / "tests" / "corpora" / "project-aegis" / "dot-claude" / "skills"
 
 
 def commands(library: Path, out: Path) -> dict[str, list[str]]:

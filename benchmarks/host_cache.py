@@ -40,7 +40,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "library"
-AEGIS = REPO.parent / "shared" / "corpora" / "project-aegis" / "dot-claude" / "skills"
+AEGIS = REPO / "tests" / "corpora" / "project-aegis" / "dot-claude" / "skills"
 AEGIS_SKILLS = ("ab-test-designer", "accessibility-test-harness", "admin-console-architect", "adr-sequencer",
                 "adr-writer", "agent-authorization-matrix", "agent-containment-reviewer", "agent-failure-recovery")
 KEY = "sk-bench-not-a-real-key"

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 REPO = Path(__file__).resolve().parent.parent
-AEGIS_SKILLS = REPO.parent / "shared" / "corpora" / "project-aegis" / "dot-claude" / "skills"
+AEGIS_SKILLS = REPO / "tests" / "corpora" / "project-aegis" / "dot-claude" / "skills"
 
 
 class SyntheticCorpus(BaseModel):

@@ -92,6 +92,55 @@ config_option = click.option(
     help="Settings file (default: .skill-evals.toml at the repository root); it must exist.")
 
 
+# The environment variables a command reads, at the end of its --help ("\b": click keeps the lines as written).
+def _environment(title: str, *rows: tuple[str, str]) -> str:
+    """An epilog that lists the variables, one column for the names; "\\n" in a text continues it below."""
+    width = max(len(name) for name, _ in rows)
+    lines = ["\b", title]
+    for name, text in rows:
+        first, *more = text.split("\n")
+        lines.append(f"  {name:<{width}}  {first}")
+        lines += [" " * (width + 4) + line for line in more]
+    return "\n".join(lines)
+
+
+_API_VARIABLES = (
+    ("ANTHROPIC_API_KEY", ("the Messages API key; without it nothing is\nsent to a model: every case is UNRUN\n"
+                           "(no-credentials), exit 0")),
+    ("ANTHROPIC_BASE_URL", "another Messages API endpoint (a proxy)"),
+    ("SKILL_EVALS_DISABLED", "1, true or yes: the kill switch (every case\nUNRUN kill-switch, exit 0)"))
+_VALIDATOR_VARIABLES = (
+    ("SKILL_EVALS_VALIDATOR_SANDBOX", "--validator-sandbox's default"),
+    ("SKILL_EVALS_VALIDATOR_IMAGE", "--validator-sandbox container: its image\n(else SKILL_EVALS_IMAGE, else built)"),
+    ("DOCKER_HOST", "the Docker daemon a container needs"))
+VALIDATE_ENVIRONMENT = _environment("Environment:", *_VALIDATOR_VARIABLES)
+PLAN_ENVIRONMENT = _environment("Environment:", *_API_VARIABLES, *_VALIDATOR_VARIABLES)
+RUN_ENVIRONMENT = _environment(
+    "Environment (no other variable reaches a session; never GITHUB_TOKEN):", *_API_VARIABLES,
+    ("SKILL_EVALS_BASE_IMAGE", "--base-image's default"),
+    ("SKILL_EVALS_IMAGE", "--container: an image already built or loaded"),
+    ("SKILL_EVALS_SOURCE", "--container: the skill-evals source to build"),
+    ("CI", "set: no live progress line"),
+    ("TMPDIR", "set: session folders go there, not /dev/shm"),
+    *_VALIDATOR_VARIABLES)
+JUDGE_ENVIRONMENT = _environment(
+    "Environment:", ("ANTHROPIC_API_KEY", "the Messages API key (nothing is judged without it)"),
+    ("ANTHROPIC_BASE_URL", "another Messages API endpoint (a proxy)"))
+CALIBRATE_ENVIRONMENT = _environment("Environment:", *_API_VARIABLES, *_VALIDATOR_VARIABLES)
+PUBLISH_ENVIRONMENT = _environment(
+    "Environment (what GitHub Actions sets):",
+    ("GITHUB_TOKEN", "the token (checks: write, pull-requests: write);\nwithout it nothing is posted to GitHub"),
+    ("GITHUB_REPOSITORY", "owner/name; without it nothing is posted"),
+    ("GITHUB_SHA", "the commit the check run is on"),
+    ("GITHUB_EVENT_PATH", "the event payload: the pull request, its head"),
+    ("GITHUB_EVENT_NAME", "pull_request, pull_request_target, ..."),
+    ("GITHUB_STEP_SUMMARY", "the job summary file the rollup is appended to"),
+    ("GITHUB_RUN_ID", "the workflow run, linked as the check's details"),
+    ("GITHUB_API_URL", "the REST API (default https://api.github.com)"),
+    ("GITHUB_SERVER_URL", "the web server (default https://github.com)"),
+    ("GITHUB_WORKSPACE", "the repository root when git cannot tell it"))
+
+
 # ---- option values ---------------------------------------------------------------------------------------------
 # Every number an option takes is checked while the options are parsed: a value out of range is a usage error that
 # names the option (exit 2), before anything is loaded, started or spent.
@@ -142,6 +191,19 @@ def _writable_file(ctx: click.Context, param: click.Parameter, value: Path | Non
     return value
 
 
+def _checked_selection(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """--selection FILE: a file `skill-evals select` wrote; anything else is a usage error that says where the JSON
+    breaks or which key is wrong (never pydantic's dump), before anything is loaded."""
+    if value is not None and not ctx.resilient_parsing:
+        from runner import modelfile
+        from runner.select import Selection
+        try:
+            modelfile.read(value, Selection, "a selection written by `skill-evals select`")
+        except modelfile.Unreadable as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
 class _Commands(click.Group):
     """The command group. Every argument must be UTF-8: names, globs and paths end up in JSON, reports and a
     terminal, which hold UTF-8 only. Linux hands a program any bytes (Python decodes those that are not UTF-8 as
@@ -174,7 +236,7 @@ def main() -> None:
     _printing_never_fails()
 
 
-@main.command()
+@main.command(short_help="The floor: the library's own validator, then our checks.", epilog=VALIDATE_ENVIRONMENT)
 @library_option
 @config_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True,
@@ -217,10 +279,11 @@ def validate(library_path: Path, config: Path | None, fmt: str, validator_comman
     sys.exit(EXIT_FINDINGS if findings_mod.has_errors(results) else EXIT_OK)
 
 
-@main.command()
+@main.command(short_help="What the eval corpus contains: cases, refusals, assertions.")
 @library_option
 @config_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text = tables for a person; json = every count, list and rule (with the library's layout).")
 def census(library_path: Path, config: Path | None, fmt: str) -> None:
     """What the eval corpus contains: cases by kind, refusals, assertion classes, listing budget."""
     try:
@@ -258,17 +321,23 @@ def _run_options(f):  # type: ignore[no-untyped-def]
                           "else this ISO week, e.g. 2026-W48)."),
         click.option("--host", type=click.Choice(["claude-code", "api"]), default=None,
                      help="Default from [run] host (claude-code)."),
-        click.option("--model", default=None),
+        click.option("--model", default=None,
+                     help="The model every session runs on (default [run] model, claude-sonnet-4-6); its price comes "
+                          "from runner/data/prices.json or [prices]."),
         click.option("--repeats", type=REPEATS, default=None,
                      help=f"N (odd, at most {settings_mod.MAX_REPEATS:,})."),
         click.option("--quorum", type=AT_LEAST_ONE, default=None, help="k (> N/2, ≤ N); default the majority of N."),
         click.option("--max-usd", type=USD, default=None,
                      help="Hard cap on this run's spend (≥ 0). With --resume: the cap of the whole run folder, the "
                           "spend already recorded included."),
-        click.option("--concurrency", type=AT_LEAST_ONE, default=None),
+        click.option("--concurrency", type=AT_LEAST_ONE, default=None,
+                     help="Sessions at once, at most (default [run] concurrency, 4); halved on a 429 and grown back; "
+                          "the cap may allow fewer."),
         click.option("--no-early-stop", "early_stop", flag_value=False, default=None,
                      help="Run every repeat (fixed N) instead of stopping once the quorum is decided."),
-        click.option("--max-turns", type=TURNS, default=None),
+        click.option("--max-turns", type=TURNS, default=None,
+                     help=f"Model turns per session, 1 to {settings_mod.MAX_TURNS:,} (default [run] max_turns, 6); "
+                          "a session cut by it counts only for what is already certain."),
         click.option("--timeout", "timeout_s", type=SESSION_SECONDS, default=None,
                      help="Seconds per session (> 0, at most a day)."),
         click.option("--listing-budget", type=AT_LEAST_ONE, default=None,
@@ -277,7 +346,8 @@ def _run_options(f):  # type: ignore[no-untyped-def]
         click.option("--no-judge", is_flag=True, default=None,
                      help="Do not judge prose assertions (they stay UNRUN judge-disabled)."),
         click.option("--selection", "selection_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-                     default=None, help="Use the selection `skill-evals select` wrote (instead of selecting again)."),
+                     default=None, callback=_checked_selection,
+                     help="Use the selection `skill-evals select` wrote (instead of selecting again)."),
         click.option("--shard", default=None,
                      help="i/n: execute every n-th case of the plan, starting at the i-th (same plan for every "
                           "shard; merge the shards with `skill-evals merge`)."),
@@ -376,6 +446,22 @@ def _stop_on_floor(gate: floor_mod.FloorGate, outcome: str, fmt: str = "text") -
     sys.exit(EXIT_FINDINGS)
 
 
+def _floor_line(found: list[Finding], gate: floor_mod.FloorGate, skipped_validator: bool = False) -> str:
+    """The floor in one line when it let the run go on: a floor that passes is said, never silent."""
+    c = findings_mod.counts(found)
+    held = []
+    if gate.skills:
+        held.append(f"{len(gate.skills)} skill(s) held back")
+    if gate.cases:
+        held.append(f"{len(gate.cases)} invalid case(s)")
+    if gate.absent:
+        held.append(f"{len(gate.absent)} skill folder(s) not read")
+    return (f"Floor: {c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)"
+            + (f" ({', '.join(held)}: listed below)" if held else "")
+            + ("; the library's validator was not run here (--no-library-validator)" if skipped_validator else "")
+            + ("; `skill-evals validate` lists them" if any(c.values()) else ""))
+
+
 def _untrusted_option(f):  # type: ignore[no-untyped-def]
     return click.option(
         "--untrusted-settings", is_flag=True,
@@ -454,11 +540,13 @@ def _cap_line(cap_usd: float, worst_session_usd: float, sessions: int) -> str:
 
 
 def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
+    from runner.versions import host_text
+
     e = plan.estimate
     runnable = e.runnable_cases
     unrun = Counter(c.unrun_reason for c in plan.cases if c.unrun_reason)
-    console.print(f"[bold]Plan[/bold] tier {plan.tier}, host {plan.host} {plan.versions}, model {plan.model}, "
-                  f"N={plan.repeats} k={plan.quorum}, cap ${plan.cap_usd:.2f}")
+    console.print(f"[bold]Plan[/bold] tier {plan.tier}; host {host_text(plan.host, plan.versions)}; "
+                  f"model {plan.model}; N={plan.repeats} k={plan.quorum}; cap ${plan.cap_usd:.2f}")
     if plan.approximation:
         console.print(f"[yellow]{plan.approximation}[/yellow]")
     console.print(f"Cases selected: {len(plan.cases)}; runnable: {runnable}; not runnable: "
@@ -483,7 +571,9 @@ def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
         console.print(f"[yellow]The expected cost (${e.expected_usd:.2f}) is above the cap: the run will stop at "
                       f"${plan.cap_usd:.2f} and the rest will be UNRUN (budget-cap). Narrow the selection or raise "
                       "--max-usd.[/yellow]")
-    console.print(f"Judge calls: {e.judge_calls} ({e.judge_note})")
+    # What the plan's work would judge, whether or not a judge will run (the note says which): the same with a key
+    # and without. A plan written before judge_calls_planned existed has only judge_calls.
+    console.print(f"Judge calls: {max(e.judge_calls_planned, e.judge_calls):,} ({e.judge_note})", markup=False)
     if plan.surface is not None:
         _print_surface(plan.surface, console, brief=True)
     warned = [c for c in plan.cases if c.warnings]
@@ -491,7 +581,10 @@ def _print_plan(plan: "plan_mod.Plan", console: Console) -> None:
         console.print(f"[yellow]Surface warnings: {len(warned)} case(s) whose target or neighbours were listed "
                       "without a description[/yellow]")
     if plan.unrun_all:
-        console.print(f"[bold]Nothing will start: every case is UNRUN ({plan.unrun_all}).[/bold]")
+        own = len(plan.cases) - runnable
+        console.print(f"[bold]Nothing will start: the {runnable} runnable case(s) are UNRUN ({plan.unrun_all})"
+                      + (f"; the other {own} keep their own reason (not runnable, above)" if own else "")
+                      + ".[/bold]")
 
 
 def _print_surface(surface: "Surface", console: Console, brief: bool = False) -> None:
@@ -535,13 +628,18 @@ def _print_results(results: "results_mod.Results", run_dir: Path, console: Conso
     console.print(f"Results: {run_dir / 'results.json'}")
 
 
-@main.command()
+@main.command(short_help="Which skills the model sees, with or without description.")
 @library_option
 @config_option
-@click.option("--host", type=click.Choice(["claude-code", "api"]), default=None)
-@click.option("--model", default=None)
-@click.option("--listing-budget", type=AT_LEAST_ONE, default=None)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--host", type=click.Choice(["claude-code", "api"]), default=None,
+              help="claude-code = the listing Claude Code builds; api = the direct-API approximation's. Default "
+                   "[run] host (claude-code).")
+@click.option("--model", default=None,
+              help="The model named in the captured request (default [run] model); no model is called.")
+@click.option("--listing-budget", type=AT_LEAST_ONE, default=None,
+              help="SLASH_COMMAND_TOOL_CHAR_BUDGET: characters of the skill listing (default: the host's own).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text = counts and names; json = surface.json (every skill, the request's size).")
 def surface(library_path: Path, config: Path | None, host: str | None, model: str | None,
             listing_budget: int | None, fmt: str) -> None:
     """What the model is shown: which skills keep their description (no spend, no key)."""
@@ -561,7 +659,7 @@ def surface(library_path: Path, config: Path | None, host: str | None, model: st
     sys.exit(EXIT_FINDINGS if result.error else EXIT_OK)
 
 
-@main.command("select")
+@main.command("select", short_help="Which cases a tier selects, and why each one.")
 @library_option
 @config_option
 @click.option("--tier", type=click.Choice(["pr", "cadence", "full"]), default="full", show_default=True,
@@ -574,7 +672,8 @@ def surface(library_path: Path, config: Path | None, host: str | None, model: st
 @click.option("--skill", "skills", multiple=True, help="Narrow to the cases of this skill (repeatable).")
 @click.option("--case", "cases", multiple=True, help="Narrow to cases whose uid matches this glob (repeatable).")
 @click.option("--neighbours", is_flag=True, help="With --skill: the narrowing keeps the skills' neighbours too.")
-@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help="json = the selection file `run --selection` reads; text = one line per case with its reason.")
 def select_command(library_path: Path, config: Path | None, tier: str, base: str | None, head: str | None,
                    period: str | None, skills: tuple[str, ...], cases: tuple[str, ...], neighbours: bool,
                    fmt: str) -> None:
@@ -602,7 +701,7 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
     sys.exit(EXIT_OK)
 
 
-@main.command()
+@main.command(short_help="The cost arithmetic of a run, before anything is spent.", epilog=PLAN_ENVIRONMENT)
 @library_option
 @config_option
 @_run_options
@@ -610,8 +709,10 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
 @_untrusted_option
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None, callback=_writable_folder,
               help="Write plan.json here.")
-@click.option("--no-surface", is_flag=True, help="Skip the surface audit (the estimate then omits the host's prompt).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--no-surface", is_flag=True, help="Skip the surface audit: the first request is then estimated from the census's listing and the host's "
+                   "measured prompt size, and the plan says so.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text = the plan for a person; json = plan.json as `run` would write it.")
 def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: bool, fmt: str,
          no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
          untrusted_settings: bool = False, **run_options: object) -> None:
@@ -646,7 +747,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     sys.exit(EXIT_OK)
 
 
-@main.command()
+@main.command(short_help="Validate, plan, execute the evals, write results.json.", epilog=RUN_ENVIRONMENT)
 @library_option
 @config_option
 @_run_options
@@ -679,6 +780,8 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
     """Validate, audit the surface, plan, execute, and write results.json."""
     if resume_dir:
         _refuse_plan_options_on_resume(click.get_current_context(), resume_dir)
+        if (resume_dir / "plan.json").exists():
+            _read_plan(resume_dir)  # unreadable: one line that names the file, before the floor runs
     if container:
         _run_in_container(library_path, config, out, resume_dir, base_image)
         return
@@ -694,9 +797,10 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
     if not resume_dir and out is None and (problem := files_mod.folder_problem(Path("runs"))):
         _fail_usage(f"the default run folder (runs/<time>, no --out) cannot be used: {problem}; give --out a folder "
                     "that can be written")
-    gate = _floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict,
-                       validator_sandbox=validator_sandbox)
+    floor_findings = _floor(loaded, not no_library_validator, validator_sandbox=validator_sandbox)
+    gate = floor_mod.gate(floor_findings, loaded.library, strict)
     _stop_on_floor(gate, "nothing was run")
+    console.print(_floor_line(floor_findings, gate, no_library_validator), markup=False)
     credentials = runs_mod.credentials_from_env(os.environ)
     try:
         if resume_dir:
@@ -842,8 +946,9 @@ def _run_in_container(library_path: Path, config: Path | None, out: Path | None,
     except container_mod.ContainerError as exc:
         _fail_usage(str(exc))
         return
-    click.echo(outcome.stdout, nl=False)
-    click.echo(outcome.stderr, nl=False, err=True)
+    # The run inside says /out and /repo: the user reads the folders of this machine.
+    click.echo(container_mod.host_paths(outcome.stdout, target, root), nl=False)
+    click.echo(container_mod.host_paths(outcome.stderr, target, root), nl=False, err=True)
     if outcome.deadline is not None and not told:  # the run ended before the plan was first looked for
         deadline_set(outcome.deadline)
     if outcome.timed_out and outcome.deadline is not None:
@@ -857,7 +962,7 @@ def _run_in_container(library_path: Path, config: Path | None, out: Path | None,
     sys.exit(outcome.exit_code)
 
 
-@main.command()
+@main.command(short_help="Post the check run, the PR comment and the job summary.", epilog=PUBLISH_ENVIRONMENT)
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False), required=False)
 @click.option("--mode", type=click.Choice(["advisory", "required"]), default="advisory", show_default=True,
               help="required: a failing run fails the check (a human's choice, after the stability record).")
@@ -878,7 +983,6 @@ def publish(run_dir: Path | None, mode: str, no_comment: bool, start: bool = Fal
             library_path: Path | None = None, links: tuple[str, ...] = ()) -> None:
     """Post the check run, the PR comment (edited in place) and the job summary from results.json."""
     from runner import github as github_mod
-    from runner.results import Results
 
     ctx = github_mod.Context.from_env(os.environ)
     token = os.environ.get("GITHUB_TOKEN") or None
@@ -893,11 +997,10 @@ def publish(run_dir: Path | None, mode: str, no_comment: bool, start: bool = Fal
     if any("=" not in link for link in links):
         _fail_usage("--link takes LABEL=URL")
     labelled = dict(link.split("=", 1) for link in links)
-    try:
-        results = Results.model_validate_json((run_dir / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    results, problem = _results_problem(run_dir)
+    if results is None:
         if check_run_id is None:
-            _fail_usage(f"{run_dir}: no readable results.json ({str(exc).splitlines()[0]})")
+            _fail_usage(problem)
             return
         closed = github_mod.close_without_results(ctx, token, check_run_id, mode)  # type: ignore[arg-type]
         click.echo(closed.model_dump_json(indent=2))
@@ -911,7 +1014,7 @@ def publish(run_dir: Path | None, mode: str, no_comment: bool, start: bool = Fal
     sys.exit(EXIT_FINDINGS if mode == "required" and outcome.conclusion == "failure" else EXIT_OK)
 
 
-@main.command("judge")
+@main.command("judge", short_help="Judge a finished run again from its stored answers.", epilog=JUDGE_ENVIRONMENT)
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @library_option
 @config_option
@@ -934,11 +1037,9 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
     credentials = runs_mod.credentials_from_env(os.environ)
     if not credentials.api_key:
         _fail_usage("judging needs ANTHROPIC_API_KEY; nothing was judged")
-    try:
-        plan = runs_mod.load_plan(rundir)
-    except (OSError, ValueError) as exc:
-        _fail_usage(f"{run_dir}: not a run folder ({exc})")
-        return
+    plan = _read_plan(run_dir)
+    if (run_dir / "results.json").exists():
+        _read_results(run_dir)  # compared with the new results afterwards: unreadable is refused before any spend
     if plan.library["content_hash"] != loaded.library.content_hash:
         _fail_usage(f"{run_dir}: the library changed since this run; its assertions would not be the ones judged")
     settings = loaded.settings
@@ -969,32 +1070,106 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
     sys.exit(EXIT_OK)
 
 
-@main.command()
+RESULTS_WHAT = "a results file of this runner"
+
+
+def _results_problem(folder: Path) -> tuple["results_mod.Results | None", str]:
+    """A run folder's results.json, or why not in one line that names the file: where the JSON breaks (line and
+    column) or the first key that is wrong, never pydantic's dump."""
+    from runner import modelfile
+    from runner.results import Results
+
+    path = folder / "results.json"
+    if not path.exists():
+        return None, f"{folder}: no results.json (is this a finished run folder?)"
+    try:
+        return modelfile.read(path, Results, RESULTS_WHAT), ""
+    except modelfile.Unreadable as exc:
+        return None, str(exc)
+
+
+def _read_results(folder: Path) -> "results_mod.Results":
+    results, problem = _results_problem(folder)
+    if results is None:
+        _fail_usage(problem)
+        raise AssertionError("unreachable: _fail_usage exits")
+    return results
+
+
+def _read_plan(folder: Path) -> "plan_mod.Plan":
+    """A run folder's plan.json, or a usage error in one line that names the file and says why."""
+    from runner import modelfile
+    from runner.plan import Plan
+
+    path = folder / "plan.json"
+    if not path.exists():
+        _fail_usage(f"{folder}: no plan.json (not a run folder)")
+    try:
+        return modelfile.read(path, Plan, "a plan written by `skill-evals plan` or `run`")
+    except modelfile.Unreadable as exc:
+        _fail_usage(str(exc))
+        raise AssertionError("unreachable: _fail_usage exits") from None
+
+
+class _ReportCommand(click.Command):
+    """`report RUN_DIR --previous A B C`: --previous takes every folder after it, up to the next option (what the
+    README and the nightly workflow write); `--previous A --previous B` is the same. Click options take a fixed
+    number of values, so the folders after the first are given to click as repeated --previous."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        spread: list[str] = []
+        greedy = False
+        position = 0
+        while position < len(args):
+            arg = args[position]
+            position += 1
+            if arg == "--":  # the end of the options: the rest is arguments, as it is
+                spread += args[position - 1:]
+                break
+            if greedy and not arg.startswith("-"):
+                spread += ["--previous", arg]
+                continue
+            spread.append(arg)
+            greedy = arg.startswith("--previous=")
+            if arg == "--previous" and position < len(args):
+                spread.append(args[position])  # its first folder, taken as click takes it
+                position += 1
+                greedy = True
+        try:
+            return super().parse_args(ctx, list(spread))  # click's parser empties the list it is given
+        except click.MissingParameter as exc:
+            if exc.param is not None and exc.param.name == "run_dir" and any(
+                    a == "--previous" or a.startswith("--previous=") for a in spread):
+                raise click.UsageError("RUN_DIR is missing: --previous takes every folder after it (up to the next "
+                                       "option), so name RUN_DIR first: report RUN_DIR --previous OLDEST ... NEWEST",
+                                       ctx) from None
+            raise
+
+
+@main.command(cls=_ReportCommand, short_help="Render results.json: terminal, Markdown, JUnit, HTML, JSON.")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
 @click.option("--format", "fmt", type=click.Choice(["terminal", "markdown", "junit", "html", "json"]),
-              default="terminal", show_default=True)
+              default="terminal", show_default=True,
+              help="terminal = rich tables; markdown = the PR comment's rollup; junit = JUnit XML; html = one "
+                   "self-contained page; json = results.json as it is.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, callback=_writable_file,
               help="Write the report to this file instead of standard output.")
-@click.option("--previous", "previous", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="Earlier run folders (oldest first): state changes, flips, quarantine candidates, stability.")
+@click.option("--previous", "previous", multiple=True, metavar="DIR...",
+              type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Earlier run folders, oldest first, after RUN_DIR: `--previous A B` or `--previous A --previous "
+                   "B`. Adds state changes, flips, quarantine candidates and the stability record.")
 @click.option("--limit", type=AT_LEAST_ONE, default=65_000, show_default=True,
               help="Markdown: fit this many characters (GitHub comments take 65,535).")
 def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...], limit: int) -> None:
     """Render a finished run from its results.json: terminal, Markdown, JUnit XML, HTML or JSON."""
-    from runner.results import Results
-
-    def read(folder: Path) -> Results:
-        try:
-            return Results.model_validate_json((folder / "results.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            _fail_usage(f"{folder}: no readable results.json ({str(exc).splitlines()[0]})")
-            raise
-
+    read = _read_results
     results = read(run_dir)
     history = None
     if previous:
         from runner import history as history_mod
-        history = history_mod.compare(results, [read(p) for p in previous])
+        # Labelled by folder: two runs that finished in the same second stay apart.
+        history = history_mod.compare(results, [read(p) for p in previous], labels=[str(p) for p in previous],
+                                      current_label=str(run_dir))
     if fmt == "terminal" and out is None:
         from runner.report import terminal
         console = Console(soft_wrap=True, highlight=False)
@@ -1026,9 +1201,10 @@ def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...]
     sys.exit(EXIT_OK)
 
 
-@main.command()
+@main.command(short_help="Combine the shards of one plan into one run folder.")
 @click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True, callback=_writable_folder)
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True, callback=_writable_folder,
+              help="The merged run folder to write (attempts, transcripts and a recomputed results.json).")
 def merge(shards: tuple[Path, ...], out: Path) -> None:
     """Combine the shards of one plan into one run folder and recompute every rollup."""
     from runner import merge as merge_mod
@@ -1042,7 +1218,8 @@ def merge(shards: tuple[Path, ...], out: Path) -> None:
     sys.exit(EXIT_OK)
 
 
-@main.command("calibrate-judge")
+@main.command("calibrate-judge", short_help="Measure the judge on labelled answers against thresholds.",
+              epilog=JUDGE_ENVIRONMENT)
 @click.argument("labels", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @library_option
 @config_option
@@ -1089,21 +1266,24 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
     sys.exit(EXIT_OK if record.passed else EXIT_FINDINGS)
 
 
-@main.command()
+@main.command(short_help="Calibrate tier-2 probes by the seed-000 protocol.", epilog=CALIBRATE_ENVIRONMENT)
 @click.argument("probes", nargs=-1)
 @library_option
 @config_option
 @click.option("--all", "all_probes", is_flag=True, help="Every probe of the library.")
 @click.option("--status", "status_only", is_flag=True, help="Show each probe's calibration state; start nothing.")
-@click.option("--host", type=click.Choice(["claude-code", "api"]), default=None)
-@click.option("--model", default=None)
+@click.option("--host", type=click.Choice(["claude-code", "api"]), default=None,
+              help="Where the arms' sessions run: claude-code or api (the approximation). Default [run] host.")
+@click.option("--model", default=None, help="The model of the arms' sessions (default [run] model).")
 @click.option("--judge-model", default=None, help="Default: [judge] model.")
 @click.option("--explicit/--routed", "explicit", default=None,
               help="Treatment prompt starts with /<skill> (the discipline apart from routing), or the skill must be "
                    "chosen by the agent. Default: [probes] explicit_invocation.")
 @click.option("--max-usd", type=USD, default=None, help="Hard cap on this command's spend.")
-@click.option("--concurrency", type=AT_LEAST_ONE, default=None)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--concurrency", type=AT_LEAST_ONE, default=None,
+              help="Sessions at once, at most (default [run] concurrency, 4).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text = a table per probe; json = the calibration records (or statuses with --status).")
 @_sandbox_option
 def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, all_probes: bool, status_only: bool,
               host: str | None, model: str | None, judge_model: str | None, explicit: bool | None,

@@ -461,6 +461,15 @@ def run_in_container(client: docker.DockerClient, image: str, repo_dir: Path | s
     return outcome
 
 
+def host_paths(text: str, out_dir: Path | str, repo_dir: Path | str) -> str:
+    """The container's output with its paths made the host's: ``/out/...`` is the run folder the user named
+    (``Results: /out/results.json`` -> ``Results: runs/<time>/results.json``), ``/repo/...`` the repository.
+    Only whole path starts are replaced (``/outer`` and ``x/out`` stay)."""
+    mounts = {OUT_MOUNT: Path(out_dir).as_posix(), REPO_MOUNT: Path(repo_dir).as_posix()}
+    pattern = re.compile(r"(?<![\w./~-])(" + "|".join(re.escape(m) for m in mounts) + r")(?![\w.-])")
+    return pattern.sub(lambda found: mounts[found.group(1)], text)
+
+
 def _remove(container: Any) -> None:
     try:
         container.remove(force=True)

@@ -465,13 +465,21 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
     report = rollup + ("\n" + linked if linked else "")
     head = ctx.head_sha or ctx.sha
 
-    reason = {"no-token": "no GitHub token was given: no check run, no annotations and no PR comment were posted; "
-                          "this job summary is the only report",
-              "no-repository": "GITHUB_REPOSITORY is not set (not running in GitHub Actions): nothing was posted "
-                               "to GitHub",
-              "fork": "this pull request comes from a fork, whose workflow token is read-only: no check run, no "
-                      "annotations and no PR comment were posted; this job summary is the only report",
-              None: None}[_blocked(ctx, token)]
+    # One sentence, true as a whole: "this job summary is the only report" only when a job summary is written;
+    # without GITHUB_STEP_SUMMARY (outside Actions) it says that nothing was published at all, and where the
+    # results are.
+    blocked = _blocked(ctx, token)
+    why = {"no-token": "no GitHub token was given",
+           "no-repository": "GITHUB_REPOSITORY is not set (not running in GitHub Actions)",
+           "fork": "this pull request comes from a fork, whose workflow token is read-only", None: None}[blocked]
+    if why is None:
+        reason = None
+    elif ctx.step_summary is not None:
+        reason = (f"{why}: no check run, no annotations and no PR comment were posted; this job summary is the "
+                  "only report")
+    else:
+        reason = (f"{why}, and GITHUB_STEP_SUMMARY is not set: nothing was published (no check run, annotations, PR "
+                  "comment or job summary); `skill-evals report RUN_DIR` shows the results")
     if reason:
         notes.append(reason)
     else:
@@ -508,7 +516,8 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
     if outcome.comment_action != "skipped":
         posted.append(f"PR comment {outcome.comment_action}")
     if ctx.step_summary is None:
-        outcome.notes.append("GITHUB_STEP_SUMMARY is not set: no job summary was written")
+        if not reason:  # a blocked publish said it in its one sentence
+            outcome.notes.append("GITHUB_STEP_SUMMARY is not set: no job summary was written")
     else:
         try:
             _job_summary(ctx.step_summary, report, outcome, posted)

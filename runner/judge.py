@@ -138,7 +138,7 @@ class JudgeCall(BaseModel):
 
 
 _TAG = "untrusted-transcript"
-_DELIMITER = re.compile(r"(?i)</?\s*" + _TAG)
+_DELIMITER = re.compile(r"(?i)<\s*/?\s*" + _TAG)  # `</tag`, `< /tag`, `</ tag`, any casing
 
 
 def _neutralise(text: str) -> str:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from runner import modelfile
 from runner.results import NOT_EXECUTED, CaseResult, Results, assertion_counts, moment
 from runner.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, AttemptRecord, RunDir
 
@@ -182,9 +183,9 @@ def read_results(folder: Path) -> Results:
     if not path.is_file():
         raise MergeError(f"{folder}: no {RESULTS} (is this a finished run folder?)")
     try:
-        return Results.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValidationError) as exc:
-        raise MergeError(f"{path}: not a results file of this runner: {str(exc).splitlines()[0]}") from exc
+        return modelfile.read(path, Results, "a results file of this runner")
+    except modelfile.Unreadable as exc:  # one line: where the JSON breaks, or the first key that is wrong
+        raise MergeError(str(exc)) from None
 
 
 def _attempt_lines(folder: Path, plan_hash: str) -> list[tuple[str, AttemptRecord]]:

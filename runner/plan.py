@@ -15,6 +15,14 @@ concurrency slot) writes the shared prefix, later sessions read it within the ca
 (`cold_sessions`). Turns per session, growth per turn and output per turn come, per case kind, from what a
 previous run measured (`[cost] basis`, results.json's `cost.by_kind`) or else from the settings' defaults;
 prices, cache prices and the model's minimum cacheable prefix from the price table.
+
+Without a surface audit (`plan --no-surface`, the kill switch) the first request is an estimate, and says so in
+`token_basis`: the census's model of the listing (runner.listing) plus what the host sends besides it, as the audit
+measured it once (runner.surface.KNOWN_REQUESTS for Claude Code; the api host's own prompt and tools), with the
+host's known cache layout (`first_request`).
+
+Judge calls: `judge_calls_planned` is what the plan's work would judge, the same with and without a key;
+`judge_calls` is what this run will make (0 without a key, a judge, or a session that starts).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from runner import listing as listing_mod
 from runner.corpus import Case, Library
 from runner.floor import INVALID_CASE, FloorGate, Hold, describe
 from runner.judge import prompt_version
@@ -35,7 +44,7 @@ from runner.prices import PriceTable
 from runner.quarantine import QuarantineEntry
 from runner.settings import CostSettings, Price, Settings, TierSettings
 from runner.hosts.sessionpath import SessionPath
-from runner.surface import Surface
+from runner.surface import KNOWN_REQUESTS, LISTING_HEADER, Surface
 
 SCHEMA_VERSION = 1
 # Claude Code's Read tool returns at most about 25,000 tokens of a file; a skill body or a
@@ -113,6 +122,9 @@ class KindBasis(BaseModel):
 # What `[cost] basis` changes: left out of the plan's hash (Plan.digest).
 PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_tokens", "expected_session_usd",
                      "expected_uncached_session_usd", "expected_usd")
+# Left out of the hash too: judge_calls_planned follows from the cases and the library's content (both hashed), and
+# a plan written before the field existed keeps the hash its attempts carry (resume, merge).
+UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned")
 
 
 class CostEstimate(BaseModel):
@@ -153,7 +165,14 @@ class CostEstimate(BaseModel):
                                                  "max turns, no cache.")
     expected_usd: float = Field(description="sessions_max × expected_session_usd")
     worst_usd: float = Field(description="sessions_max × worst_session_usd")
-    judge_calls: int
+    judge_calls: int = Field(description="Judge calls this run will make: judge_calls_planned when there is a judge "
+                                         "and a session will start, else 0 (no key, the kill switch, --no-judge, "
+                                         "an uncalibrated judge; judge_note and the plan's judge_unavailable / "
+                                         "unrun_all say which).")
+    judge_calls_planned: int = Field(default=0, description="Judge calls the plan's work holds, whether or not they "
+                                                            "will be made: at most one per session of a runnable "
+                                                            "case with prose assertions (probes: every session). "
+                                                            "The same with and without a key.")
     judge_note: str
 
 
@@ -205,7 +224,7 @@ class Plan(BaseModel):
         """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
         run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
         and after another run finished, still merge. The worst case, what the cap reserves, stays in."""
-        body = self.model_dump_json(exclude={"created_at": True, "estimate": set(PREDICTION_FIELDS)})
+        body = self.model_dump_json(exclude={"created_at": True, "estimate": set(UNHASHED_ESTIMATE_FIELDS)})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -233,6 +252,21 @@ def probe_unrun_reason(gate: ProbeGate | None, settings: Settings, judge_unavail
     if judge_unavailable:
         return f"probe-needs-judge ({judge_unavailable})"
     return None
+
+
+def judge_note(planned: int, model: str, judge_unavailable: str | None, unrun_all: str | None) -> str:
+    """What the judge calls are and whether they will be made, in words (CostEstimate.judge_note)."""
+    what = f"at most one call per attempt of a case with prose assertions, {model}"
+    if planned == 0:
+        return f"no attempt has prose assertions to judge ({model})"
+    if unrun_all == "no-credentials" or judge_unavailable == "no-credentials":
+        return (f"{what}; none will be made: no ANTHROPIC_API_KEY, so no session starts and prose assertions stay "
+                "UNRUN (no-credentials)")
+    if unrun_all is not None:
+        return f"{what}; none will be made: nothing starts ({unrun_all})"
+    if judge_unavailable is not None:
+        return f"{what}; none will be made: prose assertions stay UNRUN ({judge_unavailable})"
+    return f"{what}, reserved against the same cap before each call"
 
 
 def unrun_reason(case: Case, library: Library) -> str | None:
@@ -270,7 +304,73 @@ def surface_warnings(case: Case, surface: Surface | None) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class FirstRequest:
+    """A session's first request without its case prompt: measured by the surface audit, or else modelled."""
+
+    chars: int
+    shared_chars: int  # the prefix every session shares, marked for the cache (0 when nothing is)
+    layout: CacheLayout
+    basis: str  # where `chars` came from, in words (CostEstimate.token_basis)
+
+
+def first_request(library: Library, settings: Settings, host: str, surface: Surface | None,
+                  versions: dict[str, str] | None = None) -> FirstRequest:
+    """The surface audit's captured request when there is one. Without it (`plan --no-surface`, the kill switch),
+    an estimate: the census's model of the listing this library gets (runner.listing, the same rule the audit is
+    checked against) plus what the host sends besides it — Claude Code's system prompt, tools and context as the
+    audit measured them once (runner.surface.KNOWN_REQUESTS), the api host's own prompt and tools — with the
+    host's known cache layout."""
+    if surface is not None and surface.request_chars:
+        layout: CacheLayout = surface.cache_layout if not surface.error else "none"
+        return FirstRequest(surface.request_chars, surface.cached_prefix_chars if layout != "none" else 0, layout,
+                            f"the surface audit's captured first request ({surface.request_chars:,} characters) / "
+                            f"{CHARS_PER_TOKEN}")
+    allowed = settings.run.allowed_tools
+    known = KNOWN_REQUESTS.get(host)
+    if known is not None:
+        shown = listing_mod.estimate(library, settings.listing, "claude-code")
+        entries = shown.listed + len(shown.host_entries)
+        chars = known.request_chars(allowed, shown.estimated_listing_chars, entries)
+        _, unmeasured = known.tools(allowed)
+        running = (versions or {}).get("claude-code-cli")
+        caveats = [f"tools {', '.join(unmeasured)} not measured (counted at the mean tool)"] if unmeasured else []
+        if running and running != known.cli_version:
+            caveats.append(f"this host runs CLI {running}")
+        return FirstRequest(chars, known.cached_prefix_chars(allowed), known.cache_layout, (
+            f"an estimate, no surface audit: Claude Code {known.cli_version}'s first request as measured "
+            f"{known.measured_on} without its listing ({chars - shown.estimated_listing_chars:,} characters: system "
+            f"prompt, tools, context) plus the census's model of this library's listing "
+            f"({shown.estimated_listing_chars:,} characters), / {CHARS_PER_TOKEN}"
+            + (f" ({'; '.join(caveats)})" if caveats else "")))
+    if host == "api":
+        from runner.hosts import api as api_host  # the approximation's own prompt and tools (imports the SDK)
+
+        shown = listing_mod.estimate(library, settings.listing, "api")
+        system = len(api_host.BASE_PROMPT) + 2 + len(LISTING_HEADER) + shown.estimated_listing_chars
+        chars = system + api_host.TOOLS_CHARS
+        cached = chars // CHARS_PER_TOKEN >= api_host.CACHE_MIN_TOKENS
+        # Marked, the system is a JSON block: its newlines escaped (one a listed skill) and the block around it.
+        marked = system + shown.listed + api_host.BASE_PROMPT.count("\n") + len(json.dumps(
+            [{"type": "text", "text": "", "cache_control": api_host.EPHEMERAL}])) + api_host.TOOLS_CHARS
+        return FirstRequest(chars, marked if cached else 0, "prefix" if cached else "none", (
+            f"an estimate, no surface audit: the api host's prompt and tools ({chars - shown.estimated_listing_chars:,}"
+            f" characters) plus its listing of this library ({shown.estimated_listing_chars:,} characters), / "
+            f"{CHARS_PER_TOKEN}"))
+    listing = sum(len(s.name) + len(s.description or "") + 4 for s in library.skills.values() if not s.manual_only)
+    return FirstRequest(listing, 0, "none", (
+        f"an estimate, no surface audit: the skill listing ({listing:,} characters) / {CHARS_PER_TOKEN}; the "
+        f"{host} host's own system prompt and tools are not known, so not counted"))
+
+
+def request_tokens(request: FirstRequest, prompt_chars: int) -> int:
+    """A first turn's input tokens: the request and the case prompt, 4 characters a token."""
+    return (request.chars + prompt_chars) // CHARS_PER_TOKEN
+
+
 def first_turn_tokens(library: Library, surface: Surface | None, prompt_chars: int) -> tuple[int, str]:
+    """The listing-only count of a first turn without a surface audit (what `calibrate` bounds a probe session by;
+    the plan uses `first_request`, which models the host's whole request)."""
     if surface is not None and surface.request_chars:
         return (surface.request_chars + prompt_chars) // CHARS_PER_TOKEN, (
             f"the surface audit's captured first request ({surface.request_chars:,} characters) / {CHARS_PER_TOKEN}")
@@ -512,7 +612,10 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             gate = (probe_gates or {}).get(case.uid)
             planned.arms = ["control", "treatment"]
             planned.explicit_invocation = settings.probes.explicit_invocation
-            planned.unrun_reason = probe_unrun_reason(gate, settings, judge_unavailable)
+            # No key holds every case already (unrun_all): a probe's own reason is about the probe, so the plan of
+            # work is the same with and without a key.
+            planned.unrun_reason = probe_unrun_reason(gate, settings, None if judge_unavailable == "no-credentials"
+                                                      else judge_unavailable)
             planned.calibration = f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None
         if floor is not None and (held := floor.hold_case(case)) is not None:
             apply_hold(planned, held)
@@ -523,14 +626,14 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     by_uid = {case.uid: case for case, _ in selected}
     longest_prompt = max((len(by_uid[c.uid].prompt) for c in runnable), default=0)
     mean_prompt = sum(len(by_uid[c.uid].prompt) for c in runnable) // len(runnable) if runnable else 0
-    first_turn, basis = first_turn_tokens(library, surface, longest_prompt)
-    typical_first_turn, _ = first_turn_tokens(library, surface, mean_prompt)
+    request = first_request(library, settings, host, surface, versions)
+    first_turn, basis = request_tokens(request, longest_prompt), request.basis
+    typical_first_turn = request_tokens(request, mean_prompt)
     price = prices.price(run.model)
     price_in, price_out = (price.input, price.output) if price else (0.0, 0.0)
     write_price, read_price, minimum = cache_prices(price) if price else (0.0, 0.0, 1024)
     _, worst = session_costs(first_turn, run.max_turns, run.expected_turns, run.max_output_tokens, price_in, price_out)
-    layout: CacheLayout = surface.cache_layout if surface is not None and not surface.error else "none"
-    shared = surface.cached_prefix_chars // CHARS_PER_TOKEN if surface is not None and layout != "none" else 0
+    layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
     fixed_path = host == "claude-code" and session_path is not None and session_path.path is not None
     found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, fixed_path,
                               runs_folder)
@@ -551,10 +654,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         expected_uncached_session_usd=round(found.uncached_session_usd, 6),
         worst_session_usd=round(worst, 6),
         expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
-        judge_calls=judged if judge_unavailable is None else 0,
-        judge_note=(f"at most one call per attempt of a case with prose assertions, {settings.judge.model}, "
-                    "reserved against the same cap before each call" if judge_unavailable is None else
-                    f"no judge calls: prose assertions stay UNRUN ({judge_unavailable})"),
+        judge_calls=judged if judge_unavailable is None and unrun_all is None else 0, judge_calls_planned=judged,
+        judge_note=judge_note(judged, settings.judge.model, judge_unavailable, unrun_all),
     )
     return Plan(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), tier=tier, host=host,

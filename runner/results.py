@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from runner.corpus import Case
-from runner.floor import FLOOR_ERROR, INVALID_CASE
 from runner.plan import KindBasis, Plan, PlannedCase
 from runner.probes import ProbeRunResult, run_result
 from runner.quarantine import QuarantineEntry
@@ -77,6 +76,10 @@ class PlanSummary(BaseModel):
     listing_budget_chars: int | None
     surface: Surface | None
     batch: bool = Field(default=False, description="Model turns and judge calls went through the Message Batches API.")
+    unrun_all: str | None = Field(default=None, description="no-credentials or kill-switch: no session started. The "
+                                                            "cases that could have run are UNRUN for this reason; "
+                                                            "the others keep the plan's own reason "
+                                                            "(manual-only-target, floor-error, ...).")
     held_back: dict[str, str] = Field(default={}, description="Skills the floor held back (their cases are UNRUN "
                                                              "floor-error): the first finding of each.")
     not_read: dict[str, str] = Field(default={}, description="Skills that could not be read at all, so no case of "
@@ -242,11 +245,13 @@ def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult
 def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
                 unrun_all: str | None, manual_only: set[str]) -> CaseResult:
     warnings = list(planned.warnings)
-    # The floor's verdict is about the case itself: it would not run with a key or without the kill switch.
-    if unrun_all and planned.unrun_reason not in (FLOOR_ERROR, INVALID_CASE):
-        return _unrun(planned, unrun_all, warnings)
+    # The plan's own reason is about the case itself (the floor held it back, its target is manual-only, its probe
+    # is not calibrated, ...): it would not run with a key or without the kill switch either, so it keeps that
+    # reason. Only the cases that could have run are UNRUN for the run-wide one (no-credentials, kill-switch).
     if planned.unrun_reason:
         return _unrun(planned, planned.unrun_reason, warnings)
+    if unrun_all:
+        return _unrun(planned, unrun_all, warnings)
     finished = [r for r in records if r.status == "finished" and r.outcome is not None]
     if not finished:
         return _unrun(planned, stop_reason or "not-started", warnings)
@@ -381,7 +386,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                          repeats=plan.repeats, quorum=plan.quorum,
                          cap_usd=plan.cap_usd, library_hash=plan.library["content_hash"],
                          listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
-                         held_back=plan.held_back, not_read=plan.not_read),
+                         unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read),
         stop_reason=stop_reason,
         counts={state: counts.get(state, 0) for state in ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")},
         unrun_by_reason=dict(unrun.most_common()),

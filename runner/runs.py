@@ -44,9 +44,9 @@ from runner.settings import MAX_REPEATS, ListingSettings, RunSettings, Settings,
 from runner.surface import Surface
 
 KILL_SWITCH_ENV = "SKILL_EVALS_DISABLED"
-HOW_TO_GET_RESULTS = ("no ANTHROPIC_API_KEY reached this run, so nothing was executed and every case is UNRUN "
-                      "(no-credentials). Set ANTHROPIC_API_KEY (in CI: a repository secret passed to the action) "
-                      "to execute the cases.")
+HOW_TO_GET_RESULTS = ("no ANTHROPIC_API_KEY reached this run, so nothing was executed: every case that could run "
+                      "is UNRUN (no-credentials), the others keep the plan's own reason. Set ANTHROPIC_API_KEY (in "
+                      "CI: a repository secret passed to the action) to execute the cases.")
 
 
 @dataclass(frozen=True)
@@ -234,6 +234,8 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
                                 settings_paths=settings.select.settings_paths)
     selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
     prices = prices_mod.load(settings)
+    if unrun_all is None:
+        unpriced_model_refused(settings, prices)
     # Claimed before the host exists (it empties the run folder's session parent) and before the audit runs.
     # A selection naming unknown skills is refused by `run` anyway: no folder is made for it.
     run_folder = claim(rundir) if rundir is not None and not unknown else None
@@ -251,6 +253,20 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
                     selection=selection, probes={p.uid: p for p in library.probes})
+
+
+def unpriced_model_refused(settings: Settings, prices: prices_mod.PriceTable) -> None:
+    """A model the price table does not know would cost nothing in the ledger: its sessions would reserve $0
+    and the cap would limit none of them. So a plan that would start sessions (a key, no kill switch) refuses it,
+    naming the way out (ValueError: a usage error of `plan` and `run`)."""
+    wanted = [("model", settings.run.model)] + ([("judge model", settings.judge.model)]
+                                                if settings.judge.enabled else [])
+    for what, model in wanted:
+        if prices.price(model) is None:
+            raise ValueError(f"the {what} {model!r} has no price in the price table (read on {prices.read_on}), so "
+                             f"the cap could not limit its spend; add [prices.\"{model}\"] with input and output "
+                             f"(USD per million tokens) to the settings, or choose a priced model: "
+                             f"{', '.join(sorted(prices.models))}")
 
 
 def probe_gates(library: Library) -> dict[str, plan_mod.ProbeGate]:

@@ -126,6 +126,32 @@ def git_changed_paths(root: Path, base: str, head: str) -> list[str]:
     return sorted(p for p in done.stdout.decode("utf-8", "surrogateescape").split("\0") if p)
 
 
+def repository_changes(root: Path, base: str, head: str) -> tuple[int, str] | None:
+    """(paths changed in the whole repository between the merge base and head, the library root's folder inside
+    the work tree, "" at its top), or None when git cannot say. git_changed_paths counts only the paths under
+    the library's root: "0 changed paths" would hide the 10 changed elsewhere in the repository."""
+    try:
+        done = subprocess.run(["git", "--no-pager", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
+                               f"{base}...{head}", "--"], cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S,
+                              check=False)
+        where = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, text=True,
+                               timeout=GIT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0 or where.returncode != 0:
+        return None
+    return len([p for p in done.stdout.split(b"\0") if p]), where.stdout.strip().rstrip("/")
+
+
+def changed_paths_text(paths: list[str], repository: tuple[int, str] | None) -> str:
+    """`N changed path(s)`, with the repository's own count when the library is a folder of a larger work tree:
+    `10 changed path(s) in the repository, 0 of them in the library (examples/library)`."""
+    if repository is None or not repository[1]:
+        return f"{len(paths)} changed path(s)"
+    total, folder = repository
+    return f"{total} changed path(s) in the repository, {len(paths)} of them in the library ({folder})"
+
+
 def _part_under(path: str, folder: str) -> tuple[str | None, bool]:
     """(`a`, whether the path is inside `a`) for `folder/a/...`; (`a`, False) for the file `folder/a`;
     (None, False) outside the folder."""
@@ -450,7 +476,8 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                 shown = ", ".join(changes.paths[:5]) + (" …" if len(changes.paths) > 5 else "")
                 notes.append(f"nothing that selects cases changed in {span}: no skill folder under "
                              f"{', '.join(library.layout.roots) if library.layout else library.skills_dir}, no subagent named by a skill, no settings file "
-                             f"({', '.join(settings_paths)}); {len(changes.paths)} changed path(s)"
+                             f"({', '.join(settings_paths)}); "
+                             + changed_paths_text(changes.paths, repository_changes(Path(library.root), base, head))
                              + (f": {shown}" if shown else "") + " — no cases selected")
 
     narrowed: list[tuple[Case, str]] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -296,7 +296,23 @@ def load(path: Path | None, base: Path) -> tuple[Settings, list[Finding]]:
     except ValidationError as exc:
         findings = []
         for problem in exc.errors():
-            where = ".".join(str(p) for p in problem["loc"])
+            where = ".".join(str(p) for p in problem["loc"]) or "the file"
             findings.append(error("settings-invalid", shown, _line_of_key(text, problem["loc"]),
-                                  f"{where}: {problem['msg']}"))
+                                  f"{where}: {_problem_text(problem)}"))
         return Settings(), findings
+
+
+def _problem_text(problem: Any) -> str:
+    """pydantic's message in the settings file's words: no "Value error," prefix, no class names."""
+    message = str(problem.get("msg", "")).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if problem.get("type") in ("model_type", "model_attributes_type", "dict_type"):
+        return f"must be a table (e.g. [{'.'.join(str(p) for p in problem['loc'])}]), not {_toml_type(problem)}"
+    if problem.get("type") == "extra_forbidden":
+        return "unknown key (a typo? the README's Settings section lists every key)"
+    return message
+
+
+def _toml_type(problem: Any) -> str:
+    value = problem.get("input")
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array"}.get(
+        type(value), "a value")

@@ -194,6 +194,53 @@ def cache_shape(body: dict[str, Any]) -> tuple[int, str]:
     return prefix, "conversation" if conversation else "prefix" if prefix else "none"
 
 
+class HostRequest(BaseModel):
+    """A host's first request apart from the skill listing and the case prompt, measured once with the surface
+    audit, so that `plan --no-surface` can estimate the whole first request from the census's listing model
+    (runner.listing) instead of counting the listing alone (issue 16). Sizes are characters as `request_chars`
+    and `cached_prefix_chars` count them (JSON, block by block); only sizes are stored, never the host's text."""
+
+    host: str
+    cli_version: str
+    measured_on: str
+    system_chars: int = Field(description="The request's `system`, as JSON (the billing header included).")
+    cached_system_chars: int = Field(description="The system blocks a cache breakpoint covers (no billing header).")
+    tool_chars: dict[str, int] = Field(description="Each allowed tool's definition, as JSON.")
+    context_chars: int = Field(description="The first message without the listing's text, one character per "
+                                           "listing entry (its newline, escaped in JSON) and the prompt: the "
+                                           "environment, model, date and git-status reminders and the JSON "
+                                           "around them.")
+    cache_layout: Literal["conversation", "prefix", "none"]
+
+    def tools(self, allowed: list[str]) -> tuple[int, list[str]]:
+        """(characters of the `tools` list, the allowed tools not measured: each counted at the measured mean)."""
+        mean = sum(self.tool_chars.values()) // max(1, len(self.tool_chars))
+        unmeasured = [name for name in allowed if name not in self.tool_chars]
+        blocks = [self.tool_chars.get(name, mean) for name in allowed]
+        return sum(blocks) + 2 * max(0, len(blocks) - 1) + 2, unmeasured
+
+    def request_chars(self, allowed: list[str], listing_chars: int, listing_entries: int) -> int:
+        """The first request without its case prompt, as `Surface.request_chars` counts it."""
+        return self.system_chars + self.tools(allowed)[0] + self.context_chars + listing_chars + listing_entries
+
+    def cached_prefix_chars(self, allowed: list[str]) -> int:
+        """Tools and system: what every session shares (`cache_shape`)."""
+        mean = sum(self.tool_chars.values()) // max(1, len(self.tool_chars))
+        return self.cached_system_chars + sum(self.tool_chars.get(name, mean) for name in allowed)
+
+
+# Measured with the surface audit of examples/library (allowed tools Skill, Read, Glob, Grep; one session path):
+# request 35,264 characters = system 15,412 + tools 9,561 + messages 10,291, of which the listing's text is 8,053
+# characters for 17 entries and the audit's prompt 59; cached prefix 24,858. tests/test_newcomer_plan.py plans the
+# example and Project Aegis with and without the audit and fails when the two drift apart (a new CLI version).
+KNOWN_REQUESTS = {
+    "claude-code": HostRequest(host="claude-code", cli_version="2.1.332", measured_on="2026-12-02",
+                               system_chars=15_412, cached_system_chars=15_305,
+                               tool_chars={"Glob": 1_004, "Grep": 3_735, "Read": 2_968, "Skill": 1_846},
+                               context_chars=2_162, cache_layout="conversation"),
+}
+
+
 def surface_from_request(body: dict[str, Any], host: str, budget: int | None, library_names: set[str],
                          invocable: set[str]) -> Surface:
     listing = next((t for t in _texts(body.get("system")) + _texts(body.get("messages")) if LISTING_HEADER in t), None)

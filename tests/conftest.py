@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,9 @@ from runner.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "library"
-AEGIS_SKILLS = REPO.parent / "shared" / "corpora" / "project-aegis" / "dot-claude" / "skills"
+# Vendored (Apache-2.0; tests/corpora/project-aegis/SOURCE.md says from where): the suite needs nothing outside
+# the checkout.
+AEGIS_SKILLS = REPO / "tests" / "corpora" / "project-aegis" / "dot-claude" / "skills"
 
 
 @pytest.fixture
@@ -29,11 +30,7 @@ def example_copy(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def aegis_skills() -> Path:
-    if not AEGIS_SKILLS.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have the Project Aegis corpus at {AEGIS_SKILLS} (../shared beside the checkout)")
-        pytest.skip(f"the Project Aegis corpus is not beside this checkout ({AEGIS_SKILLS}); "
-                    "CI and developers have it at ../shared")
+    assert AEGIS_SKILLS.is_dir(), f"the vendored Project Aegis corpus is missing: {AEGIS_SKILLS}"
     return AEGIS_SKILLS
 
 

@@ -459,9 +459,21 @@ def test_run_writes_results_and_the_outputs(pr_job: tuple[Job, str, str, Path]) 
     assert total > 0
     counts = {k: int(out[k]) for k in ("pass", "fail", "error", "judge-error", "quarantined", "unrun")}
     assert sum(counts.values()) == total and counts["unrun"] == total  # no key: nothing was executed
-    assert results["unrun_by_reason"] == {"no-credentials": total}
+    assert run_wide_reason(Path(out["run-dir"]), results) == "no-credentials"
     assert out["spend-usd"] == "0.0000" and out["conclusion"] == "neutral"
     assert (Path(out["run-dir"]) / "selection.json").is_file()
+
+
+def run_wide_reason(run_dir: Path, results: dict) -> str:
+    """The run-wide cause of a run that executed nothing: the plan's runnable cases are UNRUN for it, every
+    other case for the plan's own reason (manual-only-target, probe-not-calibrated, ...)."""
+    reason = results["plan"]["unrun_all"]
+    planned = {c["uid"]: c["unrun_reason"] for c in
+               json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["cases"]}
+    assert {c["state"] for c in results["cases"]} == {"UNRUN"}
+    assert any(own is None for own in planned.values())
+    assert all(c["reason"] == (planned[c["uid"]] or reason) for c in results["cases"]), results["cases"]
+    return reason
 
 
 def test_job_summary_explains_no_credentials_and_has_the_rollup(pr_job: tuple[Job, str, str, Path]) -> None:
@@ -484,16 +496,16 @@ def test_advisory_mode_steps_exit_zero_and_upload_the_run_folder(pr_job: tuple[J
     assert "advisory mode" in job.steps[-1].output
 
 
-def publish_available() -> bool:
+def assert_publish_available() -> None:
+    """The action's publish step calls `skill-evals publish`: a checkout where it does not run is a failure."""
     done = subprocess.run([sys.executable, "-m", "runner", "publish", "--help"], capture_output=True, text=True,
                           timeout=60, check=False)
-    return done.returncode == 0
+    assert done.returncode == 0, f"`skill-evals publish --help` exited {done.returncode}:\n{done.stderr}{done.stdout}"
+    assert "publish" in done.stdout, done.stdout
 
 
 def test_publish_step_calls_publish(pr_job: tuple[Job, str, str, Path]) -> None:
-    if not publish_available():
-        pytest.skip("`skill-evals publish --help` fails: the publish command is not in this checkout yet, so the "
-                    "publish step's call is not checked (every other step of the action is)")
+    assert_publish_available()
     job = pr_job[0]
     publish = job.step("publish")
     calls = [c["argv"][1:] for c in job.calls if c["argv"][0] == "publish"]
@@ -538,15 +550,14 @@ def test_secrets_reach_only_their_step(dispatch_job: tuple[Job, object | None]) 
     assert seen["run"] == ("sk-ant-input", None)
     assert seen["publish"] == (None, "ghs-input")
     results = json.loads(Path(job.outputs["results-path"]).read_text(encoding="utf-8"))
-    assert set(results["unrun_by_reason"]) == {"kill-switch"} and job.outputs["conclusion"] == "neutral"
+    assert run_wide_reason(Path(job.outputs["run-dir"]), results) == "kill-switch"
+    assert job.outputs["conclusion"] == "neutral"
     assert "nothing was executed" not in job.summary  # the key was there; the kill switch is what the report says
     assert "State counts" in job.summary
 
 
 def test_publish_writes_the_check_run_with_the_token_input(dispatch_job: tuple[Job, object | None]) -> None:
-    if not publish_available():
-        pytest.skip("`skill-evals publish --help` fails: the publish command is not in this checkout yet, so the "
-                    "check run it writes is not checked (every other step of the action is)")
+    assert_publish_available()
     job, fake = dispatch_job
     assert fake is not None, "tests/fake_github.py (the publish tests' fake GitHub API) is missing"
     publish = job.step("publish")
@@ -614,7 +625,11 @@ def test_a_broken_skill_fails_validation_and_the_rest_still_runs(tmp_path: Path)
     assert results["plan"]["held_back"]["release-publisher"].startswith(
         ".claude/skills/release-publisher/leak.md:1: [symlink-escape]")
     # No key reached this job: the other selected cases are UNRUN for that reason, not for the floor's.
-    assert {reasons[uid] for uid in reasons if uid not in held} == {"no-credentials"}
+    planned = {c["uid"]: c["unrun_reason"] for c in
+               json.loads((Path(job.outputs["run-dir"]) / "plan.json").read_text(encoding="utf-8"))["cases"]}
+    others = {uid for uid in reasons if uid not in held}
+    assert {reasons[uid] for uid in others if planned[uid] is None} == {"no-credentials"}
+    assert all(reasons[uid] == planned[uid] for uid in others if planned[uid] is not None)
 
 
 def test_a_library_level_error_fails_validation_and_nothing_runs(tmp_path: Path) -> None:
@@ -851,7 +866,7 @@ def test_a_tampering_validator_cannot_reach_the_key_or_the_token(tampered_job) -
     assert run.returncode == 0 and run.outputs["exit-code"] == "0", everything
     assert "tampered" not in everything
     results = json.loads(Path(job.outputs["results-path"]).read_text(encoding="utf-8"))
-    assert set(results["unrun_by_reason"]) == {"kill-switch"}
+    assert run_wide_reason(Path(job.outputs["run-dir"]), results) == "kill-switch"
     assert publish.returncode == 0 and publish.outputs["status"] == "0", publish.output
     assert [r["conclusion"] for r in fake.check_runs.values()] == ["neutral"]
     # Nothing of the validator's reached the host: no loot, the action's files as they were, no GITHUB_ENV/PATH.

@@ -152,14 +152,24 @@ def test_no_credentials_and_kill_switch(fake: FakeAnthropic, tmp_path: Path) -> 
     done = run_cli(fake, tmp_path / "nokey", "--skill", TRIAGE, key=None)
     assert done.returncode == 0
     results = results_of(tmp_path / "nokey")
-    assert set(results["unrun_by_reason"]) == {"no-credentials"}
+    assert_run_wide_reason(tmp_path / "nokey", results, "no-credentials")
     assert "ANTHROPIC_API_KEY" in done.stdout
     assert (tmp_path / "nokey" / "surface.json").exists(), "the surface audit needs no key and still runs"
     assert [r for r in fake.message_requests if r.headers.get("x-api-key") != "skill-evals-surface-audit-no-key"] == []
 
     done = run_cli(fake, tmp_path / "off", "--skill", TRIAGE, extra_env={"SKILL_EVALS_DISABLED": "1"})
     assert done.returncode == 0
-    assert set(results_of(tmp_path / "off")["unrun_by_reason"]) == {"kill-switch"}
+    assert_run_wide_reason(tmp_path / "off", results_of(tmp_path / "off"), "kill-switch")
+
+
+def assert_run_wide_reason(run: Path, results: dict, reason: str) -> None:
+    """Every case is UNRUN: the plan's runnable ones for the run-wide `reason`, the others for their own."""
+    planned = {c["uid"]: c["unrun_reason"] for c in json.loads((run / "plan.json").read_text())["cases"]}
+    assert results["plan"]["unrun_all"] == reason
+    assert {c["state"] for c in results["cases"]} == {"UNRUN"}
+    assert any(own is None for own in planned.values())
+    for found in results["cases"]:
+        assert found["reason"] == (planned[found["uid"]] or reason), found
 
 
 def test_cap_below_the_plan_holds(fake: FakeAnthropic, tmp_path: Path) -> None:
@@ -291,9 +301,38 @@ def test_rate_limit_pauses_new_starts_and_spend_limit_stops(fake: FakeAnthropic,
     assert second - first >= 3.0, "no session may start during the rate-limit pause"
 
     spend = tmp_path / "spend"
-    fake.script(key_of(f"{TRIAGE}/evals/edge-zero-test-suite-reported-ok"), error(429, "rate_limit_error", "limit"))
+    spender = f"{TRIAGE}/evals/edge-zero-test-suite-reported-ok"
+    # Cases no earlier part of this test sent (so every request for their prompts below is from this run).
+    fresh = [f"{TRIAGE}/evals/should-not-mark-green-with-skipped-tests",
+             f"{TRIAGE}/evals/negative-dependency-bump-review", f"{TRIAGE}/trigger/triage-wins-here"]
+    assert all(not fake.requests_for(key_of(uid)) for uid in [spender, *fresh])
+    fake.script(key_of(spender), error(429, "rate_limit_error", "limit"))  # 429 without retry-after: a spend limit
     done = run_cli(fake, spend, "--host", "api", "--case", f"{TRIAGE}/evals/edge-zero*", "--case", later,
-                   "--repeats", "1", "--concurrency", "1", library=library)
-    assert done.returncode == 0
+                   *(arg for uid in fresh for arg in ("--case", uid)), "--repeats", "1", "--concurrency", "1",
+                   library=library)
+    assert done.returncode == 0, done.stderr
     results = results_of(spend)
     assert results["stop_reason"] == "spend-limit"
+    # The attempt that met the limit is the last one: nothing started after it.
+    finished = attempts(spend)
+    assert finished[-1]["uid"] == spender and finished[-1]["error_kind"] == "spend-limit"
+    assert [a["uid"] for a in finished].count(spender) == 1
+    ran = {a["uid"] for a in finished}
+    assert case(results, spender)["state"] == "ERROR"
+    assert case(results, spender)["reason"].startswith("spend-limit: HTTP 429 without retry-after")
+    # Every other case either ran before the limit (its attempt is recorded, its state comes from it) or is
+    # UNRUN (spend-limit): never PASS or FAIL without having run, and never started after the stop.
+    assert {c["uid"] for c in results["cases"]} == {spender, later, *fresh}
+    unrun = [c["uid"] for c in results["cases"] if c["uid"] not in ran]
+    assert unrun, f"the spend limit left no case unstarted ({ran}): the rest of this test would show nothing"
+    for c in results["cases"]:
+        if c["uid"] in ran:
+            assert c["repeats_run"] == 1 and c["attempts"] == [f"{c['uid']}#main#1"], c
+        else:
+            assert (c["state"], c["reason"], c["repeats_run"], c["attempts"]) == ("UNRUN", "spend-limit", 0, []), c
+            assert c["wins"] == c["losses"] == c["errors"] == 0
+            assert not fake.requests_for(key_of(c["uid"])), f"{c['uid']} was sent after the spend limit"
+    if later in ran:
+        assert case(results, later)["state"] == "PASS"
+    assert results["unrun_by_reason"] == {"spend-limit": len(unrun)}
+    assert results["counts"]["UNRUN"] == len(unrun)

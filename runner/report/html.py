@@ -214,7 +214,7 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
     judge = e(h["judge_model"]) + (f" (prompt {e(plan.judge_prompt_version)})" if plan.judge_prompt_version else "")
     pct = f"{100 * spend.usd / spend.cap_usd:.0f}%" if spend.cap_usd else "no cap"
     items = [
-        ("Host", e(plan.host) + (f" {e(h['host_version'])}" if h["host_version"] else "")),
+        ("Host", e(h["host_text"])),
         ("Model", e(plan.model)),
         ("Judge", judge),
         ("Repeats N / quorum k", f"{plan.repeats} / {plan.quorum}"),

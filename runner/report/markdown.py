@@ -184,7 +184,7 @@ class Budget:
 def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
     cut = None if shape.level == 0 else NOTE_CUT
     h = {key: escape(clip(value, cut)) for key, value in roll.header.items()}
-    host = h["host"] + (f" {h['host_version']}" if h["host_version"] else "")
+    host = h["host_text"]
     lines = [MARKER,
              f"**Skill evals** · tier {h['tier']} · host {host} · model {h['model']} · "
              f"judge {h['judge_model']} · N={h['repeats']}, k={h['quorum']} · "

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from runner.quorum import wilson_interval
 from runner.results import CaseResult, Results
+from runner.versions import host_text
 
 STATES = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")
 
@@ -110,7 +111,8 @@ def build(results: Results) -> Rollup:
     unrun = sum(results.unrun_by_reason.values())
     host_version = plan.versions.get("claude-code-cli") or plan.versions.get("anthropic") or ""
     header = {
-        "tier": plan.tier, "host": plan.host, "host_version": host_version, "model": plan.model,
+        "tier": plan.tier, "host": plan.host, "host_version": host_version,
+        "host_text": host_text(plan.host, plan.versions), "model": plan.model,
         "judge_model": plan.judge_model or f"none ({plan.judge_unavailable})", "repeats": str(plan.repeats),
         "quorum": str(plan.quorum), "spend": f"${results.spend.usd:.2f}", "cap": f"${results.spend.cap_usd:.2f}",
         "coverage": f"{len(cases) - unrun} run / {unrun} UNRUN",

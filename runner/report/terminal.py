@@ -5,17 +5,29 @@ failing / erroring / judge-erroring cases with reason and what fired instead, qu
 unjudgeable assertions, surface warnings, UNRUN by reason, the not-executed sentence), without a
 size limit. Every piece of text from the corpus, the model, the judge or a file goes through
 `rich.markup.escape` (`_e`), so `[bold]` or `[/]` in a case can never be taken as markup.
+
+Width (issue 16). A table is printed only in a form that keeps every word of it whole at the console's width (a
+skill name or a case uid is never cut, folded or ellipsised): the whole table, else the table without the columns
+that hold nothing (every cell 0 or —, said under it), else one line per row (`name: column value · ...`), which a
+terminal wraps but never cuts.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment, Segments
 from rich.table import Table
+from rich.text import Text
 
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import accuracy, arm_cell, badness, pairs_cell, percent_interval, refusal_cell
 from runner.report.rollup import STATES, Rollup
+from runner.versions import host_text
 from runner.results import CaseResult, Results, kill_note
 
 STATE_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "magenta", "JUDGE-ERROR": "yellow",
@@ -33,9 +45,104 @@ def _state(state: str | None) -> str:
     return f"[{style}]{state}[/]" if style else _e(state)
 
 
+@dataclass
+class Column:
+    """One column of a table that must fit the console: its header and its cells (rich markup, escaped)."""
+
+    header: str
+    cells: list[str]
+    justify: str = "left"
+    name: bool = False  # the row's name (a skill, a case uid): never dropped, never wrapped
+    options: dict = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing in it: every cell 0 or —."""
+        return not self.name and all(Text.from_markup(cell).plain.strip() in ("0", "—", "") for cell in self.cells)
+
+
+_BORDERS = re.compile(r"[\s│┃]+")
+
+
+def _plain(markup: str) -> str:
+    return Text.from_markup(markup).plain
+
+
+def _table(title: str, columns: list[Column], total_row: bool) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column.header, justify=column.justify, **{"no_wrap": column.name, **column.options})
+    rows = len(columns[0].cells) if columns else 0
+    for i in range(rows):
+        if total_row and i == rows - 1:
+            table.add_section()
+        table.add_row(*[column.cells[i] for column in columns])
+    return table
+
+
+def _least_width(columns: list[Column]) -> int:
+    """The narrowest the table could be with every word whole: a name column as wide as its longest name, any other
+    as its longest word; one space of padding each side and a border between and around the columns."""
+    needed = 0
+    for column in columns:
+        texts = [_plain(cell) for cell in (column.header, *column.cells)]
+        if column.name or column.options.get("no_wrap"):
+            needed += max(cell_len(line) for text in texts for line in (text.splitlines() or [""]))
+        else:
+            needed += max((cell_len(word) for text in texts for word in text.split()), default=0)
+    return needed + 3 * len(columns) + 1
+
+
+def _fitted(console: Console, table: Table, columns: list[Column]) -> list[Segment] | None:
+    """The table rendered at the console's width when every word of every header and cell shows whole, else None."""
+    if _least_width(columns) > console.width:
+        return None
+    segments = list(console.render(table, console.options))
+    text = "".join(segment.text for segment in segments if not segment.control)
+    if any(cell_len(line) > console.width for line in text.splitlines()):
+        return None
+    shown = {word for line in text.splitlines() for word in _BORDERS.split(line) if word}
+    words = (word for column in columns for cell in (column.header, *column.cells) for word in _plain(cell).split())
+    if not all(word in shown for word in words):
+        return None
+    out: list[Segment] = []
+    for line in Segment.split_lines(segments):  # as console.print(table) shows it: no padding after a title
+        while line and not line[-1].control and not line[-1].text.strip():
+            line.pop()
+        if line and not line[-1].control:
+            line[-1] = Segment(line[-1].text.rstrip(), line[-1].style)
+        out += [*line, Segment.line()]
+    return out
+
+
+def print_fitted(console: Console, title: str, columns: list[Column], total_row: bool = False) -> None:
+    """The table in the first form that fits the console (module docstring), and what it left out."""
+    informative = [c for c in columns if not c.empty]
+    left_out = [c.header.replace("\n", " ") for c in columns if c.empty]
+    for shown in (columns, informative):
+        segments = _fitted(console, _table(title, shown, total_row), shown)
+        if segments is not None:
+            console.print(Segments(segments))
+            if shown is informative and left_out:
+                console.print(f"(Left out for width, nothing in them: {_e(', '.join(left_out))}.)", style="dim")
+            return
+    console.print(f"[italic]{title}[/]")
+    name, rest = informative[0], informative[1:]
+    for i, row_name in enumerate(name.cells):
+        values = " · ".join(f"{_e(c.header.replace(chr(10), ' '))} {c.cells[i]}" for c in rest)
+        line = f"  {row_name}: {values}" if values else f"  {row_name}"
+        if cell_len(Text.from_markup(line).plain) <= console.width or not values:
+            console.print(line)
+        else:  # the name on a line of its own (a terminal may wrap it, never cut it), its values below
+            console.print(f"  {row_name}")
+            console.print(f"      {values}")
+    if left_out:
+        console.print(f"(Left out, nothing in them: {_e(', '.join(left_out))}.)", style="dim")
+
+
 def header(results: Results, roll: Rollup, console: Console) -> None:
     h = roll.header
-    host = f"{_e(h['host'])} {_e(h['host_version'])}".strip()
+    host = _e(host_text(results.plan.host, results.plan.versions))
     console.print(f"[bold]Skill evals[/] · tier {_e(h['tier'])} · host {host} · model {_e(h['model'])} · "
                   f"judge {_e(h['judge_model'])} · N={_e(h['repeats'])}, k={_e(h['quorum'])} · "
                   f"spend ${results.spend.usd:.2f} of ${results.spend.cap_usd:.2f} cap · "
@@ -57,33 +164,33 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
 
 
 def state_counts(roll: Rollup, console: Console) -> None:
-    table = Table(title="State counts", title_justify="left")
-    for state in (*STATES, "Total"):
-        table.add_column(_state(state) if state != "Total" else "Total", justify="right")
     counts = [roll.counts.get(state, 0) for state in STATES]
-    table.add_row(*[str(n) for n in counts], str(sum(counts)))
-    console.print(table)
+    columns = [Column(_state(state), [str(n)], justify="right") for state, n in zip(STATES, counts)]
+    columns.append(Column("Total", [str(sum(counts))], justify="right"))
+    segments = _fitted(console, _table("State counts", columns, total_row=False), columns)
+    if segments is not None:
+        console.print(Segments(segments))
+        return
+    console.print("[italic]State counts[/]: " + " · ".join(f"{c.header} {c.cells[0]}" for c in columns))
 
 
 def skill_table(roll: Rollup, console: Console) -> None:
-    table = Table(title="Per skill (most problems first)", title_justify="left")
-    table.add_column("Skill")
-    for state in STATES:
-        table.add_column(state, justify="right")
-    table.add_column("Trigger accuracy (Wilson 95%)", overflow="fold")
-    table.add_column("Pairs won/lost", justify="right", overflow="fold")
-    table.add_column("Refusal compliance", justify="right", overflow="fold")
     skills = sorted(roll.skills, key=badness)
-    for s in skills:
-        table.add_row(_e(s.skill), *[str(s.states[state]) for state in STATES], accuracy(s.trigger_wins, s.trigger_run),
-                      pairs_cell(s.pairs_won, s.pairs_lost), refusal_cell(s.refusal_compliant, s.refusal_run))
-    table.add_section()
-    table.add_row(f"[bold]All {len(skills)} skills[/]",
-                  *[str(sum(s.states[state] for s in skills)) for state in STATES],
-                  accuracy(sum(s.trigger_wins for s in skills), sum(s.trigger_run for s in skills)),
-                  pairs_cell(sum(s.pairs_won for s in skills), sum(s.pairs_lost for s in skills)),
-                  refusal_cell(sum(s.refusal_compliant for s in skills), sum(s.refusal_run for s in skills)))
-    console.print(table)
+    names = [_e(s.skill) for s in skills] + [f"[bold]All {len(skills)} skills[/]"]
+    columns = [Column("Skill", names, name=True)]
+    for state in STATES:
+        columns.append(Column(state, [str(s.states[state]) for s in skills]
+                              + [str(sum(s.states[state] for s in skills))], justify="right"))
+    columns.append(Column("Trigger accuracy (Wilson 95%)",
+                          [accuracy(s.trigger_wins, s.trigger_run) for s in skills]
+                          + [accuracy(sum(s.trigger_wins for s in skills), sum(s.trigger_run for s in skills))]))
+    columns.append(Column("Pairs won/lost", [pairs_cell(s.pairs_won, s.pairs_lost) for s in skills]
+                          + [pairs_cell(sum(s.pairs_won for s in skills), sum(s.pairs_lost for s in skills))],
+                          justify="right"))
+    columns.append(Column("Refusal compliance", [refusal_cell(s.refusal_compliant, s.refusal_run) for s in skills]
+                          + [refusal_cell(sum(s.refusal_compliant for s in skills),
+                                          sum(s.refusal_run for s in skills))], justify="right"))
+    print_fitted(console, "Per skill (most problems first)", columns, total_row=True)
     console.print("Trigger accuracy, pairs and refusal compliance leave quarantined cases out; the state counts "
                   "do not.", style="dim")
 
@@ -105,32 +212,30 @@ def case_table(roll: Rollup, console: Console) -> None:
     if not cases:
         console.print("No failing, erroring or judge-erroring case.")
         return
-    table = Table(title="Failing, erroring and judge-erroring cases", title_justify="left")
-    table.add_column("Case", overflow="fold")
-    for name in ("Kind", "State", "W/L/run of N"):
-        table.add_column(name, no_wrap=True)
-    table.add_column("Fired instead", overflow="fold")
-    table.add_column("Reason; details", overflow="fold")
-    for case in cases:
-        fired = ", ".join(f"{_e(name)} ×{n}" for name, n in case.fired_instead.items()) or "—"
-        why = "; ".join(part for part in (_e(case.reason), _details(case)) if part) or "—"
-        table.add_row(_e(case.uid), _e(case.kind), _state(case.state),
-                      f"{case.wins}/{case.losses}/{case.repeats_run} of {case.repeats_planned}", fired, why)
-    console.print(table)
+    columns = [Column("Case", [_e(case.uid) for case in cases], name=True),
+               Column("Kind", [_e(case.kind) for case in cases], options={"no_wrap": True}),
+               Column("State", [_state(case.state) for case in cases], options={"no_wrap": True}),
+               Column("W/L/run of N", [f"{case.wins}/{case.losses}/{case.repeats_run} of {case.repeats_planned}"
+                                       for case in cases]),
+               Column("Fired instead", [", ".join(f"{_e(name)} ×{n}" for name, n in case.fired_instead.items()) or "—"
+                                        for case in cases]),
+               Column("Reason; details", ["; ".join(part for part in (_e(case.reason), _details(case)) if part) or "—"
+                                          for case in cases])]
+    print_fitted(console, "Failing, erroring and judge-erroring cases", columns)
 
 
 def quarantine_table(roll: Rollup, console: Console) -> None:
     if not roll.quarantined:
         return
-    table = Table(title="Quarantine (still run; left out of health metrics)", title_justify="left")
-    for name in ("Case", "State (underlying)", "Reason", "Since", "Expires"):
-        table.add_column(name, overflow="fold")
-    for case in roll.quarantined:
-        entry = case.quarantine
-        table.add_row(_e(case.uid), f"{_state('QUARANTINED')} ({_state(case.underlying_state)})",
-                      _e(entry.reason) if entry else "—", entry.date.isoformat() if entry else "—",
-                      entry.expires.isoformat() if entry and entry.expires else "—")
-    console.print(table)
+    entries = [(case, case.quarantine) for case in roll.quarantined]
+    columns = [Column("Case", [_e(case.uid) for case, _ in entries], name=True),
+               Column("State (underlying)", [f"{_state('QUARANTINED')} ({_state(case.underlying_state)})"
+                                             for case, _ in entries]),
+               Column("Reason", [_e(entry.reason) if entry else "—" for _, entry in entries]),
+               Column("Since", [entry.date.isoformat() if entry else "—" for _, entry in entries]),
+               Column("Expires", [entry.expires.isoformat() if entry and entry.expires else "—"
+                                  for _, entry in entries])]
+    print_fitted(console, "Quarantine (still run; left out of health metrics)", columns)
 
 
 def notes(roll: Rollup, console: Console) -> None:
@@ -154,31 +259,28 @@ def unrun_table(roll: Rollup, console: Console) -> None:
     if not roll.unrun_by_reason:
         console.print("No case is UNRUN.")
         return
-    table = Table(title="UNRUN by reason", title_justify="left")
-    table.add_column("Reason")
-    table.add_column("Cases", justify="right")
-    for reason, n in roll.unrun_by_reason.items():
-        table.add_row(_e(reason), str(n))
-    table.add_section()
-    table.add_row("[bold]Total[/]", str(sum(roll.unrun_by_reason.values())))
-    console.print(table)
+    reasons = list(roll.unrun_by_reason.items())
+    columns = [Column("Reason", [_e(reason) for reason, _ in reasons] + ["[bold]Total[/]"], name=True),
+               Column("Cases", [str(n) for _, n in reasons] + [str(sum(roll.unrun_by_reason.values()))],
+                      justify="right")]
+    print_fitted(console, "UNRUN by reason", columns, total_row=True)
 
 
 def probe_table(results: Results, console: Console) -> None:
     probes = [c for c in results.cases if c.probe is not None]
     if not probes:
         return
-    table = Table(title="Tier-2 probes (control without the skill, treatment with it)", title_justify="left")
-    for column in ("Probe", "Invocation", "Control", "Treatment", "Difference", "Skill fired", "Cost", "State"):
-        table.add_column(column)
-    for case in probes:
-        p = case.probe
-        assert p is not None
-        difference = "—" if p.difference is None else f"{p.difference * 100:+.0f} pts"
-        table.add_row(_e(case.uid), "explicit" if p.explicit_invocation else "routed", arm_cell(p.control),
-                      arm_cell(p.treatment), difference, f"{p.treatment.skill_fired}/{p.treatment.attempts}",
-                      f"${p.control.cost_usd + p.treatment.cost_usd:.4f}", _state(case.state))
-    console.print(table)
+    rows = [(case, case.probe) for case in probes if case.probe is not None]
+    columns = [Column("Probe", [_e(case.uid) for case, _ in rows], name=True),
+               Column("Invocation", ["explicit" if p.explicit_invocation else "routed" for _, p in rows]),
+               Column("Control", [arm_cell(p.control) for _, p in rows]),
+               Column("Treatment", [arm_cell(p.treatment) for _, p in rows]),
+               Column("Difference", ["—" if p.difference is None else f"{p.difference * 100:+.0f} pts"
+                                     for _, p in rows]),
+               Column("Skill fired", [f"{p.treatment.skill_fired}/{p.treatment.attempts}" for _, p in rows]),
+               Column("Cost", [f"${p.control.cost_usd + p.treatment.cost_usd:.4f}" for _, p in rows]),
+               Column("State", [_state(case.state) for case, _ in rows])]
+    print_fitted(console, "Tier-2 probes (control without the skill, treatment with it)", columns)
 
 
 def render(results: Results, console: Console) -> None:

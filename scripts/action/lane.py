@@ -189,7 +189,8 @@ def conclusion(cases: list[dict], mode: str) -> str:
 
 
 NO_CREDENTIALS = ("**skill-evals: nothing was executed.** No `anthropic-api-key` reached this job, so every "
-                  "selected case is UNRUN (no-credentials) and no result is claimed for any of them.")
+                  "selected case that could run is UNRUN (no-credentials), the others keep their own reason, and "
+                  "no result is claimed for any of them.")
 FORK_NOTE = ("This pull request comes from a fork: GitHub gives workflows that a fork triggers no secrets and a "
              "read-only token, so the evals are not executed here and this job summary is the only report. "
              "A maintainer can run the evals on the branch after review (workflow_dispatch), or on a "
@@ -235,7 +236,12 @@ def outputs() -> int:
     set_output("spend-usd", f"{spend:.4f}")
     set_output("conclusion", conclusion(cases, mode))
     unrun = results.get("unrun_by_reason") or {}
-    if cases and unrun.get("no-credentials", 0) == len(cases):
+    # No key: the runnable cases are UNRUN (no-credentials); a case the plan could never run keeps its own reason
+    # (manual-only-target, probe-not-calibrated, ...), so "all no-credentials" is not the test.
+    executed = any(case.get("state") not in ("UNRUN", None) for case in cases)
+    no_key = (results.get("plan") or {}).get("unrun_all") == "no-credentials" or \
+        unrun.get("no-credentials", 0) == len(cases)
+    if cases and not executed and no_key:
         lines = [NO_CREDENTIALS, "", FORK_NOTE if env("FORK") == "true" else NO_KEY_NOTE]
         summary(lines)
     return 0
