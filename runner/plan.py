@@ -380,16 +380,11 @@ def first_turn_tokens(library: Library, surface: Surface | None, prompt_chars: i
         "system prompt and tools are not counted")
 
 
-def session_costs(first_turn: int, max_turns: int, expected_turns: int, max_output: int,
-                  price_in: float, price_out: float) -> tuple[float, float]:
-    """(expected, worst) USD of one session. Turn t re-sends everything before it."""
-    def turns_cost(turns: int, growth: int, output: int) -> float:
-        tokens_in = sum(first_turn + t * growth for t in range(turns))
-        return (tokens_in * price_in + turns * output * price_out) / 1_000_000
-
-    expected = turns_cost(expected_turns, 2_000, min(max_output, 1_000))
-    worst = turns_cost(max_turns, max_output + MAX_TOOL_RESULT_TOKENS, max_output)
-    return expected, worst
+def worst_session_usd(first_turn: int, max_turns: int, max_output: int, price_in: float, price_out: float) -> float:
+    """The worst case of one session, in USD: every turn at the output bound plus the largest tool result, no
+    cache. Turn t re-sends everything before it. (The expected cost is estimate_expected's.)"""
+    tokens_in = sum(first_turn + t * (max_output + MAX_TOOL_RESULT_TOKENS) for t in range(max_turns))
+    return (tokens_in * price_in + max_turns * max_output * price_out) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -632,7 +627,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     price = prices.price(run.model)
     price_in, price_out = (price.input, price.output) if price else (0.0, 0.0)
     write_price, read_price, minimum = cache_prices(price) if price else (0.0, 0.0, 1024)
-    _, worst = session_costs(first_turn, run.max_turns, run.expected_turns, run.max_output_tokens, price_in, price_out)
+    worst = worst_session_usd(first_turn, run.max_turns, run.max_output_tokens, price_in, price_out)
     layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
     fixed_path = host == "claude-code" and session_path is not None and session_path.path is not None
     found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, fixed_path,

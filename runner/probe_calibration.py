@@ -450,8 +450,8 @@ def session_bounds(library: Library, settings: Settings, prices: PriceTable, pro
     longest = max((len(p.question) + len(p.skill) + 2 for p in probes), default=0)
     first_turn, _ = plan_mod.first_turn_tokens(library, None, longest)
     price = prices.price(run.model)
-    _, worst = plan_mod.session_costs(first_turn, run.max_turns, run.expected_turns, run.max_output_tokens,
-                                      price.input if price else 0.0, price.output if price else 0.0)
+    worst = plan_mod.worst_session_usd(first_turn, run.max_turns, run.max_output_tokens,
+                                       price.input if price else 0.0, price.output if price else 0.0)
     return SessionBounds(model=run.model, max_turns=run.max_turns, timeout_s=run.timeout_s,
                          max_output_tokens=run.max_output_tokens, session_worst_usd=round(worst, 6))
 

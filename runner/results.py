@@ -130,10 +130,15 @@ class CostSummary(BaseModel):
     by_kind: list[KindBasis] = Field(default=[], description="Measured per case kind; a later plan's [cost] basis.")
 
 
+def model_calls(record: AttemptRecord) -> int:
+    """The session's calls to the API (records from before model_calls existed: its turns)."""
+    return record.model_calls if record.model_calls is not None else record.turns
+
+
 def kind_basis(kind: str, records: list[AttemptRecord], per_case: float) -> KindBasis:
     """Mean turns (model calls), first-turn input, growth per turn and output per turn of one kind's clean
     sessions. Growth: a session of T calls sends T x first + growth x T(T-1)/2 input tokens in all."""
-    turns = [r.model_calls if r.model_calls is not None else r.turns for r in records]
+    turns = [model_calls(r) for r in records]
     inputs = [r.usage.input_tokens + r.usage.cache_creation_input_tokens + r.usage.cache_read_input_tokens
               for r in records]
     firsts = [r.first_turn_input_tokens for r in records if r.first_turn_input_tokens is not None]
@@ -161,7 +166,7 @@ def cost_summary(plan: Plan, finished: list[AttemptRecord]) -> CostSummary:
     hashes = [r.prefix_hash for r in finished if r.prefix_hash]
     clean: dict[str, list[AttemptRecord]] = {}
     for record in finished:
-        if not record.error_kind and (record.model_calls if record.model_calls is not None else record.turns) > 0:
+        if not record.error_kind and model_calls(record) > 0:
             clean.setdefault(kinds.get(record.uid, "unknown"), []).append(record)
     firsts = [r.first_turn_input_tokens for records in clean.values() for r in records
               if r.first_turn_input_tokens is not None]

@@ -60,7 +60,7 @@ def test_the_first_wave_writes_and_the_rest_read_unless_the_cache_may_expire() -
 
 
 def test_the_worst_case_stays_uncached_and_unchanged() -> None:
-    _, worst = plan_mod.session_costs(10_000, 6, 2, 4096, SONNET.input, SONNET.output)
+    worst = plan_mod.worst_session_usd(10_000, 6, 4096, SONNET.input, SONNET.output)
     turns = sum(10_000 + t * (4096 + plan_mod.MAX_TOOL_RESULT_TOKENS) for t in range(6))
     assert worst == pytest.approx((turns * 3 + 6 * 4096 * 15) / 1e6)
 
