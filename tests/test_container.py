@@ -472,6 +472,8 @@ def test_run_container_from_the_cli(image: str, fake: FakeAnthropic, tmp_path: P
                           env=env, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Traceback" not in done.stderr and KEY not in done.stdout + done.stderr
+    # The run inside printed /out/results.json; the user is told the folder on this machine (issue 16).
+    assert f"Results: {out}/results.json" in done.stdout and "/out/" not in done.stdout, done.stdout[-2000:]
     record = json.loads((out / ctr.RECORD).read_text())
     assert record["deadline_basis"].startswith("plan.json appeared after")
     assert "1 session(s) at concurrency" in record["deadline_basis"]
