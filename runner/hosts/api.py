@@ -17,6 +17,9 @@ is what decides skill selection as far as it can be copied through the public AP
 - a read-only `Read` tool confined to the session's project folder (a read of
   `.claude/skills/<name>/SKILL.md` is an activation too, mechanism `skill-md-read`).
 
+Which call is an activation, and that an answer with an error rejects it, is decided for every host by
+runner.hosts.activation (this host only answers the calls).
+
 The project folder is virtual (runner.hosts.workspace.LibraryView): no tool of this host writes,
 so nothing is copied per session; reads come straight from the library under the rules a copied
 session folder had (no skill's answer key, no excluded skill, nothing resolving outside the
@@ -63,6 +66,7 @@ import anthropic
 
 from runner import frontmatter, listing
 from runner.corpus import Library, Skill
+from runner.hosts.activation import recognise, slash_command
 from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
 from runner.hosts.base import (Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage,
                                utf8_safe)
@@ -481,13 +485,16 @@ class _Session:
     def answer(self, tool_use_id: str, name: str, tool_input: Any, turn: int) -> dict[str, Any]:
         tool_input = tool_input if isinstance(tool_input, dict) else {}
         if name == "Skill":
-            content, is_error = self.skill(tool_use_id, tool_input, turn)
+            content, is_error = self.skill(tool_input)
         elif name == "Read":
-            content, is_error = self.read(tool_use_id, tool_input, turn)
+            content, is_error = self.read(tool_input)
         else:
             content, is_error = f"No such tool available: {name}", True
         shown = json.dumps(tool_input, ensure_ascii=False)[:TOOL_INPUT_CHARS]
         self.tool_calls.append(ToolCall(name=name, input=shown, turn=turn, is_error=is_error))
+        activation = recognise(name, tool_input, tool_use_id, turn, is_error=is_error, aliases=self.host.aliases)
+        if activation is not None:
+            self.activations.append(activation)
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
         if is_error:
             result["is_error"] = True
@@ -509,7 +516,9 @@ class _Session:
         content = [{"type": "text", "text": command}, {"type": "text", "text": body}]
         self.messages[0] = {"role": "user", "content": content}
         self.transcript[1] = {"role": "user", "content": content}
-        self.activations.append(Activation(name=name, mechanism="slash-command", turn=0))
+        # Recognised from the tag as the claude-code and replay hosts recognise it (a name the tag cannot carry,
+        # with a space or `<`, is still the command this host expanded).
+        self.activations.append(slash_command(command) or Activation(name=name, mechanism="slash-command", turn=0))
 
     def skill_body(self, name: str) -> str | None:
         """`Base directory ...` and the SKILL.md body the session sees, or None when there is none."""
@@ -521,29 +530,29 @@ class _Session:
         body = parts[2] if isinstance(parts, tuple) else text
         return f"Base directory for this skill: {'/'.join((*SKILLS_PREFIX, name))}\n\n{body}"
 
-    def skill(self, tool_use_id: str, tool_input: dict[str, Any], turn: int) -> tuple[Any, bool]:
+    def skill(self, tool_input: dict[str, Any]) -> tuple[Any, bool]:
+        # Which skill the call loads is this host's answer, as the CLI's is: like CLI 2.1.332 it trims the name and
+        # drops a leading `/`, and refuses `plugin:name` for a project skill (measured: "Unknown skill:
+        # plugin:migration-planner"). The activation is recorded by `answer` (runner.hosts.activation).
         raw = tool_input.get("skill")
         name = raw.strip().removeprefix("/") if isinstance(raw, str) else ""
         name = self.host.aliases.get(name, name)
         skill_md = self.view.file((*SKILLS_PREFIX, name, "SKILL.md")) if name else None
         if name not in self.listed or skill_md is None:
-            self.activations.append(Activation(name=name or str(raw), mechanism="skill-tool", turn=turn,
-                                               tool_use_id=tool_use_id, rejected=True))
             return f"Unknown skill: {name or raw}", True
-        self.activations.append(Activation(name=name, mechanism="skill-tool", turn=turn, tool_use_id=tool_use_id))
         return [{"type": "text", "text": f"Launching skill: {name}"},
                 {"type": "text", "text": self.skill_body(name) or ""}], False
 
-    def read(self, tool_use_id: str, tool_input: dict[str, Any], turn: int) -> tuple[str, bool]:
+    def read(self, tool_input: dict[str, Any]) -> tuple[str, bool]:
         raw = tool_input.get("file_path")
         if not isinstance(raw, str) or not raw.strip():
             return "Error: file_path must be a non-empty string", True
         try:
-            return self._read(raw, tool_use_id, turn)
+            return self._read(raw)
         except (OSError, ValueError) as exc:  # a path the OS refuses (too long, NUL byte, ...)
             return f"Error: {raw} cannot be read: {type(exc).__name__}", True
 
-    def _read(self, raw: str, tool_use_id: str, turn: int) -> tuple[str, bool]:
+    def _read(self, raw: str) -> tuple[str, bool]:
         relative = self.view.parts(raw.strip())  # an absolute file_path replaces the project part
         if relative is None:
             return f"Error: {raw} is outside the project folder; only files of the project can be read", True
@@ -557,9 +566,6 @@ class _Session:
             text = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
             return f"Error: {raw} is not a UTF-8 text file", True
-        if len(relative) == 4 and relative[:2] == SKILLS_PREFIX and relative[3] == "SKILL.md":
-            self.activations.append(Activation(name=relative[2], mechanism="skill-md-read", turn=turn,
-                                               tool_use_id=tool_use_id))
         return text, False
 
     def fill(self, obs: Observation) -> None:

@@ -52,7 +52,9 @@ class Activation(BaseModel):
     mechanism: Mechanism
     turn: int
     tool_use_id: str | None = None
-    rejected: bool = Field(default=False, description="The host answered the call with an error (e.g. unknown skill).")
+    rejected: bool = Field(default=False, description="The host answered the call with an error (an unknown skill, a "
+                                                      "Read of a SKILL.md that is not there, a refused Task/Agent "
+                                                      "call): it never counts as fired (runner.hosts.activation).")
 
 
 class ToolCall(BaseModel):

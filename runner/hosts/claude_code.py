@@ -47,6 +47,7 @@ from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessag
 from claude_agent_sdk import _errors as sdk_errors
 
 from runner.hosts import sessionpath, workspace
+from runner.hosts.activation import Turns, apply_result, recognise, slash_command
 from runner.hosts.base import Activation, ErrorKind, Observation, SessionSpec, ToolCall, Usage, utf8_safe
 from runner.prices import PriceTable
 from runner.surface import CaptureServer, Surface, surface_from_request
@@ -60,12 +61,6 @@ KEEP = (
     "CLAUDE_CODE_DISABLE_AUTO_MEMORY",
 )
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
-_SKILL_MD = re.compile(r"\.claude/skills/([^/]+)/SKILL\.md$")
-_SUBAGENT_TOOLS = ("Task", "Agent")
-# A prompt whose first line is `/name` of a user-invocable skill: the CLI expands the command itself
-# (no Skill tool call) and, with --replay-user-messages, echoes this tag as the first user message.
-# An unknown `/name` is passed on as plain text, without the tag.
-_COMMAND_NAME = re.compile(r"<command-name>/([^<\s]+)</command-name>")
 _INPUT_CHARS = 300
 
 
@@ -125,9 +120,9 @@ class _Recorder:
         self.aliases = aliases or {}
         self.activations: list[Activation] = []
         self.calls: list[ToolCall] = []
-        self.by_tool_id: dict[str, int] = {}
+        self.activation_by_id: dict[str, Activation] = {}
         self.call_by_id: dict[str, ToolCall] = {}
-        self.message_ids: list[str] = []
+        self.turns = Turns()
         self.last_text: str | None = None
         self.result: ResultMessage | None = None
         self.api_error: str | None = None
@@ -139,45 +134,27 @@ class _Recorder:
         self.init_date = ""
         self.transcript: list[dict] = []
 
-    def turn(self, message: AssistantMessage) -> int:
-        key = message.message_id or f"anon-{len(self.message_ids)}"
-        if key not in self.message_ids:
-            self.message_ids.append(key)
-        return self.message_ids.index(key)
-
     def on_tool_use(self, block: ToolUseBlock, turn: int) -> None:
         call = ToolCall(name=block.name, input=json.dumps(block.input)[:_INPUT_CHARS], turn=turn)
         self.calls.append(call)
         self.call_by_id[block.id] = call
-        activation = None
-        if block.name == "Skill" and isinstance(block.input.get("skill"), str):
-            name = block.input["skill"].split(":")[-1].lstrip("/")
-            name = self.aliases.get(name, name)
-            activation = Activation(name=name, mechanism="skill-tool", turn=turn, tool_use_id=block.id)
-        elif block.name == "Read" and isinstance(block.input.get("file_path"), str):
-            match = _SKILL_MD.search(block.input["file_path"])
-            if match:
-                activation = Activation(name=match.group(1), mechanism="skill-md-read", turn=turn, tool_use_id=block.id)
-        elif block.name in _SUBAGENT_TOOLS and isinstance(block.input.get("subagent_type"), str):
-            activation = Activation(name=f"{block.input['subagent_type']} (subagent)", mechanism="subagent", turn=turn,
-                                    tool_use_id=block.id)
-        if activation:
-            self.by_tool_id[block.id] = len(self.activations)
+        activation = recognise(block.name, block.input, block.id, turn, aliases=self.aliases)
+        if activation is not None:
+            self.activation_by_id[block.id] = activation
             self.activations.append(activation)
 
     def on_tool_result(self, block: ToolResultBlock) -> None:
         if block.tool_use_id in self.call_by_id:
             self.call_by_id[block.tool_use_id].is_error = bool(block.is_error)
-        # Only the Skill tool can reject a name (unknown skill). A denied subagent call still shows
-        # the routing decision the case measures, so it stays an activation.
-        if block.tool_use_id in self.by_tool_id and block.is_error:
-            activation = self.activations[self.by_tool_id[block.tool_use_id]]
-            activation.rejected = activation.mechanism == "skill-tool"
+        # Any call the CLI answered with an error is rejected, a refused Task/Agent call included
+        # (runner.hosts.activation: it started no subagent, so it is no activation).
+        if block.tool_use_id in self.activation_by_id:
+            apply_result(self.activation_by_id[block.tool_use_id], block.is_error)
 
     def on_message(self, message: Any) -> None:
         self.transcript.append(_as_dict(message))
         if isinstance(message, AssistantMessage):
-            turn = self.turn(message)
+            turn = self.turns.of(message.message_id)
             if message.error:
                 self.on_api_error(message)
             elif self.unreadable is None:
@@ -194,9 +171,9 @@ class _Recorder:
                 elif isinstance(block, TextBlock) and block.text.strip():
                     self.last_text = block.text
         elif isinstance(message, UserMessage) and isinstance(message.content, str):
-            match = _COMMAND_NAME.search(message.content) if message.parent_tool_use_id is None else None
-            if match and not self.message_ids:
-                self.activations.append(Activation(name=match.group(1), mechanism="slash-command", turn=0))
+            command = slash_command(message.content) if message.parent_tool_use_id is None else None
+            if command is not None and not self.turns.count:
+                self.activations.append(command)
         elif isinstance(message, UserMessage) and isinstance(message.content, list):
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
@@ -472,7 +449,7 @@ class ClaudeCodeHost:
         result = recorder.result
         bounds = []
         usage = Usage()
-        turns = len(recorder.message_ids)
+        turns = recorder.turns.count
         final = None
         host_cost = None
         if recorder.spend_limit is not None:

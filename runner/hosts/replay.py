@@ -2,10 +2,14 @@
 
 No model is called. `run(spec)` returns what `<run>/attempts.jsonl` recorded for
 `spec.attempt_id`, with the transcript from `<run>/transcripts/`. Activations come from the
-transcript when it shows them (Skill tool calls, reads of `.claude/skills/<name>/SKILL.md`,
-Task/Agent subagent calls; a call answered with an error tool_result is `rejected`); otherwise
-from the recorded outcome's `fired` list, as Skill tool activations (turn 0, mechanism unknown to
-the record). An attempt id the run does not hold is an `ambiguous` error observation.
+transcript when it shows them, recognised as every host recognises them (runner.hosts.activation:
+Skill tool calls, reads of `.claude/skills/<name>/SKILL.md`, Task/Agent subagent calls, a `/name`
+command; a call answered with an error tool_result is `rejected`); otherwise from the recorded
+outcome's `fired` list, as Skill tool activations (turn 0, mechanism unknown to the record). A
+transcript is read in the forms hosts record: Messages API messages (the api host), stream-json
+events, and the claude-code host's SDK messages (`{"_type": "AssistantMessage", "message_id", "content":
+[{"id", "name", "input"}]}`, `{"_type": "UserMessage", "content": [{"tool_use_id", "is_error"}]}`).
+An attempt id the run does not hold is an `ambiguous` error observation.
 """
 
 from __future__ import annotations
@@ -16,34 +20,69 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from runner.hosts.activation import Turns, recognise, slash_command
 from runner.hosts.base import Activation, Observation, SessionSpec, ToolCall, Usage
 
 HOST_NAME = "replay"
 TOOL_INPUT_CHARS = 300
-_SUBAGENT_TOOLS = ("Task", "Agent")
+# The claude-code host's transcript entries (runner.hosts.claude_code._as_dict of the SDK's messages).
+_SDK_ROLES = {"AssistantMessage": "assistant", "UserMessage": "user"}
 
 
-def _content(entry: Any) -> tuple[str | None, list[dict[str, Any]]]:
-    """(role, content blocks) of a transcript entry: a Messages API message or a stream-json event."""
+def _block(block: dict[str, Any]) -> dict[str, Any]:
+    """A content block with its `type`; the SDK's blocks (claude-code transcripts) carry none."""
+    if "type" in block:
+        return block
+    if "tool_use_id" in block:
+        return {"type": "tool_result", **block}
+    if {"id", "name", "input"} <= block.keys():
+        return {"type": "tool_use", **block}
+    if "text" in block:
+        return {"type": "text", **block}
+    return block
+
+
+def _content(entry: Any) -> tuple[str | None, str | None, Any, list[dict[str, Any]]]:
+    """(role, message id, raw content, content blocks) of a transcript entry: a Messages API message, a stream-json
+    event, or one of the claude-code host's SDK messages."""
     if not isinstance(entry, dict):
-        return None, []
+        return None, None, None, []
     message = entry.get("message") if isinstance(entry.get("message"), dict) else entry
-    role = message.get("role") or entry.get("type")
+    role = message.get("role") or _SDK_ROLES.get(entry.get("_type")) or entry.get("type")
+    message_id = message.get("message_id") if "_type" in entry else message.get("id")
     content = message.get("content")
-    return role, [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    blocks = [_block(b) for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    return role, message_id if isinstance(message_id, str) else None, content, blocks
 
 
-def _from_transcript(transcript: list[Any]) -> tuple[list[Activation], list[ToolCall]]:
-    errors = {block.get("tool_use_id") for entry in transcript for block in _content(entry)[1]
+def _command(entry: Any, content: Any, blocks: list[dict[str, Any]]) -> Activation | None:
+    """A `/name` command's activation from a user message before the first reply (runner.hosts.activation)."""
+    if not isinstance(entry, dict) or entry.get("parent_tool_use_id") is not None:
+        return None
+    if isinstance(content, str):
+        return slash_command(content)
+    if "_type" in entry:  # the claude-code host reads the CLI's echo of the command, a plain string, only
+        return None
+    # The api host sends the command as text blocks (runner.hosts.api._Session.expand_command).
+    return slash_command("".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)))
+
+
+def _from_transcript(transcript: list[Any], aliases: dict[str, str] | None = None,
+                     ) -> tuple[list[Activation], list[ToolCall]]:
+    errors = {block.get("tool_use_id") for entry in transcript for block in _content(entry)[3]
               if block.get("type") == "tool_result" and block.get("is_error")}
     activations: list[Activation] = []
     calls: list[ToolCall] = []
-    turn = -1
+    turns = Turns()
     for entry in transcript:
-        role, blocks = _content(entry)
+        role, message_id, content, blocks = _content(entry)
+        if role == "user" and not turns.count:
+            command = _command(entry, content, blocks)
+            if command is not None:
+                activations.append(command)
         if role != "assistant":
             continue
-        turn += 1
+        turn = turns.of(message_id)
         for block in blocks:
             if block.get("type") != "tool_use":
                 continue
@@ -51,28 +90,19 @@ def _from_transcript(transcript: list[Any]) -> tuple[list[Activation], list[Tool
             rejected = use_id in errors
             calls.append(ToolCall(name=str(name), input=json.dumps(tool_input, ensure_ascii=False)[:TOOL_INPUT_CHARS],
                                   turn=turn, is_error=rejected))
-            if not isinstance(tool_input, dict):
-                continue
-            if name == "Skill" and isinstance(tool_input.get("skill"), str):
-                activations.append(Activation(name=tool_input["skill"], mechanism="skill-tool", turn=turn,
-                                              tool_use_id=use_id, rejected=rejected))
-            elif name == "Read" and isinstance(tool_input.get("file_path"), str) and not rejected:
-                parts = Path(tool_input["file_path"]).parts
-                if len(parts) >= 4 and parts[-4:-2] == (".claude", "skills") and parts[-1] == "SKILL.md":
-                    activations.append(Activation(name=parts[-2], mechanism="skill-md-read", turn=turn,
-                                                  tool_use_id=use_id))
-            elif name in _SUBAGENT_TOOLS and isinstance(tool_input.get("subagent_type"), str):
-                activations.append(Activation(name=f"{tool_input['subagent_type']} (subagent)",
-                                              mechanism="subagent", turn=turn, tool_use_id=use_id,
-                                              rejected=rejected))
+            activation = recognise(str(name), tool_input, use_id if isinstance(use_id, str) else None, turn,
+                                   is_error=rejected, aliases=aliases)
+            if activation is not None:
+                activations.append(activation)
     return activations, calls
 
 
 class ReplayHost:
     name = HOST_NAME
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, aliases: dict[str, str] | None = None):
         self.run_dir = Path(run_dir)
+        self.aliases = aliases or {}  # as the recording host had them (runner.hosts.activation.skill_name)
         self._records: dict[str, dict[str, Any]] | None = None
 
     def versions(self) -> dict[str, str]:
@@ -112,7 +142,7 @@ class ReplayHost:
             return Observation(attempt_id=spec.attempt_id, host=HOST_NAME, error_kind="ambiguous",
                                error_message=f"attempt {spec.attempt_id} was not recorded in {self.run_dir}")
         transcript = self._transcript(record.get("transcript"))
-        activations, calls = _from_transcript(transcript)
+        activations, calls = _from_transcript(transcript, self.aliases)
         if not activations:
             outcome = record.get("outcome") or {}
             activations = [Activation(name=name, mechanism="skill-tool", turn=0)
