@@ -62,7 +62,7 @@ from pydantic import BaseModel
 
 from runner.corpus import Assertion
 from runner.hosts import api as api_mod
-from runner.hosts.base import ListingSeen, Observation, SessionSpec, ToolCall
+from runner.hosts.base import ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall
 from runner.judge import Judge, JudgeCall, failed, read_reply
 from runner.prices import PriceTable
 from runner.ratelimit import SpendLimitMiddleware, SpendLimitReached
@@ -290,8 +290,10 @@ class BatchBroker:
     async def _serve(self, record: BatchRecord | None, items: list[_Item]) -> None:
         try:
             if record is None:
-                batch = await self._client.messages.batches.create(
-                    requests=[{"custom_id": i.custom_id, "params": i.params} for i in items])  # type: ignore[misc]
+                # Each params is a plain dict, what one messages.create call would send (judge.request_params, an
+                # api-host turn): the SDK's TypedDict for it is not spelled out here.
+                requests = [{"custom_id": i.custom_id, "params": i.params} for i in items]
+                batch = await self._client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
                 record = BatchRecord(batch_id=batch.id, created_at=datetime.now(timezone.utc).isoformat(),
                                      requests={i.custom_id: i.digest for i in items})
                 self.store.save(record)  # before any polling: a resume finds this batch instead of paying again
@@ -470,7 +472,8 @@ class _BatchSession(api_mod._Session):  # noqa: SLF001 - the api host's own loop
         try:
             await super().loop(client)
         except BatchFailure as exc:
-            kind = "spend-limit" if exc.spend_limit else "api-error"  # a spend limit stops the run (runner.execute)
+            # A spend limit stops the run (runner.execute).
+            kind: ErrorKind = "spend-limit" if exc.spend_limit else "api-error"
             self.fail(api_mod._SessionError(kind, exc.cause))  # noqa: SLF001
 
 

@@ -14,7 +14,7 @@ from importlib import resources
 
 import yaml
 
-from runner.settings import ClassifySettings
+from runner.settings import ClassifySettings, LoadedKind
 
 KNOWN_EVAL_TYPES = ("should_trigger", "should_not_trigger", "should_not_do")
 
@@ -210,7 +210,7 @@ class Claim:
 
 def activation_claims(text: str, rules: Rules, names: frozenset[str]) -> list[Claim]:
     """What an activation assertion requires, clause by clause ("Invokes `a`; does not invoke `b`")."""
-    claims = []
+    claims: list[Claim] = []
     for _, clause in clauses(text):
         for rule in activation_rules(rules, names):
             match = rule.search(clause)
@@ -234,7 +234,7 @@ def _refusal_id_rule(case_id: str, settings: ClassifySettings) -> str | None:
     return None
 
 
-def evals_case_kind(case_type: object, case_id: str, settings: ClassifySettings) -> tuple[str, str]:
+def evals_case_kind(case_type: object, case_id: str, settings: ClassifySettings) -> tuple[LoadedKind, str]:
     """(kind, rule) for an Aegis evals.json case. Unknown types are never mapped to known ones."""
     if case_type in settings.refusal_types:
         return "refusal", f"type:{case_type}"

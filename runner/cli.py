@@ -12,10 +12,11 @@ import math
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -33,9 +34,11 @@ if TYPE_CHECKING:
     from runner import plan as plan_mod
     from runner import results as results_mod
     from runner import runs as runs_mod
+    from runner.judge import Grader
     from runner.surface import Surface
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+_F = TypeVar("_F", bound=Callable[..., Any])  # a command function that option decorators return as is
 
 
 @dataclass
@@ -60,7 +63,7 @@ def _fail_usage(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
-def _sandbox_option(f):  # type: ignore[no-untyped-def]
+def _sandbox_option(f: _F) -> _F:
     return click.option(
         "--validator-sandbox", type=click.Choice(["container", "none"]), default="none", show_default=True,
         envvar="SKILL_EVALS_VALIDATOR_SANDBOX",
@@ -305,7 +308,7 @@ def census(library_path: Path, config: Path | None, fmt: str) -> None:
 
 # ---- live execution ----------------------------------------------------------------------------
 
-def _run_options(f):  # type: ignore[no-untyped-def]
+def _run_options(f: _F) -> _F:
     options = [
         click.option("--tier", type=click.Choice(["pr", "cadence", "full"]), default="full", show_default=True,
                      help="Repeats and quorum come from [tiers.<tier>]."),
@@ -462,7 +465,7 @@ def _floor_line(found: list[Finding], gate: floor_mod.FloorGate, skipped_validat
             + ("; `skill-evals validate` lists them" if any(c.values()) else ""))
 
 
-def _untrusted_option(f):  # type: ignore[no-untyped-def]
+def _untrusted_option(f: _F) -> _F:
     return click.option(
         "--untrusted-settings", is_flag=True,
         help="The settings file belongs to the code under review (a pull request can write it): refuse settings "
@@ -480,7 +483,7 @@ def _refuse_settings_executables(loaded: Loaded) -> None:
                     "--untrusted-settings for a repository whose every contributor you trust")
 
 
-def _floor_options(f):  # type: ignore[no-untyped-def]
+def _floor_options(f: _F) -> _F:
     options = [
         click.option("--no-library-validator", is_flag=True,
                      help="Skip the library's own validator here (run it first, without secrets, as the action's "
@@ -1040,22 +1043,23 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
     plan = _read_plan(run_dir)
     if (run_dir / "results.json").exists():
         _read_results(run_dir)  # compared with the new results afterwards: unreadable is refused before any spend
-    if plan.library["content_hash"] != loaded.library.content_hash:
+    if plan.library.content_hash != loaded.library.content_hash:
         _fail_usage(f"{run_dir}: the library changed since this run; its assertions would not be the ones judged")
     settings = loaded.settings
     if judge_model:
         settings = settings.model_copy(update={"judge": settings.judge.model_copy(update={"model": judge_model})})
     prices = runs_mod.prices_mod.load(settings)
-    the_judge, unavailable = runs_mod.make_judge(settings, credentials, prices, loaded.root)
-    if the_judge is None:
+    made, unavailable = runs_mod.make_judge(settings, credentials, prices, loaded.root)
+    if made is None:
         _fail_usage(f"the judge is not available ({unavailable})")
         return
+    the_judge: Grader = made
     concurrency = 4
     if batch:
         from runner import batch as batch_mod
         broker = batch_mod.make_broker(credentials.api_key or "", credentials.base_url,
                                        rundir.path / batch_mod.BATCHES, batch_poll_s)
-        the_judge = batch_mod.BatchJudge(the_judge, broker)  # type: ignore[assignment]
+        the_judge = batch_mod.BatchJudge(made, broker)
         concurrency = batch_mod.MAX_REQUESTS  # every judge call waits on the batch, none on a slot
     target, results, changes = rejudge_mod.rejudge(
         rundir, {c.uid: c for c in loaded.library.cases}, runs_mod.known_names(loaded.library), the_judge,

@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -23,9 +23,10 @@ from runner.files import ReadPolicy, make_policy, read_text, relative_shown, sca
 from runner.findings import Finding, display_path, error, is_unicode, printable, warning
 from runner.layout import LibraryError  # noqa: F401 - re-exported: the error for a path that holds no library
 from runner.layout import NAME_NOT_UTF8, Layout, SkillFolder, discover, locate
-from runner.settings import SETTINGS_FILE, Settings
+from runner.settings import SETTINGS_FILE, LoadedKind, Settings
 
 Source = Literal["evals", "trigger", "probe", "scenario", "routing"]
+CaseFormat = Literal["aegis", "skill-creator", "trigger-set", "scenario", "routing", "probe"]
 SUBAGENT_SUFFIX = " (subagent)"
 # A routing case that expects no skill of the library to take its prompt: it belongs to the library, not to a
 # skill, and its target is any skill (it passes when none of the library's skills fires).
@@ -47,10 +48,10 @@ SHAPE_NAMES = {"aegis-evals": "Aegis evals.json (`{skill, cases}`)",
                "trigger-set": "a trigger query set (a list of `{query, should_trigger}`)",
                "scenario": "scenarios (`{skills, query, files, expected_behavior}`)",
                "routing": "a routing set (`{cases: [{id, prompt, expected}]}`)"}
-SOURCE_OF = {"aegis-evals": "evals", "skill-creator": "evals", "aegis-trigger": "trigger", "trigger-set": "trigger",
-             "scenario": "scenario", "routing": "routing"}
-FORMAT_OF = {"aegis-evals": "aegis", "aegis-trigger": "aegis", "skill-creator": "skill-creator",
-             "trigger-set": "trigger-set", "scenario": "scenario", "routing": "routing"}
+SOURCE_OF: dict[str, Source] = {"aegis-evals": "evals", "skill-creator": "evals", "aegis-trigger": "trigger",
+                                "trigger-set": "trigger", "scenario": "scenario", "routing": "routing"}
+FORMAT_OF: dict[str, CaseFormat] = {"aegis-evals": "aegis", "aegis-trigger": "aegis", "skill-creator": "skill-creator",
+                                    "trigger-set": "trigger-set", "scenario": "scenario", "routing": "routing"}
 
 
 class Assertion(BaseModel):
@@ -70,7 +71,7 @@ class Case(BaseModel):
     id: str
     file: str
     line: int
-    format: Literal["aegis", "skill-creator", "trigger-set", "scenario", "routing", "probe"]
+    format: CaseFormat
     prompt: str
     case_type: str | None = None
     triggers: bool | None = None
@@ -83,7 +84,7 @@ class Case(BaseModel):
                                                             "absolute.")
     expected_output: str | None = None
     assertions: list[Assertion] = []
-    kind: str = Field(description="trigger | refusal | no_trigger | discrimination | probe | unknown | invalid")
+    kind: LoadedKind = Field(description="trigger | refusal | no_trigger | discrimination | probe | unknown | invalid")
     kind_rule: str
     workspace_signals: list[str] = []
     lines: dict[str, int] = Field(default_factory=dict,
@@ -388,7 +389,7 @@ class _Loader:
     def files_of(self, folder: Path) -> list[str]:
         """Every file of a skill folder, relative to it. Only a symlink can lead outside the repository, so
         only links are checked (a realpath per file costs seconds on a large library)."""
-        out = []
+        out: list[str] = []
         for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
             here = Path(dirpath)
             dirnames[:] = sorted(d for d in dirnames if not (here / d).is_symlink() or self.policy.inside(here / d))
@@ -452,7 +453,7 @@ class _Loader:
                    for index, text in enumerate(texts if isinstance(texts, list) else [])]
         return self.classified(written, skill, uid)
 
-    def classified(self, written: list[tuple[str | None, int]], skill: Skill, uid: str) -> list[Assertion]:
+    def classified(self, written: Sequence[tuple[str | None, int]], skill: Skill, uid: str) -> list[Assertion]:
         """Assertions with their class (runner.classify), from (text, line) in the order written; a position
         without text (None) keeps its index, so overrides and reports count as the author does."""
         overrides = {o.index: o for o in self.settings.assertion_override if o.uid == uid}
@@ -537,7 +538,7 @@ class _Loader:
     def _load_items(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, the_shape: str, prefix: str,
                     stem: str) -> None:
         """The cases of a skill-creator, trigger-set, scenario or routing file (runner.formats)."""
-        source: Source = SOURCE_OF[the_shape]  # type: ignore[assignment]
+        source = SOURCE_OF[the_shape]
         list_key, entries = formats.items(doc.data, the_shape)
         single = list_key == ""  # one scenario: the file itself
         base = () if single or list_key is None else (list_key,)
@@ -577,7 +578,7 @@ class _Loader:
     def item_case(self, raw: dict, item: formats.Item, the_shape: str, skill: Skill, shown: str,
                   doc: jsonfile.JsonDocument, pointer: tuple[Any, ...], case_id: str, owner: str, target: str,
                   invalid: bool) -> Case:
-        source: Source = SOURCE_OF[the_shape]  # type: ignore[assignment]
+        source = SOURCE_OF[the_shape]
         uid = f"{owner}/{source}/{case_id}"
         kind, rule = item.kind, item.kind_rule
         if invalid and kind != "unknown":
@@ -798,11 +799,11 @@ class _Loader:
                 continue
             case.kind, case.kind_rule = override.kind, "override"
         known = {case.uid for case in self.cases}
-        for override in self.settings.assertion_override:
-            if override.uid not in known:
+        for assertion_override in self.settings.assertion_override:
+            if assertion_override.uid not in known:
                 self.findings.append(error("override-unknown-case", self.settings_shown, 1,
-                                           f"assertion_override names {override.uid!r}, which is not a case of "
-                                           "this library"))
+                                           f"assertion_override names {assertion_override.uid!r}, which is not a "
+                                           "case of this library"))
 
 
 def load_library(path: Path, settings: Settings, settings_file: Path | None = None) -> tuple[Library, list[Finding]]:

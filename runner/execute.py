@@ -27,7 +27,7 @@ from runner.quorum import QuorumRule, Tally, starts_allowed
 from runner.ratelimit import AdaptiveLimiter, RateLimitMiddleware
 from runner.probes import Arm, ProbeGrade
 from runner.rundir import AttemptRecord, RunDir
-from runner.judge import Judge, JudgeCall
+from runner.judge import Grader, JudgeCall
 from runner.verdicts import AttemptOutcome, apply_judgement, attempt_outcome, mark_unjudged, needs_judge
 
 # Why starting stopped, in the words of semantics §3 (UNRUN reasons).
@@ -61,7 +61,7 @@ def attempt_id(uid: str, arm: str, repeat: int) -> str:
 class Executor:
     def __init__(self, plan: Plan, plan_hash: str, cases: dict[str, Case], host: Host, rundir: RunDir,
                  state: RunState, known_names: Collection[str], progress: ProgressFn | None = None,
-                 judge: Judge | None = None, judge_unavailable: str | None = None, mine: set[str] | None = None,
+                 judge: Grader | None = None, judge_unavailable: str | None = None, mine: set[str] | None = None,
                  limiter: AdaptiveLimiter | None = None, probes: dict[str, Probe] | None = None):
         self.mine = mine  # the uids of this shard; None = every case
         self.probes = probes or {}  # tier-2 probes by uid (their cases have arms)

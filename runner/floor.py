@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from typing import get_args
 
 from pydantic import BaseModel, Field
 
 from runner.corpus import Case, Library
 from runner.files import relative_shown
 from runner.findings import Finding, Level, sort_key
+from runner.settings import BrokenKind
 
 FLOOR_ERROR = "floor-error"
 INVALID_CASE = "invalid-case"
@@ -36,7 +38,7 @@ INVALID_CASE = "invalid-case"
 # an error in either leaves nothing to trust.
 LIBRARY_RULES = frozenset({"library-validator", "settings-syntax", "settings-invalid", "settings-unreadable"})
 # Kinds the loader gives a case it could not read as written: a finding inside such a case is about it.
-BROKEN_KINDS = frozenset({"invalid", "unknown"})
+BROKEN_KINDS: frozenset[str] = frozenset(get_args(BrokenKind))
 
 
 class Hold(BaseModel):

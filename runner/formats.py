@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner import schema_check as schemas
+from runner.settings import LoadedKind
 
 # Keys each shape reads; any other key of an item is reported once per file as unused.
 CREATOR_KEYS = frozenset({"id", "eval_id", "eval_name", "name", "prompt", "input", "expected_output", "expected",
@@ -124,7 +125,7 @@ class Item:
 
     id: str | None
     prompt: str
-    kind: str = "trigger"
+    kind: LoadedKind = "trigger"
     kind_rule: str = ""
     assertions: list[tuple[str, str]] = field(default_factory=list)  # (text, key it came from)
     assertion_keys: list[tuple[Any, ...]] = field(default_factory=list)  # pointer of each, for its line
@@ -182,7 +183,7 @@ def _assertions(raw: dict, pointer: tuple[Any, ...], keys: tuple[str, ...]) -> t
     return texts, where
 
 
-def creator_kind(raw: dict, case_id: str | None) -> tuple[str, str]:
+def creator_kind(raw: dict, case_id: str | None) -> tuple[LoadedKind, str]:
     """(kind, rule) of a skill-creator item: trigger unless something written says it is a negative control."""
     wanted = raw.get("should_trigger")
     if wanted is False:
@@ -221,7 +222,7 @@ def creator_item(raw: dict, pointer: tuple[Any, ...], position: int) -> Item:
 
 def trigger_item(raw: dict, position: int) -> Item:
     wanted = raw.get("should_trigger")
-    kind = "trigger" if wanted is True else "no_trigger" if wanted is False else "invalid"
+    kind: LoadedKind = "trigger" if wanted is True else "no_trigger" if wanted is False else "invalid"
     return Item(id=item_id(raw, ("id",)) or f"q{position + 1}", prompt=_text(raw, ("query", "prompt")), kind=kind,
                 kind_rule="format:trigger-set" if kind != "invalid" else "schema-invalid",
                 note=raw.get("split") if isinstance(raw.get("split"), str) else None)

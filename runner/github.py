@@ -52,11 +52,13 @@ from typing import Any, Literal, Mapping
 
 import requests
 from github import Auth, Github, GithubException
+from github.GithubObject import NotSet
 from pydantic import BaseModel, Field
 
 from runner import repopath
 from runner.report import markdown
 from runner.results import CaseResult, Results
+from runner.verdicts import CASE_STATES, CaseState
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +76,10 @@ Mode = Literal["advisory", "required"]
 Conclusion = Literal["success", "neutral", "failure"]
 Action = Literal["created", "updated", "skipped"]
 
-RAN = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR")
-BAD = ("FAIL", "ERROR", "JUDGE-ERROR")
-LEVELS = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning"}
-TITLE_STATES = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")
-ALWAYS_IN_TITLE = ("PASS", "FAIL", "UNRUN")
+RAN: tuple[CaseState, ...] = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR")
+BAD: tuple[CaseState, ...] = ("FAIL", "ERROR", "JUDGE-ERROR")
+LEVELS: dict[CaseState, str] = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning"}
+ALWAYS_IN_TITLE: tuple[CaseState, ...] = ("PASS", "FAIL", "UNRUN")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _URL = re.compile(r"https?://[^\s()<>\[\]\"'`]+")
 TRUNCATED = ("\n\n**Truncated here to fit GitHub's limit of 65,535 bytes.** The full report is in the run's "
@@ -199,8 +200,8 @@ def dollars(value: float) -> str:
 
 def title(results: Results) -> str:
     """e.g. "PASS 3 · FAIL 1 · UNRUN 10 · $0.42 of $10.00"; says so first when nothing ran."""
-    counts = {state: sum(1 for c in results.cases if c.state == state) for state in TITLE_STATES}
-    parts = [f"{state} {counts[state]}" for state in TITLE_STATES if counts[state] or state in ALWAYS_IN_TITLE]
+    counts = {state: sum(1 for c in results.cases if c.state == state) for state in CASE_STATES}
+    parts = [f"{state} {counts[state]}" for state in CASE_STATES if counts[state] or state in ALWAYS_IN_TITLE]
     counted, quarantined = _ran(results)
     spend = f"{dollars(results.spend.usd)} of {dollars(results.spend.cap_usd)}"
     if not counted:
@@ -240,7 +241,7 @@ def annotation(case: CaseResult, path_prefix: str = "") -> dict[str, Any]:
             "message": _plain("; ".join(details), ANNOTATION_MESSAGE_CUT)}
 
 
-def annotations(results: Results, path_prefix: str = "") -> tuple[list[dict[str, Any]], list[str]]:
+def case_annotations(results: Results, path_prefix: str = "") -> tuple[list[dict[str, Any]], list[str]]:
     """Annotations for FAIL, ERROR and JUDGE-ERROR cases, and the uids that have no eval file to point at."""
     made, unplaced = [], []
     for case in results.cases:
@@ -374,7 +375,7 @@ def _ours(repo: Any, head: str, check_run_id: int | None, notes: list[str]) -> A
 def _check_run(repo: Any, results: Results, mode: Mode, verdict: Conclusion, head: str, summary: str,
                outcome: PublishOutcome, notes: list[str], *, check_run_id: int | None = None, path_prefix: str = "",
                details_url: str | None = None) -> None:
-    wanted, unplaced = annotations(results, path_prefix)
+    wanted, unplaced = case_annotations(results, path_prefix)
     existing = _ours(repo, head, check_run_id, notes)
     stale = 0
     if existing is not None:
@@ -484,6 +485,7 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
         notes.append(reason)
     else:
         client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        assert ctx.repository  # _blocked() found it set
         try:
             repo = client.get_repo(ctx.repository)
             if head:
@@ -567,11 +569,12 @@ def start(ctx: Context, token: str | None, *, seconds_between_requests: float | 
         summary = ("skill-evals is running the evals of this commit. This check is completed with the results when "
                    "the run ends" + (f"; the [workflow run]({ctx.run_url}) shows its progress." if ctx.run_url
                                      else "."))
-        extra = {"details_url": ctx.run_url} if ctx.run_url else {}
+        assert ctx.repository  # _blocked() found it set
         try:
             run = client.get_repo(ctx.repository).create_check_run(
                 name=CHECK_NAME, head_sha=head, external_id=EXTERNAL_ID, status="in_progress",
-                started_at=datetime.now(timezone.utc), output={"title": STARTED_TITLE, "summary": summary}, **extra)
+                started_at=datetime.now(timezone.utc), output={"title": STARTED_TITLE, "summary": summary},
+                details_url=ctx.run_url or NotSet)
             outcome.check_run_id, outcome.check_run_url = run.id, run.html_url
         except (GithubException, requests.RequestException) as exc:
             notes.append(_why(exc, "the in-progress check run", "checks"))
@@ -600,6 +603,7 @@ def close_without_results(ctx: Context, token: str | None, check_run_id: int, mo
         summary = ("The run produced no results: it failed before writing results.json, or the job was cancelled. "
                    "No result is claimed for any case; "
                    + (f"the [workflow run]({ctx.run_url})'s log says why." if ctx.run_url else "the run's log says why."))
+        assert ctx.repository  # _blocked() found it set
         try:
             try:
                 run = client.get_repo(ctx.repository).get_check_run(check_run_id)

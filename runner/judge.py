@@ -30,7 +30,7 @@ import json
 import re
 import secrets
 import time
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anthropic
 from anthropic.types import Message
@@ -208,6 +208,22 @@ class JudgeSettingsView(BaseModel):
     timeout_s: float
     max_tokens: int
     max_retries: int
+
+
+class Grader(Protocol):
+    """What a run and a re-judging ask of a judge: a Judge, or runner.batch.BatchJudge (the same calls
+    through Message Batches)."""
+
+    settings: JudgeSettingsView
+    version: str
+
+    def worst_case_usd(self, prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion]
+                       ) -> float: ...
+
+    async def judge(self, prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion]
+                    ) -> tuple[list[AssertionOutcome], JudgeCall]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class Judge:

@@ -402,7 +402,8 @@ def _marketplace(root: Path, policy: ReadPolicy, walk: _Walk) -> _Plugins:
         if not isinstance(entry, dict):
             plugins.findings.append(error("plugin-manifest", shown, line, f"plugins[{index}] is not an object"))
             continue
-        name = entry.get("name") if isinstance(entry.get("name"), str) else f"plugins[{index}]"
+        named = entry.get("name")
+        name = named if isinstance(named, str) else f"plugins[{index}]"
         source = entry.get("source")
         if not isinstance(source, str):
             kind = source.get("source", "remote") if isinstance(source, dict) else type(source).__name__

@@ -44,9 +44,9 @@ from pydantic import ValidationError
 from runner import modelfile
 from runner.results import NOT_EXECUTED, CaseResult, Results, assertion_counts, moment
 from runner.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, AttemptRecord, RunDir
+from runner.verdicts import CASE_STATES
 
 OTHER_SHARD = "other-shard"
-STATES = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")
 NO_SHARD_RAN = ("no merged shard executed this case (UNRUN other-shard in every input): a shard is missing "
                 "from the merge; no result is claimed for it")
 
@@ -74,10 +74,10 @@ def _missing_shards(results: list[Results]) -> str | None:
         return None
     parsed = set()
     for shard in shards:
-        index, _, count = str(shard).partition("/")
-        if not index.isdigit() or not count.isdigit():
+        index, _, of = str(shard).partition("/")
+        if not index.isdigit() or not of.isdigit():
             return None
-        parsed.add((int(index), int(count)))
+        parsed.add((int(index), int(of)))
     counts = {count for _, count in parsed}
     if len(counts) != 1:
         return None
@@ -127,9 +127,9 @@ def merge(results: list[Results], labels: list[str] | None = None) -> Results:
     cases: list[CaseResult] = []
     nobody = 0
     for placeholder in first.cases:
-        position = owner.get(placeholder.uid)
-        if position is not None:
-            cases.append(by_position[position][placeholder.uid])
+        ran_in = owner.get(placeholder.uid)
+        if ran_in is not None:
+            cases.append(by_position[ran_in][placeholder.uid])
             continue
         nobody += 1
         warnings = [*placeholder.warnings, NO_SHARD_RAN] if NO_SHARD_RAN not in placeholder.warnings \
@@ -162,7 +162,7 @@ def merge(results: list[Results], labels: list[str] | None = None) -> Results:
     update = {
         "finished_at": max((r.finished_at for r in results), key=moment),
         "stop_reason": stop_reason,
-        "counts": {state: counts.get(state, 0) for state in STATES},
+        "counts": {state: counts.get(state, 0) for state in CASE_STATES},
         "unrun_by_reason": dict(unrun.most_common()),
         "attempts_finished": sum(r.attempts_finished for r in results),
         "attempts_errored": sum(r.attempts_errored for r in results),

@@ -66,7 +66,7 @@ def explain(exc: BaseException, text: str | None = None, what: str = "the file e
 
 
 def _message(problem: object) -> str:
-    message = str(problem.get("msg", "")) if isinstance(problem, dict) else str(problem)  # type: ignore[union-attr]
+    message = str(problem.get("msg", "")) if isinstance(problem, dict) else str(problem)
     return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 

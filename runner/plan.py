@@ -42,9 +42,9 @@ from runner.floor import INVALID_CASE, FloorGate, Hold, describe
 from runner.judge import prompt_version
 from runner.prices import PriceTable
 from runner.quarantine import QuarantineEntry
-from runner.settings import CostSettings, Price, Settings, TierSettings
+from runner.settings import CostSettings, LoadedKind, Price, Settings, TierSettings
 from runner.hosts.sessionpath import SessionPath
-from runner.surface import KNOWN_REQUESTS, LISTING_HEADER, Surface
+from runner.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Surface
 
 SCHEMA_VERSION = 1
 # Claude Code's Read tool returns at most about 25,000 tokens of a file; a skill body or a
@@ -61,7 +61,7 @@ class PlannedCase(BaseModel):
     skill: str
     file: str = Field(default="", description="The eval file, relative to the repository root.")
     line: int = Field(default=1, description="The case's line in that file (annotations point here).")
-    kind: str
+    kind: LoadedKind
     target: str
     should_not_trigger: list[str] = []
     repeats: int
@@ -81,8 +81,6 @@ class PlannedCase(BaseModel):
     def sessions(self) -> int:
         return self.repeats * max(1, len(self.arms))
 
-
-CacheLayout = Literal["conversation", "prefix", "none"]
 
 
 class KindEstimate(BaseModel):
@@ -176,6 +174,15 @@ class CostEstimate(BaseModel):
     judge_note: str
 
 
+class PlanLibrary(BaseModel):
+    """The library a plan was made for (plan.json `library`)."""
+
+    root: str = Field(description="The library's folder, absolute.")
+    skills_dir: str = Field(description="The first folder skills were read from, as shown.")
+    content_hash: str = Field(description="The library's content hash: a run resumes and a run folder is judged "
+                                          "again only against this content.")
+
+
 class Plan(BaseModel):
     schema_version: int = SCHEMA_VERSION
     created_at: str
@@ -187,7 +194,7 @@ class Plan(BaseModel):
     judge_model: str | None = None
     judge_prompt_version: str | None = None
     judge_unavailable: str | None = Field(default=None, description="Why prose assertions will stay UNRUN.")
-    library: dict[str, str]
+    library: PlanLibrary
     repeats: int
     quorum: int
     max_turns: int
@@ -658,7 +665,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         judge_model=settings.judge.model if judge_unavailable is None else None,
         judge_prompt_version=prompt_version() if judge_unavailable is None else None,
         judge_unavailable=judge_unavailable,
-        library={"root": library.root, "skills_dir": library.skills_dir, "content_hash": library.content_hash},
+        library=PlanLibrary(root=library.root, skills_dir=library.skills_dir, content_hash=library.content_hash),
         repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
         max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, early_stop=run.early_stop, batch=batch,
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,

@@ -34,6 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -239,27 +240,27 @@ class ProbeStatus(BaseModel):
 
 
 def status(library: Library, probe: Probe) -> ProbeStatus:
-    base = {"uid": probe.uid, "content_hash": probe.content_hash}
+    made = partial(ProbeStatus, uid=probe.uid, content_hash=probe.content_hash)
     try:
         records = read_file(probe_dir(library, probe), probe.uid).records
     except CalibrationFileError as exc:
-        return ProbeStatus(**base, state="unreadable", message=str(exc))
+        return made(state="unreadable", message=str(exc))
     current = [r for r in records if r.content_hash == probe.content_hash]
     older = len({r.content_hash for r in records} - {probe.content_hash})
     if current and current[-1].status == "finished":
         record = current[-1]
-        return ProbeStatus(**base, state="calibrated", verdict=record.verdict, verdict_reason=record.verdict_reason,
-                           calibrated_at=record.finished_at, older_versions=older,
-                           message=f"calibrated {record.finished_at}: {record.verdict} ({record.verdict_reason})")
+        return made(state="calibrated", verdict=record.verdict, verdict_reason=record.verdict_reason,
+                    calibrated_at=record.finished_at, older_versions=older,
+                    message=f"calibrated {record.finished_at}: {record.verdict} ({record.verdict_reason})")
     if current:
-        return ProbeStatus(**base, state="in-progress", older_versions=older,
-                           message=f"calibration stopped after {len(current[-1].starts)} start(s) "
-                                   f"({current[-1].stop_reason}); `skill-evals calibrate` continues it")
+        return made(state="in-progress", older_versions=older,
+                    message=f"calibration stopped after {len(current[-1].starts)} start(s) "
+                            f"({current[-1].stop_reason}); `skill-evals calibrate` continues it")
     if records:
-        return ProbeStatus(**base, state="new-version", older_versions=older,
-                           message=f"new version, not calibrated: probe.json or question.md changed since the "
-                                   f"{older} calibrated version(s) in {CALIBRATION_FILE}, which are kept and not reused")
-    return ProbeStatus(**base, state="not-calibrated", message="not calibrated: run `skill-evals calibrate`")
+        return made(state="new-version", older_versions=older,
+                    message=f"new version, not calibrated: probe.json or question.md changed since the "
+                            f"{older} calibrated version(s) in {CALIBRATION_FILE}, which are kept and not reused")
+    return made(state="not-calibrated", message="not calibrated: run `skill-evals calibrate`")
 
 
 # ---- running it -------------------------------------------------------------------------------

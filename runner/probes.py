@@ -23,9 +23,9 @@ from pydantic import BaseModel, Field
 
 from runner.corpus import Assertion, Probe
 from runner.hosts.base import Observation, SessionSpec
-from runner.judge import Judge, JudgeCall
+from runner.judge import Grader, JudgeCall
 from runner.quorum import wilson_interval
-from runner.verdicts import AssertionOutcome, AttemptOutcome
+from runner.verdicts import AssertionOutcome, AttemptOutcome, AttemptState
 
 Arm = Literal["control", "treatment"]
 ARMS: tuple[Arm, Arm] = ("control", "treatment")
@@ -93,7 +93,7 @@ def pattern_hits(probe: Probe, answer: str) -> list[bool]:
     return [re.search(pattern, answer) is not None for pattern in probe.patterns]
 
 
-def judge_worst_usd(judge: Judge, probe: Probe, max_output_tokens: int) -> float:
+def judge_worst_usd(judge: Grader, probe: Probe, max_output_tokens: int) -> float:
     """The judge call's worst case for an answer as long as the session may write (reserved up front,
     so a session that ran can always be graded)."""
     return judge.worst_case_usd(probe.question, "x" * (4 * max_output_tokens), [], rubric(probe, True))
@@ -105,7 +105,7 @@ def _error(probe: Probe, arm: Arm, obs: Observation, message: str) -> ProbeGrade
                       error=message)
 
 
-async def grade(probe: Probe, arm: Arm, obs: Observation, judge: Judge) -> tuple[ProbeGrade, JudgeCall | None]:
+async def grade(probe: Probe, arm: Arm, obs: Observation, judge: Grader) -> tuple[ProbeGrade, JudgeCall | None]:
     """Grade one finished session. The judge is called at most once."""
     if not obs.ok:
         return _error(probe, arm, obs, f"{obs.error_kind}: {obs.error_message or ''}".strip()), None
@@ -139,14 +139,15 @@ async def grade(probe: Probe, arm: Arm, obs: Observation, judge: Judge) -> tuple
                       error=call.error if call is not None and call.error else None), call
 
 
-_ATTEMPT_STATE = {"CAUGHT": "PASS", "MISSED": "FAIL", "ERROR": "ERROR", "JUDGE-ERROR": "JUDGE-ERROR"}
+_ATTEMPT_STATE: dict[ProbeState, AttemptState] = {"CAUGHT": "PASS", "MISSED": "FAIL", "ERROR": "ERROR",
+                                                  "JUDGE-ERROR": "JUDGE-ERROR"}
 
 
 def attempt_outcome(graded: ProbeGrade) -> AttemptOutcome:
     """The attempt in the main vocabulary: PASS = caught, FAIL = missed. A probe case's state is decided by
     its treatment arm; the control arm is the baseline its rate is compared with."""
     state = _ATTEMPT_STATE[graded.state]
-    return AttemptOutcome(state=state, activation=state, fired=graded.fired,  # type: ignore[arg-type]
+    return AttemptOutcome(state=state, activation=state, fired=graded.fired,
                           target_fired=graded.skill_fired if graded.state != "ERROR" else None,
                           fired_instead=[name for name in graded.fired if name != graded.skill],
                           assertions=[graded.act] if graded.act else [], error=graded.error)

@@ -9,6 +9,7 @@ ever quarantined automatically: the history report only names candidates.
 
 from __future__ import annotations
 
+import datetime
 import json
 from datetime import date
 from pathlib import Path
@@ -28,10 +29,11 @@ class QuarantineEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     uid: str = Field(min_length=1)
     reason: str = Field(min_length=1)
-    date: date
-    expires: date | None = None
+    # `datetime.date` below: inside the class `date` names the field (the type is resolved in the module).
+    date: datetime.date
+    expires: datetime.date | None = None
 
-    def active(self, today: date) -> bool:
+    def active(self, today: datetime.date) -> bool:
         return self.expires is None or today <= self.expires
 
 

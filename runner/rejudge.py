@@ -21,7 +21,7 @@ from runner.budget import Ledger
 from runner.corpus import Case, Probe
 from runner.execute import STOP_SPEND_LIMIT, Executor, RunState
 from runner.hosts.base import Activation, Observation
-from runner.judge import Judge, prompt_version
+from runner.judge import Grader, prompt_version
 from runner.plan import Plan
 from runner.rundir import PLAN, RESULTS, AttemptRecord, RunDir
 
@@ -61,7 +61,7 @@ def changes_between(before: dict, after: results_mod.Results) -> list[Change]:
     return out
 
 
-def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judge: Judge, cap_usd: float,
+def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judge: Grader, cap_usd: float,
             concurrency: int = 4, probes: dict[str, Probe] | None = None
             ) -> tuple[RunDir, results_mod.Results, list[Change]]:
     plan = Plan.model_validate_json(source.read_text(PLAN))

@@ -8,6 +8,7 @@ for every report; its JSON Schema ships as runner/schemas/results.schema.json.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -20,9 +21,10 @@ from runner.quarantine import QuarantineEntry
 from runner.quorum import QuorumRule, decide
 from runner.hosts.base import Usage
 from runner.rundir import AttemptRecord, TailRepair
+from runner.settings import LoadedKind
 from runner.surface import Surface
-from runner.verdicts import (ActivationResult, AssertionResult, CaseState, PairResult, activation_result,
-                             assertion_results, fired_instead, pair_results, rollup, tally_of)
+from runner.verdicts import (CASE_STATES, ActivationResult, AssertionResult, CaseState, PairResult,
+                             activation_result, assertion_results, fired_instead, pair_results, rollup, tally_of)
 
 SCHEMA_VERSION = 1
 NOT_EXECUTED = ("{n} case(s) were not executed (UNRUN); no result is claimed for them.")
@@ -33,7 +35,7 @@ class CaseResult(BaseModel):
     skill: str
     file: str = Field(default="", description="The eval file, relative to the repository root.")
     line: int = 1
-    kind: str
+    kind: LoadedKind
     target: str
     state: CaseState
     reason: str | None = None
@@ -185,7 +187,7 @@ def cost_summary(plan: Plan, finished: list[AttemptRecord]) -> CostSummary:
                  for kind, records in sorted(clean.items())])
 
 
-def sessions_per_case(kind: str, kinds: dict[str, str], finished: list[AttemptRecord]) -> float:
+def sessions_per_case(kind: str, kinds: Mapping[str, str], finished: list[AttemptRecord]) -> float:
     """Sessions that ran per case (and arm) of a kind, errored ones included."""
     mine = [r for r in finished if kinds.get(r.uid, "unknown") == kind]
     cases = {(r.uid, r.arm) for r in mine}
@@ -273,6 +275,8 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
     parts: dict[str, str] = {}
     if case.kind == "refusal":
         parts = {"activation": activation.state, "refusal": rollup(judged) if judged else "UNRUN"}
+    state: CaseState
+    reason: str | None
     if verdict == "loss":
         state, reason = "FAIL", None
     elif verdict == "error":
@@ -389,11 +393,11 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                          versions=plan.versions, model=plan.model, judge_model=plan.judge_model,
                          judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,
                          repeats=plan.repeats, quorum=plan.quorum,
-                         cap_usd=plan.cap_usd, library_hash=plan.library["content_hash"],
+                         cap_usd=plan.cap_usd, library_hash=plan.library.content_hash,
                          listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
                          unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read),
         stop_reason=stop_reason,
-        counts={state: counts.get(state, 0) for state in ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")},
+        counts={state: counts.get(state, 0) for state in CASE_STATES},
         unrun_by_reason=dict(unrun.most_common()),
         attempts_finished=len(finished),
         attempts_errored=sum(1 for r in finished if r.outcome and r.outcome.state == "ERROR"),

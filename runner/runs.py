@@ -316,9 +316,9 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
     planned_hash = plan.digest()
     if max_usd is not None:
         plan = plan.model_copy(update={"cap_usd": max_usd})
-    if plan.library["content_hash"] != library.content_hash:
+    if plan.library.content_hash != library.content_hash:
         raise ResumeError(f"{rundir.path}: the library changed since this run was planned (content hash "
-                          f"{plan.library['content_hash'][:12]} then, {library.content_hash[:12]} now); start a new run")
+                          f"{plan.library.content_hash[:12]} then, {library.content_hash[:12]} now); start a new run")
     cases = {c.uid: c for c in library.cases}
     shard = None
     if (rundir.path / SHARD).exists():

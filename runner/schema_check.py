@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -46,7 +46,7 @@ def _where(path: list[Any]) -> str:
 
 def _line(doc: JsonDocument, err: ValidationError) -> int:
     path = list(err.absolute_path)
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict) and isinstance(err.schema, Mapping):
         allowed = set(err.schema.get("properties", {}))
         extra = sorted(k for k in err.instance if k not in allowed)
         if extra:
@@ -83,15 +83,20 @@ def _expand(err: ValidationError) -> list[ValidationError]:
     return [err]
 
 
+def _listed(value: object) -> list[Any]:
+    """The value of a `required` or `enum` keyword: a list (the schemas shipped here are valid)."""
+    return value if isinstance(value, list) else []
+
+
 def _message(err: ValidationError) -> str:
     where = _where(list(err.absolute_path))
     if err.validator in ("anyOf", "oneOf") and err.context and all(s.validator == "required" for s in err.context):
-        keys = sorted({key for sub in err.context for key in sub.validator_value})
+        keys = sorted({key for sub in err.context for key in _listed(sub.validator_value)})
         return f"{where}: needs one of the keys {', '.join(repr(k) for k in keys)}"
     if err.validator == "type":
         return f"{where}: expected {' or '.join(err.validator_value) if isinstance(err.validator_value, list) else err.validator_value}, got {_short(err.instance)}"
     if err.validator == "enum":
-        return f"{where}: {_short(err.instance)} is not one of {', '.join(map(_short, err.validator_value))}"
+        return f"{where}: {_short(err.instance)} is not one of {', '.join(map(_short, _listed(err.validator_value)))}"
     if err.validator == "minLength":
         return f"{where}: must not be empty"
     if err.validator in ("anyOf", "oneOf", "not"):

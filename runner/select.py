@@ -498,10 +498,10 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                      f"{len(chosen)} case(s)")
     capped = False
     if tier == "pr" and selection.settings_changed and len(narrowed) > max_full_cases:
-        total = len(narrowed)
+        uncapped = len(narrowed)
         narrowed = _cap(narrowed, priority, max_full_cases)
         capped = True
-        notes.append(f"capped: {len(narrowed)} of {total} case(s) (changed skills first, then their neighbours, "
+        notes.append(f"capped: {len(narrowed)} of {uncapped} case(s) (changed skills first, then their neighbours, "
                      "then a round-robin over the other skills)")
     cases = [SelectedCase(uid=case.uid, skill=case.skill, why=why) for case, why in narrowed]
     return selection.model_copy(update={"cases": cases, "capped": capped, "note": "; ".join(notes)})

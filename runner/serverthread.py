@@ -76,13 +76,13 @@ class ServerThread:
         """The server's connection callback: every connection is a task close() can cancel."""
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         try:
             await self._serve(reader, writer)
         except asyncio.CancelledError:
             pass  # closing; asyncio's server callback must not see a cancelled task
         finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
 
     async def _listen(self) -> asyncio.base_events.Server:
         raise NotImplementedError

@@ -18,7 +18,12 @@ from runner.findings import Finding, display_path, error
 
 SETTINGS_FILE = ".skill-evals.toml"
 
+# Case kinds (semantics §2): what a case measures. The one definition: corpus, plan, results and overrides use it.
 CaseKind = Literal["trigger", "refusal", "no_trigger", "discrimination", "probe"]
+# A case the loader read but the runner cannot run: a type it does not know (`unknown`) or an item that breaks its
+# format's schema (`invalid`). The floor holds these back (UNRUN floor-error); they never reach a host.
+BrokenKind = Literal["unknown", "invalid"]
+LoadedKind = Literal[CaseKind, BrokenKind]
 AssertionClass = Literal["activation", "artifact_shape", "semantic", "unjudgeable"]
 
 

@@ -18,6 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 LISTING_HEADER = "The following skills are available for use with the Skill tool:"
+# How a host marks its requests for prompt caching (Surface.cache_layout; the plan's cost estimate reads it).
+CacheLayout = Literal["conversation", "prefix", "none"]
 
 
 class Surface(BaseModel):
@@ -35,7 +37,7 @@ class Surface(BaseModel):
                                                             "that a cache breakpoint covers (tools, system, "
                                                             "messages up to the last such breakpoint): what every "
                                                             "session of the run can read from a cache another wrote.")
-    cache_layout: Literal["conversation", "prefix", "none"] = Field(
+    cache_layout: CacheLayout = Field(
         default="none", description="conversation: the last block of every turn is a breakpoint too, so each turn "
                                     "reads the one before it (Claude Code); prefix: only the shared prefix is "
                                     "marked (the api host); none: nothing is marked.")
@@ -81,7 +83,7 @@ def parse_listing(text: str) -> tuple[list[str], list[str]]:
 
 # ---- the capture endpoint ---------------------------------------------------------------------
 
-_END_SESSION_EVENTS = (
+_END_SESSION_EVENTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("message_start", {"type": "message_start", "message": {
         "id": "msg_capture", "type": "message", "role": "assistant", "model": "capture", "content": [],
         "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}}),
@@ -171,7 +173,7 @@ def _marked(block: Any) -> bool:
     return isinstance(block, dict) and isinstance(block.get("cache_control"), dict)
 
 
-def cache_shape(body: dict[str, Any]) -> tuple[int, str]:
+def cache_shape(body: dict[str, Any]) -> tuple[int, CacheLayout]:
     """(cached_prefix_chars, cache_layout) of a first request whose LAST block is the case prompt: the characters
     (JSON, block by block) up to the last breakpoint before that block, and how the request is marked."""
     blocks: list[Any] = list(body.get("tools") or [])
@@ -210,7 +212,7 @@ class HostRequest(BaseModel):
                                            "listing entry (its newline, escaped in JSON) and the prompt: the "
                                            "environment, model, date and git-status reminders and the JSON "
                                            "around them.")
-    cache_layout: Literal["conversation", "prefix", "none"]
+    cache_layout: CacheLayout
 
     def tools(self, allowed: list[str]) -> tuple[int, list[str]]:
         """(characters of the `tools` list, the allowed tools not measured: each counted at the measured mean)."""

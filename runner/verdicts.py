@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Mapping
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel
 
@@ -26,7 +26,10 @@ from runner.quorum import QuorumRule, Tally, decide, wilson_interval
 AttemptState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR"]
 AssertionState = Literal["PASS", "FAIL", "ERROR", "UNRUN", "UNJUDGEABLE", "JUDGE-ERROR"]
 CaseState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"]
-ROLLUP_ORDER = ("FAIL", "ERROR", "JUDGE-ERROR", "UNRUN", "PASS")  # semantics §3: the first present wins
+# Every case state, in the order reports count and list them (results.json `counts`, tables, filters).
+CASE_STATES: tuple[CaseState, ...] = get_args(CaseState)
+# Semantics §3: the first present wins.
+ROLLUP_ORDER: tuple[CaseState, ...] = ("FAIL", "ERROR", "JUDGE-ERROR", "UNRUN", "PASS")
 
 
 class AssertionOutcome(BaseModel):
@@ -232,10 +235,10 @@ def _quorum_state(rule: QuorumRule, wins: int, losses: int, errors: int, finishe
     return "UNRUN"
 
 
-def rollup(states: list[str]) -> CaseState:
+def rollup(states: Collection[str]) -> CaseState:
     for state in ROLLUP_ORDER:
         if state in states:
-            return state  # type: ignore[return-value]
+            return state
     return "UNRUN"
 
 
@@ -248,9 +251,10 @@ def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRu
         errors = sum(1 for a in mine if a.state in ("ERROR", "JUDGE-ERROR"))
         judge_errors = sum(1 for a in mine if a.state == "JUDGE-ERROR")
         evidence = [a.evidence for a in mine if a.evidence][:3]
+        state: AssertionState
+        reason: str | None
         if not mine:
-            state: AssertionState = "UNRUN"
-            reason = "no attempt observed it"
+            state, reason = "UNRUN", "no attempt observed it"
         elif all(a.state == "UNRUN" for a in mine):
             state, reason = "UNRUN", mine[0].reason
         elif passes + fails == 0 and judge_errors:
@@ -259,10 +263,12 @@ def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRu
             state, reason = "UNJUDGEABLE", mine[0].reason
         else:
             verdict = decide(rule, Tally(wins=passes, losses=fails, errors=errors))
-            error_state = "JUDGE-ERROR" if judge_errors and judge_errors == errors else "ERROR"
-            state, reason = {"win": ("PASS", None), "loss": ("FAIL", None),
-                             "error": (error_state, "errors left too few observations for a quorum")}.get(
-                verdict, ("UNRUN", "decided"))  # the case was decided before this assertion was
+            error_state: AssertionState = "JUDGE-ERROR" if judge_errors and judge_errors == errors else "ERROR"
+            by_verdict: dict[str, tuple[AssertionState, str | None]] = {
+                "win": ("PASS", None), "loss": ("FAIL", None),
+                "error": (error_state, "errors left too few observations for a quorum")}
+            # Not in it: the case was decided before this assertion was.
+            state, reason = by_verdict.get(verdict, ("UNRUN", "decided"))
         results.append(AssertionResult(index=assertion.index, text=assertion.text,
                                        assertion_class=assertion.assertion_class, state=state, reason=reason,
                                        passes=passes, fails=fails, evidence=evidence))

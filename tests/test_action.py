@@ -664,7 +664,7 @@ TOKEN_MARKER = "ghs-tamper-marker-b71c2d07"
 VALIDATOR_MARKER = "tamper-validator-was-here"
 BASE_IMAGE = os.environ.get("SKILL_EVALS_BASE_IMAGE") or "skill-evals-base:local"
 ACTION_COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache",
-                                            "*.egg-info", "build", "runs", "node_modules", "tests")
+                                            ".mypy_cache", "*.egg-info", "build", "runs", "node_modules", "tests")
 
 # The library validator of a hostile pull request (issue 14's audit, made worse): it learns the job's paths from
 # its parents' environments (/proc/<pid>/environ of skill-evals and of the step's bash) and from what an attacker

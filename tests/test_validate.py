@@ -336,7 +336,7 @@ def test_github_format_annotates_files(example_copy: Path) -> None:
     path.write_text(path.read_text().replace("name: migration-planner", "name: Migration_Planner", 1))
     result = cli("validate", "--library", str(example_copy), "--format", "github", "--no-library-validator")
     assert result.exit_code == 1
-    line = next(l for l in result.output.splitlines() if "name-mismatch" in l)
+    line = next(out for out in result.output.splitlines() if "name-mismatch" in out)
     assert line.startswith("::error file=.claude/skills/migration-planner/SKILL.md,line=2,")
     assert "title=skill-evals name-mismatch::" in line
 

@@ -60,9 +60,10 @@ import json
 import time
 import typing
 import weakref
-from typing import Any
+from typing import Any, TypeGuard
 
 import anthropic
+from anthropic.types import CacheControlEphemeralParam, TextBlockParam
 
 from runner import frontmatter, listing
 from runner.corpus import Library, Skill
@@ -84,7 +85,9 @@ SKILLS_PREFIX = SKILLS_PARTS
 # The smallest minimum cacheable prefix the prompt-caching docs give (Sonnet 4.5/4.6, Opus 4/4.1:
 # 1024 tokens; Haiku 4.5 and Opus 4.5/4.6: 4096). A shorter prefix is never cached by any model.
 CACHE_MIN_TOKENS = 1024
-EPHEMERAL = {"type": "ephemeral"}
+EPHEMERAL: CacheControlEphemeralParam = {"type": "ephemeral"}
+# A request's `system`: the text, or one text block marked for caching (ApiHost.system_param).
+SystemParam = str | list[TextBlockParam]
 
 BASE_PROMPT = (
     "You are Claude, an AI assistant helping a user with tasks in a software project. The project "
@@ -147,8 +150,8 @@ def _classify(exc: BaseException) -> _SessionError | None:
                                  f"HTTP 429 (retry-after {retry_after}) after the client's retries: {exc}")
         return _SessionError("api-error", f"HTTP {exc.status_code}: {exc}")
     if isinstance(exc, anthropic.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = f" ({type(cause).__name__}: {cause})" if cause else ""
+        underlying = exc.__cause__ or exc.__context__
+        detail = f" ({type(underlying).__name__}: {underlying})" if underlying else ""
         return _SessionError("api-error", f"connection to the API failed after the client's retries: {exc}{detail}")
     if isinstance(exc, (anthropic.APIResponseValidationError, ValueError)):
         return _SessionError("malformed", f"the API response could not be read: {type(exc).__name__}: {exc}")
@@ -167,7 +170,7 @@ BLOCK_TYPES = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
 _REQUIRED_COUNTS = ("input_tokens", "output_tokens")
 
 
-def _is_count(value: object) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -181,9 +184,10 @@ def reply_usage(response: object) -> Usage | str:
         value = getattr(used, name, None)
         if value is None and name not in _REQUIRED_COUNTS:
             value = 0  # the API leaves the cache fields null when nothing was cached
-        if not _is_count(value):
+        if _is_count(value):
+            counts[name] = value
+        else:
             return f"usage.{name} is {value!r}, not a token count (the reply's cost is unknown)"
-        counts[name] = value
     return Usage(**counts)
 
 
@@ -277,7 +281,7 @@ class ApiHost:
         # One client per event loop: a client is bound to the loop its connections were made in.
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = \
             weakref.WeakKeyDictionary()
-        self._systems: dict[tuple[str, ...], tuple[str | list[dict[str, Any]], list[str], list[str]]] = {}
+        self._systems: dict[tuple[str, ...], tuple[SystemParam, list[str], list[str]]] = {}
         self._views: dict[frozenset[str], LibraryView] = {}
 
     def __repr__(self) -> str:  # never show the key
@@ -302,15 +306,16 @@ class ApiHost:
     def _system(self, listing_text: str) -> str:
         return BASE_PROMPT + "\n\n" + listing_text
 
-    def system_param(self, exclude: list[str]) -> tuple[str | list[dict[str, Any]], list[str], list[str]]:
+    def system_param(self, exclude: list[str]) -> tuple[SystemParam, list[str], list[str]]:
         """The request's `system` (marked for caching when it can be cached), names with a description,
         names alone. Built once per exclusion set: every session of a run sends the same prefix."""
         key = tuple(sorted(exclude))
         if key not in self._systems:
             text, with_description, name_only = self.build_listing(exclude)
-            system: str | list[dict[str, Any]] = self._system(text)
-            if self.prompt_caching and (len(system) + TOOLS_CHARS) // CHARS_PER_TOKEN >= CACHE_MIN_TOKENS:
-                system = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
+            prompt = self._system(text)
+            system: SystemParam = prompt
+            if self.prompt_caching and (len(prompt) + TOOLS_CHARS) // CHARS_PER_TOKEN >= CACHE_MIN_TOKENS:
+                system = [{"type": "text", "text": prompt, "cache_control": EPHEMERAL}]
             self._systems[key] = (system, with_description, name_only)
         return self._systems[key]
 
@@ -378,7 +383,7 @@ class ApiHost:
 class _Session:
     """The state of one session's conversation."""
 
-    def __init__(self, host: ApiHost, spec: SessionSpec, system: str | list[dict[str, Any]], listed: set[str],
+    def __init__(self, host: ApiHost, spec: SessionSpec, system: SystemParam, listed: set[str],
                  view: LibraryView):
         self.host = host
         self.spec = spec
@@ -588,7 +593,7 @@ class _Session:
             obs.final_answer = self.final_answer
 
 
-def prefix_hash(model: str, system: str | list[dict[str, Any]]) -> str:
+def prefix_hash(model: str, system: SystemParam) -> str:
     """16 hex characters over what every request of a session sends before its messages (model, tools, system):
     sessions with one hash can read one cached prefix. Built once per exclusion set (`system_param`), so every
     session of a run without excluded skills has the same."""

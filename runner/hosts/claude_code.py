@@ -36,19 +36,19 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import claude_agent_sdk
-from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, ResultMessage, SystemMessage, TextBlock,
+from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, Message, ResultMessage, SystemMessage, TextBlock,
                               ToolResultBlock, ToolUseBlock, UserMessage, query)
 from claude_agent_sdk import _errors as sdk_errors
 
 from runner.hosts import sessionpath, workspace
 from runner.hosts.activation import Turns, apply_result, recognise, slash_command
-from runner.hosts.base import Activation, ErrorKind, Observation, SessionSpec, ToolCall, Usage, utf8_safe
+from runner.hosts.base import Activation, Bound, ErrorKind, Observation, SessionSpec, ToolCall, Usage, utf8_safe
 from runner.prices import PriceTable
 from runner.surface import CaptureServer, Surface, surface_from_request
 
@@ -92,7 +92,7 @@ def write_env_wrapper(directory: Path, cli: Path, session_path: sessionpath.Sess
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
-    if dataclasses.is_dataclass(message):
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
         payload = dataclasses.asdict(message)
         payload["_type"] = type(message).__name__
         return payload
@@ -422,7 +422,8 @@ class ClaudeCodeHost:
         recorder = _Recorder(spec, self.aliases)
         error_kind: ErrorKind | None = None
         error_message: str | None = None
-        stream = query(prompt=spec.prompt, options=self.options(spec, ws, stderr))
+        # query() is an async generator function (its annotation says AsyncIterator): aclose() below ends it.
+        stream = cast(AsyncGenerator[Message, None], query(prompt=spec.prompt, options=self.options(spec, ws, stderr)))
         try:
             async with asyncio.timeout(spec.timeout_s):
                 async for message in stream:
@@ -447,7 +448,7 @@ class ClaudeCodeHost:
     def observe(self, spec: SessionSpec, recorder: _Recorder, error_kind: ErrorKind | None, error_message: str | None,
                 stderr: list[str], duration: float) -> Observation:
         result = recorder.result
-        bounds = []
+        bounds: list[Bound] = []
         usage = Usage()
         turns = recorder.turns.count
         final = None

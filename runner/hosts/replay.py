@@ -47,8 +47,10 @@ def _content(entry: Any) -> tuple[str | None, str | None, Any, list[dict[str, An
     event, or one of the claude-code host's SDK messages."""
     if not isinstance(entry, dict):
         return None, None, None, []
-    message = entry.get("message") if isinstance(entry.get("message"), dict) else entry
-    role = message.get("role") or _SDK_ROLES.get(entry.get("_type")) or entry.get("type")
+    inner = entry.get("message")
+    message: dict[Any, Any] = inner if isinstance(inner, dict) else entry
+    sdk_type = entry.get("_type")
+    role = message.get("role") or (_SDK_ROLES.get(sdk_type) if isinstance(sdk_type, str) else None) or entry.get("type")
     message_id = message.get("message_id") if "_type" in entry else message.get("id")
     content = message.get("content")
     blocks = [_block(b) for b in content if isinstance(b, dict)] if isinstance(content, list) else []

@@ -138,7 +138,7 @@ def detect(setting: Setting = "auto", fixed: Path = FIXED_PATH) -> SessionPath:
     problem = mount_point_problem(fixed)
     if problem is not None:
         return SessionPath(mode=FALLBACK, detail=problem)
-    failures = []
+    failures: list[str] = []
     for mode in TRIED[setting]:
         failure = _probe(mode, fixed)
         if failure is None:

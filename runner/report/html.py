@@ -32,8 +32,8 @@ from typing import Any
 from runner.report import rollup
 from runner.results import CaseResult, Results, kill_note
 from runner.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
+from runner.verdicts import CASE_STATES, CaseState
 
-STATES = rollup.STATES
 TRANSCRIPT_CAP = 200_000       # bytes of embedded JSON per attempt's transcript
 TOTAL_CAP = 25_000_000         # bytes of embedded transcripts for the whole page
 READ_LIMIT = 64_000_000        # a transcript file bigger than this is not parsed, only its start is shown
@@ -162,7 +162,7 @@ def _attempt_data(record: AttemptRecord | None, attempt_id: str) -> dict[str, An
     return data
 
 
-_PRIORITY = {"FAIL": 0, "ERROR": 1, "JUDGE-ERROR": 1, "QUARANTINED": 2, "UNRUN": 3, "PASS": 4}
+_PRIORITY: dict[CaseState, int] = {"FAIL": 0, "ERROR": 1, "JUDGE-ERROR": 1, "QUARANTINED": 2, "UNRUN": 3, "PASS": 4}
 
 
 def attempts_data(results: Results, run_dir: Path | None, transcript_cap: int, total_cap: int
@@ -245,7 +245,7 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
 def _counts(results: Results) -> str:
     cells = "".join(f'<li class="st-{s}"><button type="button" class="count" data-state="{s}" '
                     f'title="Show only {s} cases"><b>{results.counts.get(s, 0)}</b> {s}</button></li>'
-                    for s in STATES)
+                    for s in CASE_STATES)
     return f'<section><h2>States</h2><ul id="counts" class="counts">{cells}</ul></section>'
 
 
@@ -334,11 +334,11 @@ def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
         out.append(f'<p class="not-executed">Not executed ({e(case.reason or "unknown")}); no result is claimed '
                    f'for this case.</p>')
     if case.pairs:
-        rows = "".join(f"<tr><td>{e(p.neighbour)}</td><td>{_badge(p.state)}</td><td class=num>{p.won}</td>"
+        pair_rows = "".join(f"<tr><td>{e(p.neighbour)}</td><td>{_badge(p.state)}</td><td class=num>{p.won}</td>"
                        f"<td class=num>{p.lost}</td><td>{e(p.reason or '')}</td></tr>" for p in case.pairs)
         out.append("<h4>Pairs (target vs neighbour)</h4><table class=pairs><thead><tr><th>neighbour</th>"
                    "<th>state</th><th class=num>won</th><th class=num>lost</th><th>reason</th></tr></thead>"
-                   f"<tbody>{rows}</tbody></table>")
+                   f"<tbody>{pair_rows}</tbody></table>")
     if case.assertions:
         rows = []
         for a in case.assertions:
@@ -384,7 +384,7 @@ def _filters(results: Results) -> str:
     options = '<option value="">all skills</option>' + "".join(
         f'<option value="{e(s)}">{e(s)}</option>' for s in skills)
     boxes = "".join(f'<label class="st-{s}"><input type="checkbox" name="state" value="{s}" checked> {s} '
-                    f'({results.counts.get(s, 0)})</label>' for s in STATES)
+                    f'({results.counts.get(s, 0)})</label>' for s in CASE_STATES)
     return (f'<div id="filters" role="search"><label>Skill <select id="skill-filter">{options}</select>'
             f'</label><fieldset id="state-filter"><legend>States</legend>{boxes}</fieldset>'
             f'<label>Case <input type="search" id="uid-filter" placeholder="uid contains…"></label>'
@@ -443,11 +443,12 @@ meter{width:120px;vertical-align:middle}
 footer{margin-top:24px;color:var(--muted);font-size:12px}
 """
 
+# The state filter knows the states the counts show: CASE_STATES, written in below.
 JS = r"""
 (function () {
   "use strict";
   var DATA = JSON.parse(document.getElementById("skill-evals-data").textContent);
-  var STATES = ["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"];
+  var STATES = @CASE_STATES@;
   var rows = Array.prototype.slice.call(document.querySelectorAll("tr.case"));
   var skillSel = document.getElementById("skill-filter");
   var uidInput = document.getElementById("uid-filter");
@@ -652,7 +653,7 @@ JS = r"""
   fromHash();
   document.documentElement.setAttribute("data-ready", "1");
 })();
-"""
+""".replace("@CASE_STATES@", json.dumps(list(CASE_STATES)))
 
 
 def _hash(text: str) -> str:

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from runner.quorum import wilson_interval
 from runner.report import rollup as rollup_mod
-from runner.report.rollup import STATES, Note, Rollup, SkillRollup
+from runner.report.rollup import Note, Rollup, SkillRollup
 from runner.probes import ArmResult
 from runner.results import CaseResult, Results, kill_note
+from runner.verdicts import CASE_STATES
 
 MARKER = "<!-- skill-evals-report -->"
 DEFAULT_LIMIT = 65_000  # GitHub refuses comments over 65,535 characters; this leaves room for a note.
@@ -212,10 +213,10 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
 
 
 def state_counts(roll: Rollup) -> list[str]:
-    counts = [str(roll.counts.get(state, 0)) for state in STATES]
-    total = sum(roll.counts.get(state, 0) for state in STATES)
-    return ["### State counts", ""] + table([*STATES, "Total"], [[*counts, str(total)]],
-                                             ["---:"] * (len(STATES) + 1)) + [""]
+    counts = [str(roll.counts.get(state, 0)) for state in CASE_STATES]
+    total = sum(roll.counts.get(state, 0) for state in CASE_STATES)
+    return ["### State counts", ""] + table([*CASE_STATES, "Total"], [[*counts, str(total)]],
+                                             ["---:"] * (len(CASE_STATES) + 1)) + [""]
 
 
 def badness(skill: SkillRollup) -> tuple:
@@ -227,7 +228,7 @@ def badness(skill: SkillRollup) -> tuple:
 
 
 def skill_row(name: str, skills: list[SkillRollup]) -> list[str]:
-    states = [str(sum(s.states[state] for s in skills)) for state in STATES]
+    states = [str(sum(s.states[state] for s in skills)) for state in CASE_STATES]
     wins, run = sum(s.trigger_wins for s in skills), sum(s.trigger_run for s in skills)
     return [name, *states, accuracy(wins, run),
             pairs_cell(sum(s.pairs_won for s in skills), sum(s.pairs_lost for s in skills)),
@@ -245,8 +246,8 @@ def skill_table(roll: Rollup, shape: Shape) -> list[str]:
     rows.append(skill_row(f"**All {len(ordered)} skills**", ordered))
     title = "### Per skill (most problems first)"
     lines = [title, ""]
-    lines += table(["Skill", *STATES, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance"], rows,
-                   ["---", *["---:"] * len(STATES), "---", "---:", "---:"])
+    lines += table(["Skill", *CASE_STATES, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance"],
+                   rows, ["---", *["---:"] * len(CASE_STATES), "---", "---:", "---:"])
     lines += ["", "Trigger accuracy, pairs and refusal compliance leave quarantined cases out; the state "
                   "counts do not."]
     if rest:

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from runner.budget import Ledger
 from runner.probe_calibration import CalibrationRecord, Declaration, ProbeStatus, tally
+from runner.probes import Arm
 
 
 def print_statuses(statuses: list[ProbeStatus], console: Console, fmt: str) -> None:
@@ -19,8 +20,8 @@ def print_statuses(statuses: list[ProbeStatus], console: Console, fmt: str) -> N
         console.print(f"{s.uid} (version {s.content_hash[:12]}): {s.state} — {s.message}")
 
 
-def _arm(record: CalibrationRecord, arm: str) -> str:
-    t = tally(record.starts, arm)  # type: ignore[arg-type]
+def _arm(record: CalibrationRecord, arm: Arm) -> str:
+    t = tally(record.starts, arm)
     if not t.started:
         return "not run"
     errors = f", {t.errors} error" + ("s" if t.errors > 1 else "") if t.errors else ""

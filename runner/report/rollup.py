@@ -12,9 +12,8 @@ from pydantic import BaseModel
 
 from runner.quorum import wilson_interval
 from runner.results import CaseResult, Results
+from runner.verdicts import CASE_STATES
 from runner.versions import host_text
-
-STATES = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")
 
 
 class SkillRollup(BaseModel):
@@ -87,8 +86,8 @@ def skill_rollups(cases: list[CaseResult]) -> list[SkillRollup]:
         refusals = [c for c in healthy if c.kind == "refusal" and c.parts.get("refusal") in ("PASS", "FAIL")]
         counts = Counter(c.state for c in mine)
         out.append(SkillRollup(
-            skill=skill, states={s: counts.get(s, 0) for s in STATES}, trigger_wins=wins, trigger_run=len(triggers),
-            trigger_wilson=wilson_interval(wins, len(triggers)),
+            skill=skill, states={s: counts.get(s, 0) for s in CASE_STATES}, trigger_wins=wins,
+            trigger_run=len(triggers), trigger_wilson=wilson_interval(wins, len(triggers)),
             pairs_won=sum(1 for p in pairs if p.state == "PASS"), pairs_lost=sum(1 for p in pairs if p.state == "FAIL"),
             refusal_compliant=sum(1 for c in refusals if c.parts.get("refusal") == "PASS"), refusal_run=len(refusals)))
     return out

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.segment import Segment, Segments
 from rich.table import Table
@@ -26,9 +26,10 @@ from rich.text import Text
 
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import accuracy, arm_cell, badness, pairs_cell, percent_interval, refusal_cell
-from runner.report.rollup import STATES, Rollup
+from runner.report.rollup import Rollup
 from runner.versions import host_text
 from runner.results import CaseResult, Results, kill_note
+from runner.verdicts import CASE_STATES
 
 STATE_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "magenta", "JUDGE-ERROR": "yellow",
                "QUARANTINED": "cyan", "UNRUN": "dim"}
@@ -51,7 +52,7 @@ class Column:
 
     header: str
     cells: list[str]
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     name: bool = False  # the row's name (a skill, a case uid): never dropped, never wrapped
     options: dict = field(default_factory=dict)
 
@@ -164,8 +165,8 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
 
 
 def state_counts(roll: Rollup, console: Console) -> None:
-    counts = [roll.counts.get(state, 0) for state in STATES]
-    columns = [Column(_state(state), [str(n)], justify="right") for state, n in zip(STATES, counts)]
+    counts = [roll.counts.get(state, 0) for state in CASE_STATES]
+    columns = [Column(_state(state), [str(n)], justify="right") for state, n in zip(CASE_STATES, counts)]
     columns.append(Column("Total", [str(sum(counts))], justify="right"))
     segments = _fitted(console, _table("State counts", columns, total_row=False), columns)
     if segments is not None:
@@ -178,7 +179,7 @@ def skill_table(roll: Rollup, console: Console) -> None:
     skills = sorted(roll.skills, key=badness)
     names = [_e(s.skill) for s in skills] + [f"[bold]All {len(skills)} skills[/]"]
     columns = [Column("Skill", names, name=True)]
-    for state in STATES:
+    for state in CASE_STATES:
         columns.append(Column(state, [str(s.states[state]) for s in skills]
                               + [str(sum(s.states[state] for s in skills))], justify="right"))
     columns.append(Column("Trigger accuracy (Wilson 95%)",
