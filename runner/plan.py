@@ -37,7 +37,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from runner import listing as listing_mod
-from runner.corpus import Case, Library
+from runner.corpus import Case, Library, is_subagent
+from runner.hosts.activation import SUBAGENT_TOOLS
 from runner.floor import INVALID_CASE, FloorGate, Hold, describe
 from runner.judge import prompt_version
 from runner.prices import PriceTable
@@ -276,7 +277,15 @@ def judge_note(planned: int, model: str, judge_unavailable: str | None, unrun_al
     return f"{what}, reserved against the same cap before each call"
 
 
-def unrun_reason(case: Case, library: Library) -> str | None:
+def subagents_callable(host: str, allowed_tools: list[str]) -> bool:
+    """Whether a session can start a subagent at all: only Claude Code has subagents, and only with the Agent (or
+    Task) tool allowed; otherwise the model is not even offered the tool."""
+    return host == "claude-code" and any(tool in allowed_tools for tool in SUBAGENT_TOOLS)
+
+
+def unrun_reason(case: Case, library: Library, subagents: bool = True) -> str | None:
+    """The case's own reason not to run, or None. `subagents`: whether the host can start one (see
+    subagents_callable)."""
     if case.kind == "unknown":
         return "unknown-case-type"
     if case.kind == "invalid":
@@ -284,6 +293,11 @@ def unrun_reason(case: Case, library: Library) -> str | None:
     target = library.skills.get(case.target)
     if target is not None and target.manual_only:
         return "manual-only-target"
+    # Like a manual-only target (semantics §2): a subagent the host cannot start can neither activate (a trigger
+    # case would FAIL for the harness's configuration, not the skill) nor fail to (a no-trigger case would pass
+    # proving nothing). Since a refused call is no activation (runner.hosts.activation), it is UNRUN, never FAIL.
+    if is_subagent(case.target) and not subagents:
+        return "subagent-not-callable"
     if not case.prompt.strip():
         return "invalid-case"
     return None
@@ -603,13 +617,14 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
           batch: bool = False, floor: FloorGate | None = None, session_path: SessionPath | None = None,
           runs_folder: Path | None = None) -> Plan:
     run = settings.run
+    subagents = subagents_callable(host, run.allowed_tools)
     cases = []
     held_back: dict[str, str] = {}
     for case, why in selected:
         planned = PlannedCase(
             uid=case.uid, skill=case.skill, file=case.file, line=case.line, kind=case.kind, target=case.target,
             should_not_trigger=case.should_not_trigger, repeats=tier_rule.repeats, quorum=tier_rule.quorum,
-            unrun_reason=unrun_reason(case, library), why=why, warnings=surface_warnings(case, surface))
+            unrun_reason=unrun_reason(case, library, subagents), why=why, warnings=surface_warnings(case, surface))
         if case.kind == "probe":
             gate = (probe_gates or {}).get(case.uid)
             planned.arms = ["control", "treatment"]

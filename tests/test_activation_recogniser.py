@@ -7,7 +7,7 @@ answer rejects it, decided in one place (runner.hosts.activation) for the claude
   the activations must be the same, rejected flags included.
 - The real CLI against the fake API: a Task/Agent call the CLI refuses (the default allowlist offers no such
   tool) is a rejected activation in the claude-code host, in the replay of its transcript, and in the verdict of
-  `skill-evals run` (the subagent-target case FAILs: no subagent ran). The api host and its replay agree too.
+  `skill-evals run` (the subagent-target case is UNRUN where no subagent can start, and PASSes where one can). The api host and its replay agree too.
 
 Run against the code before issue 17, the agreement tests failed: the claude-code recorder kept the refused
 Task/Agent call (and a failed Read of a SKILL.md) as an activation where the replay host rejected (or dropped) it,
@@ -320,24 +320,35 @@ def test_an_allowed_subagent_call_is_an_activation(tmp_path: Path) -> None:
     assert acts(replay.activations) == acts(obs.activations)
 
 
-def test_a_refused_subagent_call_does_not_win_a_subagent_case(fake: FakeAnthropic, tmp_path: Path) -> None:
-    """`skill-evals run` on the example library's subagent-target case: the model routes to the security-reviewer
-    subagent, the CLI refuses the call (no Agent tool in the default allowlist), so the subagent never ran: the
-    activation FAILs and nothing is recorded as fired."""
+def test_a_subagent_case_runs_only_where_a_subagent_can_start(fake: FakeAnthropic, tmp_path: Path) -> None:
+    """The example library's subagent-target case. With the default allowlist (no Agent tool) a subagent cannot
+    start, so the case is UNRUN (subagent-not-callable): it never runs, and never FAILs for the harness's
+    configuration. With Agent allowed, the model's call starts the subagent and the case's activation PASSes;
+    replay of the recorded transcript agrees."""
     uid = "incident-postmortem-writer/trigger/breach-forensics-goes-to-security-reviewer"
     library, _ = load_library(EXAMPLE, Settings())
     prompt = next(c.prompt for c in library.cases if c.uid == uid)
     fake.script(prompt[:60], tool("Agent", {"subagent_type": "security-reviewer", "description": "forensics",
-                                            "prompt": prompt}), text("Delegated to the security reviewer."))
-    out = tmp_path / "run"
-    done = run_cli(fake, out, "--case", uid, "--repeats", "1", "--quorum", "1")
+                                            "prompt": "Find the exposed secrets and the attack path."}),
+                text("Delegated to the security reviewer."))
+    fake.default(text("Reviewed."))  # the subagent's own session
+    held = tmp_path / "default"
+    done = run_cli(fake, held, "--case", uid, "--repeats", "1", "--quorum", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = case(results_of(held), uid)
+    assert (result["state"], result["reason"]) == ("UNRUN", "subagent-not-callable"), result
+    assert not (held / "attempts.jsonl").exists() or attempts(held, uid) == []
+    assert not [r for r in fake.message_requests if prompt[:60] in json.dumps(r.body)]
+    config = tmp_path / "agent.toml"
+    config.write_text('[run]\nallowed_tools = ["Skill", "Read", "Glob", "Grep", "Agent"]\n', encoding="utf-8")
+    out = tmp_path / "agent"
+    done = run_cli(fake, out, "--case", uid, "--repeats", "1", "--quorum", "1", "--config", str(config))
     assert done.returncode == 0, done.stdout + done.stderr
     result = case(results_of(out), uid)
-    assert result["activation"]["state"] == "FAIL" and result["state"] == "FAIL", result
+    assert result["activation"]["state"] == "PASS", result
     [attempt] = attempts(out, uid)
-    assert attempt["outcome"]["fired"] == [] and attempt["tool_calls"][0]["is_error"] is True
+    assert "security-reviewer (subagent)" in attempt["outcome"]["fired"]
     replay = asyncio.run(ReplayHost(out).run(spec(attempt_id=attempt["attempt_id"])))
-    assert acts(replay.activations) == [("security-reviewer (subagent)", "subagent", 0, True)]
     assert replay.fired() == attempt["outcome"]["fired"]
 
 
