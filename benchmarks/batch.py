@@ -3,7 +3,7 @@ and through batches with prompt caching marked.
 
     python -m benchmarks.batch [--short] [--reps N] [--out FILE.json]
 
-The run: the real runner (runner.runs.prepare, then runner.runs.execute or runner.batch.execute_batched)
+The run: the real runner (runner.execute.run.prepare, then runner.execute.run.execute or runner.execute.batch.execute_batched)
 on Project Aegis — the cases of its first 11 skills by name, 101 cases, N=3, k=2, judge on — or, with
 --short, on the bundled example library (one skill). The API is tests/fake_anthropic.py in this
 process, scripted the same way for every mode: a case's first turn calls the Skill tool with the
@@ -53,8 +53,8 @@ FIRE_SHARE = 0.8
 
 def workload(short: bool) -> tuple[Path, tuple[str, ...]]:
     """(library, skills): the example library's triage skill, or Aegis's first 11 skills (101 cases)."""
-    from runner.corpus import load_library
-    from runner.settings import Settings
+    from runner.corpus.library import load_library
+    from runner.corpus.settings import Settings
 
     if short or not AEGIS.is_dir():
         return EXAMPLE, ("test-report-triage",)
@@ -85,11 +85,11 @@ def script(fake: Any, library: Any) -> None:
 
 
 def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) -> dict[str, Any]:
-    from runner import batch as batch_mod
-    from runner import runs as runs_mod
-    from runner.corpus import load_library
-    from runner.rundir import RunDir
-    from runner.settings import Settings
+    from runner.corpus.library import load_library
+    from runner.corpus.settings import Settings
+    from runner.execute import batch as batch_mod
+    from runner.execute import run as runs_mod
+    from runner.execute.rundir import RunDir
     from tests.fake_anthropic import FakeAnthropic
 
     settings = Settings()
@@ -122,9 +122,9 @@ def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) 
 
 
 def tally(out: Path, prepared: Any, results: Any) -> dict[str, Any]:
-    from runner import prices as prices_mod
-    from runner.hosts.base import Usage
-    from runner.settings import Settings
+    from runner.corpus.settings import Settings
+    from runner.execute.hosts.base import Usage
+    from runner.plan import prices as prices_mod
 
     records = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines() if line.strip()]
     finished = [r for r in records if r["status"] == "finished"]

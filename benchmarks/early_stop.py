@@ -3,12 +3,12 @@
 Part 1, simulation (thousands of cases, no sessions): a scripted host fires the target with
 probability p. Case c's i-th attempt outcome is drawn from a seed of its own (p, c, i), so the
 early-stop policy and fixed N see the very same i-th outcome. The early-stop side replays
-runner.execute.Executor.run_case's loop with runner.quorum's own functions (starts_allowed,
+runner.execute.executor.Executor.run_case's loop with runner.results.quorum's own functions (starts_allowed,
 Tally): it starts what starts_allowed allows, then waits until some in-flight attempts finish
 (attempts take a seeded random 1-3 time units, so several may finish together, like
 asyncio.wait(FIRST_COMPLETED)), counts them, and asks again. Fixed N runs all N. Each side's
-verdict is computed by the code that writes results.json: runner.verdicts.attempt_outcome on an
-Observation, then runner.results.case_result over the AttemptRecords (its state and its
+verdict is computed by the code that writes results.json: runner.results.verdicts.attempt_outcome on an
+Observation, then runner.results.build.case_result over the AttemptRecords (its state and its
 activation state). Errors can be mixed in (`--error-rates`): an errored attempt counts for
 neither side and is never replaced.
 
@@ -40,13 +40,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from runner.corpus import Case
-from runner.hosts.base import Activation, Observation
-from runner.plan import PlannedCase
-from runner.quorum import QuorumRule, Tally, starts_allowed
-from runner.results import case_result
-from runner.rundir import AttemptRecord
-from runner.verdicts import AttemptOutcome, attempt_outcome
+from runner.corpus.library import Case
+from runner.execute.hosts.base import Activation, Observation
+from runner.execute.rundir import AttemptRecord
+from runner.plan.build import PlannedCase
+from runner.results.build import case_result
+from runner.results.quorum import QuorumRule, Tally, starts_allowed
+from runner.results.verdicts import AttemptOutcome, attempt_outcome
 
 REPO = Path(__file__).resolve().parent.parent
 RATES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)
@@ -93,7 +93,7 @@ def record(case: Case, repeat: int, draw: Draw) -> AttemptRecord:
 
 
 def early_stop_repeats(rule: QuorumRule, outcomes: list[AttemptOutcome], timing: random.Random) -> list[int]:
-    """The repeats (1-based) Executor.run_case would start, replayed with runner.quorum's functions."""
+    """The repeats (1-based) Executor.run_case would start, replayed with runner.results.quorum's functions."""
     wins = losses = errors = 0
     started: list[int] = []
     finishes: dict[int, int] = {}  # repeat -> the time it finishes
@@ -290,7 +290,7 @@ def run_e2e(per_group: int, seed: int, concurrency: int) -> E2EResult:
 
 
 def _fixed_state(rule: QuorumRule, wins: int, losses: int) -> str:
-    from runner.verdicts import _quorum_state
+    from runner.results.verdicts import _quorum_state
     return _quorum_state(rule, wins, losses, 0, True)
 
 

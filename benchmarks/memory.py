@@ -14,7 +14,7 @@ synthetic corpus of ten renamed copies of it (benchmarks.synthetic, 17,400 cases
     read-slim   plan, then RunDir.read_attempts(plan_hash, slim=True): verdicts only
     finish-slim plan, then runs.finish's own steps with that slim read instead (what runs.finish
                 would cost if it asked for slim records; runs.py is not changed by this benchmark)
-    execute   plan, then the real runner.execute.Executor over every runnable case (N=3, early stop
+    execute   plan, then the real runner.execute.executor.Executor over every runnable case (N=3, early stop
               on) with an in-process scripted Host that answers at once with a ~12 KB transcript:
               the memory of the run itself (sessions, ledger, attempts.jsonl, transcripts), without
               the final results step
@@ -57,10 +57,10 @@ def peak_kib() -> int:
 # ---- the child: one step in a fresh process --------------------------------------------------------
 
 def _prepare(library_path: Path) -> Any:
-    from runner import runs
-    from runner.corpus import load_library
-    from runner.settings import Settings
-    from runner.validate import check_library
+    from runner.corpus.library import load_library
+    from runner.corpus.settings import Settings
+    from runner.execute import run as runs
+    from runner.floor.validate import check_library
 
     settings = Settings()
     library, _ = load_library(library_path, settings)
@@ -72,7 +72,7 @@ def _prepare(library_path: Path) -> Any:
 
 
 class ScriptedHost:
-    """runner.hosts.base.Host answering in-process: the target fires, a ~12 KB transcript, no network."""
+    """runner.execute.hosts.base.Host answering in-process: the target fires, a ~12 KB transcript, no network."""
 
     name = "scripted"
 
@@ -87,7 +87,7 @@ class ScriptedHost:
     async def run(self, spec: Any) -> Any:
         import asyncio
 
-        from runner.hosts.base import Activation, Observation, ToolCall, Usage
+        from runner.execute.hosts.base import Activation, Observation, ToolCall, Usage
 
         await asyncio.sleep(0)  # yield like a real session would
         target = self.targets[spec.uid]
@@ -108,9 +108,9 @@ def _execute(prepared: Any, rundir: Any) -> int:
     """runs.execute's executor part (no signal handlers, no results step), with the scripted host."""
     import asyncio
 
-    from runner import runs
-    from runner.budget import Ledger
-    from runner.execute import Executor, RunState
+    from runner.execute import run as runs
+    from runner.execute.budget import Ledger
+    from runner.execute.executor import Executor, RunState
 
     plan = prepared.plan.model_copy(update={"cap_usd": 1e9})  # the cap is not what is measured here
     plan_hash = plan.digest()
@@ -124,10 +124,10 @@ def _execute(prepared: Any, rundir: Any) -> int:
 
 
 def _attempts(prepared: Any, rundir: Any, repeats: int) -> int:
-    from runner.hosts.base import ToolCall, Usage
-    from runner.judge import JudgeCall
-    from runner.rundir import AttemptRecord
-    from runner.verdicts import AssertionOutcome, AttemptOutcome
+    from runner.execute.hosts.base import ToolCall, Usage
+    from runner.execute.rundir import AttemptRecord
+    from runner.judge.prose import JudgeCall
+    from runner.results.verdicts import AssertionOutcome, AttemptOutcome
 
     rng = random.Random(11)
     answer = ("Synthetic final answer. " * 125)[:3000]
@@ -179,9 +179,9 @@ class ChildResult(BaseModel):
 
 def child(step: str, library: Path | None, run: Path | None, repeats: int) -> ChildResult:
     started = time.monotonic()
-    from runner import results as _results  # noqa: F401 - the baseline imports what every step imports
-    from runner import runs
-    from runner.rundir import ATTEMPTS, RESULTS, RunDir
+    from runner.execute import run as runs
+    from runner.execute.rundir import ATTEMPTS, RESULTS, RunDir
+    from runner.results import build as _results  # noqa: F401 - the baseline imports what every step imports
 
     checkpoints = {"imports": peak_kib()}
     if step == "baseline":

@@ -1,5 +1,5 @@
 """Rate limits: the api host at a fixed concurrency against a fake Messages API that enforces a
-requests-per-window limit, with and without the adaptive limiter (runner.ratelimit).
+requests-per-window limit, with and without the adaptive limiter (runner.execute.ratelimit).
 
 Time is scaled: the fake's window is `--window` seconds (the API's is 60) with the limit in
 proportion, and the limiter is told the same window. Each session is one request (the fake answers
@@ -30,13 +30,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from runner import settings as settings_mod
-from runner.budget import Ledger
-from runner.corpus import load_library
-from runner.execute import Executor, RunState
-from runner.ratelimit import AdaptiveLimiter, LimiterStats
-from runner.rundir import RunDir
-from runner.runs import Credentials, Options, finish, prepare, write_plan
+from runner.corpus import settings as settings_mod
+from runner.corpus.library import load_library
+from runner.execute.budget import Ledger
+from runner.execute.executor import Executor, RunState
+from runner.execute.ratelimit import AdaptiveLimiter, LimiterStats
+from runner.execute.run import Credentials, Options, finish, prepare, write_plan
+from runner.execute.rundir import RunDir
 from tests.fake_anthropic import FakeAnthropic, Recorded, text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -133,7 +133,7 @@ def run_arm(library_root: Path, fake: FakeAnthropic, out: Path, *, concurrency: 
     write_plan(rundir, prepared)
     state = RunState(ledger=Ledger(cap_usd=prepared.plan.cap_usd))
     if limiter is None:
-        # The baseline: the runner before runner.ratelimit (a fixed window, no middleware on the client).
+        # The baseline: the runner before runner.execute.ratelimit (a fixed window, no middleware on the client).
         limiter = AdaptiveLimiter(concurrency, default_pause_s=prepared.plan.rate_limit_pause_s, adaptive=False)
     executor = Executor(prepared.plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
                         prepared.known_names, limiter=limiter)

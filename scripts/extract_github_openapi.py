@@ -30,7 +30,7 @@ DESCRIPTION_FILE = "generated/api.github.com.json"
 COPYRIGHT = "Copyright (c) 2020 Octokit contributors"
 TARGET = Path(__file__).resolve().parent.parent / "tests" / "contracts" / "github-openapi-subset.json"
 
-# (method, path template): what runner.github sends through PyGithub, and what the fake answers.
+# (method, path template): what runner.publish.github sends through PyGithub, and what the fake answers.
 OPERATIONS: tuple[tuple[str, str], ...] = (
     ("get", "/repos/{owner}/{repo}"),
     ("get", "/repos/{owner}/{repo}/commits/{ref}"),

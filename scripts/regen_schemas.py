@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.results import Results
-from runner.settings import Settings
+from runner.corpus.settings import Settings
+from runner.results.build import Results
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "runner" / "schemas"
 

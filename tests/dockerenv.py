@@ -15,7 +15,7 @@ import docker.errors
 import pytest
 import requests.exceptions
 
-from runner.container import ensure_image
+from runner.container.launch import ensure_image
 from tests.conftest import REPO
 
 BASE_IMAGE = os.environ.get("SKILL_EVALS_BASE_IMAGE") or "skill-evals-base:local"

@@ -1,7 +1,7 @@
 """A fake GitHub REST API on 127.0.0.1 for the publish tests (stdlib only: ThreadingHTTPServer in a thread).
 
 It answers just what PyGithub 2.x (measured with 2.10.0, `Github(..., lazy=True)`) sends for
-runner.github.publish, checked against PyGithub's source (Repository.create_check_run, Commit.get_check_runs,
+runner.publish.github.publish, checked against PyGithub's source (Repository.create_check_run, Commit.get_check_runs,
 CheckRun.edit / get_annotations, Issue.get_comments / create_comment, IssueComment.edit):
 
 - GET   /repos/{o}/{r}/commits/{sha}/check-runs?check_name=..&filter=all&per_page=100

@@ -1,6 +1,6 @@
 """Results files for report tests: every state and reason, hostile text, and a 2,000-case run.
 
-Built with the real pydantic models (runner.results), so a fixture can never hold a shape the
+Built with the real pydantic models (runner.results.build), so a fixture can never hold a shape the
 runner cannot produce.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import date
 
-from runner.quarantine import QuarantineEntry
-from runner.quorum import wilson_interval
-from runner.results import CaseResult, PlanSummary, Results, Spend
-from runner.verdicts import ActivationResult, AssertionResult, PairResult
+from runner.plan.quarantine import QuarantineEntry
+from runner.results.build import CaseResult, PlanSummary, Results, Spend
+from runner.results.quorum import wilson_interval
+from runner.results.verdicts import ActivationResult, AssertionResult, PairResult
 
 HOSTILE = "@someone <script>alert(1)</script> </details> `tick` | pipe | **bold** <!-- x --> &amp;"
 

@@ -11,18 +11,30 @@ from pathlib import Path
 
 import pytest
 
-from runner.corpus import Library, load_library
-from runner.hosts.workspace import LibraryFiles
-from runner.hosts.api import ApiHost
-from runner.hosts.base import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
-from runner.hosts.replay import ReplayHost
-from runner.listing import estimate
-from runner.prices import PriceTable
-from runner.prices import load as load_prices
-from runner.settings import ListingSettings, Settings
-from runner.surface import LISTING_HEADER, parse_listing
-from tests.fake_anthropic import FakeAnthropic, Recorded, blocks, break_stream, error, hang, input_tokens_for, \
-    malformed, output_tokens_for, skill, text, tool
+from runner.corpus.library import Library, load_library
+from runner.corpus.settings import ListingSettings, Settings
+from runner.execute.hosts.api import ApiHost
+from runner.execute.hosts.base import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
+from runner.execute.hosts.replay import ReplayHost
+from runner.execute.hosts.workspace import LibraryFiles
+from runner.floor.listing import estimate
+from runner.floor.surface import LISTING_HEADER, parse_listing
+from runner.plan.prices import PriceTable
+from runner.plan.prices import load as load_prices
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    Recorded,
+    blocks,
+    break_stream,
+    error,
+    hang,
+    input_tokens_for,
+    malformed,
+    output_tokens_for,
+    skill,
+    text,
+    tool,
+)
 from tests.fake_anthropic import Usage as FakeUsage
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "library"

@@ -1,4 +1,4 @@
-"""runner.apiproxy and runner.apirelay: the real anthropic SDK -> the relay (TCP on 127.0.0.1) -> the proxy (a unix
+"""runner.container.apiproxy and runner.container.apirelay: the real anthropic SDK -> the relay (TCP on 127.0.0.1) -> the proxy (a unix
 socket) -> the fake Messages API on 127.0.0.1, all over real sockets, no mocks. What `run --container` relies on:
 the real key is injected (the client holds a placeholder), only the Messages API endpoints pass, SSE arrives as it
 is sent, errors come back unchanged, clients that go away cancel their request, batches work end to end.
@@ -20,8 +20,8 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from runner.apiproxy import ApiProxy, ROUTES, allowed
-from runner.apirelay import Relay
+from runner.container.apiproxy import ROUTES, ApiProxy, allowed
+from runner.container.apirelay import Relay
 from tests.fake_anthropic import FakeAnthropic, Recorded, break_stream, error, hang, text
 
 KEY = "sk-ant-proxy-marker-4b7e19"

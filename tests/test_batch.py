@@ -19,14 +19,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from runner.corpus import load_library
-from runner.hosts.base import ToolCall
-from runner.judge import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, build_user_message
-from runner.prices import PriceTable
-from runner.settings import Price, Settings
+from runner.corpus.library import load_library
+from runner.corpus.settings import Price, Settings
+from runner.execute.hosts.base import ToolCall
+from runner.judge.prose import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, build_user_message
+from runner.plan.prices import PriceTable
 from tests.conftest import EXAMPLE, REPO
-from tests.fake_anthropic import (SPEND_LIMIT_MESSAGES, FakeAnthropic, dynamic, error, first_user_text, spend_limit,
-                                  text, tool)
+from tests.fake_anthropic import (
+    SPEND_LIMIT_MESSAGES,
+    FakeAnthropic,
+    dynamic,
+    error,
+    first_user_text,
+    spend_limit,
+    text,
+    tool,
+)
 from tests.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
 
 KEY = "sk-ant-test-batch-7c1e"

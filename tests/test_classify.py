@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import classify
-from runner.settings import ClassifySettings
+from runner.corpus import classify
+from runner.corpus.settings import ClassifySettings
 from tests.conftest import cli
 
 RULES = classify.packaged_rules()

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from runner.corpus import ANY_SKILL, LIBRARY_OWNER, Library, load_library
-from runner.findings import Finding
-from runner.layout import LibraryError
-from runner.settings import Settings
-from runner.surface import parse_listing
+from runner.corpus.findings import Finding
+from runner.corpus.layout import LibraryError
+from runner.corpus.library import ANY_SKILL, LIBRARY_OWNER, Library, load_library
+from runner.corpus.settings import Settings
+from runner.floor.surface import parse_listing
 from tests import compat_libraries as compat
 from tests.conftest import cli, findings_of, line_of
-from tests.fake_anthropic import FakeAnthropic, skill as skill_call, text
+from tests.fake_anthropic import FakeAnthropic, text
+from tests.fake_anthropic import skill as skill_call
 from tests.test_run import run_cli
 
 
@@ -180,7 +181,7 @@ def test_frontmatter_name_differs_from_folder_is_an_alias() -> None:
 
 
 def test_frontmatter_alias_is_one_skill_for_the_classifier_and_the_verdict(tmp_path: Path) -> None:
-    from runner import verdicts
+    from runner.results import verdicts
 
     root = tmp_path / "repo"
     compat.git_init(root)
@@ -272,7 +273,7 @@ def test_validate_and_census_on_the_formats_library(tmp_path: Path) -> None:
 
 
 def test_answer_keys_never_reach_a_session(tmp_path: Path) -> None:
-    from runner.hosts import workspace
+    from runner.execute.hosts import workspace
 
     root = compat.formats_library(tmp_path / "repo")
     library, _ = load(root)
@@ -330,7 +331,7 @@ def test_nested_layout_runs_on_claude_code_and_the_api_host(tmp_path: Path) -> N
 def test_pr_tier_finds_the_changed_skill_in_a_nested_layout(tmp_path: Path) -> None:
     import subprocess
 
-    from runner.select import select_tier
+    from runner.plan.select import select_tier
 
     root = compat.marketplace(tmp_path / "repo")
 
@@ -353,7 +354,7 @@ def test_pr_tier_finds_the_changed_skill_in_a_nested_layout(tmp_path: Path) -> N
 def test_an_error_in_one_routing_case_holds_back_that_case_only(tmp_path: Path) -> None:
     """A routing set lives outside every skill folder: its case errors must name their case, or the floor
     would take them for the library's and stop every skill."""
-    from runner import floor
+    from runner.floor import gate as floor
 
     root = compat.formats_library(tmp_path / "repo")
     routing = root / "evals" / "routing.json"

@@ -1,7 +1,7 @@
-"""runner.container against a real Docker daemon (no mocks): the image from the repository's Dockerfile on the
+"""runner.container.launch against a real Docker daemon (no mocks): the image from the repository's Dockerfile on the
 local debootstrap base (skill-evals-base:local, built by .ci/run), and `skill-evals run` inside it against the
 fake Messages API on the host's 127.0.0.1 — which the container cannot reach: it has no network, and the API is
-reached only through runner.apiproxy on the host, which holds the real key (the container gets a placeholder).
+reached only through runner.container.apiproxy on the host, which holds the real key (the container gets a placeholder).
 
 Without a reachable daemon these tests are skipped, except under CI, where that is a failure.
 """
@@ -24,10 +24,10 @@ import docker.errors
 import pytest
 from jsonschema import Draft202012Validator
 
-from runner import container as ctr
-from runner.corpus import load_library
-from runner.plan import Plan
-from runner.settings import Settings
+from runner.container import launch as ctr
+from runner.corpus.library import load_library
+from runner.corpus.settings import Settings
+from runner.plan.build import Plan
 from tests.conftest import EXAMPLE, REPO, cli
 from tests.dockerenv import BASE_IMAGE, daemon, runner_image
 from tests.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text
@@ -129,7 +129,7 @@ def test_the_repository_cannot_replace_the_runner(client, image: str, tmp_path: 
     (repo / "runner" / "__init__.py").write_text("")
     (repo / "runner" / "apirelay.py").write_text("print('HIJACKED')\n")
     assert client.images.get(image).attrs["Config"]["Entrypoint"] == ["/opt/venv/bin/python3", "-P", "-m",
-                                                                      "runner.apirelay"]
+                                                                      "runner.container.apirelay"]
     outcome = ctr.run_in_container(client, image, repo, tmp_path / "out", ["--version"], {}, deadline=120)
     assert outcome.exit_code == 0 and "HIJACKED" not in outcome.logs, outcome.logs
     assert f"version {version('skill-evals')}" in outcome.stdout
@@ -288,7 +288,7 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpi
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             cmdline = handle.read()
-        if b"runner.apirelay" in cmdline:  # the run itself: its limits as the kernel holds them
+        if b"runner.container.apirelay" in cmdline:  # the run itself: its limits as the kernel holds them
             with open(f"/proc/{pid}/limits") as handle:
                 for line in handle:
                     if line.startswith(("Max open files", "Max processes")):

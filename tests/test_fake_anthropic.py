@@ -13,8 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_anthropic import (FakeAnthropic, Usage, blocks, break_stream, error, first_user_text, hang,
-                                  input_tokens_for, malformed, output_tokens_for, skill, stream_error, text, tool)
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    Usage,
+    blocks,
+    break_stream,
+    error,
+    first_user_text,
+    hang,
+    input_tokens_for,
+    malformed,
+    output_tokens_for,
+    skill,
+    stream_error,
+    text,
+    tool,
+)
 
 anthropic = pytest.importorskip("anthropic", reason="the anthropic SDK is not installed (pip install anthropic)")
 

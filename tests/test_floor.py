@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from runner import floor as floor_mod
-from runner.corpus import Library, load_library
-from runner.findings import error, warning
+from runner.corpus.findings import error, warning
+from runner.corpus.library import Library, load_library
+from runner.corpus.settings import Settings
+from runner.floor import gate as floor_mod
 from runner.report import html, markdown, rollup, terminal
-from runner.results import Results
-from runner.settings import Settings
+from runner.results.build import Results
 from tests.conftest import EXAMPLE, cli, findings_of, line_of
 from tests.fake_anthropic import FakeAnthropic
 from tests.test_run import KEY, key_of, results_of, run_cli

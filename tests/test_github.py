@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from runner import github as gh_mod
-from runner.github import Context, PublishOutcome, conclusion, publish
+from runner.publish import github as gh_mod
+from runner.publish.github import Context, PublishOutcome, conclusion, publish
 from runner.report import markdown
-from runner.results import CaseResult, Results
+from runner.results.build import CaseResult, Results
 from tests.conftest import EXAMPLE
 from tests.fake_github import FakeGitHub
 from tests.report_fixtures import assemble, every_state, large

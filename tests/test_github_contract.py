@@ -3,7 +3,7 @@
 The contract is GitHub's REST description as Octokit publishes it (@octokit/openapi 23.0.2, MIT), cut down to
 the operations skill-evals calls and vendored in tests/contracts/ (scripts/extract_github_openapi.py), plus the
 limits GitHub enforces beyond it: output.summary, output.text and a comment body count UTF-8 BYTES (65,535),
-at most 50 annotations per request. Requests are sent with PyGithub over HTTP, as runner.github sends them.
+at most 50 annotations per request. Requests are sent with PyGithub over HTTP, as runner.publish.github sends them.
 A FakeGitHub that refused a request fails the test that used it when it closes, unless the test expected it.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from github import Auth, Github, GithubException
 
-from runner import github as gh_mod
+from runner.publish import github as gh_mod
 from tests.fake_github import FakeGitHub
 from tests.report_fixtures import every_state
 

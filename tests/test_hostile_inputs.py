@@ -22,13 +22,13 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from runner import census as census_mod
-from runner import floor as floor_mod
-from runner import settings as settings_mod
-from runner import validate as validate_mod
 from runner.cli import main
-from runner.corpus import LibraryError, load_library
-from runner.findings import render_github, render_json, render_text
+from runner.corpus import settings as settings_mod
+from runner.corpus.findings import render_github, render_json, render_text
+from runner.corpus.library import LibraryError, load_library
+from runner.floor import census as census_mod
+from runner.floor import gate as floor_mod
+from runner.floor import validate as validate_mod
 from tests.conftest import EXAMPLE, line_of
 from tests.fake_anthropic import FakeAnthropic, skill, text
 from tests.test_run import KEY, results_of

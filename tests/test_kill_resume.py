@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.corpus import load_library
-from runner.hosts.base import Usage as RunnerUsage
-from runner.prices import load as load_prices
-from runner.rundir import ATTEMPTS, AttemptRecord, RunDir
-from runner.settings import Settings
+from runner.corpus.library import load_library
+from runner.corpus.settings import Settings
+from runner.execute.hosts.base import Usage as RunnerUsage
+from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
+from runner.plan.prices import load as load_prices
 from tests.conftest import EXAMPLE
 from tests.fake_anthropic import FakeAnthropic, Usage, skill, text
 from tests.fake_judge import JUDGE_MATCH, verdicts
@@ -313,10 +313,10 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
     """The arithmetic under the kill tests: journal + records of one plan, with every kind of loss."""
     import asyncio
 
-    from runner.budget import Journal, Ledger
-    from runner.judge import JudgeCall
-    from runner.plan import Plan
-    from runner.runs import open_ledger
+    from runner.execute.budget import Journal, Ledger
+    from runner.execute.run import open_ledger
+    from runner.judge.prose import JudgeCall
+    from runner.plan.build import Plan
 
     rundir = RunDir(tmp_path)
     rundir.append_attempt(record("s/evals/old#main#1", cost=0.05))  # written before journaling existed
@@ -346,7 +346,7 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
     assert sorted(prior) == ["s/evals/done", "s/evals/old"]
     # recorded 0.05 + 0.02 + 0.01 judge; lost: 0.4 in flight at its worst case + 0.03 settled without a record
     assert abs(ledger.spent_usd - (0.08 + 0.43)) < 1e-9
-    from runner.runs import lost_in_flight
+    from runner.execute.run import lost_in_flight
     lost = lost_in_flight(rundir, "h", prior)
     assert abs(lost.usd - 0.43) < 1e-9 and lost.reservations == 1 and lost.attempts == ("s/evals/in-flight#main#1",)
     # A journal that is gone never makes recorded spend disappear.

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from runner.history import History, compare, escape, render_markdown
-from runner.merge import NO_SHARD_RAN, MergeError, merge, merge_dirs
+from runner.execute.rundir import AttemptRecord, TailRepair
 from runner.report import rollup
-from runner.results import CaseResult, Results, Spend, assertion_counts
-from runner.rundir import AttemptRecord, TailRepair
+from runner.results.build import CaseResult, Results, Spend, assertion_counts
+from runner.results.history import History, compare, escape, render_markdown
+from runner.results.merge import NO_SHARD_RAN, MergeError, merge, merge_dirs
 from tests.report_fixtures import HOSTILE, assemble, assertion, every_state, plan_summary
 
 SCHEMA = Path(__file__).resolve().parent.parent / "runner" / "schemas" / "results.schema.json"
@@ -50,7 +50,7 @@ def schema_errors(data: dict) -> list[str]:
 
 
 def unsharded() -> Results:
-    """every_state() with the assertion counts runner.results.build would write (the fixture leaves them out)."""
+    """every_state() with the assertion counts runner.results.build.build would write (the fixture leaves them out)."""
     whole = every_state()
     return whole.model_copy(update={"assertion_counts": assertion_counts(whole.cases)})
 

@@ -147,7 +147,7 @@ def test_readme_option_lists_of_plan_and_run_match_their_help() -> None:
 
 
 def test_host_paths_replace_only_whole_container_paths() -> None:
-    from runner.container import host_paths
+    from runner.container.launch import host_paths
 
     text = 'Results: /out/results.json; see /out, "/repo/x", /outer, x/out, /out-old, /repository'
     assert host_paths(text, Path("runs/t"), Path("/home/u/r")) == (

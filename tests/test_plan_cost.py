@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from runner import plan as plan_mod
-from runner.prices import load as load_prices
-from runner.settings import Settings
+from runner.corpus.settings import Settings
+from runner.plan import build as plan_mod
+from runner.plan.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO
 from tests.fake_anthropic import FakeAnthropic, skill, text
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from runner.corpus import load_library
-from runner.hosts import workspace
-from runner.settings import Settings
+from runner.corpus.library import load_library
+from runner.corpus.settings import Settings
+from runner.execute.hosts import workspace
 from tests.conftest import findings_of, line_of
 from tests.fake_anthropic import FakeAnthropic, dynamic, error, skill, text
 from tests.fake_judge import JUDGE_MATCH, final_answer, rubric_ids
@@ -421,7 +421,7 @@ def test_run_executes_calibrated_probes_in_both_arms(library: Path, tmp_path: Pa
         ("control", 1), ("control", 2), ("control", 3), ("treatment", 1), ("treatment", 2), ("treatment", 3)]
     assert all(r["probe"]["arm"] == r["arm"] for r in records)
     from runner.report import markdown
-    from runner.results import Results
+    from runner.results.build import Results
     report = markdown.render(Results.model_validate(results))
     assert "### Tier-2 probes" in report and "0/3 caught" in report and "2/3 caught" in report
     assert "+67 pts" in report and "3/3" in report

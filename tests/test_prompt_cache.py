@@ -99,12 +99,12 @@ def test_api_host_sessions_send_one_prefix_and_record_its_hash(tmp_path) -> None
     excluded skills; its hash is on every observation, and a probe's control arm (a skill left out) has its own."""
     import asyncio
 
-    from runner.corpus import load_library
-    from runner.hosts.api import TOOLS, ApiHost, prefix_hash
-    from runner.hosts.base import SessionSpec
-    from runner.hosts.workspace import LibraryFiles
-    from runner.prices import load as load_prices
-    from runner.settings import Settings
+    from runner.corpus.library import load_library
+    from runner.corpus.settings import Settings
+    from runner.execute.hosts.api import TOOLS, ApiHost, prefix_hash
+    from runner.execute.hosts.base import SessionSpec
+    from runner.execute.hosts.workspace import LibraryFiles
+    from runner.plan.prices import load as load_prices
     from tests.fake_anthropic import skill
     from tests.test_bench_throughput import big_library
 

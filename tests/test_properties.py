@@ -27,13 +27,12 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from runner import census, frontmatter, jsonfile
-from runner import schema_check
-from runner import settings as settings_mod
-from runner import validate
 from runner.cli import main
-from runner.corpus import load_library
-from runner.findings import Finding, render_json
+from runner.corpus import frontmatter, jsonfile, schema_check
+from runner.corpus import settings as settings_mod
+from runner.corpus.findings import Finding, render_json
+from runner.corpus.library import load_library
+from runner.floor import census, validate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "library"
 
@@ -292,7 +291,7 @@ def _check_findings(found: list[Any]) -> None:
         assert finding.col is None or finding.col >= 1, finding
 
 
-# ---- runner.jsonfile --------------------------------------------------------------------------
+# ---- runner.corpus.jsonfile --------------------------------------------------------------------------
 
 def _check_parse_result(text: str, result: Any) -> None:
     doc, problem = result
@@ -352,7 +351,7 @@ def test_jsonfile_parse_deep_nesting_is_a_finding() -> None:
     assert isinstance(problem, Finding) and problem.rule == "json-syntax"
 
 
-# ---- runner.frontmatter -----------------------------------------------------------------------
+# ---- runner.corpus.frontmatter -----------------------------------------------------------------------
 
 FRONTMATTER_RULES = {"frontmatter-missing", "frontmatter-unclosed", "frontmatter-yaml"}
 
@@ -402,7 +401,7 @@ def test_frontmatter_parse_yaml_like_fields(fields: str) -> None:
     _check_frontmatter_result(text, frontmatter.parse(text, "SKILL.md"))
 
 
-# ---- runner.settings --------------------------------------------------------------------------
+# ---- runner.corpus.settings --------------------------------------------------------------------------
 
 def _check_settings(data: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,4 +1,4 @@
-"""The adaptive rate limiter (runner.ratelimit): its policy on real asyncio, the fake's
+"""The adaptive rate limiter (runner.execute.ratelimit): its policy on real asyncio, the fake's
 requests-per-window limit, the real anthropic SDK with the limiter's middleware against that fake,
 one end-to-end run of the api host, and the benchmark's short mode."""
 
@@ -14,11 +14,17 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from runner.hosts.api import ApiHost
-from runner.hosts.base import Observation
 from benchmarks.ratelimit import widen_backlog
-from runner.ratelimit import (AdaptiveLimiter, RateLimitMiddleware, cli_rate_limit_retries, request_limit,
-                              reset_in_s, retry_after_s)
+from runner.execute.hosts.api import ApiHost
+from runner.execute.hosts.base import Observation
+from runner.execute.ratelimit import (
+    AdaptiveLimiter,
+    RateLimitMiddleware,
+    cli_rate_limit_retries,
+    request_limit,
+    reset_in_s,
+    retry_after_s,
+)
 from tests.fake_anthropic import FakeAnthropic, error, text
 
 REFUSED = "error 429 rate-limit"
@@ -285,7 +291,7 @@ HOST_TAKES_MIDDLEWARE = "self.middleware" in inspect.getsource(ApiHost.__init__)
 
 
 @pytest.mark.xfail(not HOST_TAKES_MIDDLEWARE, strict=True,
-                   reason="runner/hosts/api.py does not pass `ApiHost.middleware` to its client yet "
+                   reason="runner/execute/hosts/api.py does not pass `ApiHost.middleware` to its client yet "
                           "(the change is described in benchmarks/results/ratelimit.md)")
 def test_api_host_run_against_the_limited_fake(tmp_path: Path) -> None:
     from benchmarks.ratelimit import EXAMPLE, run_arm
@@ -312,12 +318,12 @@ def test_api_host_run_against_the_limited_fake(tmp_path: Path) -> None:
 
 def test_claude_code_retried_429_reaches_the_limiter_through_the_transcript() -> None:
     """The real CLI retries a 429 by itself; its api_retry system message is the only trace."""
-    from runner import prices as prices_mod
-    from runner.corpus import load_library
-    from runner.hosts.base import SessionSpec
-    from runner.runs import Credentials, make_host
-    from runner.settings import Settings
     from benchmarks.ratelimit import EXAMPLE
+    from runner.corpus.library import load_library
+    from runner.corpus.settings import Settings
+    from runner.execute.hosts.base import SessionSpec
+    from runner.execute.run import Credentials, make_host
+    from runner.plan import prices as prices_mod
 
     settings = Settings()
     library, _ = load_library(EXAMPLE, settings)

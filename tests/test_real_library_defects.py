@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from runner import classify, verdicts
-from runner.cli import _cap_line
-from runner.corpus import Assertion, Case
+from runner.cli.commands import _cap_line
+from runner.corpus import classify
+from runner.corpus.library import Assertion, Case
+from runner.results import verdicts
 from tests.conftest import cli, cli_imports
 
 RULES = classify.packaged_rules()
@@ -128,7 +129,7 @@ def test_an_override_to_activation_still_reads_the_negation() -> None:
 
 # The slow part of refusing a bad path was importing these first (2.6 s here; ~0.5 s without them). The test
 # asserts the cause, not a time: timings belong in benchmarks/.
-HEAVY_MODULES = ("anthropic", "claude_agent_sdk", "runner.runs")
+HEAVY_MODULES = ("anthropic", "claude_agent_sdk", "runner.execute.run")
 
 
 @pytest.mark.parametrize("command", ["surface", "plan", "run", "census"])

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from runner.execute.rundir import AttemptRecord, RunDir
 from runner.report import html as html_report
 from runner.report import junit
-from runner.rundir import AttemptRecord, RunDir
-from runner.verdicts import AssertionOutcome, AttemptOutcome
+from runner.results.verdicts import AssertionOutcome, AttemptOutcome
 from tests.report_fixtures import HOSTILE, every_state, large
 
 XSD = Path(__file__).parent / "data" / "junit.xsd"

@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from runner.report import markdown, rollup, terminal
-from runner.results import Results
+from runner.results.build import Results
 from tests.report_fixtures import HOSTILE, every_state, large
 
 GOLDEN = Path(__file__).parent / "golden" / "every_state.md"

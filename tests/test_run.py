@@ -16,8 +16,8 @@ from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
-from runner.corpus import load_library
-from runner.settings import Settings
+from runner.corpus.library import load_library
+from runner.corpus.settings import Settings
 from tests.conftest import EXAMPLE
 from tests.fake_anthropic import FakeAnthropic, error, hang, skill, text, tool
 

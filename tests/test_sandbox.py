@@ -1,4 +1,4 @@
-"""runner.sandbox against a real Docker daemon (no mocks): the library's validator is run in its throwaway container
+"""runner.container.sandbox against a real Docker daemon (no mocks): the library's validator is run in its throwaway container
 and observes its own prison from inside (network, file system, environment, privileges, processes); its output and
 exit status mean what they mean on the host; a timeout or a command that cannot start leaves no container behind.
 And the CLI around it: a sandbox asked for without a daemon is a one-line usage error, and `run --untrusted-settings`
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from runner import sandbox as sandbox_mod
-from runner import validate as validate_mod
-from runner.settings import Settings
+from runner.container import sandbox as sandbox_mod
+from runner.corpus.settings import Settings
+from runner.floor import validate as validate_mod
 from tests.conftest import EXAMPLE
 from tests.dockerenv import daemon, runner_image
 

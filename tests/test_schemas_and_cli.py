@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from runner import schema_check
-from runner.settings import Settings
+from runner.corpus import schema_check
+from runner.corpus.settings import Settings
 from tests.conftest import EXAMPLE, cli, cli_process
 
 SCHEMAS = ["aegis-evals", "aegis-trigger-evals", "skill-creator-evals", "skill-creator-trigger-set", "probe",
@@ -30,17 +30,17 @@ def test_settings_schema_matches_the_model() -> None:
     for key in ("$schema", "title"):
         shipped.pop(key)
         generated.pop(key, None)
-    assert shipped == generated, "regenerate runner/schemas/settings.schema.json from runner.settings.Settings"
+    assert shipped == generated, "regenerate runner/schemas/settings.schema.json from runner.corpus.settings.Settings"
 
 
 def test_results_schema_matches_the_model() -> None:
-    from runner.results import Results
+    from runner.results.build import Results
     shipped = json.loads(resources.files("runner").joinpath("schemas", "results.schema.json").read_text())
     generated = Results.model_json_schema()
     for key in ("$schema", "title"):
         shipped.pop(key)
         generated.pop(key, None)
-    assert shipped == generated, "regenerate runner/schemas/results.schema.json from runner.results.Results"
+    assert shipped == generated, "regenerate runner/schemas/results.schema.json from runner.results.build.Results"
 
 
 def test_example_files_match_their_schemas() -> None:

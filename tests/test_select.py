@@ -12,10 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from runner.corpus import Library, load_library
-from runner.select import (SelectError, changed_skills, classify_paths, neighbour_graph, period_index, select,
-                           select_tier)
-from runner.settings import Settings
+from runner.corpus.library import Library, load_library
+from runner.corpus.settings import Settings
+from runner.plan.select import (
+    SelectError,
+    changed_skills,
+    classify_paths,
+    neighbour_graph,
+    period_index,
+    select,
+    select_tier,
+)
 from tests.conftest import EXAMPLE, cli
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@e", "-c", "commit.gpgsign=false",

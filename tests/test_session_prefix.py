@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from runner.corpus import load_library
-from runner.hosts.base import Observation, SessionSpec
-from runner.hosts.claude_code import ClaudeCodeHost
-from runner.hosts.workspace import LibraryFiles
-from runner.prices import load as load_prices
-from runner.settings import Settings
+from runner.corpus.library import load_library
+from runner.corpus.settings import Settings
+from runner.execute.hosts.base import Observation, SessionSpec
+from runner.execute.hosts.claude_code import ClaudeCodeHost
+from runner.execute.hosts.workspace import LibraryFiles
+from runner.plan.prices import load as load_prices
 from tests.conftest import EXAMPLE
 from tests.fake_anthropic import FakeAnthropic, blocks, dynamic, is_billing_block, skill, text, tool
 
@@ -170,12 +170,12 @@ RESTRICTED = ("echo 0 > /proc/sys/user/max_user_namespaces && "
               "exec setpriv --inh-caps=-all --bounding-set=-all \"$@\"")
 SESSION_IN_RESTRICTED = '''
 import asyncio, json, sys
-from runner.corpus import load_library
-from runner.hosts.base import SessionSpec
-from runner.hosts.claude_code import ClaudeCodeHost
-from runner.hosts.workspace import LibraryFiles
-from runner.prices import load as load_prices
-from runner.settings import Settings
+from runner.corpus.library import load_library
+from runner.execute.hosts.base import SessionSpec
+from runner.execute.hosts.claude_code import ClaudeCodeHost
+from runner.execute.hosts.workspace import LibraryFiles
+from runner.plan.prices import load as load_prices
+from runner.corpus.settings import Settings
 library, _ = load_library(sys.argv[1], Settings())
 host = ClaudeCodeHost(LibraryFiles.of(library, Settings().limits.max_file_bytes), load_prices(Settings()), "sk-x",
                       sys.argv[2], None, ["Skill", "Read", "Glob", "Grep"])

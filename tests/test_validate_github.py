@@ -115,7 +115,7 @@ def test_under_the_cap_everything_is_annotated_and_no_notice_is_added(tmp_path: 
 
 def test_the_summary_notice_counts_against_the_10_notices() -> None:
     """Notes are `::notice` commands too: with 12 of them, 9 are annotated and the summary is the 10th."""
-    from runner.findings import info, render_github
+    from runner.corpus.findings import info, render_github
 
     found = commands(render_github([info("note-rule", f"lib/n{i:02d}.md", 1, f"note {i}") for i in range(12)], "x/"))
     assert [level for level, _, _ in found] == ["notice"] * 10

@@ -1,1 +1,6 @@
-"""Reports rendered from results.json only (never from memory of the run): see rollup.py first."""
+"""Stage 6, reports: rendered from results.json only (never from memory of the run); see rollup.py first.
+
+In: a `Results` (and, for HTML, the run folder's transcripts). Out: the terminal tables (terminal.py), the
+Markdown rollup (markdown.py), one self-contained HTML page (html.py), JUnit XML (junit.py); versions.py words
+the host and its versions.
+"""

@@ -29,10 +29,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
-from runner.results import CaseResult, Results, kill_note
-from runner.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
-from runner.verdicts import CASE_STATES, CaseState
+from runner.results.build import CaseResult, Results, kill_note
+from runner.results.verdicts import CASE_STATES, CaseState
 
 TRANSCRIPT_CAP = 200_000       # bytes of embedded JSON per attempt's transcript
 TOTAL_CAP = 25_000_000         # bytes of embedded transcripts for the whole page

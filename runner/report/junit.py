@@ -22,7 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
-from runner.results import CaseResult, Results
+from runner.results.build import CaseResult, Results
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

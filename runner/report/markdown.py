@@ -19,12 +19,12 @@ import math
 import re
 from dataclasses import dataclass
 
-from runner.quorum import wilson_interval
+from runner.probes.arms import ArmResult
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
-from runner.probes import ArmResult
-from runner.results import CaseResult, Results, kill_note
-from runner.verdicts import CASE_STATES
+from runner.results.build import CaseResult, Results, kill_note
+from runner.results.quorum import wilson_interval
+from runner.results.verdicts import CASE_STATES
 
 MARKER = "<!-- skill-evals-report -->"
 DEFAULT_LIMIT = 65_000  # GitHub refuses comments over 65,535 characters; this leaves room for a note.

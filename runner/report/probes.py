@@ -7,9 +7,9 @@ import json
 
 from rich.console import Console
 
-from runner.budget import Ledger
-from runner.probe_calibration import CalibrationRecord, Declaration, ProbeStatus, tally
-from runner.probes import Arm
+from runner.execute.budget import Ledger
+from runner.probes.arms import Arm
+from runner.probes.calibration import CalibrationRecord, Declaration, ProbeStatus, tally
 
 
 def print_statuses(statuses: list[ProbeStatus], console: Console, fmt: str) -> None:

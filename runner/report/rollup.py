@@ -10,10 +10,10 @@ from collections import Counter, defaultdict
 
 from pydantic import BaseModel
 
-from runner.quorum import wilson_interval
-from runner.results import CaseResult, Results
-from runner.verdicts import CASE_STATES
-from runner.versions import host_text
+from runner.report.versions import host_text
+from runner.results.build import CaseResult, Results
+from runner.results.quorum import wilson_interval
+from runner.results.verdicts import CASE_STATES
 
 
 class SkillRollup(BaseModel):

@@ -27,9 +27,9 @@ from rich.text import Text
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import accuracy, arm_cell, badness, pairs_cell, percent_interval, refusal_cell
 from runner.report.rollup import Rollup
-from runner.versions import host_text
-from runner.results import CaseResult, Results, kill_note
-from runner.verdicts import CASE_STATES
+from runner.report.versions import host_text
+from runner.results.build import CaseResult, Results, kill_note
+from runner.results.verdicts import CASE_STATES
 
 STATE_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "magenta", "JUDGE-ERROR": "yellow",
                "QUARANTINED": "cyan", "UNRUN": "dim"}

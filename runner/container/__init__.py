@@ -1,0 +1,6 @@
+"""Running `skill-evals` inside the runner image, hardened (`run --container`, the validator sandbox).
+
+launch.py builds and starts the container; apiproxy.py is the host-side Messages API proxy (the only holder of
+the key), apirelay.py the in-container relay, serverthread.py their event-loop thread; sandbox.py runs the
+library's own validator in a throwaway container.
+"""

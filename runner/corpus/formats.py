@@ -1,0 +1,283 @@
+"""Eval files as libraries commit them: which shape a JSON file is, and what each item of it says.
+
+runner.corpus.library reads the files; this module decides, from the parsed JSON alone, what they hold. The
+shapes (each with its JSON Schema in runner/schemas):
+
+- `aegis-evals` / `aegis-trigger`: Project Aegis `evals.json` (`{skill, cases}`) and `trigger-evals.json`
+  (`{skill, overlaps_with, cases}` with `expected_skill`); strict, as before.
+- `skill-creator`: skill-creator's `{skill_name, evals: [...]}`, a bare list of such items, and the
+  singular `eval.json` (`eval_id`, `eval_name`, `kind`). An item's text is `prompt` or `input`; its
+  assertions are `expectations`, `assertions` or `expected_behavior` (strings, or objects whose text is
+  `text`, `description`, `name` or `value`).
+- `trigger-set`: a list of `{query | prompt, should_trigger}` (skill-creator's trigger-evals.json and
+  trigger-queries.json), or such a list under `queries`, `evals` or `cases`.
+- `scenario`: `{skills, query, files, expected_behavior}` (Anthropic's skill-authoring best practices),
+  a list of them, or `{scenarios: [...]}`.
+- `routing`: a library-level routing set, `{cases: [{id, prompt, expected}]}` or a bare list, `expected`
+  naming the skill that should take the prompt (or null / [] for none).
+
+Keys a shape does not use are reported (a warning naming the key), never a reason to drop a case.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.corpus import schema_check as schemas
+from runner.corpus.settings import LoadedKind
+
+# Keys each shape reads; any other key of an item is reported once per file as unused.
+CREATOR_KEYS = frozenset({"id", "eval_id", "eval_name", "name", "prompt", "input", "expected_output", "expected",
+                          "expected_behavior", "files", "input_files", "expectations", "assertions", "should_trigger",
+                          "type", "kind", "description"})
+CREATOR_TOP_KEYS = frozenset({"$schema", "skill_name", "evals", "description"})
+TRIGGER_KEYS = frozenset({"id", "query", "prompt", "should_trigger", "split", "note", "reason"})
+SCENARIO_KEYS = frozenset({"id", "name", "description", "skills", "query", "prompt", "files", "expected_behavior",
+                           "expected_behaviors", "expectedBehaviors"})
+ROUTING_KEYS = frozenset({"id", "prompt", "query", "expected", "expected_skill", "expectedSkill", "expected_skills",
+                          "relevant_skills", "expect_selected", "unexpected_skills", "unexpectedSkills",
+                          "expect_not_selected", "note", "notes", "rationale", "reason"})
+EXPECTED_KEYS = ("expected", "expected_skill", "expectedSkill", "expected_skills", "relevant_skills", "expect_selected")
+UNEXPECTED_KEYS = ("unexpected_skills", "unexpectedSkills", "expect_not_selected")
+BEHAVIOUR_KEYS = ("expected_behavior", "expected_behaviors", "expectedBehaviors")
+
+# Types (`type` / `kind`) of a skill-creator item, by the kind they make. Another value is a type the
+# runner does not know: the case is not run (semantics §2), and the census says so.
+TRIGGER_TYPES = frozenset({"trigger", "should_trigger", "positive", "standard", "boundary", "edge", "core",
+                           "happy-path", "happy_path"})
+NEGATIVE_TYPES = frozenset({"negative", "anti", "no_trigger", "no-trigger", "should_not_trigger",
+                            "should-not-trigger", "not_trigger"})
+NEGATIVE_ID_PREFIXES = ("negative-", "should-not-trigger-", "no-trigger-")
+_SHOULD_NOT_TRIGGER = re.compile(r"(?i)\bshould\s*n[o']t\s+(trigger|fire|activate|invoke|load|be\s+(used|triggered|"
+                                 r"invoked|activated|loaded))\b|\bshould\s+not\s+use\s+(this|the)\s+skill\b")
+
+
+def shape(data: Any, name: str) -> tuple[str | None, str]:
+    """(shape, why) of a parsed eval file called `name`; shape None = not a shape the runner reads."""
+    if isinstance(data, dict):
+        if "cases" in data and name in ("evals.json", "trigger-evals.json") and (
+                "skill" in data or _items_have(data["cases"], ("type", "expect", "expected_skill"))):
+            return ("aegis-trigger" if name == "trigger-evals.json" else "aegis-evals"), "an object with `cases`"
+        if "evals" in data and _items_have(data["evals"], ("should_trigger",)) and not _items_have(
+                data["evals"], ("expectations", "assertions", "expected_output")):
+            return "trigger-set", "an object whose `evals` are queries with should_trigger"
+        if "evals" in data:
+            return "skill-creator", "an object with `evals`"
+        if "queries" in data or ("cases" in data and _items_have(data["cases"], ("should_trigger",))):
+            return "trigger-set", "an object holding queries with should_trigger"
+        if "cases" in data and _items_have(data["cases"], EXPECTED_KEYS):
+            return "routing", "an object whose `cases` name the skill expected"
+        if "scenarios" in data or (("query" in data or "prompt" in data) and (
+                "skills" in data or any(k in data for k in BEHAVIOUR_KEYS))):
+            return "scenario", "a scenario (`query` with `skills` or `expected_behavior`)"
+        return None, f"an object with keys {', '.join(sorted(map(str, data))[:8]) or '(none)'}"
+    if isinstance(data, list):
+        if not data:
+            return None, "an empty list"
+        if _items_have(data, ("should_trigger",)) and _items_have(data, ("query",)):
+            return "trigger-set", "a list of queries with should_trigger"
+        if _items_have(data, EXPECTED_KEYS):
+            return "routing", "a list of prompts with the skill expected"
+        if _items_have(data, ("skills",) + BEHAVIOUR_KEYS) and _items_have(data, ("query",)):
+            return "scenario", "a list of scenarios"
+        if _items_have(data, ("should_trigger",)) and not _items_have(data, ("expectations", "assertions")):
+            return "trigger-set", "a list of prompts with should_trigger"
+        if _items_have(data, ("prompt", "input")):
+            return "skill-creator", "a list of eval items"
+        return None, "a list whose items are not eval cases (no prompt, query or input)"
+    return None, f"a JSON {type(data).__name__}, not an object or a list"
+
+
+def _items_have(items: Any, keys: tuple[str, ...]) -> bool:
+    return isinstance(items, list) and any(isinstance(i, dict) and any(k in i for k in keys) for i in items)
+
+
+SCHEMA_OF = {
+    "aegis-evals": schemas.AEGIS_EVALS, "aegis-trigger": schemas.AEGIS_TRIGGER,
+    "skill-creator": schemas.SKILL_CREATOR_EVALS, "trigger-set": schemas.SKILL_CREATOR_TRIGGER_SET,
+    "scenario": schemas.SCENARIO, "routing": schemas.ROUTING_SET,
+}
+
+
+def items(data: Any, the_shape: str) -> tuple[str | None, list[Any]]:
+    """(the key holding the list of items, or None for a bare list / a single object; the items)."""
+    if isinstance(data, list):
+        return None, data
+    if not isinstance(data, dict):
+        return None, []
+    keys = {"skill-creator": ("evals",), "trigger-set": ("queries", "evals", "cases"), "routing": ("cases",),
+            "scenario": ("scenarios",), "aegis-evals": ("cases",), "aegis-trigger": ("cases",)}[the_shape]
+    for key in keys:
+        if isinstance(data.get(key), list):
+            return key, data[key]
+    if the_shape == "scenario":
+        return "", [data]  # one scenario: the object itself
+    return None, []
+
+
+# ---- one item ----------------------------------------------------------------------------------
+
+@dataclass
+class Item:
+    """What one item of an eval file says, whatever the shape's spelling."""
+
+    id: str | None
+    prompt: str
+    kind: LoadedKind = "trigger"
+    kind_rule: str = ""
+    assertions: list[tuple[str, str]] = field(default_factory=list)  # (text, key it came from)
+    assertion_keys: list[tuple[Any, ...]] = field(default_factory=list)  # pointer of each, for its line
+    expected_output: str | None = None
+    files: list[str] = field(default_factory=list)
+    target: str | None = None
+    should_not_trigger: list[str] = field(default_factory=list)
+    also_fire: list[str] = field(default_factory=list)
+    note: str | None = None
+    problem: str | None = None  # the item cannot be run as written (a finding, the case UNRUN)
+
+
+def item_id(raw: dict, keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = raw.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
+            return str(value)
+    return None
+
+
+def _text(raw: dict, keys: tuple[str, ...]) -> str:
+    return next((raw[k] for k in keys if isinstance(raw.get(k), str) and raw[k].strip()), "")
+
+
+def assertion_text(value: Any) -> str | None:
+    """An assertion written as a string, or as an object (`text`, `description`, `name` or `value`)."""
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if not isinstance(value, dict):
+        return None
+    literal = value.get("value")
+    if value.get("type") in ("content_contains", "contains") and isinstance(literal, str):
+        return f"The answer contains `{literal}`."
+    if value.get("type") in ("content_not_contains", "not_contains") and isinstance(literal, str):
+        return f"The answer does not contain `{literal}`."
+    return next((value[k] for k in ("text", "description", "name", "value")
+                 if isinstance(value.get(k), str) and value[k].strip()), None)
+
+
+def _assertions(raw: dict, pointer: tuple[Any, ...], keys: tuple[str, ...]) -> tuple[list[tuple[str, str]],
+                                                                                   list[tuple[Any, ...]]]:
+    texts: list[tuple[str, str]] = []
+    where: list[tuple[Any, ...]] = []
+    for key in keys:
+        value = raw.get(key)
+        if isinstance(value, str) and value.strip():
+            texts.append((value, key))
+            where.append((*pointer, key))
+        elif isinstance(value, list):
+            for index, entry in enumerate(value):
+                text = assertion_text(entry)
+                if text is not None:
+                    texts.append((text, key))
+                    where.append((*pointer, key, index))
+    return texts, where
+
+
+def creator_kind(raw: dict, case_id: str | None) -> tuple[LoadedKind, str]:
+    """(kind, rule) of a skill-creator item: trigger unless something written says it is a negative control."""
+    wanted = raw.get("should_trigger")
+    if wanted is False:
+        return "no_trigger", "field:should_trigger=false"
+    for key in ("type", "kind"):
+        value = raw.get(key)
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            if lowered in NEGATIVE_TYPES:
+                return "no_trigger", f"field:{key}={value}"
+            if lowered not in TRIGGER_TYPES and wanted is not True:
+                return "unknown", f"unknown-case-type:{key}={value}"
+    if wanted is True:
+        return "trigger", "field:should_trigger=true"
+    if case_id and case_id.lower().startswith(NEGATIVE_ID_PREFIXES):
+        prefix = next(p for p in NEGATIVE_ID_PREFIXES if case_id.lower().startswith(p))
+        return "no_trigger", f"id-prefix:{prefix}"
+    expected = raw.get("expected_output")
+    if isinstance(expected, str) and _SHOULD_NOT_TRIGGER.search(expected):
+        return "no_trigger", "expected_output:should-not-trigger"
+    return "trigger", "format:skill-creator"
+
+
+def creator_item(raw: dict, pointer: tuple[Any, ...], position: int) -> Item:
+    case_id = item_id(raw, ("id", "eval_id")) or f"e{position + 1}"
+    kind, rule = creator_kind(raw, case_id)
+    texts, where = _assertions(raw, pointer, ("expectations", "assertions") + BEHAVIOUR_KEYS)
+    files = [f for f in (raw.get("files") or raw.get("input_files") or []) if isinstance(f, str)] \
+        if isinstance(raw.get("files") or raw.get("input_files"), list) else []
+    expected = raw.get("expected_output") if isinstance(raw.get("expected_output"), str) else (
+        raw.get("expected") if isinstance(raw.get("expected"), str) else None)
+    name = _text(raw, ("eval_name", "name"))
+    return Item(id=case_id, prompt=_text(raw, ("prompt", "input")), kind=kind, kind_rule=rule, assertions=texts,
+                assertion_keys=where, expected_output=expected, files=files, note=name or None)
+
+
+def trigger_item(raw: dict, position: int) -> Item:
+    wanted = raw.get("should_trigger")
+    kind: LoadedKind = "trigger" if wanted is True else "no_trigger" if wanted is False else "invalid"
+    return Item(id=item_id(raw, ("id",)) or f"q{position + 1}", prompt=_text(raw, ("query", "prompt")), kind=kind,
+                kind_rule="format:trigger-set" if kind != "invalid" else "schema-invalid",
+                note=raw.get("split") if isinstance(raw.get("split"), str) else None)
+
+
+def scenario_item(raw: dict, pointer: tuple[Any, ...], position: int, owner: str) -> Item:
+    skills = [s for s in raw.get("skills", []) if isinstance(s, str) and s.strip()] \
+        if isinstance(raw.get("skills"), list) else []
+    target = owner if not skills or owner in skills else skills[0]
+    texts, where = _assertions(raw, pointer, BEHAVIOUR_KEYS)
+    files = [f for f in raw.get("files", []) if isinstance(f, str)] if isinstance(raw.get("files"), list) else []
+    return Item(id=item_id(raw, ("id", "name")) or str(position + 1), prompt=_text(raw, ("query", "prompt")),
+                kind="trigger", kind_rule="format:scenario", assertions=texts, assertion_keys=where, files=files,
+                target=target, also_fire=[s for s in skills if s != target])
+
+
+def _names(value: Any) -> list[str] | None:
+    """A skill name or a list of them; None when the value says nothing (absent or another type)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() and value.strip().lower() not in ("none", "null") else []
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v.strip() for v in value if v.strip()]
+    return None
+
+
+def routing_item(raw: dict, position: int) -> Item:
+    item = Item(id=item_id(raw, ("id",)) or f"r{position + 1}", prompt=_text(raw, ("prompt", "query")),
+                kind="discrimination", kind_rule="format:routing")
+    key = next((k for k in EXPECTED_KEYS if k in raw), None)
+    expected = _names(raw.get(key)) if key else None
+    unexpected = next((_names(raw[k]) for k in UNEXPECTED_KEYS if k in raw), [])
+    if expected is None:
+        item.kind, item.kind_rule, item.problem = "invalid", "schema-invalid", f"`{key}` is not a skill name or list"
+    elif len(expected) > 1:
+        item.kind, item.kind_rule = "invalid", "routing-several-expected"
+        item.problem = (f"`{key}` names {len(expected)} skills ({', '.join(expected)}); a routing case measures one "
+                        "expected skill. Split it, or list the others as acceptable")
+    elif not expected:
+        item.kind, item.kind_rule = "no_trigger", "format:routing-expects-none"
+    else:
+        item.target = expected[0]
+    item.should_not_trigger = unexpected or []
+    if isinstance(raw.get("note") or raw.get("notes") or raw.get("rationale"), str):
+        item.note = raw.get("note") or raw.get("notes") or raw.get("rationale")
+    return item
+
+
+def unused_keys(entries: list[Any], known: frozenset[str]) -> list[tuple[str, int]]:
+    """(key, index of the first item using it) for keys no reader uses, in order of first use."""
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        if isinstance(entry, dict):
+            for key in entry:
+                if key not in known and key not in seen:
+                    seen[str(key)] = index
+    return list(seen.items())

@@ -1,0 +1,861 @@
+"""The corpus model: a library's skills, subagents, eval cases and probes, read as written.
+
+`load_library` never raises on bad content: whatever cannot be read becomes a finding with its
+file and line, and whatever can be read becomes a typed model. Case kinds and assertion classes
+are decided here (by runner.corpus.classify) so that every later stage sees one settled corpus.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from runner.corpus import classify, formats, frontmatter, jsonfile
+from runner.corpus import schema_check as schemas
+from runner.corpus.files import ReadPolicy, make_policy, read_text, relative_shown, scan_tree
+from runner.corpus.findings import Finding, display_path, error, is_unicode, printable, warning
+from runner.corpus.layout import (
+    NAME_NOT_UTF8,
+    Layout,
+    LibraryError,  # noqa: F401 - re-exported: the error for a path that holds no library
+    SkillFolder,
+    discover,
+    locate,
+)
+from runner.corpus.settings import SETTINGS_FILE, LoadedKind, Settings
+
+Source = Literal["evals", "trigger", "probe", "scenario", "routing"]
+CaseFormat = Literal["aegis", "skill-creator", "trigger-set", "scenario", "routing", "probe"]
+SUBAGENT_SUFFIX = " (subagent)"
+# A routing case that expects no skill of the library to take its prompt: it belongs to the library, not to a
+# skill, and its target is any skill (it passes when none of the library's skills fires).
+LIBRARY_OWNER = "(library)"
+ANY_SKILL = "(any skill)"
+# Eval files a skill folder may hold, and the shapes (runner.corpus.formats) each name admits. Cases of the files
+# named here keep their own ids in their uid; other files' cases are `<file stem>:<id>`.
+NAMED_EVAL_FILES: dict[str, tuple[str, ...]] = {
+    "evals.json": ("aegis-evals", "skill-creator", "trigger-set", "scenario"),
+    "trigger-evals.json": ("aegis-trigger", "trigger-set"),
+    "trigger-queries.json": ("trigger-set",),
+    "trigger_evals.json": ("trigger-set",),
+    "eval.json": ("skill-creator", "trigger-set"),
+}
+OTHER_EVAL_FILES = ("scenario", "skill-creator", "trigger-set", "routing")
+SHAPE_NAMES = {"aegis-evals": "Aegis evals.json (`{skill, cases}`)",
+               "aegis-trigger": "Aegis trigger-evals.json (`{skill, cases}` with expected_skill)",
+               "skill-creator": "skill-creator evals (`{skill_name, evals}` or a list of `{id, prompt, ...}`)",
+               "trigger-set": "a trigger query set (a list of `{query, should_trigger}`)",
+               "scenario": "scenarios (`{skills, query, files, expected_behavior}`)",
+               "routing": "a routing set (`{cases: [{id, prompt, expected}]}`)"}
+SOURCE_OF: dict[str, Source] = {"aegis-evals": "evals", "skill-creator": "evals", "aegis-trigger": "trigger",
+                                "trigger-set": "trigger", "scenario": "scenario", "routing": "routing"}
+FORMAT_OF: dict[str, CaseFormat] = {"aegis-evals": "aegis", "aegis-trigger": "aegis", "skill-creator": "skill-creator",
+                                    "trigger-set": "trigger-set", "scenario": "scenario", "routing": "routing"}
+
+
+class Assertion(BaseModel):
+    index: int = Field(ge=1)
+    text: str
+    line: int
+    assertion_class: str
+    class_rule: str
+    hooks: list[str] = []
+    shape_only: bool = Field(default=False, description="Artifact shape and nothing more: the script decides it.")
+
+
+class Case(BaseModel):
+    uid: str
+    skill: str = Field(description="The skill folder whose eval file holds the case.")
+    source: Source
+    id: str
+    file: str
+    line: int
+    format: CaseFormat
+    prompt: str
+    case_type: str | None = None
+    triggers: bool | None = None
+    target: str = Field(description="The skill (or `<agent> (subagent)`) whose activation the case measures.")
+    should_not_trigger: list[str] = []
+    reason: str | None = None
+    note: str | None = None
+    files: list[str] = []
+    files_dir: str | None = Field(default=None, description="The folder `files` are relative to (the skill's), "
+                                                            "absolute.")
+    expected_output: str | None = None
+    assertions: list[Assertion] = []
+    kind: LoadedKind = Field(description="trigger | refusal | no_trigger | discrimination | probe | unknown | invalid")
+    kind_rule: str
+    workspace_signals: list[str] = []
+    lines: dict[str, int] = Field(default_factory=dict,
+                                  description="Line of fields that findings point at, e.g. `should_not_trigger/1`.")
+
+
+class Defect(BaseModel):
+    id: str
+    shape: str
+    locator: str
+    caught_when: str
+    line: int
+
+
+class Probe(BaseModel):
+    uid: str
+    skill: str
+    id: str
+    dir: str
+    file: str
+    question_file: str
+    kind: str
+    seeded_defects: int
+    defects: list[Defect]
+    modifiers: list[str] = []
+    act: str
+    patterns: list[str] = []
+    question: str
+    content_hash: str
+    lines: dict[str, int] = Field(default_factory=dict, description="Line of each top-level probe.json key.")
+
+
+class Skill(BaseModel):
+    name: str = Field(description="The folder name, the skill's canonical name (the name the host lists it under).")
+    dir: str = Field(description="The skill's folder as shown (relative to the repository root).")
+    path: str = Field(default="", description="The skill's folder, absolute.")
+    root: str = Field(default="", description="The root folder it was found under (layout), as shown.")
+    plugin: str | None = None
+    skill_md: str
+    fields: dict[str, Any] = {}
+    key_lines: dict[str, int] = {}
+    frontmatter_ok: bool = False
+    description: str | None = None
+    manual_only: bool = False
+    template: bool = False
+    body: str = Field(default="", description="SKILL.md after the frontmatter.")
+    body_line: int = Field(default=1, description="Line of SKILL.md where the body starts.")
+    files: list[str] = Field(default=[], description="Every file of the skill folder, relative to it (links that "
+                                                      "leave the library excluded).")
+    shape_literals: dict[str, list[str]] = {}
+    overlaps_with: list[str] = []
+    trigger_file: str | None = None
+    overlaps_lines: list[int] = []
+    eval_files: list[str] = []
+
+
+class Agent(BaseModel):
+    name: str
+    file: str
+
+
+class Library(BaseModel):
+    root: str
+    skills_dir: str = Field(description="The first folder skills were read from, as shown (see `layout`).")
+    agents_dir: str | None
+    layout: Layout | None = None
+    settings_file: str | None
+    content_hash: str
+    skills: dict[str, Skill]
+    agents: dict[str, Agent]
+    cases: list[Case]
+    template_cases: list[Case] = []
+    probes: list[Probe] = []
+
+    def skill_paths(self) -> dict[str, Path]:
+        """Skill name -> its folder: what a session receives as `.claude/skills/<name>/`."""
+        return {name: Path(skill.path) for name, skill in self.skills.items()}
+
+    def agent_paths(self) -> dict[str, Path]:
+        return {name: Path(self.root) / agent.file for name, agent in self.agents.items()}
+
+    def aliases(self) -> dict[str, str]:
+        return aliases_of(self.skills)
+
+    def names(self) -> dict[str, str]:
+        """Every name the library answers to -> the name cases and reports use: skill folders, their
+        aliases, and `<agent> (subagent)`. The classifier and the verdict both read names from this."""
+        return names_of(self.skills, self.agents)
+
+    def hidden_files(self) -> dict[str, frozenset[str]]:
+        """Per skill, what a session never receives (relative to the skill folder): its evals/ folder and
+        every eval file read from the folder. They are the answer key."""
+        out: dict[str, frozenset[str]] = {}
+        for name, skill in self.skills.items():
+            inside = {rel for rel in (relative_shown(f, skill.dir) for f in skill.eval_files) if rel}
+            out[name] = frozenset({"evals", "evaluations"} | inside)
+        return out
+
+
+def aliases_of(skills: dict[str, Skill]) -> dict[str, str]:
+    """Other names the host accepts for a skill: a frontmatter `name` that differs from the folder (the
+    host lists `folder (name)` and a Skill call may use either). A name two skills claim is no alias."""
+    claimed: dict[str, list[str]] = {}
+    for skill in skills.values():
+        name = skill.fields.get("name")
+        if isinstance(name, str) and name and name != skill.name and name not in skills:
+            claimed.setdefault(name, []).append(skill.name)
+    return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1}
+
+
+def names_of(skills: dict[str, Skill], agents: dict[str, Agent]) -> dict[str, str]:
+    out = {name: name for name in skills}
+    out.update(aliases_of(skills))
+    out.update({f"{name}{SUBAGENT_SUFFIX}": f"{name}{SUBAGENT_SUFFIX}" for name in agents})
+    return out
+
+
+# ---- finding the library ----------------------------------------------------------------------
+
+def find_root(path: Path) -> tuple[Path, Path | None]:
+    """(repository root, the folder --library named inside it, if any). Raises LibraryError (runner.corpus.layout)."""
+    located = locate(path)
+    return located.root, located.named or located.single
+
+
+# ---- reading files ----------------------------------------------------------------------------
+
+def _content_hash(folders: list[Path], files: list[Path], policy: ReadPolicy) -> str:
+    """sha256 over every file's relative path and bytes, in a stable order (what a plan pins). A name that is not
+    UTF-8 is hashed as the bytes it is (surrogateescape): renaming it changes the hash like any other rename."""
+    digest = hashlib.sha256()
+    for path in files:
+        if policy.inside(path) and path.is_file() and path.stat().st_size <= policy.max_bytes:
+            digest.update(display_path(path, policy.base).encode("utf-8", "surrogateescape") + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+            dirnames.sort()
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                if not policy.inside(path) or not path.is_file() or path.stat().st_size > policy.max_bytes:
+                    continue
+                digest.update(display_path(path, policy.base).encode("utf-8", "surrogateescape") + b"\0")
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _case_errors(paths: set[tuple[Any, ...]], list_key: str, index: int) -> list[tuple[Any, ...]]:
+    return [p[2:] for p in paths if p[:2] == (list_key, index)]
+
+
+def _owner_and_target(item: formats.Item, the_shape: str, skill: str) -> tuple[str, str]:
+    """A routing case belongs to the skill it expects, or to the library when it expects none (then any
+    library skill firing is its loss); every other case to the skill whose folder holds its file."""
+    if the_shape == "routing":
+        return (LIBRARY_OWNER, ANY_SKILL) if item.kind == "no_trigger" else (item.target or skill, item.target or skill)
+    return skill, item.target or skill
+
+
+def _case_at(prefix: tuple[Any, ...], uids: dict[int, str], single: bool = False
+             ) -> Callable[[tuple[Any, ...]], str | None]:
+    """The uid of the case an error path lies in: `prefix` + (index, ...) names item `index`; a file that is
+    one case (`single`) owns every path. None outside any named case (the file's own error)."""
+    def case_at(path: tuple[Any, ...]) -> str | None:
+        if single:
+            return uids.get(0)
+        if path[:len(prefix)] != prefix or len(path) <= len(prefix) or not isinstance(path[len(prefix)], int):
+            return None
+        return uids.get(path[len(prefix)])
+    return case_at
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class _Loader:
+    """One pass over the library; collects models and findings. Private: use `load_library`."""
+
+    def __init__(self, root: Path, layout: Layout, settings: Settings, settings_shown: str):
+        self.root = root
+        self.layout = layout
+        self.settings_shown = settings_shown
+        self.settings = settings
+        # Reads may go anywhere in the repository but its .git folder (runner.corpus.files).
+        self.policy = make_policy([root], root, settings.limits.max_file_bytes)
+        self.rules = classify.packaged_rules()
+        self.findings: list[Finding] = []
+        self.cases: list[Case] = []
+        self.template_cases: list[Case] = []
+        self.probes: list[Probe] = []
+        self.kept: dict[str, tuple[str, int]] = {}  # uid -> where it was read first
+        # Every name of the library (runner.corpus.classify: only an assertion naming one is about activation).
+        self.names: frozenset[str] = frozenset()
+
+    def show(self, path: Path) -> str:
+        return self.policy.show(path)
+
+    # -- skills --
+    def is_template(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.settings.library.templates)
+
+    def about(self, skill: str, start: int) -> None:
+        """The findings since `start` are about this skill (an error keeps its cases from running)."""
+        for finding in self.findings[start:]:
+            if finding.skill is None:
+                finding.skill = skill
+
+    def load_skill(self, found: SkillFolder) -> Skill:
+        """The skill itself (its SKILL.md); its cases come later (`load_cases`), once every name is known."""
+        start = len(self.findings)
+        folder = Path(found.path)
+        skill_md = folder / "SKILL.md"
+        skill = Skill(name=found.name, dir=self.show(folder), path=str(folder), root=found.root, plugin=found.plugin,
+                      skill_md=self.show(skill_md), template=self.is_template(found.name), files=self.files_of(folder))
+        self._read_skill_md(skill_md, skill)
+        self.about(skill.name, start)
+        return skill
+
+    def load_cases(self, skill: Skill) -> None:
+        start = len(self.findings)
+        self._load_cases(skill, Path(skill.path))
+        self.about(skill.name, start)
+
+    def _load_cases(self, skill: Skill, folder: Path) -> None:
+        files = self.eval_files(folder)
+        for path, admitted in files:
+            self.load_eval_file(path, skill, admitted)
+        if not skill.eval_files and not skill.template:
+            self.findings.append(warning("evals-missing", self.show(folder / "evals" / "evals.json"), 1,
+                                         f"{skill.name} has no eval file (evals/evals.json or another the runner "
+                                         "reads): it has no behaviour cases", skill=skill.name))
+        probes_dir = folder / "evals" / "probes"
+        if probes_dir.is_dir() and self.policy.inside(probes_dir):
+            for probe_dir in sorted(p for p in probes_dir.iterdir() if p.is_dir() and self.policy.inside(p)):
+                if self.named(probe_dir, "a probe folder", "the probe"):
+                    self.load_probe(probe_dir, skill)
+
+    @staticmethod
+    def present(path: Path) -> bool:
+        return path.exists() or path.is_symlink()
+
+    def named(self, path: Path, what: str, whose: str) -> bool:
+        """True when the name is UTF-8. An eval file or a probe folder whose name is not cannot be read: its cases'
+        uids are made of it, and no plan, results file or report can hold them. That is an error of its skill
+        (held back, as for an eval file that cannot be read); the path is shown escaped."""
+        if is_unicode(path.name):
+            return True
+        self.findings.append(error(
+            NAME_NOT_UTF8, self.show(path), 1,
+            f"{what} whose name is not valid UTF-8 (shown escaped): {whose} would be named by it, and no uid, "
+            "results file or report can hold that name, so it is not read. Rename it in UTF-8"))
+        return False
+
+    def eval_files(self, folder: Path) -> list[tuple[Path, tuple[str, ...]]]:
+        """Each eval file of a skill folder (and of the repository's evals/ for a single skill), with the
+        shapes its name admits. JSON files of evals/ and evaluations/ that are not named are read by shape."""
+        out: list[tuple[Path, tuple[str, ...]]] = []
+        for evals_dir in [folder / "evals", *(self.root / extra for extra in self.layout.evals_dirs)]:
+            if not evals_dir.is_dir() or not self.policy.inside(evals_dir):
+                continue
+            out += [(evals_dir / name, admitted) for name, admitted in NAMED_EVAL_FILES.items()
+                    if self.present(evals_dir / name)]
+            out += [(path, OTHER_EVAL_FILES) for path in sorted(evals_dir.glob("*.json"))
+                    if path.name not in NAMED_EVAL_FILES]
+        for name in ("evals.json", "eval.json"):
+            if self.present(folder / name):
+                out.append((folder / name, ("skill-creator", "trigger-set", "aegis-evals", "scenario")))
+        evaluations = folder / "evaluations"
+        if evaluations.is_dir() and self.policy.inside(evaluations):
+            out += [(path, ("scenario", "skill-creator")) for path in sorted(evaluations.glob("*.json"))]
+        return [(path, admitted) for path, admitted in out if self.named(path, "an eval file", "each of its cases")]
+
+    def load_eval_file(self, path: Path, skill: Skill, admitted: tuple[str, ...]) -> None:
+        """Read one eval file in whichever admitted shape it has; a file in no admitted shape is a finding."""
+        doc, problems = jsonfile.read(path, self.policy)
+        self.findings.extend(problems)
+        if doc is None:
+            return
+        shown = self.show(path)
+        the_shape, why = formats.shape(doc.data, path.name)
+        if the_shape not in admitted:
+            named = path.name in NAMED_EVAL_FILES or path.parent.name == "evaluations"
+            described = ", ".join(SHAPE_NAMES[a] for a in admitted)
+            message = (f"{path.name} is {why}" + (f" (a {SHAPE_NAMES[the_shape]}, not read here)" if the_shape else "")
+                       + f"; the runner reads {described} here, so no case in it is run")
+            self.findings.append((error if named else warning)("eval-format-unknown", shown, 1, message))
+            return
+        skill.eval_files.append(shown)
+        if the_shape == "aegis-evals":
+            self._load_aegis_evals(doc, skill, shown)
+        elif the_shape == "aegis-trigger":
+            self._load_aegis_trigger(doc, skill, shown)
+        else:
+            prefix = "" if path.name in NAMED_EVAL_FILES else f"{path.stem}:"
+            self._load_items(doc, skill, shown, the_shape, prefix, path.stem)
+
+    def files_of(self, folder: Path) -> list[str]:
+        """Every file of a skill folder, relative to it. Only a symlink can lead outside the repository, so
+        only links are checked (a realpath per file costs seconds on a large library)."""
+        out: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+            here = Path(dirpath)
+            dirnames[:] = sorted(d for d in dirnames if not (here / d).is_symlink() or self.policy.inside(here / d))
+            out.extend(printable((here / name).relative_to(folder).as_posix()) for name in sorted(filenames)
+                       if not (here / name).is_symlink() or self.policy.inside(here / name))
+            # The answer key (evals/, evaluations/) never reaches a session; its eval files and probe folders are
+            # the loader's to name (`named`). Elsewhere a name that is not UTF-8 reaches sessions as it is (its
+            # bytes name it) and only what is shown is escaped: a warning, once per folder.
+            if here.relative_to(folder).parts[:1] not in (("evals",), ("evaluations",)):
+                for name in sorted(n for n in dirnames + filenames if not is_unicode(n)):
+                    self.findings.append(warning(
+                        NAME_NOT_UTF8, self.show(here / name), 1,
+                        "a file or folder of the skill whose name is not valid UTF-8: sessions receive it as it "
+                        "is, reports show its name escaped; rename it in UTF-8 so that both agree"))
+            dirnames[:] = [d for d in dirnames if is_unicode(d)]
+        return out
+
+    def _read_skill_md(self, path: Path, skill: Skill) -> None:
+        text, problem = read_text(path, self.policy)
+        if problem:
+            self.findings.append(problem)
+            return
+        fm, problem = frontmatter.parse(text or "", skill.skill_md)
+        if problem:
+            self.findings.append(problem)
+            return
+        assert fm is not None
+        skill.frontmatter_ok = True
+        skill.fields = fm.fields
+        skill.key_lines = fm.key_lines
+        skill.description = fm.fields.get("description") if isinstance(fm.fields.get("description"), str) else None
+        skill.manual_only = fm.fields.get("disable-model-invocation") is True
+        skill.body, skill.body_line = fm.body, fm.body_line
+        skill.shape_literals = classify.shape_literals(fm.body)
+
+    # -- cases --
+    def uid(self, skill: Skill, source: Source, case_id: str) -> str:
+        return f"{skill.name}/{source}/{case_id}"
+
+    def keep(self, case: Case, skill: Skill, seen: dict[str, int]) -> None:
+        if case.id in seen:
+            self.findings.append(error(
+                "duplicate-id", case.file, case.line,
+                f"case id {case.id!r} is used twice in this file (first at line {seen[case.id]}); "
+                "neither is run until ids are unique (results are kept by id)", uid=case.uid))
+            return
+        first = self.kept.get(case.uid)
+        if first is not None:
+            self.findings.append(error(
+                "duplicate-id", case.file, case.line,
+                f"case {case.uid!r} is also defined at {first[0]}:{first[1]}; neither is run until the ids differ "
+                "(results are kept by uid)", uid=case.uid))
+            return
+        seen[case.id] = case.line
+        self.kept[case.uid] = (case.file, case.line)
+        (self.template_cases if skill.template else self.cases).append(case)
+
+    def assertions(self, texts: Any, doc: jsonfile.JsonDocument, pointer: list[Any], skill: Skill,
+                   uid: str) -> list[Assertion]:
+        written = [(text, doc.line(*pointer, index)) if isinstance(text, str) else (None, 0)
+                   for index, text in enumerate(texts if isinstance(texts, list) else [])]
+        return self.classified(written, skill, uid)
+
+    def classified(self, written: Sequence[tuple[str | None, int]], skill: Skill, uid: str) -> list[Assertion]:
+        """Assertions with their class (runner.corpus.classify), from (text, line) in the order written; a position
+        without text (None) keeps its index, so overrides and reports count as the author does."""
+        overrides = {o.index: o for o in self.settings.assertion_override if o.uid == uid}
+        out = []
+        for index, (text, line) in enumerate(written, start=1):
+            if text is None:
+                continue
+            decision = classify.assertion_class(text, skill.shape_literals, self.rules, self.names)
+            cls, rule, hooks = decision.assertion_class, decision.rule, list(decision.hooks)
+            shape_only = decision.shape_only
+            if index in overrides:
+                cls, rule, shape_only = overrides[index].assertion_class, "override", False
+            out.append(Assertion(index=index, text=text, line=line, assertion_class=cls, class_rule=rule, hooks=hooks,
+                                 shape_only=shape_only))
+        return out
+
+    def check_owner(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, key: str) -> None:
+        owner = doc.data.get(key) if isinstance(doc.data, dict) else None
+        if isinstance(owner, str) and owner != skill.name:
+            self.findings.append(error(
+                "skill-field-mismatch", shown, doc.line(key),
+                f"`{key}` is {owner!r} but the file lives in {skill.name}/; cases are keyed by folder, so "
+                "set it to the folder name"))
+
+    def case_locator(self, doc: jsonfile.JsonDocument, list_key: str, skill: Skill, source: Source
+                     ) -> Callable[[tuple[Any, ...]], str | None]:
+        """For schema findings of an Aegis file: the uid of the case an error path is inside."""
+        items = doc.data.get(list_key) if isinstance(doc.data, dict) else None
+        uids: dict[int, str] = {}
+        for index, raw in enumerate(items if isinstance(items, list) else []):
+            case_id = raw.get("id") if isinstance(raw, dict) else None
+            if isinstance(case_id, str) and case_id:
+                uids[index] = self.uid(skill, source, case_id)
+        return self.scoped(doc, _case_at((list_key,), uids))
+
+    @staticmethod
+    def scoped(doc: jsonfile.JsonDocument, case_at: Callable[[tuple[Any, ...]], str | None]
+               ) -> Callable[[tuple[Any, ...]], str | None]:
+        """A lone surrogate inside a case is that case's error (only that case is held back: its text cannot be
+        sent as written); outside every case, its file's (the skill's). Returns `case_at` for the schema check."""
+        for path, finding in doc.escaped:
+            finding.uid = finding.uid or case_at(path)
+        return case_at
+
+    def _load_aegis_evals(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str) -> None:
+        problems, paths = schemas.check(doc, schemas.AEGIS_EVALS, shown, "eval-schema",
+                                        self.case_locator(doc, "cases", skill, "evals"))
+        self.findings.extend(problems)
+        self.check_owner(doc, skill, shown, "skill")
+        seen: dict[str, int] = {}
+        for index, raw in enumerate(doc.data["cases"] if isinstance(doc.data["cases"], list) else []):
+            case_id = raw.get("id") if isinstance(raw, dict) else None
+            if not isinstance(case_id, str) or not case_id:
+                continue  # cannot be named, so cannot be reported per case; the schema finding says why
+            expect = raw.get("expect") if isinstance(raw.get("expect"), dict) else {}
+            uid = self.uid(skill, "evals", case_id)
+            kind, rule = classify.evals_case_kind(raw.get("type"), case_id, self.settings.classify)
+            errors = _case_errors(paths, "cases", index)
+            if kind != "unknown" and errors:
+                kind, rule = "invalid", "schema-invalid"
+            triggers = expect.get("triggers") if isinstance(expect.get("triggers"), bool) else None
+            case = Case(
+                uid=uid, skill=skill.name, source="evals", id=case_id, file=shown, line=doc.line("cases", index),
+                format="aegis", prompt=_text(raw.get("prompt")) or "", case_type=_text(raw.get("type")),
+                triggers=triggers, target=skill.name,
+                assertions=self.assertions(expect.get("assertions"), doc, ["cases", index, "expect", "assertions"],
+                                           skill, uid),
+                kind=kind, kind_rule=rule,
+            )
+            self._check_type_triggers(case)
+            self.keep(case, skill, seen)
+
+    def _check_type_triggers(self, case: Case) -> None:
+        expected = {"should_trigger": True, "should_not_trigger": False, "should_not_do": True}.get(case.case_type or "")
+        if expected is not None and case.triggers is not None and case.triggers != expected:
+            self.findings.append(error(
+                "type-triggers-conflict", case.file, case.line,
+                f"case {case.id!r} is typed {case.case_type} but expect.triggers is {str(case.triggers).lower()}; "
+                "make them agree (the runner will not guess which one is meant)", uid=case.uid))
+            case.kind, case.kind_rule = "invalid", "type-triggers-conflict"
+
+    def _load_items(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, the_shape: str, prefix: str,
+                    stem: str) -> None:
+        """The cases of a skill-creator, trigger-set, scenario or routing file (runner.corpus.formats)."""
+        source = SOURCE_OF[the_shape]
+        list_key, entries = formats.items(doc.data, the_shape)
+        single = list_key == ""  # one scenario: the file itself
+        base = () if single or list_key is None else (list_key,)
+
+        def pointer_of(index: int) -> tuple[Any, ...]:
+            return () if single else (*base, index)
+        items = {index: self.item(raw, the_shape, pointer_of(index), index, skill)
+                 for index, raw in enumerate(entries) if isinstance(raw, dict)}
+        case_ids = {index: (stem if single else f"{stem}:{item.id}") if the_shape == "scenario" else f"{prefix}{item.id}"
+                    for index, item in items.items() if item.id}
+        owners = {index: _owner_and_target(items[index], the_shape, skill.name) for index in case_ids}
+        uids = {index: f"{owners[index][0]}/{source}/{case_id}" for index, case_id in case_ids.items()}
+        problems, paths = schemas.check(doc, formats.SCHEMA_OF[the_shape], shown, "eval-schema",
+                                        self.scoped(doc, _case_at(base, uids, single)))
+        self.findings.extend(problems)
+        self.report_unused(doc, entries, the_shape, shown, pointer_of)
+        if the_shape == "skill-creator":
+            self.check_owner(doc, skill, shown, "skill_name")
+        seen: dict[str, int] = {}
+        for index, case_id in case_ids.items():
+            pointer = pointer_of(index)
+            invalid = any(p[:len(pointer)] == pointer for p in paths)
+            owner, target = owners[index]
+            self.keep(self.item_case(entries[index], items[index], the_shape, skill, shown, doc, pointer, case_id,
+                                     owner, target, invalid), skill, seen)
+
+    @staticmethod
+    def item(raw: dict, the_shape: str, pointer: tuple[Any, ...], index: int, skill: Skill) -> formats.Item:
+        if the_shape == "skill-creator":
+            return formats.creator_item(raw, pointer, index)
+        if the_shape == "trigger-set":
+            return formats.trigger_item(raw, index)
+        if the_shape == "scenario":
+            return formats.scenario_item(raw, pointer, index, skill.name)
+        return formats.routing_item(raw, index)
+
+    def item_case(self, raw: dict, item: formats.Item, the_shape: str, skill: Skill, shown: str,
+                  doc: jsonfile.JsonDocument, pointer: tuple[Any, ...], case_id: str, owner: str, target: str,
+                  invalid: bool) -> Case:
+        source = SOURCE_OF[the_shape]
+        uid = f"{owner}/{source}/{case_id}"
+        kind, rule = item.kind, item.kind_rule
+        if invalid and kind != "unknown":
+            kind, rule = "invalid", "schema-invalid"
+        written = [(text, doc.line(*where)) for (text, _), where in zip(item.assertions, item.assertion_keys)]
+        written += [(f"Invokes `{name}`.", doc.line(*pointer, "skills")) for name in item.also_fire]
+        case = Case(
+            uid=uid, skill=owner, source=source, id=case_id, file=shown, line=doc.line(*pointer),
+            format=FORMAT_OF[the_shape], prompt=item.prompt, case_type=_text(raw.get("type") or raw.get("kind")),
+            triggers=None if kind in ("unknown", "invalid") else kind != "no_trigger", target=target,
+            should_not_trigger=item.should_not_trigger, files=item.files,
+            files_dir=skill.path if item.files else None, expected_output=item.expected_output, note=item.note,
+            assertions=self.classified(written, skill, uid), kind=kind, kind_rule=rule,
+            lines={"expected_skill": doc.line(*pointer, next((k for k in formats.EXPECTED_KEYS if k in raw), "id")),
+                   **{f"should_not_trigger/{i}": doc.line(*pointer) for i in range(len(item.should_not_trigger))}},
+        )
+        if kind == "unknown":
+            self.findings.append(error(
+                "unknown-case-type", shown, doc.line(*pointer, "type" if "type" in raw else "kind"),
+                f"case {case_id!r}: {rule.split(':', 1)[1]} is a case type the runner does not know (it reads "
+                "negative, anti, no_trigger, should_not_trigger as negative controls and standard, positive, "
+                "boundary, edge, trigger as trigger cases); the case is not run (UNRUN unknown-case-type)", uid=uid))
+        if item.problem and not invalid:  # a value of the wrong type is the schema's finding already
+            self.findings.append(error("eval-schema", shown, doc.line(*pointer), f"case {case_id!r}: {item.problem}",
+                                       uid=uid))
+        return case
+
+    def report_unused(self, doc: jsonfile.JsonDocument, entries: list[Any], the_shape: str, shown: str,
+                      pointer_of: Callable[[int], tuple[Any, ...]]) -> None:
+        """A key no reader uses is a warning naming it (the case still loads): a typo, or a field this runner
+        does not read."""
+        known = {"skill-creator": formats.CREATOR_KEYS, "trigger-set": formats.TRIGGER_KEYS,
+                 "scenario": formats.SCENARIO_KEYS, "routing": formats.ROUTING_KEYS}[the_shape]
+        for key, index in formats.unused_keys(entries, known):
+            self.findings.append(warning(
+                "eval-unknown-key", shown, doc.line(*pointer_of(index), key),
+                f"key {key!r} is not read by the runner ({SHAPE_NAMES[the_shape]}); the case loads without it"))
+        if the_shape == "skill-creator" and isinstance(doc.data, dict):
+            for key in doc.data:
+                if key not in formats.CREATOR_TOP_KEYS:
+                    self.findings.append(warning("eval-unknown-key", shown, doc.line(key),
+                                                 f"top-level key {key!r} is not read by the runner"))
+
+    def read_checked(self, path: Path, schema_name: str, rule: str, policy: ReadPolicy | None = None
+                     ) -> tuple[jsonfile.JsonDocument, set[tuple[Any, ...]], str] | None:
+        """Read a JSON file and check it against its schema; None when it cannot be parsed."""
+        policy = policy or self.policy
+        doc, problems = jsonfile.read(path, policy)
+        self.findings.extend(problems)
+        if doc is None:
+            return None
+        shown = policy.show(path)
+        problems, paths = schemas.check(doc, schema_name, shown, rule)
+        self.findings.extend(problems)
+        return doc, paths, shown
+
+    def _load_aegis_trigger(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str) -> None:
+        problems, paths = schemas.check(doc, schemas.AEGIS_TRIGGER, shown, "eval-schema",
+                                        self.case_locator(doc, "cases", skill, "trigger"))
+        self.findings.extend(problems)
+        if not isinstance(doc.data, dict):
+            return
+        self.check_owner(doc, skill, shown, "skill")
+        skill.trigger_file = shown
+        overlaps = doc.data.get("overlaps_with")
+        if isinstance(overlaps, list):
+            for index, name in enumerate(overlaps):
+                if isinstance(name, str):
+                    skill.overlaps_with.append(name)
+                    skill.overlaps_lines.append(doc.line("overlaps_with", index))
+        seen: dict[str, int] = {}
+        raw_cases = doc.data.get("cases")
+        for index, raw in enumerate(raw_cases if isinstance(raw_cases, list) else []):
+            case_id = raw.get("id") if isinstance(raw, dict) else None
+            if not isinstance(case_id, str) or not case_id:
+                continue
+            errors = _case_errors(paths, "cases", index)
+            case = Case(
+                uid=self.uid(skill, "trigger", case_id), skill=skill.name, source="trigger", id=case_id, file=shown,
+                line=doc.line("cases", index), format="aegis", prompt=_text(raw.get("prompt")) or "",
+                target=_text(raw.get("expected_skill")) or "", should_not_trigger=_strings(raw.get("should_not_trigger")),
+                reason=_text(raw.get("reason")), note=_text(raw.get("note")),
+                kind="invalid" if errors else "discrimination",
+                kind_rule="schema-invalid" if errors else "source:trigger-evals",
+                lines=self.ref_lines(doc, index, raw),
+            )
+            self.keep(case, skill, seen)
+
+    @staticmethod
+    def ref_lines(doc: jsonfile.JsonDocument, index: int, raw: dict) -> dict[str, int]:
+        lines = {"expected_skill": doc.line("cases", index, "expected_skill")}
+        for position, _ in enumerate(_strings(raw.get("should_not_trigger"))):
+            lines[f"should_not_trigger/{position}"] = doc.line("cases", index, "should_not_trigger", position)
+        return lines
+
+    # -- probes --
+    def load_probe(self, probe_dir: Path, skill: Skill) -> None:
+        start = len(self.findings)
+        self._load_probe(probe_dir, skill)
+        for finding in self.findings[start:]:
+            finding.uid = finding.uid or self.uid(skill, "probe", probe_dir.name)
+
+    def _load_probe(self, probe_dir: Path, skill: Skill) -> None:
+        probe_file, question_file = probe_dir / "probe.json", probe_dir / "question.md"
+        if not probe_file.exists():
+            self.findings.append(error("probe-missing-file", self.show(probe_file), 1,
+                                       f"probe folder {probe_dir.name}/ has no probe.json"))
+            return
+        checked = self.read_checked(probe_file, schemas.PROBE, "probe-schema")
+        question, problem = read_text(question_file, self.policy) if (
+            question_file.exists() or question_file.is_symlink()) else (None, error(
+                "probe-missing-file", self.show(question_file), 1,
+                f"probe folder {probe_dir.name}/ has no question.md (the work artifact)"))
+        if problem:
+            self.findings.append(problem)
+        if checked is None:
+            return
+        doc, paths, shown = checked
+        data = doc.data
+        if question is None or not isinstance(data, dict) or paths:
+            return  # the probe cannot be built; the findings above say why
+        digest = hashlib.sha256(probe_file.read_bytes() + b"\0" + question.encode()).hexdigest()
+        try:
+            probe = Probe(
+                uid=self.uid(skill, "probe", probe_dir.name), skill=skill.name, id=probe_dir.name,
+                dir=self.show(probe_dir), file=shown, question_file=self.show(question_file), kind=data["kind"],
+                seeded_defects=data["seeded_defects"],
+                defects=[Defect(line=doc.line("defects", i), **d) for i, d in enumerate(data["defects"])],
+                modifiers=data.get("modifiers", []), act=data["discriminator"]["act"],
+                patterns=data["discriminator"].get("patterns", []), question=question, content_hash=digest,
+                lines={k: doc.line(k) for k in data},
+            )
+        except ValidationError as exc:
+            # The schema is the contract; this is a second line for values it admits but a model
+            # cannot hold (e.g. 1e+20 as an integer).
+            self.findings.append(error("probe-schema", shown, 1, f"probe.json cannot be read: {exc.errors()[0]['msg']}"))
+            return
+        if data["id"] != probe_dir.name:
+            self.findings.append(error("probe-id-mismatch", shown, doc.line("id"),
+                                       f"probe id {data['id']!r} differs from its folder {probe_dir.name!r}"))
+        self.probes.append(probe)
+        case = Case(uid=probe.uid, skill=skill.name, source="probe", id=probe.id, file=shown, line=1, format="probe",
+                    prompt=question, target=skill.name, kind="probe", kind_rule="source:probe")
+        (self.template_cases if skill.template else self.cases).append(case)
+
+    def load_trigger_sets(self, skills: dict[str, Skill]) -> None:
+        """skill-creator trigger sets named in the settings; `q<n>` ids (the format has none)."""
+        policy = make_policy([self.root], self.root, self.settings.limits.max_file_bytes)
+        for entry in self.settings.trigger_set:
+            path = self.root / entry.path
+            skill = skills.get(entry.skill)
+            if skill is None:
+                self.findings.append(error("dangling-reference", self.settings_shown, 1,
+                                           f"trigger_set names skill {entry.skill!r}, which is not in the library"))
+                continue
+            if not path.exists() and not path.is_symlink():
+                self.findings.append(error("missing-file", self.settings_shown, 1,
+                                           f"trigger_set file {entry.path} does not exist"))
+                continue
+            start = len(self.findings)
+            doc, problems = jsonfile.read(path, policy)
+            self.findings.extend(problems)
+            if doc is not None and formats.shape(doc.data, path.name)[0] != "trigger-set":
+                self.findings.append(error("eval-format-unknown", policy.show(path), 1,
+                                           f"trigger_set file {entry.path} is {formats.shape(doc.data, path.name)[1]},"
+                                           " not a trigger query set (a list of `{query, should_trigger}`)"))
+            elif doc is not None:
+                skill.eval_files.append(policy.show(path))
+                self._load_items(doc, skill, policy.show(path), "trigger-set", "", path.stem)
+            for finding in self.findings[start:]:
+                finding.skill = finding.skill or skill.name
+
+    def load_routing_sets(self) -> list[Path]:
+        """Library-level routing sets: the JSON files of the repository's own evals/ folder. Their cases
+        belong to the skill they expect (or to the library, when they expect none); a file there that is not
+        a routing set is reported, since a skill's eval files belong in its own folder."""
+        folder = self.root / "evals"
+        if not folder.is_dir() or not self.policy.inside(folder):
+            return []
+        owner = Skill(name=LIBRARY_OWNER, dir="evals", path=str(folder), skill_md="")
+        read: list[Path] = []
+        for path in sorted(folder.glob("*.json")):
+            if not is_unicode(path.name):
+                # Its cases would be named by it (`<stem>:<id>`); a file of no skill: a warning, never a hold on all.
+                self.findings.append(warning(NAME_NOT_UTF8, self.show(path), 1,
+                                             "a routing set whose name is not valid UTF-8 (shown escaped): its cases "
+                                             "would be named by it, so it is not read. Rename it in UTF-8"))
+                continue
+            doc, problems = jsonfile.read(path, self.policy)
+            self.findings.extend(problems)
+            if doc is None:
+                continue
+            the_shape, why = formats.shape(doc.data, path.name)
+            if the_shape != "routing":
+                self.findings.append(warning(
+                    "eval-format-unknown", self.show(path), 1,
+                    f"{path.name} is {why}; at the repository's evals/ the runner reads routing sets "
+                    "(`{cases: [{id, prompt, expected}]}`) only — a skill's eval files belong in <skill>/evals/"))
+                continue
+            read.append(path)
+            prefix = "" if path.stem == "routing" else f"{path.stem}:"
+            self._load_items(doc, owner, self.show(path), "routing", prefix, path.stem)
+        return read
+
+    # -- agents --
+    def load_agents(self) -> dict[str, Agent]:
+        return {name: Agent(name=name, file=self.show(Path(file))) for name, file in sorted(self.layout.agents.items())}
+
+    # -- overrides --
+    def apply_case_overrides(self) -> None:
+        by_uid = {case.uid: case for case in self.cases}
+        for override in self.settings.case_override:
+            case = by_uid.get(override.uid)
+            if case is None:
+                self.findings.append(error("override-unknown-case", self.settings_shown, 1,
+                                           f"case_override names {override.uid!r}, which is not a case of this "
+                                           "library (uids are <skill>/<source>/<id>)"))
+                continue
+            case.kind, case.kind_rule = override.kind, "override"
+        known = {case.uid for case in self.cases}
+        for assertion_override in self.settings.assertion_override:
+            if assertion_override.uid not in known:
+                self.findings.append(error("override-unknown-case", self.settings_shown, 1,
+                                           f"assertion_override names {assertion_override.uid!r}, which is not a "
+                                           "case of this library"))
+
+
+def load_library(path: Path, settings: Settings, settings_file: Path | None = None) -> tuple[Library, list[Finding]]:
+    """Read the library at `path` (a repository root, a folder of skills or one skill's folder; see
+    runner.corpus.layout). Raises LibraryError only when there is no library there at all; everything else is
+    a finding."""
+    layout, layout_findings = discover(path, settings)
+    root = Path(layout.root)
+    settings_shown = display_path(settings_file, root) if settings_file else SETTINGS_FILE
+    loader = _Loader(root, layout, settings, settings_shown)
+    loader.findings.extend(layout_findings)
+    agents_dirs = [root / d for d in layout.agents_dirs]
+    for folder in [Path(found.path) for found in layout.skills] + agents_dirs:
+        loader.findings.extend(scan_tree(folder, loader.policy))
+    skills = {found.name: loader.load_skill(found) for found in layout.skills}
+    agents = loader.load_agents()
+    loader.names = frozenset(names_of(skills, agents))
+    for skill in skills.values():
+        loader.load_cases(skill)
+    loader.load_trigger_sets(skills)
+    routing_files = loader.load_routing_sets() if layout.kind != "single-skill" else []
+    for case in loader.cases:
+        case.workspace_signals = classify.workspace_signals(case.prompt, loader.rules) if case.source != "probe" else []
+    loader.apply_case_overrides()
+    folders = [Path(found.path) for found in sorted(layout.skills, key=lambda f: f.name)]
+    library = Library(
+        root=str(root), skills_dir=layout.roots[0] if layout.roots else ".",
+        agents_dir=layout.agents_dirs[0] if layout.agents_dirs else None, layout=layout,
+        settings_file=str(settings_file) if settings_file else None,
+        content_hash=_content_hash(folders, [Path(f) for _, f in sorted(layout.agents.items())] + routing_files,
+                                   loader.policy),
+        skills=skills, agents=agents, cases=loader.cases, template_cases=loader.template_cases, probes=loader.probes,
+    )
+    return library, loader.findings
+
+
+def is_subagent(name: str) -> bool:
+    return name.endswith(SUBAGENT_SUFFIX)
+
+
+def subagent_name(name: str) -> str:
+    return name[: -len(SUBAGENT_SUFFIX)].strip()
+
+
+_SAFE_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def is_kebab(name: str) -> bool:
+    return bool(_SAFE_NAME.match(name))

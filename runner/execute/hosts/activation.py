@@ -1,0 +1,114 @@
+"""One activation recogniser for every host (claude-code, api, replay): which tool call is an activation, of what,
+and whether the host's answer rejected it.
+
+What counts (semantics §5, §2): a Skill tool call naming the skill (also `plugin:name`), in any turn; a Read of
+that skill's `.claude/skills/<name>/SKILL.md`; for a `<agent> (subagent)` target, a Task/Agent tool call with that
+agent type; and a prompt whose first line is `/name`, which the host expands itself (`slash-command`). The
+mechanism is recorded. A host calls `recognise` for each tool_use block (name, input, id, turn) and, when the
+call's tool_result arrives, `apply_result` with its `is_error`; `Turns` numbers the turns the same way for all.
+
+Rejected (the decision of issue 17): a call the host answered with an error tool_result is a rejected activation,
+whatever its mechanism, and a rejected activation never counts as fired (Observation.fired). The spec defines an
+activation as a call and is silent on a refused one; host-surface.md says only that an unknown skill name gets an
+`is_error` result, and the README already said a rejected Skill call does not count. The claude-code host used to
+keep a refused Task/Agent call (and a failed Read of a SKILL.md) as an activation while the replay host rejected
+it. Refused is what keeps results honest: a call the host refused did not load the skill's instructions into the
+model's context, and a refused Task/Agent call started no subagent — what the session did is what the case
+measures, not what the model asked for. Measured on CLI 2.1.332: with the default allowlist (Skill, Read, Glob,
+Grep) the CLI answers an Agent or Task call with "No such tool available: Agent. Agent is disabled for this
+session", an unknown agent type with "Agent type 'x' not found", and a Read of a SKILL.md that is not there (an
+unknown skill, or the probe control arm's excluded one) with "File does not exist" — none of these ran anything.
+
+Names: a Skill call's `skill` is trimmed (the CLI launches " pdf " as pdf), its `plugin:` prefix and leading `/`
+dropped, and a host's aliases applied (a frontmatter `name` that differs from the folder, mapped to the folder
+name); a Read's path is normalised first (the CLI reads `.claude/skills/./pdf/SKILL.md`). A Skill call without a
+name, a Read of any other file and a Task/Agent call without an agent type are no activation (they stay tool calls).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+
+from runner.execute.hosts.base import Activation, Mechanism
+
+SKILL_TOOL = "Skill"
+READ_TOOL = "Read"
+SUBAGENT_TOOLS = ("Task", "Agent")
+SKILLS_FOLDER = (".claude", "skills")
+SUBAGENT_SUFFIX = " (subagent)"
+# A prompt whose first line is `/name` of a user-invocable skill: the host expands the command itself (no Skill
+# tool call); Claude Code (with --replay-user-messages) echoes this tag as the first user message, the api host
+# sends it. An unknown `/name` is passed on as plain text, without the tag.
+COMMAND_NAME = re.compile(r"<command-name>/([^<\s]+)</command-name>")
+
+
+def skill_name(raw: str, aliases: Mapping[str, str] | None = None) -> str:
+    """The skill a Skill call's `skill` names ("" when none)."""
+    name = raw.strip().split(":")[-1].lstrip("/").strip()
+    return (aliases or {}).get(name, name)
+
+
+def skill_md_name(file_path: str) -> str | None:
+    """The skill whose SKILL.md this path is (`.../.claude/skills/<name>/SKILL.md`), or None."""
+    if not file_path.strip():
+        return None
+    parts = PurePosixPath(posixpath.normpath(file_path.strip())).parts
+    if len(parts) >= 4 and parts[-4:-2] == SKILLS_FOLDER and parts[-1] == "SKILL.md":
+        return parts[-2]
+    return None
+
+
+def recognise(tool: str, tool_input: object, tool_use_id: str | None, turn: int, is_error: bool | None = None,
+              aliases: Mapping[str, str] | None = None) -> Activation | None:
+    """The activation a tool_use block is, or None. `is_error`: its tool_result's, when the host already knows it
+    (None: no result yet, or none came; `apply_result` sets it later)."""
+    if not isinstance(tool_input, dict):
+        return None
+    name: str | None = None
+    mechanism: Mechanism | None = None
+    if tool == SKILL_TOOL and isinstance(tool_input.get("skill"), str):
+        name, mechanism = skill_name(tool_input["skill"], aliases), "skill-tool"
+    elif tool == READ_TOOL and isinstance(tool_input.get("file_path"), str):
+        name, mechanism = skill_md_name(tool_input["file_path"]), "skill-md-read"
+    elif tool in SUBAGENT_TOOLS and isinstance(tool_input.get("subagent_type"), str) \
+            and tool_input["subagent_type"].strip():
+        name, mechanism = f"{tool_input['subagent_type']}{SUBAGENT_SUFFIX}", "subagent"
+    if not name or mechanism is None:
+        return None
+    activation = Activation(name=name, mechanism=mechanism, turn=turn, tool_use_id=tool_use_id)
+    apply_result(activation, is_error)
+    return activation
+
+
+def apply_result(activation: Activation, is_error: bool | None) -> None:
+    """Mark an activation by its call's tool_result: an error result rejects it, for every mechanism (see the
+    module docstring: a refused call loaded no instructions and started no subagent)."""
+    activation.rejected = bool(is_error)
+
+
+def slash_command(text: str) -> Activation | None:
+    """The skill a `/name` prompt expanded, from the first user message's text (turn 0), or None."""
+    match = COMMAND_NAME.search(text)
+    return Activation(name=match.group(1), mechanism="slash-command", turn=0) if match else None
+
+
+class Turns:
+    """Turn numbers: one per model reply, in order of first appearance. Claude Code streams a reply as one message
+    per content block, all with the reply's id, so a turn is keyed by the message id; a message without one is a
+    turn of its own."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def of(self, message_id: str | None) -> int:
+        key = message_id or f"anon-{len(self.ids)}"
+        if key not in self.ids:
+            self.ids.append(key)
+        return self.ids.index(key)
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)

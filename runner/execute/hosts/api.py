@@ -1,0 +1,621 @@
+"""The api host: a direct Messages API APPROXIMATION of Claude Code's skill-selection surface.
+
+It is cheaper than running Claude Code and needs no CLI, but it is not the real host: it sends
+its own short system prompt and only two tools. What it copies from Claude Code (host-surface.md)
+is what decides skill selection as far as it can be copied through the public API:
+
+- the listing: `LISTING_HEADER`, then `- name: description` per model-invocable skill in name
+  order, or `- name` alone once the running total of entry lines would pass the character budget
+  (`listing_budget_chars`, default 8,000 — the greedy rule of runner/floor/listing.py). Claude Code puts
+  the listing in a `role: "system"` message inside `messages`, which the public Messages API does
+  not accept; here it is the second part of the `system` prompt. Skills whose folder has no
+  SKILL.md (Claude Code does not list them) and manual-only skills are not listed; a skill
+  without a description is listed as `- name` and reported as name-only, which is what the
+  model saw.
+- the Skill tool, with Claude Code's input schema; its result is `Launching skill: <name>` and the
+  SKILL.md body of the session's copy (frontmatter stripped), as Claude Code sends it.
+- a read-only `Read` tool confined to the session's project folder (a read of
+  `.claude/skills/<name>/SKILL.md` is an activation too, mechanism `skill-md-read`).
+
+Which call is an activation, and that an answer with an error rejects it, is decided for every host by
+runner.execute.hosts.activation (this host only answers the calls).
+
+The project folder is virtual (runner.execute.hosts.workspace.LibraryView): no tool of this host writes,
+so nothing is copied per session; reads come straight from the library under the rules a copied
+session folder had (no skill's answer key, no excluded skill, nothing resolving outside the
+repository, no file over the size limit).
+
+Speed and cost: one `AsyncAnthropic` client per host and event loop (a client builds an SSL
+context, ~26 ms of CPU, and keeps the connections), closed by `aclose()`. The tools and the system
+prompt with the listing are the same for every session of a run: the system block carries a
+`cache_control` breakpoint (the cache prefix is tools, then system, then messages) when that prefix
+reaches `CACHE_MIN_TOKENS` by the 4-characters-a-token estimate; below it no model caches and the
+system prompt stays a plain string. `prompt_caching=False` never marks it.
+
+Errors (never raised; an Observation with `error_kind`):
+- the session's wall clock (`asyncio.timeout(spec.timeout_s)`) or the SDK's request timeout
+  (APITimeoutError, after its own retries) -> `timeout` (bounds_hit also holds "timeout");
+- a spend limit (runner.execute.ratelimit.spend_limit_cause: 429 `enforced_spend_limit_reached`, 429 without
+  `retry-after`, 400 "You have reached your specified ... API usage limits", 402) -> `spend-limit` with
+  the API's message, from the FIRST response: the client's innermost middleware raises
+  SpendLimitReached, which the SDK does not retry (the executor then stops the run);
+- any other 429 (`RateLimitError`: it has a `retry-after`, after the SDK's retries) -> `rate-limited`;
+- any other HTTP error status (`APIStatusError`) -> `api-error`, with the status code;
+- a connection the API dropped or refused (`APIConnectionError`: no readable response at all,
+  after the SDK's transport retries) -> `api-error` (the API failed, not the data);
+- a response that arrived but cannot be read -> `malformed`, with the reason: a body that is not JSON
+  or does not fit the SDK's schema (ValueError / APIResponseValidationError), and a 200 the SDK hands
+  over without checking (`reply_problem`): an error body (`{"type": "error", ...}`), an event stream
+  sent to this host's non-streaming request (with its `error` event), a Message whose usage, content,
+  blocks or stop_reason are missing or of the wrong type. The usage it does carry is still counted.
+Nothing is retried beyond the SDK's own transport retries (`max_retries`). Any other exception of
+`messages.create` is a bug of the runner and propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import typing
+import weakref
+from typing import Any, TypeGuard
+
+import anthropic
+from anthropic.types import CacheControlEphemeralParam, TextBlockParam
+
+from runner.corpus import frontmatter
+from runner.corpus.library import Library, Skill
+from runner.corpus.settings import HOST_DEFAULT_LISTING_BUDGET
+from runner.execute.hosts.activation import recognise, slash_command
+from runner.execute.hosts.base import (
+    Activation,
+    Bound,
+    ErrorKind,
+    ListingSeen,
+    Observation,
+    SessionSpec,
+    ToolCall,
+    Usage,
+    utf8_safe,
+)
+from runner.execute.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
+from runner.execute.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
+from runner.floor import listing
+from runner.floor.surface import LISTING_HEADER, Surface
+from runner.plan.prices import PriceTable
+
+HOST_NAME = "api"
+HOST_VERSION = "api-approximation"
+CHARS_PER_TOKEN = 4  # the estimate runner.plan.build uses; only for the per-session budget check
+READ_MAX_BYTES = 200 * 1024
+TOOL_INPUT_CHARS = 300
+SKILLS_PREFIX = SKILLS_PARTS
+# The smallest minimum cacheable prefix the prompt-caching docs give (Sonnet 4.5/4.6, Opus 4/4.1:
+# 1024 tokens; Haiku 4.5 and Opus 4.5/4.6: 4096). A shorter prefix is never cached by any model.
+CACHE_MIN_TOKENS = 1024
+EPHEMERAL: CacheControlEphemeralParam = {"type": "ephemeral"}
+# A request's `system`: the text, or one text block marked for caching (ApiHost.system_param).
+SystemParam = str | list[TextBlockParam]
+
+BASE_PROMPT = (
+    "You are Claude, an AI assistant helping a user with tasks in a software project. The project "
+    "folder is your working directory; file paths are relative to it.\n"
+    "Skills are packaged instructions for particular kinds of task. When one of the skills listed "
+    "below is relevant to the user's request, use it by calling the Skill tool with its name before "
+    "doing the task; otherwise answer directly. You can read files of the project with the Read tool."
+)
+
+SKILL_TOOL: dict[str, Any] = {
+    "name": "Skill",
+    "description": (
+        "Execute a skill within the main conversation. Skills provide specialised instructions for "
+        "particular tasks. Call this tool with the skill's name (as listed) to load its instructions, "
+        "then follow them. Optional `args` are passed to the skill. Only skills listed as available "
+        "can be used."
+    ),
+    "input_schema": {"type": "object", "properties": {"skill": {"type": "string"}, "args": {"type": "string"}},
+                     "required": ["skill"]},
+}
+
+READ_TOOL: dict[str, Any] = {
+    "name": "Read",
+    "description": (
+        "Read a text file of the project folder (read-only). `file_path` is a path relative to the "
+        "project folder, or an absolute path inside it. Files larger than 200 KB cannot be read."
+    ),
+    "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}},
+                     "required": ["file_path"]},
+}
+
+TOOLS: list[dict[str, Any]] = [SKILL_TOOL, READ_TOOL]
+TOOLS_CHARS = len(json.dumps(TOOLS))
+
+
+class _SessionError(Exception):
+    """An observed failure of the session (not a runner bug): becomes the Observation's error."""
+
+    def __init__(self, kind: ErrorKind, message: str, bound: Bound | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.bound = bound
+
+
+def _classify(exc: BaseException) -> _SessionError | None:
+    """The error kind of an exception from one `messages.create` call; None = not the API's doing."""
+    if isinstance(exc, SpendLimitReached):
+        return _SessionError("spend-limit", exc.cause)
+    if isinstance(exc, anthropic.APITimeoutError):
+        return _SessionError("timeout", f"the API request timed out after the client's retries: {exc}", "timeout")
+    if isinstance(exc, anthropic.APIStatusError):
+        # A client built without SpendLimitMiddleware still tells a spend limit apart (after its retries).
+        cause = spend_limit_cause(exc.status_code, exc.response.headers, exc.body)
+        if cause is not None:
+            return _SessionError("spend-limit", cause)
+        if isinstance(exc, anthropic.RateLimitError):
+            retry_after = exc.response.headers.get("retry-after-ms") or exc.response.headers.get("retry-after")
+            return _SessionError("rate-limited",
+                                 f"HTTP 429 (retry-after {retry_after}) after the client's retries: {exc}")
+        return _SessionError("api-error", f"HTTP {exc.status_code}: {exc}")
+    if isinstance(exc, anthropic.APIConnectionError):
+        underlying = exc.__cause__ or exc.__context__
+        detail = f" ({type(underlying).__name__}: {underlying})" if underlying else ""
+        return _SessionError("api-error", f"connection to the API failed after the client's retries: {exc}{detail}")
+    if isinstance(exc, (anthropic.APIResponseValidationError, ValueError)):
+        return _SessionError("malformed", f"the API response could not be read: {type(exc).__name__}: {exc}")
+    return None
+
+
+# ---- reading a reply ---------------------------------------------------------------------------
+# The SDK builds a 200 body into a Message WITHOUT validating it (the client's default): an error body, an
+# event stream (left as text) or a Message with fields null arrive as they are. The runner reads only what
+# these checks let through, so no reply can raise past them. Also used by runner.judge.prose.
+
+STOP_REASONS = frozenset(typing.get_args(anthropic.types.StopReason))
+# The blocks a reply to these requests can hold (thinking, should a model think unasked, is passed back as it
+# came); any other type (a server tool's, ...) answers something no request asked for.
+BLOCK_TYPES = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
+_REQUIRED_COUNTS = ("input_tokens", "output_tokens")
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def reply_usage(response: object) -> Usage | str:
+    """The reply's token counts, or why they cannot be read (then the reply's cost is unknown)."""
+    used = getattr(response, "usage", None)
+    if used is None:
+        return "the reply has no usage figures (its cost is unknown)"
+    counts: dict[str, int] = {}
+    for name in Usage.model_fields:
+        value = getattr(used, name, None)
+        if value is None and name not in _REQUIRED_COUNTS:
+            value = 0  # the API leaves the cache fields null when nothing was cached
+        if _is_count(value):
+            counts[name] = value
+        else:
+            return f"usage.{name} is {value!r}, not a token count (the reply's cost is unknown)"
+    return Usage(**counts)
+
+
+def _error_text(error: object) -> str:
+    """`type: message` of an API error object (a dict, or the SDK's attribute bag)."""
+    def field(name: str) -> object:
+        return error.get(name) if isinstance(error, dict) else getattr(error, name, None)
+    return f"{field('type')}: {field('message')}"
+
+
+def _stream_problem(body: str) -> str:
+    """A body the SDK left as text: an event stream answering a request without `stream`, or anything else."""
+    if not body.lstrip().startswith(("event:", "data:")):
+        return f"a body that is not a Message: {body[:200]!r}"
+    for event in body.split("\n\n"):
+        lines = dict(line.split(":", 1) for line in event.splitlines() if ":" in line)
+        if lines.get("event", "").strip() == "error":
+            try:
+                error = json.loads(lines.get("data", "")).get("error")
+            except (ValueError, AttributeError):
+                error = None
+            return f"an event stream (not the JSON Message asked for) whose error event says {_error_text(error)}"
+    return "an event stream, not the JSON Message asked for"
+
+
+def _block_problem(block: object) -> str | None:
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return None if isinstance(getattr(block, "text", None), str) else "a text block whose text is not a string"
+    if kind == "tool_use":
+        if not isinstance(getattr(block, "id", None), str) or not isinstance(getattr(block, "name", None), str):
+            return "a tool_use block without a string id and name"
+        tool_input = getattr(block, "input", None)
+        if not isinstance(tool_input, dict):
+            return f"a tool_use block whose input is {type(tool_input).__name__}, not an object"
+        return None
+    return None if kind in BLOCK_TYPES else f"a block of type {kind!r}, which no request asked for"
+
+
+def reply_problem(response: object) -> str | None:
+    """Why the result of `messages.create` is not an assistant Message this runner can read, or None."""
+    if isinstance(response, str):
+        return _stream_problem(response)
+    kind, role = getattr(response, "type", None), getattr(response, "role", None)
+    if kind == "error":
+        return f"an error body with HTTP 200: {_error_text(getattr(response, 'error', None))}"
+    if kind != "message" or role != "assistant":
+        return f"not an assistant Message (type {kind!r}, role {role!r}): {type(response).__name__}"
+    used = reply_usage(response)
+    if isinstance(used, str):
+        return used
+    content = getattr(response, "content", None)
+    if not isinstance(content, list):
+        return f"its content is {type(content).__name__}, not a list of blocks"
+    for index, block in enumerate(content):
+        problem = _block_problem(block)
+        if problem is not None:
+            return f"content block {index} is {problem}"
+    stop_reason = getattr(response, "stop_reason", None)
+    if stop_reason not in STOP_REASONS:
+        return f"its stop_reason {stop_reason!r} is not one the Messages API defines"
+    return None
+
+
+def reply_record(response: object) -> dict[str, Any]:
+    """The reply as the transcript keeps it, readable or not."""
+    if hasattr(response, "model_dump"):
+        return response.model_dump(mode="json", exclude_none=False, warnings=False)
+    return {"unreadable": str(response)[:4000]}
+
+
+class ApiHost:
+    name = HOST_NAME
+
+    def __init__(self, library: Library, files: LibraryFiles, prices: PriceTable, api_key: str,
+                 base_url: str | None, listing_budget_chars: int | None, max_description_chars: int = 1536,
+                 max_retries: int = 2, prompt_caching: bool = True):
+        self.library = library
+        self.files = files
+        # Other names Claude Code accepts in a Skill call (a frontmatter `name` that differs from the folder).
+        self.aliases = library.aliases()
+        self.prices = prices
+        self._api_key = api_key
+        self.base_url = base_url
+        self.listing_budget_chars = listing_budget_chars
+        self.max_description_chars = max_description_chars
+        self.max_retries = max_retries
+        self.prompt_caching = prompt_caching
+        # anthropic SDK client middleware (runner.execute.executor adds the run's rate limiter before the first call).
+        self.middleware: list[anthropic.Middleware] = []
+        # One client per event loop: a client is bound to the loop its connections were made in.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = \
+            weakref.WeakKeyDictionary()
+        self._systems: dict[tuple[str, ...], tuple[SystemParam, list[str], list[str]]] = {}
+        self._views: dict[frozenset[str], LibraryView] = {}
+
+    def __repr__(self) -> str:  # never show the key
+        return f"ApiHost(base_url={self.base_url!r}, listing_budget_chars={self.listing_budget_chars!r})"
+
+    def versions(self) -> dict[str, str]:
+        return {"anthropic": anthropic.__version__, "host": HOST_VERSION}
+
+    # ---- the listing ---------------------------------------------------------------------------
+
+    def _listed(self, skill: Skill, exclude: list[str]) -> bool:
+        return (not skill.manual_only and skill.name not in exclude
+                and skill.name in self.files.skills and (self.files.skills[skill.name] / "SKILL.md").is_file())
+
+    def build_listing(self, exclude: list[str]) -> tuple[str, list[str], list[str]]:
+        """(listing text, names with a description, names alone). Excluded skills are absent."""
+        budget = self.listing_budget_chars or HOST_DEFAULT_LISTING_BUDGET
+        listed = [s for s in self.library.skills.values() if self._listed(s, exclude)]
+        fitted = listing.fit(listed, budget, self.max_description_chars)
+        return "\n".join([LISTING_HEADER, *fitted.lines]), fitted.with_description, fitted.name_only
+
+    def _system(self, listing_text: str) -> str:
+        return BASE_PROMPT + "\n\n" + listing_text
+
+    def system_param(self, exclude: list[str]) -> tuple[SystemParam, list[str], list[str]]:
+        """The request's `system` (marked for caching when it can be cached), names with a description,
+        names alone. Built once per exclusion set: every session of a run sends the same prefix."""
+        key = tuple(sorted(exclude))
+        if key not in self._systems:
+            text, with_description, name_only = self.build_listing(exclude)
+            prompt = self._system(text)
+            system: SystemParam = prompt
+            if self.prompt_caching and (len(prompt) + TOOLS_CHARS) // CHARS_PER_TOKEN >= CACHE_MIN_TOKENS:
+                system = [{"type": "text", "text": prompt, "cache_control": EPHEMERAL}]
+            self._systems[key] = (system, with_description, name_only)
+        return self._systems[key]
+
+    def view(self, exclude: list[str]) -> LibraryView:
+        """The read-only project every session with this exclusion set sees: one per set, since what it
+        blocks (every answer key, the excluded skills) is resolved once, not per session."""
+        key = frozenset(exclude)
+        if key not in self._views:
+            self._views[key] = LibraryView(self.files, key)
+        return self._views[key]
+
+    def client(self) -> anthropic.AsyncAnthropic:
+        """This event loop's client (per-request timeouts are passed with each call)."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            # SpendLimitMiddleware last = innermost: a spend limit raises before the rate limiter (runner.execute.executor
+            # adds it to self.middleware) pauses for it and before the SDK retries it.
+            client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
+                                              max_retries=self.max_retries,
+                                              middleware=[*self.middleware, SpendLimitMiddleware()])
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close this event loop's client (call it before the loop ends)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    async def surface(self) -> Surface:
+        text, with_description, name_only = self.build_listing([])
+        system = self._system(text)
+        invocable = sorted(s.name for s in self.library.skills.values() if not s.manual_only)
+        listed = set(with_description) | set(name_only)
+        marked, _, _ = self.system_param([])
+        cached = 0 if isinstance(marked, str) else len(json.dumps(marked)) + len(json.dumps(TOOLS))
+        return Surface(host=HOST_NAME, listing_budget_chars=self.listing_budget_chars,
+                       with_description=with_description, name_only=name_only,
+                       missing=[name for name in invocable if name not in listed], listing_chars=len(text),
+                       request_chars=len(system) + len(json.dumps(TOOLS)), tools=[t["name"] for t in TOOLS],
+                       cached_prefix_chars=cached, cache_layout="prefix" if cached else "none")
+
+    # ---- one session ---------------------------------------------------------------------------
+
+    async def run(self, spec: SessionSpec) -> Observation:
+        started = time.monotonic()
+        system, with_description, name_only = self.system_param(spec.exclude_skills)
+        view = self.view(spec.exclude_skills)
+        session = _Session(self, spec, system, set(with_description) | set(name_only), view)
+        obs = Observation(attempt_id=spec.attempt_id, host=HOST_NAME,
+                          listing=ListingSeen(with_description=with_description, name_only=name_only))
+        session.expand_command()
+        try:
+            async with asyncio.timeout(spec.timeout_s):
+                await session.loop(self.client())
+        except TimeoutError:
+            session.fail(_SessionError("timeout", f"the session outlived its {spec.timeout_s:g} s wall-clock "
+                                                  "bound", "timeout"))
+        session.fill(obs)
+        obs.duration_s = time.monotonic() - started
+        return _scrub(utf8_safe(obs), self._api_key)
+
+
+class _Session:
+    """The state of one session's conversation."""
+
+    def __init__(self, host: ApiHost, spec: SessionSpec, system: SystemParam, listed: set[str],
+                 view: LibraryView):
+        self.host = host
+        self.spec = spec
+        self.system = system
+        self.system_chars = len(system) if isinstance(system, str) else sum(len(b["text"]) for b in system)
+        self.listed = listed
+        self.view = view
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": spec.prompt}]
+        shown = system if isinstance(system, str) else "".join(block["text"] for block in system)
+        self.transcript: list[dict[str, Any]] = [{"role": "system", "content": shown},
+                                                 {"role": "user", "content": spec.prompt}]
+        self.activations: list[Activation] = []
+        self.tool_calls: list[ToolCall] = []
+        self.usage = Usage()
+        self.turns = 0
+        self.final_answer: str | None = None
+        self.bounds: list[Bound] = []
+        self.error: _SessionError | None = None
+        self.last_input_tokens = 0
+        self.chars_at_last_call = 0
+        self.first_turn_input: int | None = None
+
+    def fail(self, error: _SessionError) -> None:
+        self.error = error
+        if error.bound and error.bound not in self.bounds:
+            self.bounds.append(error.bound)
+
+    def cost(self) -> float | None:
+        return self.host.prices.cost(self.spec.model, self.usage)
+
+    def request_chars(self) -> int:
+        return self.system_chars + TOOLS_CHARS + len(json.dumps(self.messages))
+
+    def over_budget(self) -> bool:
+        """Would the spent cost plus the worst case of one more call pass spec.max_usd?"""
+        if self.spec.max_usd is None:
+            return False
+        chars = self.request_chars()
+        input_tokens = chars // CHARS_PER_TOKEN + 1
+        if self.turns:
+            input_tokens = max(input_tokens,
+                               self.last_input_tokens + (chars - self.chars_at_last_call) // CHARS_PER_TOKEN + 1)
+        spent = self.cost()
+        worst = self.host.prices.cost(self.spec.model, Usage(input_tokens=input_tokens,
+                                                             output_tokens=self.spec.max_output_tokens))
+        if spent is None or worst is None:
+            return False  # price unknown: the budget cannot be enforced here (the plan says so)
+        return spent + worst > self.spec.max_usd + 1e-12
+
+    async def loop(self, client: anthropic.AsyncAnthropic) -> None:
+        deadline = time.monotonic() + self.spec.timeout_s
+        while True:
+            if self.turns >= self.spec.max_turns:
+                self.bounds.append("max-turns")
+                return
+            if self.over_budget():
+                self.bounds.append("max-budget")
+                return
+            # Only the budget check needs the request's size: no JSON of the messages otherwise.
+            chars = self.request_chars() if self.spec.max_usd is not None else 0
+            try:
+                response = await client.messages.create(
+                    model=self.spec.model, max_tokens=self.spec.max_output_tokens, system=self.system,
+                    tools=TOOLS, messages=self.messages,  # type: ignore[arg-type]
+                    timeout=max(0.05, deadline - time.monotonic()))
+            except Exception as exc:  # noqa: BLE001 - classified below; anything else is a runner bug
+                error = _classify(exc)
+                if error is None:
+                    raise
+                self.fail(error)
+                return
+            problem = self.take_reply(response, chars)
+            if problem is not None:
+                self.fail(_SessionError("malformed", f"the API's reply could not be read: {problem}"))
+                return
+            turn = self.turns
+            self.turns += 1
+            content = [block.model_dump(mode="json", exclude_none=True) for block in response.content]
+            self.messages.append({"role": "assistant", "content": content})
+            tool_uses = [block for block in response.content if block.type == "tool_use"]
+            if response.stop_reason != "tool_use" or not tool_uses:
+                self.final_answer = "".join(block.text for block in response.content if block.type == "text")
+                return
+            results = [self.answer(block.id, block.name, block.input, turn) for block in tool_uses]
+            user = {"role": "user", "content": results}
+            self.messages.append(user)
+            self.transcript.append(user)
+
+    def take_reply(self, response: object, chars: int) -> str | None:
+        """Count the reply's usage (whatever else is wrong with it, what it cost is spent) and keep it in the
+        transcript; why the rest cannot be read, or None."""
+        used = reply_usage(response)
+        if isinstance(used, Usage):
+            self.usage = self.usage.add(used)
+            if self.first_turn_input is None:
+                self.first_turn_input = used.input_tokens + used.cache_creation_input_tokens + used.cache_read_input_tokens
+            self.last_input_tokens = used.input_tokens + used.cache_creation_input_tokens + used.cache_read_input_tokens
+            self.chars_at_last_call = chars
+        self.transcript.append(reply_record(response))
+        return reply_problem(response)
+
+    # ---- tools ---------------------------------------------------------------------------------
+
+    def answer(self, tool_use_id: str, name: str, tool_input: Any, turn: int) -> dict[str, Any]:
+        tool_input = tool_input if isinstance(tool_input, dict) else {}
+        if name == "Skill":
+            content, is_error = self.skill(tool_input)
+        elif name == "Read":
+            content, is_error = self.read(tool_input)
+        else:
+            content, is_error = f"No such tool available: {name}", True
+        shown = json.dumps(tool_input, ensure_ascii=False)[:TOOL_INPUT_CHARS]
+        self.tool_calls.append(ToolCall(name=name, input=shown, turn=turn, is_error=is_error))
+        activation = recognise(name, tool_input, tool_use_id, turn, is_error=is_error, aliases=self.host.aliases)
+        if activation is not None:
+            self.activations.append(activation)
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+        if is_error:
+            result["is_error"] = True
+        return result
+
+    def expand_command(self) -> None:
+        """A prompt whose first line is `/name` of a user-invocable skill: the skill is loaded before
+        the first turn, in the blocks Claude Code sends for a slash command (measured on CLI 2.1.332)."""
+        first, _, rest = self.spec.prompt.partition("\n")
+        name = first.strip().removeprefix("/") if first.startswith("/") else ""
+        skill = self.host.library.skills.get(name)
+        if skill is None or skill.fields.get("user-invocable") is False or name in self.spec.exclude_skills:
+            return
+        body = self.skill_body(name)
+        if body is None:
+            return
+        command = (f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>\n"
+                   f"<command-args>{rest}</command-args>")
+        content = [{"type": "text", "text": command}, {"type": "text", "text": body}]
+        self.messages[0] = {"role": "user", "content": content}
+        self.transcript[1] = {"role": "user", "content": content}
+        # Recognised from the tag as the claude-code and replay hosts recognise it (a name the tag cannot carry,
+        # with a space or `<`, is still the command this host expanded).
+        self.activations.append(slash_command(command) or Activation(name=name, mechanism="slash-command", turn=0))
+
+    def skill_body(self, name: str) -> str | None:
+        """`Base directory ...` and the SKILL.md body the session sees, or None when there is none."""
+        skill_md = self.view.file((*SKILLS_PREFIX, name, "SKILL.md"))
+        if skill_md is None:
+            return None
+        text = skill_md.read_text(encoding="utf-8", errors="replace")
+        parts = frontmatter.split(text, name)
+        body = parts[2] if isinstance(parts, tuple) else text
+        return f"Base directory for this skill: {'/'.join((*SKILLS_PREFIX, name))}\n\n{body}"
+
+    def skill(self, tool_input: dict[str, Any]) -> tuple[Any, bool]:
+        # Which skill the call loads is this host's answer, as the CLI's is: like CLI 2.1.332 it trims the name and
+        # drops a leading `/`, and refuses `plugin:name` for a project skill (measured: "Unknown skill:
+        # plugin:migration-planner"). The activation is recorded by `answer` (runner.execute.hosts.activation).
+        raw = tool_input.get("skill")
+        name = raw.strip().removeprefix("/") if isinstance(raw, str) else ""
+        name = self.host.aliases.get(name, name)
+        skill_md = self.view.file((*SKILLS_PREFIX, name, "SKILL.md")) if name else None
+        if name not in self.listed or skill_md is None:
+            return f"Unknown skill: {name or raw}", True
+        return [{"type": "text", "text": f"Launching skill: {name}"},
+                {"type": "text", "text": self.skill_body(name) or ""}], False
+
+    def read(self, tool_input: dict[str, Any]) -> tuple[str, bool]:
+        raw = tool_input.get("file_path")
+        if not isinstance(raw, str) or not raw.strip():
+            return "Error: file_path must be a non-empty string", True
+        try:
+            return self._read(raw)
+        except (OSError, ValueError) as exc:  # a path the OS refuses (too long, NUL byte, ...)
+            return f"Error: {raw} cannot be read: {type(exc).__name__}", True
+
+    def _read(self, raw: str) -> tuple[str, bool]:
+        relative = self.view.parts(raw.strip())  # an absolute file_path replaces the project part
+        if relative is None:
+            return f"Error: {raw} is outside the project folder; only files of the project can be read", True
+        path = self.view.file(relative)
+        if path is None:
+            return f"Error: file does not exist: {raw}", True
+        size = path.stat().st_size
+        if size > READ_MAX_BYTES:
+            return f"Error: {raw} is {size:,} bytes, over the {READ_MAX_BYTES:,}-byte read limit", True
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return f"Error: {raw} is not a UTF-8 text file", True
+        return text, False
+
+    def fill(self, obs: Observation) -> None:
+        obs.activations = self.activations
+        obs.tool_calls = self.tool_calls
+        obs.turns = self.turns
+        obs.usage = self.usage
+        obs.cost_usd = self.cost() or 0.0
+        obs.host_cost_usd = None
+        obs.bounds_hit = self.bounds
+        obs.transcript = self.transcript
+        obs.prefix_hash = prefix_hash(self.spec.model, self.system)
+        obs.first_turn_input_tokens = self.first_turn_input
+        obs.model_calls = self.turns
+        if self.error is not None:
+            obs.error_kind = self.error.kind
+            obs.error_message = self.error.message
+            obs.final_answer = None
+        else:
+            obs.final_answer = self.final_answer
+
+
+def prefix_hash(model: str, system: SystemParam) -> str:
+    """16 hex characters over what every request of a session sends before its messages (model, tools, system):
+    sessions with one hash can read one cached prefix. Built once per exclusion set (`system_param`), so every
+    session of a run without excluded skills has the same."""
+    payload = json.dumps([model, TOOLS, system], sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _scrub(obs: Observation, secret: str) -> Observation:
+    """The observation with every occurrence of the API key replaced (defence in depth)."""
+    if len(secret) < 8:
+        return obs
+    dumped = obs.model_dump_json()
+    if secret not in dumped:
+        return obs
+    return Observation.model_validate_json(dumped.replace(json.dumps(secret)[1:-1], "[redacted]"))

@@ -1,0 +1,147 @@
+"""The host interface: one fresh session for one attempt, and what the harness observed in it.
+
+A host never decides PASS or FAIL. It reports what happened: which skills and subagents were
+activated (by which mechanism, in which turn), the tool calls, the final answer, usage and
+cost from the host's own figures, the bounds it hit, and — when it could not observe a result —
+an error with its kind. runner.results.verdicts turns observations into attempt outcomes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+from pydantic_core import PydanticSerializationError
+
+from runner.corpus.findings import printable_tree
+
+ErrorKind = Literal[
+    "api-error",      # the API answered with an error after the client's own transport retries
+    "rate-limited",   # 429 that outlived the retries
+    "spend-limit",    # spending must stop (runner.execute.ratelimit.spend_limit_cause: 429 enforced_spend_limit_reached or
+                      # without retry-after, 400 "...API usage limits", 402): the run stops
+    "timeout",        # the session outlived its wall-clock bound
+    "host-crash",     # the host process died or could not start
+    "malformed",      # the host or API produced output the harness cannot read
+    "ambiguous",      # the session ended in a way that does not show what happened
+]
+Mechanism = Literal["skill-tool", "skill-md-read", "subagent", "slash-command"]
+Bound = Literal["max-turns", "timeout", "max-budget"]
+
+
+class SessionSpec(BaseModel):
+    """Everything a host needs for one attempt; nothing else leaks in."""
+
+    attempt_id: str
+    uid: str
+    prompt: str
+    model: str
+    max_turns: int = Field(ge=1)
+    timeout_s: float = Field(gt=0)
+    max_output_tokens: int = Field(ge=1, default=4096)
+    max_usd: float | None = Field(default=None, description="This session's reservation; a host may enforce it.")
+    exclude_skills: list[str] = Field(default=[], description="Skills left out of the session (probe control arm).")
+    case_files: list[str] = Field(default=[], description="Files copied into the session's folder, at these paths "
+                                                        "relative to it.")
+    case_files_dir: str | None = Field(default=None, description="The folder `case_files` are relative to in the "
+                                                                 "library (the case's skill folder), absolute.")
+
+
+class Activation(BaseModel):
+    name: str = Field(description="A skill name, or `<agent> (subagent)`.")
+    mechanism: Mechanism
+    turn: int
+    tool_use_id: str | None = None
+    rejected: bool = Field(default=False, description="The host answered the call with an error (an unknown skill, a "
+                                                      "Read of a SKILL.md that is not there, a refused Task/Agent "
+                                                      "call): it never counts as fired (runner.execute.hosts.activation).")
+
+
+class ToolCall(BaseModel):
+    name: str
+    input: str = Field(description="The call's input as JSON, cut to a readable length.")
+    turn: int
+    is_error: bool | None = None
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def add(self, other: "Usage") -> "Usage":
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+
+
+class ListingSeen(BaseModel):
+    """The skill listing a session's model received, when the host can tell."""
+
+    with_description: list[str]
+    name_only: list[str]
+
+
+class Observation(BaseModel):
+    attempt_id: str
+    host: str
+    error_kind: ErrorKind | None = None
+    error_message: str | None = None
+    activations: list[Activation] = []
+    tool_calls: list[ToolCall] = []
+    final_answer: str | None = None
+    turns: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = Field(default=0.0, description="From the run's price table and the host's usage figures.")
+    host_cost_usd: float | None = Field(default=None, description="The host's own cost figure, when it gives one.")
+    bounds_hit: list[Bound] = []
+    listing: ListingSeen | None = None
+    duration_s: float = 0.0
+    prefix_hash: str | None = Field(default=None, description="A hash of what the session's model received before "
+                                                              "the case prompt, as far as the host can tell "
+                                                              "(runner.execute.hosts.claude_code.prefix_fingerprint, "
+                                                              "runner.execute.hosts.api.ApiHost.prefix_hash); sessions "
+                                                              "with one hash can share one prompt cache.")
+    model_calls: int | None = Field(default=None, description="Requests that got a reply from the model (the CLI's "
+                                                              "`num_turns` counts otherwise): the turns of the "
+                                                              "plan's cost model.")
+    first_turn_input_tokens: int | None = Field(default=None, description="Input tokens of the session's first "
+                                                                          "model call (all three input fields): "
+                                                                          "what the plan's cost basis is made of.")
+    session_path: str | None = Field(default=None, description="claude-code: how the session saw its folder "
+                                                               "(runner.execute.hosts.sessionpath: mount-namespace, "
+                                                               "user-namespace, per-session-path).")
+    transcript: list[dict] = Field(default=[], description="The host's messages, secrets removed.")
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    def fired(self) -> list[str]:
+        """Names activated (accepted by the host), in order, without repeats."""
+        seen: list[str] = []
+        for activation in self.activations:
+            if not activation.rejected and activation.name not in seen:
+                seen.append(activation.name)
+        return seen
+
+
+class Host(Protocol):
+    name: str
+
+    def versions(self) -> dict[str, str]:
+        """Versions that decide behaviour (SDK, CLI, model), recorded in the plan."""
+
+    async def run(self, spec: SessionSpec) -> Observation:
+        """Run one fresh session. Never raises for what happened inside the session: errors are
+        observations. Raises only for a bug in the runner itself."""
+
+
+def utf8_safe(obs: Observation) -> Observation:
+    """The observation, with any text UTF-8 cannot write kept as its visible escape. JSON allows half a surrogate
+    pair ("\\ud83d") and a model may send one in an answer or a tool input; unescaped it would make the attempt's
+    record, its transcript and the judge's request unwritable, and the attempt would be lost."""
+    try:
+        obs.model_dump_json()
+    except PydanticSerializationError:
+        return Observation.model_validate(printable_tree(obs.model_dump()))
+    return obs

@@ -1,0 +1,501 @@
+"""The real host: Claude Code through `claude-agent-sdk`, with Claude Code's own system prompt.
+
+Each attempt gets a fresh workspace (runner.execute.hosts.workspace), project settings only, no MCP
+servers, `dontAsk` permissions with a read-only tool allowlist that includes Skill, max turns,
+a wall-clock timeout, and an explicit minimal environment. The SDK merges the parent process's
+environment into the CLI's, so the CLI is started through a small wrapper that runs it under
+`env -i` with only the variables listed in KEEP: the runner's own secrets never reach a session.
+
+Speed: session folders go to a memory filesystem when one is available (workspace.default_parent),
+and the library is filtered and copied once per host into a read-only staging snapshot
+(runner.execute.hosts.workspace.Staging); each session's folder is hard links to it when the allowed tools
+cannot write, copies otherwise. Building and removing a session folder run in a worker thread, so
+one session's file work never stalls the event loop the other sessions' streams run on. `close()` /
+`aclose()` remove the snapshot (also done when the host is collected or at exit, as for the wrapper).
+
+Cost: what the model receives before the case prompt is kept byte-identical across the sessions of a run, so
+a prompt cache can serve it (issue 15; BENCHMARKS.md). Measured on CLI 2.1.332, two things varied per session:
+the system prompt's auto-memory paragraph named the session's own memory folder (under CLAUDE_CONFIG_DIR), and
+the first message's environment text named the session's working directory. Auto-memory is switched off
+(`CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`, passed through the wrapper's allowlist: without that the variable never
+reached the CLI; a session has no memory anyway, semantics §5), and each session's folder is seen at one fixed
+path where a namespace allows it (runner.execute.hosts.sessionpath, which also says what the fallback keeps). Each
+observation carries the session's prefix hash (`prefix_fingerprint`) and session-path mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import re
+import shlex
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import AsyncGenerator, Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, cast
+
+import claude_agent_sdk
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    Message,
+    ResultMessage,
+    SystemMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+    query,
+)
+from claude_agent_sdk import _errors as sdk_errors
+
+from runner.execute.hosts import sessionpath, workspace
+from runner.execute.hosts.activation import Turns, apply_result, recognise, slash_command
+from runner.execute.hosts.base import Activation, Bound, ErrorKind, Observation, SessionSpec, ToolCall, Usage, utf8_safe
+from runner.floor.surface import CaptureServer, Surface, surface_from_request
+from runner.plan.prices import PriceTable
+
+# Variables the CLI may see. Everything else of the runner's environment is dropped.
+KEEP = (
+    "PATH", "HOME", "TMPDIR", "LANG", "PWD", "CLAUDE_CONFIG_DIR", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING",
+    "DISABLE_BUG_COMMAND", "SLASH_COMMAND_TOOL_CHAR_BUDGET", "CLAUDE_CODE_MAX_OUTPUT_TOKENS", "CLAUDE_CODE_MAX_RETRIES",
+    "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK_VERSION", "CLAUDE_CODE_SDK_READS_SESSION_STATE",
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY",
+)
+MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+_INPUT_CHARS = 300
+
+
+def bundled_cli() -> Path:
+    return Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+
+
+def cli_version(cli: Path) -> str:
+    version_file = cli.parent / "claude.version"
+    if version_file.exists():
+        return version_file.read_text(encoding="utf-8").split()[0]
+    return "unknown"
+
+
+def write_env_wrapper(directory: Path, cli: Path, session_path: sessionpath.SessionPath | None = None) -> Path:
+    """A shell script that execs the CLI with only the KEEP variables (`env -i`), in the session's own
+    namespace with its folder at the fixed path when `session_path` has one (runner.execute.hosts.sessionpath)."""
+    keep = " ".join(f'${{{name}:+"{name}=${name}"}}' for name in KEEP)
+    final = f"exec /usr/bin/env -i {keep} {shlex.quote(str(cli))} \"$@\""
+    mode = session_path.mode if session_path is not None else sessionpath.FALLBACK
+    fixed = Path(session_path.path) if session_path is not None and session_path.path else sessionpath.FIXED_PATH
+    script = directory / "claude-minimal-env"
+    script.write_text(
+        "#!/bin/sh\n"
+        "# Written by skill-evals: the CLI sees only these variables, never the runner's environment.\n"
+        f"{sessionpath.script_line(mode, fixed, final)}\n", encoding="utf-8")
+    script.chmod(0o700)
+    return script
+
+
+def _as_dict(message: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        payload = dataclasses.asdict(message)
+        payload["_type"] = type(message).__name__
+        return payload
+    return {"_type": type(message).__name__, "repr": repr(message)}
+
+
+def _redact(messages: list[dict], secret: str | None) -> list[dict]:
+    if not secret:
+        return messages
+    text = json.dumps(messages, default=str)
+    if secret not in text:
+        return messages
+    return json.loads(text.replace(secret, "[redacted]"))
+
+
+class _Recorder:
+    """Turns the SDK's message stream into an Observation, whatever order things arrive in.
+
+    `aliases`: other names the host accepts for a skill (a frontmatter `name` that differs from the folder;
+    the CLI loads `.claude/skills/pdf-tools` for Skill("pdf") when its frontmatter says `name: pdf`), mapped
+    to the folder name every case and report uses."""
+
+    def __init__(self, spec: SessionSpec, aliases: dict[str, str] | None = None):
+        self.spec = spec
+        self.aliases = aliases or {}
+        self.activations: list[Activation] = []
+        self.calls: list[ToolCall] = []
+        self.activation_by_id: dict[str, Activation] = {}
+        self.call_by_id: dict[str, ToolCall] = {}
+        self.turns = Turns()
+        self.last_text: str | None = None
+        self.result: ResultMessage | None = None
+        self.api_error: str | None = None
+        self.spend_limit: str | None = None  # what the CLI's error message showed of a spend limit
+        self.unreadable: str | None = None  # why a reply of the API could not be counted
+        self.init: dict[str, Any] | None = None  # the CLI's init event: what it put before the prompt
+        self.first_turn_input: int | None = None  # the first API reply's input tokens (all three fields)
+        self.replies: set[str] = set()  # ids of the API's replies (not the CLI's own synthetic messages)
+        self.init_date = ""
+        self.transcript: list[dict] = []
+
+    def on_tool_use(self, block: ToolUseBlock, turn: int) -> None:
+        call = ToolCall(name=block.name, input=json.dumps(block.input)[:_INPUT_CHARS], turn=turn)
+        self.calls.append(call)
+        self.call_by_id[block.id] = call
+        activation = recognise(block.name, block.input, block.id, turn, aliases=self.aliases)
+        if activation is not None:
+            self.activation_by_id[block.id] = activation
+            self.activations.append(activation)
+
+    def on_tool_result(self, block: ToolResultBlock) -> None:
+        if block.tool_use_id in self.call_by_id:
+            self.call_by_id[block.tool_use_id].is_error = bool(block.is_error)
+        # Any call the CLI answered with an error is rejected, a refused Task/Agent call included
+        # (runner.execute.hosts.activation: it started no subagent, so it is no activation).
+        if block.tool_use_id in self.activation_by_id:
+            apply_result(self.activation_by_id[block.tool_use_id], block.is_error)
+
+    def on_message(self, message: Any) -> None:
+        self.transcript.append(_as_dict(message))
+        if isinstance(message, AssistantMessage):
+            turn = self.turns.of(message.message_id)
+            if message.error:
+                self.on_api_error(message)
+            elif self.unreadable is None:
+                self.unreadable = _usage_problem(message)
+            if message.model != "<synthetic>" and message.message_id:
+                self.replies.add(message.message_id)
+            if self.first_turn_input is None and message.model != "<synthetic>" and isinstance(message.usage, dict):
+                self.first_turn_input = sum(message.usage[name] for name in ("input_tokens", "cache_creation_input_tokens",
+                                                                             "cache_read_input_tokens")
+                                            if _is_count(message.usage.get(name)))
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    self.on_tool_use(block, turn)
+                elif isinstance(block, TextBlock) and block.text.strip():
+                    self.last_text = block.text
+        elif isinstance(message, UserMessage) and isinstance(message.content, str):
+            command = slash_command(message.content) if message.parent_tool_use_id is None else None
+            if command is not None and not self.turns.count:
+                self.activations.append(command)
+        elif isinstance(message, UserMessage) and isinstance(message.content, list):
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    self.on_tool_result(block)
+        elif isinstance(message, ResultMessage):
+            self.result = message
+        elif isinstance(message, SystemMessage) and message.subtype == "init" and self.init is None:
+            self.init = message.data if isinstance(message.data, dict) else {}
+            self.init_date = datetime.now(timezone.utc).date().isoformat()
+
+    def on_api_error(self, message: AssistantMessage) -> None:
+        """The CLI's message for the API error that ends the session (see "What the CLI shows" below)."""
+        self.api_error = message.error
+        text = " ".join(block.text for block in message.content if isinstance(block, TextBlock)).strip()
+        if self.spend_limit is None:
+            self.spend_limit = cli_spend_limit(message.error, None, text)
+
+
+# What the CLI's init event reports of the text it sends before the case prompt: the system prompt and tools
+# (version, model, tools, output style, memory), the first message's head (working directory, the skill and agent
+# listings, plugins, slash commands). With the date (the head ends "Today's date is ..."), equal fingerprints
+# meant byte-identical heads in every capture (tests/test_session_prefix.py).
+PREFIX_FIELDS = ("claude_code_version", "model", "cwd", "tools", "mcp_servers", "permissionMode", "output_style",
+                 "skills", "slash_commands", "agents", "plugins", "memory_paths")
+
+
+def prefix_fingerprint(init: dict[str, Any] | None, date: str) -> str | None:
+    """16 hex characters over what the init event reports of the session's head; None without an init event."""
+    if init is None:
+        return None
+    fields = {name: init.get(name) for name in PREFIX_FIELDS}
+    payload = json.dumps([fields, date], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _usage(raw: dict[str, Any] | None) -> Usage:
+    raw = raw or {}
+    return Usage(**{k: int(raw.get(k) or 0) for k in Usage.model_fields})
+
+
+# What the CLI shows of the API's faults in stream-json (measured on CLI 2.1.332 against tests/fake_anthropic.py):
+# - A retried error (a 429, a 5xx, a cut stream): one system message per retry, `{"type":"system","subtype":
+#   "api_retry","attempt","max_retries","retry_delay_ms","error_status","error"}`. `error` is the CLI's category
+#   ("rate_limit" for every 429); nothing of the response's headers or body is in it, so at that point a 429 of
+#   a spend limit (error.details.error_code enforced_spend_limit_reached, or no retry-after) cannot be told from
+#   a rate limit (retry_delay_ms neither: it is the CLI's backoff with jitter, with or without retry-after). The
+#   CLI retries such a 429 like any other: CLAUDE_CODE_MAX_RETRIES times (host_max_retries, default 2: 3
+#   requests, ~2 s of backoff), whatever its error code.
+# - The error that ends the session: an assistant message (model "<synthetic>") with `error` (a category) and
+#   the error as text, followed within milliseconds by a result with is_error and `api_error_status`. The text
+#   quotes the API's message: "API Error: Request rejected (429) · <message>"; "API Error: 400 You have reached
+#   your specified API usage limits. You will regain access on ..." (category "unknown"; before it the CLI sent
+#   the same turn twice more within ~20 ms, each time without one of its beta headers, and said nothing of
+#   it); for a 402 its own "Credit balance is too low" (category billing_error; one request, no retry).
+#   A spend limit is recognised from this message (cli_spend_limit), the first one that can show it; the
+#   session ends with the result that follows it, so nothing is left to cut short.
+# - A 200 that is no Message (an error body, or an event stream carrying an `error` event): the CLI sends the
+#   turn once more without streaming, then ends with category "unknown" and "API returned an empty or malformed
+#   response (HTTP 200) ..." -> `malformed`.
+# - A Message whose usage is null (or whose token counts are null): the assistant message's `usage` (the
+#   message_start's) is None or holds None, and the result reports success with 0 tokens and $0 -> `malformed`
+#   here (_usage_problem): the session's cost is unknown, so it is no result.
+
+# Words of the API's messages for a spend limit, as the CLI quotes them (the documented 400 says "API usage
+# limits"; the wording of the tier cap's 429 is not documented, its error code is not shown by the CLI).
+SPEND_WORDS = re.compile(r"usage limit|spend(?:ing)? (?:limit|cap)|credit balance", re.IGNORECASE)
+MALFORMED_200 = "malformed response (HTTP 200)"
+
+
+def cli_spend_limit(category: str | None, status: int | None, text: str) -> str | None:
+    """The spend limit an error the CLI reported shows, or None (see "What the CLI shows" above)."""
+    if category == "billing_error" or status == 402:
+        return f"HTTP 402 billing_error (the credit balance), as the CLI reports it: {text}"
+    if SPEND_WORDS.search(text):
+        shown = f"HTTP {status}" if status is not None else f"the CLI's error category {category}"
+        return f"a spend limit ({shown}), as the CLI reports it: {text}"
+    return None
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _usage_problem(message: AssistantMessage) -> str | None:
+    """Why a reply of the API carries no token counts the session's cost can be made of, or None."""
+    if message.model == "<synthetic>":  # the CLI's own message (an error it reports), no reply of the API
+        return None
+    usage = getattr(message, "usage", None)
+    counts = [usage.get(name) for name in ("input_tokens", "output_tokens")] if isinstance(usage, dict) else []
+    if len(counts) == 2 and all(_is_count(count) for count in counts):
+        return None
+    return (f"the API's reply {message.message_id} carried no usage figures ({usage!r}): the session's cost is "
+            "unknown")
+
+
+def _error_from_result(result: ResultMessage, api_error: str | None) -> tuple[ErrorKind | None, str | None]:
+    status = result.api_error_status
+    detail = "; ".join(result.errors or []) or (result.result or "")
+    spend = cli_spend_limit(api_error, status, detail) if (status is not None or api_error) else None
+    if spend is not None:
+        return "spend-limit", spend
+    if status == 429 or api_error == "rate_limit":
+        return "rate-limited", f"HTTP 429 from the API after the CLI's retries: {detail}".strip()
+    if status is None and api_error == "unknown" and MALFORMED_200 in detail:
+        return "malformed", f"the API's reply could not be read, as the CLI reports it: {detail}"
+    if status is not None or api_error in ("server_error", "authentication_failed", "billing_error",
+                                           "invalid_request", "unknown"):
+        shown = f"HTTP {status}" if status is not None else "an API error"
+        return "api-error", f"{shown} ({api_error or 'api error'}): {detail}".strip()
+    if result.subtype in ("success", "error_max_turns", "error_max_budget_usd"):
+        return None, None
+    return "ambiguous", f"the session ended with {result.subtype}: {detail}".strip()
+
+
+class ClaudeCodeHost:
+    name = "claude-code"
+
+    def __init__(self, files: workspace.LibraryFiles, prices: PriceTable,
+                 api_key: str, base_url: str | None, listing_budget_chars: int | None, allowed_tools: list[str],
+                 cli_path: str | None = None, work_parent: Path | None = None, max_retries: int = 2,
+                 aliases: dict[str, str] | None = None, session_namespace: sessionpath.Setting = "auto",
+                 auto_memory: bool = False):
+        self.files = files
+        self.aliases = aliases or {}
+        self.prices = prices
+        self.api_key = api_key
+        self.base_url = base_url
+        self.listing_budget_chars = listing_budget_chars
+        self.allowed_tools = allowed_tools
+        self.cli = Path(cli_path) if cli_path else bundled_cli()
+        # Session folders, the snapshot and the CLI wrapper: on a memory filesystem when there is one, under the
+        # run folder's own folder when a run gives one (workspace.claim_run_parent), so a killed run's are found.
+        self.work_parent = work_parent if work_parent is not None else workspace.default_parent()
+        self.max_retries = max_retries
+        self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=self.work_parent))
+        weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
+        # One fixed session path where a namespace allows it (detected once per process and setting).
+        self.session_path = sessionpath.detect(session_namespace)
+        # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the module docstring). True only to measure what it costs.
+        self.auto_memory = auto_memory
+        self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli, self.session_path)
+        self._staging: workspace.Staging | None = None
+        self._staging_lock = threading.Lock()
+        # Hard links are shared by all sessions: only when no allowed tool can write a file.
+        self.link = workspace.tools_are_read_only(allowed_tools)
+        # (attempt_id, phase) at each phase of a session: benchmarks/throughput.py times them.
+        self.trace: Callable[[str, str], None] | None = None
+
+    def _mark(self, spec: SessionSpec, phase: str) -> None:
+        if self.trace is not None:
+            self.trace(spec.attempt_id, phase)
+
+    def staging(self) -> workspace.Staging:
+        """The run's snapshot of the library, made by the first session that needs it."""
+        with self._staging_lock:
+            if self._staging is None:
+                self._staging = workspace.Staging(self.files, self.work_parent)
+            return self._staging
+
+    def build_workspace(self, spec: SessionSpec) -> workspace.Workspace:
+        base = Path(spec.case_files_dir) if spec.case_files_dir else None
+        case_files = [(base / f, f) for f in spec.case_files] if base is not None else []
+        return workspace.build(self.files, spec.exclude_skills, case_files, self.work_parent,
+                               staging=self.staging(), link=self.link)
+
+    def close(self) -> None:
+        """Remove the snapshot once no session runs; the host stays usable (a later session makes a new
+        one). The wrapper folder goes when the host is collected or the interpreter exits."""
+        with self._staging_lock:
+            if self._staging is not None:
+                self._staging.remove()
+                self._staging = None
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
+        """Run one session against a capture endpoint: the real first request, no model, no key."""
+        with CaptureServer() as capture:
+            probe = ClaudeCodeHost(self.files, self.prices,
+                                   api_key="skill-evals-surface-audit-no-key", base_url=capture.url,
+                                   listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
+                                   cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0,
+                                   auto_memory=self.auto_memory)
+            probe.session_path = self.session_path
+            probe.wrapper = self.wrapper
+            probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
+            obs = await probe.run(SessionSpec(attempt_id="surface-audit", uid="surface-audit", model=model,
+                                              prompt="Surface audit: this session only records its first request.",
+                                              max_turns=1, timeout_s=120))
+        if not capture.captured:
+            return Surface(host=self.name, listing_budget_chars=self.listing_budget_chars,
+                           error=f"the CLI sent no request to the capture endpoint ({obs.error_kind}: "
+                                 f"{obs.error_message})")
+        return surface_from_request(capture.captured[0], self.name, self.listing_budget_chars, library_names,
+                                    invocable)
+
+    def versions(self) -> dict[str, str]:
+        return {"claude-agent-sdk": claude_agent_sdk.__version__, "claude-code-cli": cli_version(self.cli)}
+
+    def environment(self, ws: workspace.Workspace, max_output_tokens: int) -> dict[str, str]:
+        seen = ws.seen_at(Path(self.session_path.path)) if self.session_path.path else ws
+        env = {
+            "PATH": MINIMAL_PATH, "HOME": str(seen.home), "TMPDIR": str(seen.root), "LANG": "C.UTF-8",
+            "CLAUDE_CONFIG_DIR": str(seen.config), "ANTHROPIC_API_KEY": self.api_key,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1",
+            # Bounds each model call, so the plan's worst case per session holds.
+            "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens),
+            "CLAUDE_CODE_MAX_RETRIES": str(self.max_retries),
+        }
+        if self.base_url:
+            env["ANTHROPIC_BASE_URL"] = self.base_url
+        if self.session_path.path:  # for the wrapper's bind only: not in KEEP, the CLI never sees it
+            env[sessionpath.ROOT_VARIABLE] = str(ws.root)
+        if not self.auto_memory:
+            env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] = "1"
+        if self.listing_budget_chars:
+            env["SLASH_COMMAND_TOOL_CHAR_BUDGET"] = str(self.listing_budget_chars)
+        return env
+
+    def options(self, spec: SessionSpec, ws: workspace.Workspace, stderr: list[str]) -> ClaudeAgentOptions:
+        return ClaudeAgentOptions(
+            system_prompt={"type": "preset", "preset": "claude_code"}, cwd=str(ws.project),
+            setting_sources=["project"], allowed_tools=list(self.allowed_tools), tools=list(self.allowed_tools),
+            permission_mode="dontAsk", max_turns=spec.max_turns, model=spec.model, env=self.environment(ws, spec.max_output_tokens),
+            max_budget_usd=spec.max_usd, mcp_servers={}, strict_mcp_config=True, cli_path=str(self.wrapper),
+            # Echo the user messages: the only sign of a skill the prompt invoked as `/name`.
+            extra_args={"replay-user-messages": None},
+            stderr=lambda line: stderr.append(line) if len(stderr) < 200 else None,
+        )
+
+    async def run(self, spec: SessionSpec) -> Observation:
+        started = time.monotonic()
+        self._mark(spec, "start")
+        building = asyncio.ensure_future(asyncio.to_thread(self.build_workspace, spec))
+        try:
+            ws = await asyncio.shield(building)
+        except asyncio.CancelledError:
+            # The thread finishes the folder anyway: remove it when it is done.
+            building.add_done_callback(lambda done: None if done.cancelled() or done.exception()
+                                       else done.result().remove())
+            raise
+        self._mark(spec, "workspace")
+        stderr: list[str] = []
+        recorder = _Recorder(spec, self.aliases)
+        error_kind: ErrorKind | None = None
+        error_message: str | None = None
+        # query() is an async generator function (its annotation says AsyncIterator): aclose() below ends it.
+        stream = cast(AsyncGenerator[Message, None], query(prompt=spec.prompt, options=self.options(spec, ws, stderr)))
+        try:
+            async with asyncio.timeout(spec.timeout_s):
+                async for message in stream:
+                    recorder.on_message(message)
+        except TimeoutError:
+            error_kind, error_message = "timeout", f"the session outlived its {spec.timeout_s:g} s bound"
+        except sdk_errors.CLIJSONDecodeError as exc:
+            error_kind, error_message = "malformed", f"the CLI printed output that is not JSON: {exc}"
+        except sdk_errors.ClaudeSDKError as exc:
+            # The CLI exits non-zero after an API error result; that result says what happened.
+            if recorder.result is None and recorder.api_error is None:
+                error_kind, error_message = "host-crash", f"{type(exc).__name__}: {exc}"
+        finally:
+            self._mark(spec, "stream-end")
+            try:
+                await stream.aclose()
+            finally:
+                await asyncio.to_thread(ws.remove)
+            self._mark(spec, "removed")
+        return self.observe(spec, recorder, error_kind, error_message, stderr, time.monotonic() - started)
+
+    def observe(self, spec: SessionSpec, recorder: _Recorder, error_kind: ErrorKind | None, error_message: str | None,
+                stderr: list[str], duration: float) -> Observation:
+        result = recorder.result
+        bounds: list[Bound] = []
+        usage = Usage()
+        turns = recorder.turns.count
+        final = None
+        host_cost = None
+        if recorder.spend_limit is not None:
+            # Whatever else the stream did, it showed a spend limit: that is what stops the run.
+            error_kind, error_message = "spend-limit", recorder.spend_limit
+        if error_kind == "timeout":
+            bounds.append("timeout")
+        if result is not None:
+            usage = _usage(result.usage)
+            turns = result.num_turns or turns
+            host_cost = result.total_cost_usd
+            if result.subtype == "error_max_turns":
+                bounds.append("max-turns")
+            elif result.subtype == "error_max_budget_usd":
+                bounds.append("max-budget")
+            elif result.subtype == "success" and not result.is_error:
+                final = result.result if result.result is not None else recorder.last_text
+            if error_kind is None:
+                error_kind, error_message = _error_from_result(result, recorder.api_error)
+            if error_kind is None and result.is_error:
+                error_kind, error_message = "ambiguous", f"the CLI reported an error result: {result.result}"
+        elif error_kind is None:
+            error_kind = "ambiguous"
+            error_message = "the CLI ended without a result message"
+        if error_kind is None and recorder.unreadable is not None:
+            error_kind, error_message = "malformed", recorder.unreadable
+        if error_kind and stderr and error_kind in ("host-crash", "ambiguous"):
+            error_message = f"{error_message} | stderr: {' '.join(stderr[-5:])[:500]}"
+        cost = self.prices.cost(spec.model, usage)
+        return utf8_safe(Observation(
+            attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind, error_message=error_message,
+            activations=recorder.activations, tool_calls=recorder.calls, final_answer=final, turns=turns,
+            usage=usage, cost_usd=cost if cost is not None else (host_cost or 0.0), host_cost_usd=host_cost,
+            bounds_hit=bounds, duration_s=round(duration, 3), prefix_hash=prefix_fingerprint(recorder.init,
+                                                                                             recorder.init_date),
+            session_path=self.session_path.mode, first_turn_input_tokens=recorder.first_turn_input,
+            model_calls=len(recorder.replies),
+            transcript=_redact(recorder.transcript, self.api_key)))

@@ -1,0 +1,461 @@
+"""A run from start to end: floor, selection, host, surface audit, plan, execution, results.
+
+The CLI calls these functions; they hold no state between calls. Credentials are read once
+from the environment into memory and handed to the host explicitly; the host never inherits
+the runner's environment (see runner.execute.hosts.claude_code).
+
+One process per run folder: `run` and `--resume` claim the folder first (RunDir.claim: a lock, and the cut
+of a torn line a killed process left), then build the host under that run folder's own session parent
+(emptied of a killed process's folders), and start the ledger from all earlier spend of the plan: the
+recorded attempts, and what the reservation journal shows no record for (`lost_in_flight`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from runner.corpus.findings import Finding
+from runner.corpus.library import Case, Library, Probe
+from runner.corpus.settings import MAX_REPEATS, ListingSettings, RunSettings, Settings, TierSettings
+from runner.execute.budget import Journal, Ledger, journal_totals
+from runner.execute.executor import STOP_CANCELLED, Executor, RunState, until_signalled
+from runner.execute.rundir import PLAN, RESERVATIONS, RESULTS, SURFACE, AttemptRecord, RunDir
+from runner.floor.gate import FloorGate
+from runner.floor.surface import Surface
+from runner.judge import calibration
+from runner.judge.prose import Judge, JudgeSettingsView, prompt_version
+from runner.plan import build as plan_mod
+from runner.plan import prices as prices_mod
+from runner.plan import quarantine as quarantine_mod
+from runner.plan.build import Plan
+from runner.plan.select import Selection, select_tier
+from runner.probes import calibration as probe_calibration
+from runner.results import build as results_mod
+from runner.results.build import LostInFlight
+
+KILL_SWITCH_ENV = "SKILL_EVALS_DISABLED"
+HOW_TO_GET_RESULTS = ("no ANTHROPIC_API_KEY reached this run, so nothing was executed: every case that could run "
+                      "is UNRUN (no-credentials), the others keep the plan's own reason. Set ANTHROPIC_API_KEY (in "
+                      "CI: a repository secret passed to the action) to execute the cases.")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    api_key: str | None
+    base_url: str | None
+
+
+def credentials_from_env(environ: dict[str, str] | os._Environ[str]) -> Credentials:
+    return Credentials(api_key=environ.get("ANTHROPIC_API_KEY") or None,
+                       base_url=environ.get("ANTHROPIC_BASE_URL") or None)
+
+
+def kill_switch(settings: Settings, environ: dict[str, str] | os._Environ[str]) -> bool:
+    return settings.run.disabled or environ.get(KILL_SWITCH_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+@dataclass
+class Options:
+    """What the command line may change for one run (everything else comes from settings)."""
+
+    tier: str = "full"
+    skills: tuple[str, ...] = ()
+    cases: tuple[str, ...] = ()
+    neighbours: bool = False
+    host: str | None = None
+    model: str | None = None
+    repeats: int | None = None
+    quorum: int | None = None
+    max_usd: float | None = None
+    concurrency: int | None = None
+    early_stop: bool | None = None
+    batch: bool = False
+    max_turns: int | None = None
+    timeout_s: float | None = None
+    listing_budget: int | None = None
+    judge_model: str | None = None
+    no_judge: bool | None = None
+    shard: tuple[int, int] | None = None
+    base: str | None = None
+    head: str | None = None
+    period: str | None = None
+    selection_file: Path | None = None
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """`i/n` (1-based) -> (i, n); a usage error (ValueError) otherwise."""
+    if not text:
+        return None
+    index, sep, count = text.partition("/")
+    if not sep or not index.isdigit() or not count.isdigit() or not 1 <= int(index) <= int(count):
+        raise ValueError(f"--shard takes i/n with 1 <= i <= n, got {text!r}")
+    return int(index), int(count)
+
+
+def in_shard(position: int, shard: tuple[int, int] | None) -> bool:
+    """Cases are dealt round-robin in plan order: every shard plans the same cases, runs its own."""
+    return shard is None or position % shard[1] == shard[0] - 1
+
+
+# The command-line option that sets each settings field, for messages.
+OPTION_OF = {"host": "--host", "model": "--model", "max_usd": "--max-usd", "concurrency": "--concurrency",
+             "max_turns": "--max-turns", "timeout_s": "--timeout", "early_stop": "--no-early-stop",
+             "budget_chars": "--listing-budget"}
+
+
+def _option_problem(exc: ValidationError) -> str:
+    problem = exc.errors()[0]
+    field_name = str(problem["loc"][0]) if problem["loc"] else ""
+    return f"{OPTION_OF.get(field_name, field_name)} {problem.get('input')!r}: {problem['msg']}"
+
+
+def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierSettings]:
+    """The settings with the options applied, each checked as the settings file's value would be (a bound, a
+    finite number, k against N). Raises ValueError with one line naming the option; a value of 0 is a value,
+    never "not given"."""
+    run_update = {k: v for k, v in {
+        "host": options.host, "model": options.model, "max_usd": options.max_usd,
+        "concurrency": options.concurrency, "max_turns": options.max_turns, "timeout_s": options.timeout_s,
+        "early_stop": options.early_stop,
+    }.items() if v is not None}
+    try:
+        run = RunSettings.model_validate({**settings.run.model_dump(), **run_update})
+        listing = ListingSettings.model_validate({**settings.listing.model_dump(), **(
+            {"budget_chars": options.listing_budget} if options.listing_budget is not None else {})})
+    except ValidationError as exc:
+        raise ValueError(_option_problem(exc)) from None
+    judge = settings.judge.model_copy(update={k: v for k, v in {
+        "model": options.judge_model, "enabled": False if options.no_judge else None}.items() if v is not None})
+    base = getattr(settings.tiers, options.tier)
+    repeats = options.repeats if options.repeats is not None else base.repeats
+    quorum = options.quorum if options.quorum is not None else (
+        base.quorum if options.repeats is None else repeats // 2 + 1)
+    try:
+        tier = TierSettings(repeats=repeats, quorum=quorum)
+    except ValidationError:
+        source = "--repeats" if options.repeats is not None else f"[tiers.{options.tier}] repeats"
+        if options.quorum is None or not 1 <= repeats <= MAX_REPEATS or repeats % 2 == 0:
+            raise ValueError(f"--repeats {repeats}: N must be odd, from 1 to {MAX_REPEATS:,} (an even N can tie)"
+                             ) from None
+        raise ValueError(f"--quorum {quorum}: k must be more than half of N and at most N (N = {repeats}, from "
+                         f"{source})") from None
+    return settings.model_copy(update={"run": run, "listing": listing, "judge": judge}), tier
+
+
+def make_host(name: str, library: Library, settings: Settings, credentials: Credentials,
+              prices: prices_mod.PriceTable, api_key_for_host: str, run_folder: Path | None = None) -> Any:
+    """`run_folder`: the run this host serves, whose lock this process holds (RunDir.claim). A claude-code
+    host then keeps its folders under that run folder's own session-folder parent, emptied first of what a
+    killed process of the same run folder left (workspace.claim_run_parent) and removed when the host goes."""
+    from runner.execute.hosts.workspace import LibraryFiles, claim_run_parent
+
+    files = LibraryFiles.of(library, settings.limits.max_file_bytes)
+    if name == "api":
+        from runner.execute.hosts.api import ApiHost
+        return ApiHost(library, files, prices, api_key_for_host, credentials.base_url,
+                       settings.listing.budget_chars, settings.listing.max_description_chars,
+                       max_retries=settings.run.host_max_retries)
+    from runner.execute.hosts.claude_code import ClaudeCodeHost
+    parent = claim_run_parent(run_folder) if run_folder is not None else None
+    host = ClaudeCodeHost(files, prices, api_key_for_host, credentials.base_url,
+                          settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path,
+                          work_parent=parent, max_retries=settings.run.host_max_retries, aliases=library.aliases(),
+                          session_namespace=settings.run.session_namespace)
+    if parent is not None:  # at exit too: a clean end leaves nothing behind, not even the empty folder
+        weakref.finalize(host, shutil.rmtree, str(parent), True)
+    return host
+
+
+async def audit_surface(host: Any, library: Library, model: str) -> Surface:
+    names = set(library.skills)
+    invocable = {name for name, skill in library.skills.items() if not skill.manual_only}
+    if host.name == "api":
+        return await host.surface()
+    return await host.surface(model, names, invocable)
+
+
+@dataclass
+class Prepared:
+    plan: Plan
+    plan_hash: str
+    cases: dict[str, Case]
+    host: Any
+    unknown_skills: list[str]
+    known_names: dict[str, str]
+    judge: Judge | None = None
+    shard: tuple[int, int] | None = None
+    selection: Selection | None = None
+    probes: dict[str, Probe] = field(default_factory=dict)
+
+
+def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.PriceTable, root: Path
+               ) -> tuple[Judge | None, str | None]:
+    """The judge, or why prose assertions will stay UNRUN."""
+    view = JudgeSettingsView(model=settings.judge.model, timeout_s=settings.judge.timeout_s,
+                             max_tokens=settings.judge.max_tokens, max_retries=settings.judge.max_retries)
+    if not settings.judge.enabled:
+        return None, "judge-disabled"
+    if not credentials.api_key:
+        return None, "no-credentials"
+    if settings.judge.require_calibration and not calibration.passing_record(root, settings.judge.model,
+                                                                               prompt_version()):
+        return None, "judge-not-calibrated"
+    return Judge(view, credentials.api_key, credentials.base_url, prices), None
+
+
+def prepare(library: Library, settings: Settings, options: Options, credentials: Credentials, audit: bool,
+            floor: FloorGate | None = None, rundir: RunDir | None = None) -> Prepared:
+    """Select, audit the surface (no spend, no key), and plan. Writes nothing but, with `rundir` (the folder
+    `run` will write to), its lock (`claim`: a second process on it is refused, RunFolderBusy) and the cut of a
+    torn tail a killed earlier run left there. `floor` holds back the cases the floor's errors are about (`plan`
+    and `run` pass the same gate, so they plan the same cases)."""
+    settings, tier = apply_options(settings, options)
+    unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
+        "no-credentials" if not credentials.api_key else None)
+    by_uid = {case.uid: case for case in library.cases}
+    if options.selection_file is not None:
+        selection = read_selection(options.selection_file, by_uid)
+    else:
+        selection = select_tier(library, options.tier, base=options.base, head=options.head,
+                                period=options.period or settings.select.period or None,
+                                fraction=settings.select.cadence_fraction, skills=list(options.skills),
+                                case_patterns=list(options.cases), with_neighbours=options.neighbours,
+                                max_full_cases=settings.select.max_full_cases,
+                                settings_paths=settings.select.settings_paths)
+    selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
+    prices = prices_mod.load(settings)
+    if unrun_all is None:
+        unpriced_model_refused(settings, prices)
+    # Claimed before the host exists (it empties the run folder's session parent) and before the audit runs.
+    # A selection naming unknown skills is refused by `run` anyway: no folder is made for it.
+    run_folder = claim(rundir) if rundir is not None and not unknown else None
+    host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "",
+                     run_folder)
+    surface = None
+    if audit and unrun_all != "kill-switch":
+        surface = asyncio.run(audit_surface(host, library, settings.run.model))
+    judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
+    plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
+                          prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)),
+                          probe_gates(library), batch=options.batch, floor=floor,
+                          session_path=getattr(host, "session_path", None),
+                          runs_folder=rundir.path.parent if rundir is not None else Path("runs"))
+    return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
+                    unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
+                    selection=selection, probes={p.uid: p for p in library.probes})
+
+
+def unpriced_model_refused(settings: Settings, prices: prices_mod.PriceTable) -> None:
+    """A model the price table does not know would cost nothing in the ledger: its sessions would reserve $0
+    and the cap would limit none of them. So a plan that would start sessions (a key, no kill switch) refuses it,
+    naming the way out (ValueError: a usage error of `plan` and `run`)."""
+    wanted = [("model", settings.run.model)] + ([("judge model", settings.judge.model)]
+                                                if settings.judge.enabled else [])
+    for what, model in wanted:
+        if prices.price(model) is None:
+            raise ValueError(f"the {what} {model!r} has no price in the price table (read on {prices.read_on}), so "
+                             f"the cap could not limit its spend; add [prices.\"{model}\"] with input and output "
+                             f"(USD per million tokens) to the settings, or choose a priced model: "
+                             f"{', '.join(sorted(prices.models))}")
+
+
+def probe_gates(library: Library) -> dict[str, plan_mod.ProbeGate]:
+    """Each probe's calibration state: only a finished record of its current content lets it run."""
+    gates = {}
+    for probe in library.probes:
+        status = probe_calibration.status(library, probe)
+        gates[probe.uid] = plan_mod.ProbeGate(state=status.state, verdict=status.verdict,
+                                              content_hash=probe.content_hash)
+    return gates
+
+
+def read_selection(path: Path, cases: dict[str, Case]) -> Selection:
+    """A selection made earlier (by `skill-evals select`, e.g. outside a container, where git runs)."""
+    try:
+        selection = Selection.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a selection written by `skill-evals select` ({str(exc).splitlines()[0]})") from exc
+    unknown = [c.uid for c in selection.cases if c.uid not in cases]
+    if unknown:
+        raise ValueError(f"{path}: the selection names cases this library does not have: {', '.join(unknown[:5])}")
+    return selection
+
+
+def known_names(library: Library) -> dict[str, str]:
+    """Every name the library answers to -> its canonical name (runner.corpus.library.Library.names)."""
+    return library.names()
+
+
+class ResumeError(Exception):
+    """The run folder cannot be resumed against this library (a usage error)."""
+
+
+def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credentials: Credentials,
+                   max_usd: float | None = None) -> Prepared:
+    """The plan of an earlier run, unchanged but for the cap; refuses when the library is no longer the same.
+
+    `max_usd`, when given, is the cap of the whole run folder from now on: the spend its finished attempts
+    already recorded counts against it (the ledger records it before the first start), so the run never spends
+    more in total than the number the user gave for this resume — lower than the plan's (stop earlier) or higher
+    (the user's consent to finish a run the plan's cap stopped; nothing already paid is paid again). Nothing a
+    verdict depends on changes, so the plan keeps its hash: every attempt, old and new, is of one plan. plan.json
+    is not rewritten; results.json shows the cap applied (plan.cap_usd, spend.cap_usd)."""
+    if not (rundir.path / PLAN).exists():
+        raise ResumeError(f"{rundir.path}: no {PLAN} to resume")
+    plan = load_plan(rundir)
+    planned_hash = plan.digest()
+    if max_usd is not None:
+        plan = plan.model_copy(update={"cap_usd": max_usd})
+    if plan.library.content_hash != library.content_hash:
+        raise ResumeError(f"{rundir.path}: the library changed since this run was planned (content hash "
+                          f"{plan.library.content_hash[:12]} then, {library.content_hash[:12]} now); start a new run")
+    cases = {c.uid: c for c in library.cases}
+    shard = None
+    if (rundir.path / SHARD).exists():
+        raw = json.loads(rundir.read_text(SHARD))
+        shard = (int(raw["index"]), int(raw["count"]))
+    missing = [c.uid for c in plan.cases if c.uid not in cases]
+    if missing:
+        raise ResumeError(f"{rundir.path}: planned cases are missing from the library: {', '.join(missing[:5])}")
+    run = settings.run.model_copy(update={"host": plan.host, "model": plan.model, "allowed_tools": plan.allowed_tools})
+    listing = settings.listing.model_copy(update={"budget_chars": plan.listing_budget_chars})
+    settings = settings.model_copy(update={"run": run, "listing": listing})
+    prices = prices_mod.load(settings)
+    host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "", claim(rundir))
+    # The plan decided whether there is a judge: a run planned without one resumes without one.
+    judge_settings = settings.judge.model_copy(update={"model": plan.judge_model or settings.judge.model,
+                                                       "enabled": plan.judge_model is not None})
+    judge, _ = make_judge(settings.model_copy(update={"judge": judge_settings}), credentials, prices,
+                          Path(library.root))
+    if judge is not None and judge.version != plan.judge_prompt_version:
+        raise ResumeError(f"{rundir.path}: the judge prompt changed since this run was planned "
+                          f"({plan.judge_prompt_version} then, {judge.version} now); start a new run")
+    if plan.unrun_all is None and not credentials.api_key:
+        plan = plan.model_copy(update={"unrun_all": "no-credentials"})
+        return Prepared(plan=plan, plan_hash=planned_hash, cases=cases, host=host, unknown_skills=[],
+                        known_names=known_names(library), shard=shard)
+    return Prepared(plan=plan, plan_hash=planned_hash, cases=cases, host=host, unknown_skills=[],
+                    known_names=known_names(library), judge=judge, shard=shard,
+                    probes={p.uid: p for p in library.probes})
+
+
+SHARD = "shard.json"
+
+
+def write_plan(rundir: RunDir, prepared: Prepared) -> None:
+    rundir.create()
+    rundir.write_json(PLAN, prepared.plan.model_dump_json(indent=2))
+    if prepared.shard:
+        rundir.write_json(SHARD, json.dumps({"index": prepared.shard[0], "count": prepared.shard[1]}))
+    if prepared.plan.surface is not None:
+        rundir.write_json(SURFACE, prepared.plan.surface.model_dump_json(indent=2))
+
+
+def load_plan(rundir: RunDir) -> Plan:
+    return Plan.model_validate_json(rundir.read_text(PLAN))
+
+
+def claim(rundir: RunDir) -> Path:
+    """Lock the run folder for this process and cut torn tails, saying each cut on stderr (a user watching
+    the run sees it as it happens; results.json lists every cut of the folder). Returns the folder."""
+    for repair in rundir.claim():
+        print(f"skill-evals: {rundir.path}: {repair.describe()}", file=sys.stderr)
+    return rundir.path
+
+
+def prior_attempts(rundir: RunDir, plan_hash: str) -> dict[str, list[AttemptRecord]]:
+    """Finished attempts of the same plan (cancelled ones are started again on resume)."""
+    prior: dict[str, list[AttemptRecord]] = {}
+    for record in rundir.iter_attempts(plan_hash=plan_hash, slim=True):
+        if record.status == "finished":
+            prior.setdefault(record.uid, []).append(record)
+    return prior
+
+
+def lost_in_flight(rundir: RunDir, plan_hash: str, prior: dict[str, list[AttemptRecord]]) -> LostInFlight:
+    """What the reservation journal says this plan spent beyond what the records show (runner.execute.budget).
+
+    Records that name a reservation are in the journal too (settled at their cost; a cancelled record costs
+    nothing), so the journal's total minus theirs is the spend no record shows: reservations in flight at a
+    kill, at their worst case, and sessions whose record was lost, at their real cost. `prior`: the finished
+    records of the plan (prior_attempts)."""
+    totals = journal_totals(rundir.path / RESERVATIONS, plan_hash)
+    journaled = sum(r.total_cost_usd for records in prior.values() for r in records if r.reservation_id)
+    return LostInFlight(usd=max(0.0, totals.usd - journaled), reservations=totals.unsettled,
+                        attempts=totals.unsettled_for)
+
+
+def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str) -> tuple[dict[str, list[AttemptRecord]], Ledger]:
+    """The finished attempts of the plan, and a ledger that journals to the run folder and starts from all
+    spend of earlier processes: recorded, and lost in flight at a kill (counted against the same cap)."""
+    prior = prior_attempts(rundir, plan_hash)
+    lost = lost_in_flight(rundir, plan_hash, prior)
+    if lost.usd > 0:
+        print(f"skill-evals: {rundir.path}: ${lost.usd:.4f} of spend no attempt record shows ({lost.reservations} "
+              f"reservation(s) in flight when an earlier process of this run was killed, at their worst case); "
+              f"counted against the cap", file=sys.stderr)
+    rundir.repair_tail(RESERVATIONS)
+    journal = Journal(plan_hash, lambda line, durable: rundir.append_line(RESERVATIONS, line, durable))
+    ledger = Ledger(cap_usd=plan.cap_usd, journal=journal)
+    ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records) + lost.usd)
+    return prior, ledger
+
+
+def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results_mod.Results:
+    """Run the plan; on SIGINT/SIGTERM stop starting, cancel in-flight sessions, write results."""
+    plan = prepared.plan
+    prior, ledger = open_ledger(rundir, plan, prepared.plan_hash)
+    state = RunState(ledger=ledger)
+    executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
+                        prepared.known_names, progress, prepared.judge, plan.judge_unavailable,
+                        mine=shard_uids(plan, prepared.shard), probes=prepared.probes)
+
+    async def main() -> None:
+        try:
+            await until_signalled(asyncio.ensure_future(executor.run(prior)), lambda: state.stop(STOP_CANCELLED))
+        finally:
+            if prepared.judge is not None:
+                await prepared.judge.aclose()
+            closer = getattr(prepared.host, "aclose", None)
+            if closer is not None:  # a host that keeps a client open for the run closes it in this loop
+                await closer()
+
+    if plan.unrun_all is None:
+        asyncio.run(main())
+    return finish(prepared, rundir, state.stop_reason, ledger.refused)
+
+
+def shard_uids(plan: Plan, shard: tuple[int, int] | None) -> set[str]:
+    return {case.uid for position, case in enumerate(plan.cases) if in_shard(position, shard)}
+
+
+def finish(prepared: Prepared, rundir: RunDir, stop_reason: str | None, refused: int = 0) -> results_mod.Results:
+    # Slim records: results need outcomes and costs, not the answers and tool calls (they stay on disk).
+    records = rundir.read_attempts(plan_hash=prepared.plan_hash, slim=True)
+    finished: dict[str, list[AttemptRecord]] = {}
+    for record in records:
+        if record.status == "finished":
+            finished.setdefault(record.uid, []).append(record)
+    results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, records, stop_reason, refused,
+                                shard_uids(prepared.plan, prepared.shard), prepared.shard,
+                                lost=lost_in_flight(rundir, prepared.plan_hash, finished), repairs=rundir.repairs())
+    rundir.write_json(RESULTS, results.model_dump_json(indent=2))
+    return results
+
+
+def floor_errors(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.level.value == "error"]
+
+
+def is_terminal() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI")

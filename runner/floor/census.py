@@ -1,0 +1,275 @@
+"""`skill-evals census`: what a library's eval corpus really contains.
+
+Counts come only from the loaded corpus; every classification is listed with the rule that made
+it, so an author can check the runner's reading of their files before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from runner.corpus import classify
+from runner.corpus.findings import Finding, counts
+from runner.corpus.library import Library, is_subagent, subagent_name
+from runner.corpus.settings import Settings
+from runner.floor.listing import ListingEstimate, estimate
+from runner.floor.validate import manual_only_targets
+
+SCHEMA_VERSION = 1
+# Seed 000 rules a script cannot check: a person reviews each probe against them.
+PROBE_REVIEW_ITEMS = (
+    "rule 3: the defects are independent (catching one does not make another obvious)",
+    "rule 4: the artifact is work, not a quiz (the task the skill exists for; the defect is in the material)",
+    "rule 7: the defect is realistic (something a real contributor would plausibly write)",
+)
+
+
+class CaseRef(BaseModel):
+    uid: str
+    rule: str | None = None
+    detail: str | None = None
+
+
+class SkillCounts(BaseModel):
+    total: int
+    templates: list[str]
+    real: int
+    manual_only: list[str]
+    with_evals: int
+    with_trigger_evals: int
+    with_probes: int
+
+
+class CaseCounts(BaseModel):
+    total: int
+    by_source: dict[str, int]
+    by_type: dict[str, int]
+    by_kind: dict[str, int]
+    by_format: dict[str, int] = {}
+    template_cases_not_run: int
+
+
+class Refusals(BaseModel):
+    total: int
+    by_rule: dict[str, int]
+    cases: list[CaseRef]
+
+
+class PatternBreaks(BaseModel):
+    refusal_like_ids_typed_no_trigger: list[CaseRef]
+    halt_cases: list[CaseRef]
+    decided_by_override_or_fallback: list[CaseRef]
+
+
+class AssertionCensus(BaseModel):
+    total: int
+    by_class: dict[str, int]
+    by_rule: dict[str, int]
+    by_kind_and_class: dict[str, dict[str, int]]
+    unjudgeable: list[CaseRef]
+    artifact_shape: list[CaseRef]
+
+
+class WorkspacePrompts(BaseModel):
+    total: int
+    by_signal: dict[str, int]
+    cases: list[CaseRef]
+
+
+class ManualOnly(BaseModel):
+    skills: list[str]
+    cases_targeting: int
+    by_source: dict[str, int]
+    cases: list[str]
+
+
+class Subagents(BaseModel):
+    defined: list[str]
+    expected_skill: list[CaseRef]
+    overlaps_with: list[CaseRef]
+    should_not_trigger: list[CaseRef]
+
+
+class ProbeSummary(BaseModel):
+    uid: str
+    kind: str
+    seeded_defects: int
+    shapes: list[str]
+    modifiers: list[str]
+    content_hash: str
+    review_items: list[str]
+
+
+class Census(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    library: dict[str, Any]
+    skills: SkillCounts
+    cases: CaseCounts
+    refusals: Refusals
+    pattern_breaks: PatternBreaks
+    assertions: AssertionCensus
+    workspace_prompts: WorkspacePrompts
+    manual_only: ManualOnly
+    subagents: Subagents
+    listing: ListingEstimate
+    probes: list[ProbeSummary]
+    findings: dict[str, int]
+
+
+def _counter(values: list[str]) -> dict[str, int]:
+    return dict(sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def compute(library: Library, settings: Settings, findings: list[Finding]) -> Census:
+    cases = library.cases
+    skills = list(library.skills.values())
+    evals_cases = [c for c in cases if c.source == "evals"]
+    refusals = [c for c in cases if c.kind == "refusal"]
+    assertions = [(c, a) for c in cases for a in c.assertions]
+    manual = [c for group in manual_only_targets(library).values() for c in group]
+    workspace = [c for c in cases if c.workspace_signals]
+    kind_class: dict[str, Counter] = {}
+    for case, assertion in assertions:
+        kind_class.setdefault(case.kind, Counter())[assertion.assertion_class] += 1
+    return Census(
+        library={"root": library.root, "skills_dir": library.skills_dir, "agents_dir": library.agents_dir,
+                 "content_hash": library.content_hash,
+                 **({"layout": library.layout.kind, "layout_description": library.layout.description,
+                     "roots": library.layout.roots, "layout_note": library.layout.note,
+                     "candidates": library.layout.candidates} if library.layout else {})},
+        skills=SkillCounts(
+            total=len(skills), templates=sorted(s.name for s in skills if s.template),
+            real=sum(1 for s in skills if not s.template),
+            manual_only=sorted(s.name for s in skills if s.manual_only),
+            with_evals=sum(1 for s in skills if any(f.endswith("/evals.json") for f in s.eval_files)),
+            with_trigger_evals=sum(1 for s in skills if s.trigger_file),
+            with_probes=len({p.skill for p in library.probes}),
+        ),
+        cases=CaseCounts(
+            total=len(cases), by_source=_counter([c.source for c in cases]),
+            by_type=_counter([c.case_type or f"({c.format})" for c in evals_cases]),
+            by_kind=_counter([c.kind for c in cases]), by_format=_counter([c.format for c in cases]),
+            template_cases_not_run=len(library.template_cases),
+        ),
+        refusals=Refusals(total=len(refusals), by_rule=_counter([c.kind_rule for c in refusals]),
+                          cases=[CaseRef(uid=c.uid, rule=c.kind_rule) for c in refusals]),
+        pattern_breaks=PatternBreaks(
+            refusal_like_ids_typed_no_trigger=[
+                CaseRef(uid=c.uid, rule=c.kind_rule, detail="refusal-like id, typed should_not_trigger: run as "
+                                                            "no_trigger (the type wins); override to change")
+                for c in evals_cases if c.case_type == "should_not_trigger"
+                and classify.looks_like_refusal_id(c.id, settings.classify)],
+            halt_cases=[CaseRef(uid=c.uid, rule=c.kind_rule, detail=f"halt case, run as {c.kind}")
+                        for c in evals_cases if classify.is_halt_id(c.id, settings.classify)],
+            decided_by_override_or_fallback=[
+                CaseRef(uid=c.uid, rule=c.kind_rule, detail=c.kind) for c in cases
+                if c.kind_rule in ("override", "unknown-case-type", "schema-invalid", "type-triggers-conflict")],
+        ),
+        assertions=AssertionCensus(
+            total=len(assertions), by_class=_counter([a.assertion_class for _, a in assertions]),
+            by_rule=_counter([a.class_rule for _, a in assertions]),
+            by_kind_and_class={k: dict(v) for k, v in sorted(kind_class.items())},
+            unjudgeable=[CaseRef(uid=f"{c.uid}#{a.index}", rule=a.class_rule, detail=a.text)
+                         for c, a in assertions if a.assertion_class == "unjudgeable"],
+            artifact_shape=[CaseRef(uid=f"{c.uid}#{a.index}", rule=a.class_rule, detail=" | ".join(a.hooks))
+                            for c, a in assertions if a.assertion_class == "artifact_shape"],
+        ),
+        workspace_prompts=WorkspacePrompts(
+            total=len(workspace), by_signal=_counter([s for c in workspace for s in c.workspace_signals]),
+            cases=[CaseRef(uid=c.uid, rule=",".join(c.workspace_signals)) for c in workspace],
+        ),
+        manual_only=ManualOnly(skills=sorted(s.name for s in skills if s.manual_only), cases_targeting=len(manual),
+                               by_source=_counter([c.source for c in manual]), cases=[c.uid for c in manual]),
+        subagents=Subagents(
+            defined=sorted(library.agents),
+            expected_skill=[CaseRef(uid=c.uid, detail=subagent_name(c.target)) for c in cases
+                            if c.source == "trigger" and is_subagent(c.target)],
+            overlaps_with=[CaseRef(uid=s.name, detail=subagent_name(n)) for s in skills for n in s.overlaps_with
+                           if is_subagent(n)],
+            should_not_trigger=[CaseRef(uid=c.uid, detail=subagent_name(n)) for c in cases
+                                for n in c.should_not_trigger if is_subagent(n)],
+        ),
+        listing=estimate(library, settings.listing),
+        probes=[ProbeSummary(uid=p.uid, kind=p.kind, seeded_defects=p.seeded_defects,
+                             shapes=[d.shape for d in p.defects], modifiers=p.modifiers, content_hash=p.content_hash,
+                             review_items=list(PROBE_REVIEW_ITEMS)) for p in library.probes],
+        findings=counts(findings),
+    )
+
+
+# ---- text view --------------------------------------------------------------------------------
+
+def _table(title: str, rows: dict[str, int] | list[tuple[str, ...]], headers: tuple[str, ...] = ("", "count")) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="right" if index else "left")
+    items = rows.items() if isinstance(rows, dict) else rows
+    for row in items:
+        table.add_row(*[f"{v:,}" if isinstance(v, int) else str(v) for v in row])
+    return table
+
+
+def _sample(refs: list[CaseRef], limit: int = 8) -> str:
+    shown = ", ".join(r.uid for r in refs[:limit])
+    return shown + (f" … and {len(refs) - limit} more" if len(refs) > limit else "")
+
+
+def render_text(census: Census, console: Console) -> None:
+    s, c, a = census.skills, census.cases, census.assertions
+    console.print(f"[bold]Census of {census.library['skills_dir']}[/bold]  (content {census.library['content_hash'][:12]})")
+    if census.library.get("layout"):
+        console.print(f"Layout: {census.library['layout_description']}; read {', '.join(census.library['roots'])} "
+                      f"({census.library['layout_note']})", markup=False)
+    console.print(f"Skills: {s.total} folders = {s.real} skills + {len(s.templates)} template(s) "
+                  f"{', '.join(s.templates) or ''}; {len(s.manual_only)} manual-only; "
+                  f"{s.with_trigger_evals} with trigger-evals.json; {s.with_probes} with probes; "
+                  f"{len(census.subagents.defined)} subagents defined")
+    console.print(f"Cases: {c.total:,} (template example cases, not run: {c.template_cases_not_run})")
+    console.print(_table("Cases by source", c.by_source))
+    console.print(_table("evals.json cases by type", c.by_type))
+    console.print(_table("Cases by kind (semantics §2)", c.by_kind))
+    console.print(_table("Refusal cases: how each was recognised", census.refusals.by_rule, ("rule", "cases")))
+    pb = census.pattern_breaks
+    console.print(f"Pattern breaks: {len(pb.refusal_like_ids_typed_no_trigger)} refusal-like id(s) typed "
+                  f"should_not_trigger (run as no_trigger): {_sample(pb.refusal_like_ids_typed_no_trigger)}")
+    console.print(f"  {len(pb.halt_cases)} halt case(s) (stop-*), run as trigger unless overridden")
+    if pb.decided_by_override_or_fallback:
+        console.print(f"  decided by an override or a fallback: {_sample(pb.decided_by_override_or_fallback)}")
+    console.print(_table(f"Assertions: {a.total:,} by class", a.by_class, ("class", "assertions")))
+    console.print(_table("Assertion rules that fired", a.by_rule, ("rule", "assertions")))
+    if a.unjudgeable:
+        console.print("Unjudgeable as written (flagged to the author, never judged):")
+        for ref in a.unjudgeable[:20]:
+            console.print(f"  {ref.uid}: {ref.detail!r} [{ref.rule}]", markup=False)
+        if len(a.unjudgeable) > 20:
+            console.print(f"  … and {len(a.unjudgeable) - 20} more (see --format json)")
+    w = census.workspace_prompts
+    console.print(f"Prompts that may assume workspace files or a repo/PR: {w.total} "
+                  f"({', '.join(f'{k} {v}' for k, v in w.by_signal.items())}); a heuristic, listed in --format json")
+    m = census.manual_only
+    console.print(f"Manual-only skills: {len(m.skills)}; cases that target one: {m.cases_targeting} "
+                  f"({', '.join(f'{k} {v}' for k, v in m.by_source.items())}): UNRUN manual-only-target")
+    sa = census.subagents
+    console.print(f"(subagent) targets: {len(sa.expected_skill)} as expected_skill, {len(sa.overlaps_with)} in "
+                  f"overlaps_with, {len(sa.should_not_trigger)} in should_not_trigger")
+    li = census.listing
+    console.print(f"Skill listing ({li.model}; {li.host}): {li.listed} listed skills need "
+                  f"{li.total_chars_all_descriptions:,} characters with descriptions; the host lists "
+                  f"{len(li.host_entries)} of its own, {li.host_fixed_chars:,} characters always kept; budget "
+                  f"{li.budget_chars:,} " + (f"leaves {li.left_for_descriptions:,} for descriptions" if
+                                             li.left_for_descriptions >= 0 else
+                                             f"is exceeded by {-li.left_for_descriptions:,} with names alone") +
+                  f" → "
+                  f"{len(li.with_description)} keep their description, {len(li.name_only)} listed by name only "
+                  f"(listing ≈ {li.estimated_listing_chars:,} characters). Measure the real listing with the surface "
+                  "audit.")
+    for probe in census.probes:
+        console.print(f"Probe {probe.uid}: {probe.kind}, {probe.seeded_defects} defect(s) "
+                      f"({', '.join(probe.shapes)}); review by a person: " + "; ".join(probe.review_items))
+    f = census.findings
+    console.print(f"Validation: {f['error']} error(s), {f['warning']} warning(s) (run `skill-evals validate` for details)")

@@ -1,0 +1,181 @@
+"""Judge calibration (seed 000: "calibrate the discriminator on known transcripts before spending
+live reps"): run the judge on labelled answers and compare.
+
+A labels file is JSON Lines (or a JSON list) of items:
+    {"id": "...", "prompt": "...", "answer": "...", "assertion": "...", "label": "PASS" | "FAIL",
+     "tool_calls": [{"name": "Skill", "input": "{...}"}]}          # tool_calls optional
+Rates: agreement = matches / items the judge decided; false PASS = judge PASS among label-FAIL
+items; false FAIL = judge FAIL among label-PASS items; JUDGE-ERROR = errors / all items. The
+record is appended to `.skill-evals/judge-calibration.json` with the judge model and prompt
+version; `[judge] require_calibration` makes a run judge only with a passing record for both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runner.corpus.findings import first_problem
+from runner.corpus.library import Assertion
+from runner.corpus.settings import CalibrationThresholds
+from runner.execute.hosts.base import ToolCall
+from runner.judge.prose import Judge
+
+RECORD_FILE = Path(".skill-evals") / "judge-calibration.json"
+
+
+class LabelsError(Exception):
+    """The labels file cannot be used (a usage error with file and line)."""
+
+
+class LabelledTool(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    input: str = ""
+
+
+class LabelledItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    prompt: str
+    answer: str
+    assertion: str = Field(min_length=1)
+    label: Literal["PASS", "FAIL"]
+    tool_calls: list[LabelledTool] = []
+
+
+class ItemResult(BaseModel):
+    id: str
+    label: str
+    judged: str
+    cause: str | None = None
+
+
+class CalibrationRecord(BaseModel):
+    created_at: str
+    model: str
+    prompt_version: str
+    labels_file: str
+    items: int
+    agreement: float | None
+    false_pass_rate: float | None
+    false_fail_rate: float | None
+    judge_error_rate: float
+    thresholds: CalibrationThresholds
+    passed: bool
+    failures: list[str] = []
+    cost_usd: float = 0.0
+    results: list[ItemResult] = []
+
+
+def load_labels(path: Path) -> list[LabelledItem]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabelsError(f"{path}: cannot read the labels file: {exc}") from exc
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            raw_items = [(1, item) for item in json.loads(text)]
+        except json.JSONDecodeError as exc:
+            raise LabelsError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+    else:
+        raw_items = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    raw_items.append((number, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise LabelsError(f"{path}:{number}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+    items = []
+    for number, raw in raw_items:
+        try:
+            items.append(LabelledItem.model_validate(raw))
+        except ValidationError as exc:
+            raise LabelsError(f"{path}:{number}: {first_problem(exc)}") from exc
+    if not items:
+        raise LabelsError(f"{path}: no labelled items")
+    ids = [item.id for item in items]
+    if len(set(ids)) != len(ids):
+        raise LabelsError(f"{path}: item ids must be unique")
+    return items
+
+
+def _rate(numerator: int, denominator: int) -> float | None:
+    return round(numerator / denominator, 4) if denominator else None
+
+
+async def _judge_all(judge: Judge, items: list[LabelledItem], concurrency: int) -> tuple[list[ItemResult], float]:
+    gate = asyncio.Semaphore(concurrency)
+    cost = 0.0
+
+    async def one(item: LabelledItem) -> ItemResult:
+        nonlocal cost
+        assertion = Assertion(index=1, text=item.assertion, line=1, assertion_class="semantic", class_rule="label")
+        calls = [ToolCall(name=t.name, input=t.input, turn=0) for t in item.tool_calls]
+        async with gate:
+            outcomes, call = await judge.judge(item.prompt, item.answer, calls, [assertion])
+        cost += call.cost_usd
+        return ItemResult(id=item.id, label=item.label, judged=outcomes[0].state, cause=call.error)
+
+    try:
+        results = await asyncio.gather(*(one(item) for item in items))
+    finally:
+        await judge.aclose()
+    return list(results), cost
+
+
+def calibrate(judge: Judge, items: list[LabelledItem], labels_file: str, thresholds: CalibrationThresholds,
+              concurrency: int = 4) -> CalibrationRecord:
+    results, cost = asyncio.run(_judge_all(judge, items, concurrency))
+    errors = sum(1 for r in results if r.judged == "JUDGE-ERROR")
+    decided = [r for r in results if r.judged != "JUDGE-ERROR"]
+    label_fail = [r for r in results if r.label == "FAIL"]
+    label_pass = [r for r in results if r.label == "PASS"]
+    record = CalibrationRecord(
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), model=judge.settings.model,
+        prompt_version=judge.version, labels_file=labels_file, items=len(results),
+        agreement=_rate(sum(1 for r in decided if r.judged == r.label), len(decided)),
+        false_pass_rate=_rate(sum(1 for r in label_fail if r.judged == "PASS"), len(label_fail)),
+        false_fail_rate=_rate(sum(1 for r in label_pass if r.judged == "FAIL"), len(label_pass)),
+        judge_error_rate=round(errors / len(results), 4), thresholds=thresholds, passed=False,
+        cost_usd=round(cost, 6), results=results)
+    failures = []
+    if record.agreement is None or record.agreement < thresholds.min_agreement:
+        failures.append(f"agreement {record.agreement} < {thresholds.min_agreement}")
+    if record.false_pass_rate is not None and record.false_pass_rate > thresholds.max_false_pass:
+        failures.append(f"false PASS rate {record.false_pass_rate} > {thresholds.max_false_pass}")
+    if record.false_fail_rate is not None and record.false_fail_rate > thresholds.max_false_fail:
+        failures.append(f"false FAIL rate {record.false_fail_rate} > {thresholds.max_false_fail}")
+    if record.judge_error_rate > thresholds.max_judge_error:
+        failures.append(f"JUDGE-ERROR rate {record.judge_error_rate} > {thresholds.max_judge_error}")
+    return record.model_copy(update={"passed": not failures, "failures": failures})
+
+
+def read_records(root: Path) -> list[CalibrationRecord]:
+    path = root / RECORD_FILE
+    if not path.exists():
+        return []
+    try:
+        return [CalibrationRecord.model_validate(r) for r in json.loads(path.read_text(encoding="utf-8"))]
+    except (ValueError, ValidationError):
+        return []  # an unreadable record file proves nothing: treated as no calibration
+
+
+def append_record(root: Path, record: CalibrationRecord) -> Path:
+    path = root / RECORD_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = read_records(root) + [record]
+    path.write_text(json.dumps([r.model_dump(mode="json") for r in records], indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def passing_record(root: Path, model: str, version: str) -> CalibrationRecord | None:
+    """The latest record for this judge model and prompt version, if it passed."""
+    matching = [r for r in read_records(root) if r.model == model and r.prompt_version == version]
+    return matching[-1] if matching and matching[-1].passed else None

@@ -1,0 +1,117 @@
+"""`skill-evals judge DIR`: judge a finished run again from what it recorded, without any session.
+
+Each finished attempt is rebuilt from attempts.jsonl (what fired, the final answer, the tool
+calls); activation and script checks are recomputed the same way as in the run, and the prose
+assertions go to the judge configured now (a new model or prompt). The new attempts and
+results.json go to a new folder beside the old ones, with `changes.json` listing every case and
+assertion whose state changed. The original run is never modified.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Collection
+from datetime import datetime, timezone
+
+from pydantic import BaseModel
+
+from runner.corpus.library import Case, Probe
+from runner.execute.budget import Ledger
+from runner.execute.executor import STOP_SPEND_LIMIT, Executor, RunState
+from runner.execute.hosts.base import Activation, Observation
+from runner.execute.rundir import PLAN, RESULTS, AttemptRecord, RunDir
+from runner.judge.prose import Grader, prompt_version
+from runner.plan.build import Plan
+from runner.results import build as results_mod
+
+
+class Change(BaseModel):
+    uid: str
+    what: str  # "case" or "assertion <n>"
+    before: str
+    after: str
+
+
+def observation_from_record(record: AttemptRecord) -> Observation:
+    fired = record.outcome.fired if record.outcome else []
+    return Observation(
+        attempt_id=record.attempt_id, host="replay", error_kind=record.error_kind,  # type: ignore[arg-type]
+        error_message=record.error_message,
+        activations=[Activation(name=name, mechanism="skill-tool", turn=0) for name in fired],
+        tool_calls=record.tool_calls, final_answer=record.final_answer, turns=record.turns, usage=record.usage,
+        cost_usd=record.cost_usd, host_cost_usd=record.host_cost_usd, bounds_hit=record.bounds_hit,
+        duration_s=record.duration_s)
+
+
+def changes_between(before: dict, after: results_mod.Results) -> list[Change]:
+    old = {c["uid"]: c for c in before.get("cases", [])}
+    out: list[Change] = []
+    for case in after.cases:
+        previous = old.get(case.uid)
+        if previous is None:
+            continue
+        if previous["state"] != case.state:
+            out.append(Change(uid=case.uid, what="case", before=previous["state"], after=case.state))
+        old_assertions = {a["index"]: a["state"] for a in previous.get("assertions", [])}
+        for assertion in case.assertions:
+            was = old_assertions.get(assertion.index)
+            if was is not None and was != assertion.state:
+                out.append(Change(uid=case.uid, what=f"assertion {assertion.index}", before=was, after=assertion.state))
+    return out
+
+
+def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judge: Grader, cap_usd: float,
+            concurrency: int = 4, probes: dict[str, Probe] | None = None
+            ) -> tuple[RunDir, results_mod.Results, list[Change]]:
+    plan = Plan.model_validate_json(source.read_text(PLAN))
+    old_hash = plan.digest()
+    new_plan = plan.model_copy(update={"judge_model": judge.settings.model, "judge_prompt_version": prompt_version(),
+                                       "judge_unavailable": None, "cap_usd": cap_usd})
+    new_hash = new_plan.digest()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = RunDir(source.path / f"rejudged-{stamp}")
+    target.create()
+    target.write_json(PLAN, new_plan.model_dump_json(indent=2))
+    records = [r for r in source.read_attempts() if r.plan_hash == old_hash and r.status == "finished"]
+    state = RunState(ledger=Ledger(cap_usd=cap_usd))
+    executor = Executor(new_plan, new_hash, cases, host=None, rundir=target, state=state,  # type: ignore[arg-type]
+                        known_names=known, judge=judge, probes=probes)
+    planned = {c.uid: c for c in new_plan.cases}
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(record: AttemptRecord) -> None:
+        async with gate:
+            obs = observation_from_record(record)
+            # Probe attempts are graded again the same way (patterns, act, band defects).
+            outcome, call, grade = await executor.graded(planned[record.uid], record.arm, obs)
+        if call is not None and call.spend_limit:
+            state.stop(STOP_SPEND_LIMIT)  # the calls not yet made stay UNRUN (spend-limit): they could only be refused
+        case = planned[record.uid]
+        spec = executor.spec(case, record.repeat) if record.arm == "main" else executor.probe_spec(
+            case, record.arm, record.repeat)  # type: ignore[arg-type]
+        new = executor.record(case, spec, record.arm, record.repeat, obs, record.reserved_usd, outcome, call, grade)
+        # The transcript stays in the original run folder, one level up.
+        transcript = f"../{record.transcript}" if record.transcript else None
+        target.append_attempt(new.model_copy(update={"transcript": transcript}))
+
+    async def main() -> None:
+        try:
+            await asyncio.gather(*(one(r) for r in records if r.uid in planned
+                                   and (r.arm == "main" or r.uid in executor.probes)))
+        finally:
+            await judge.aclose()
+
+    asyncio.run(main())
+    new_records = target.read_attempts()
+    results = results_mod.build(new_plan, new_hash, cases, new_records, state.stop_reason, state.ledger.refused)
+    target.write_json(RESULTS, results.model_dump_json(indent=2))
+    before = json.loads(source.read_text(RESULTS)) if (source.path / RESULTS).exists() else {}
+    changes = changes_between(before, results)
+    target.write_json("changes.json", json.dumps({
+        "rejudged_from": str(source.path), "judge_model": judge.settings.model,
+        "judge_prompt_version": prompt_version(), "previous_judge_model": plan.judge_model,
+        "previous_judge_prompt_version": plan.judge_prompt_version,
+        "changes": [c.model_dump() for c in changes]}, indent=2))
+    return target, results, changes
+

@@ -1,0 +1,6 @@
+"""Stage 3, the plan: what a run will do and what it may cost, written before anything is spent.
+
+In: a `Library`, the floor's decision, settings and prices. Out: a `Plan` (build.py; plan.json), with the
+selection of cases and why each was chosen (select.py), cases set aside (quarantine.py), and token prices
+(prices.py) for the worst-case and expected cost.
+"""

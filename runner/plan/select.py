@@ -1,0 +1,507 @@
+"""Which cases a run executes, and why each one was chosen.
+
+Neighbours are the skills a library names next to each other, in both directions:
+`expected_skill` and `should_not_trigger` of every discrimination case, and `overlaps_with`.
+Selecting a skill with its neighbours selects the cases owned by all of them.
+
+Tiers (semantics §7), `select_tier`:
+
+- `pr`: the skills whose folder changed between `base` and `head` (`git diff --name-only
+  base...head`, i.e. since the merge base, what the pull request changes), the skills that name a
+  changed subagent (`<agent> (subagent)`), and the named neighbours of all of those. A change to the
+  runner's own settings (`[select] settings_paths`: `.skill-evals.toml`, `.skill-evals/`) selects
+  every case instead, capped at `[select] max_full_cases`: cases of changed skills first, then of
+  their neighbours, then a round-robin over the other skills so that each keeps some cases.
+- `cadence`: a stratified rotating sample. S = ceil(1 / cadence_fraction) slots. Within each skill
+  the cases are ordered by a stable hash (sha256) of their uid and dealt round-robin into the S slots
+  starting at a per-skill offset (a hash of the skill name, so that skills with fewer than S cases do
+  not all land in the same slot). A period key picks one slot, the same for every skill; every skill
+  contributes its cases in that slot (floor or ceil of n/S of its n cases). The slots partition the
+  cases, so S consecutive periods run every case exactly once. Consecutive period keys map to
+  consecutive slots when the key is an ISO week (`2026-W48`, the default: this week, UTC), a date
+  (`2026-11-23`), a month (`2026-11`) or a number (`17`); any other key gets a hashed slot (stable,
+  but consecutive keys are not guaranteed to rotate, and the note says so).
+- `full`: every case.
+
+Any tier can be narrowed by skill (optionally with its neighbours) and by case-uid glob; the
+narrowing is applied to the tier's selection and never changes which slot a case belongs to.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import math
+import re
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path, PurePosixPath
+
+from pydantic import BaseModel, Field
+
+from runner.corpus.files import relative_shown
+from runner.corpus.library import ANY_SKILL, SUBAGENT_SUFFIX, Case, Library, is_subagent
+
+DEFAULT_SETTINGS_PATHS = (".skill-evals.toml", ".skill-evals/")
+GIT_TIMEOUT_S = 120
+TIERS = ("pr", "cadence", "full")
+
+
+class SelectError(Exception):
+    """The selection cannot be made (a usage error, exit 2): a bad ref, git failing, a bad period key."""
+
+
+def neighbour_graph(library: Library) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+
+    def link(a: str, b: str) -> None:
+        if a != b and not is_subagent(a) and not is_subagent(b) and ANY_SKILL not in (a, b):
+            graph[a].add(b)
+            graph[b].add(a)
+
+    for skill in library.skills.values():
+        for name in skill.overlaps_with:
+            link(skill.name, name)
+    for case in library.cases:
+        if case.source == "routing":
+            for name in case.should_not_trigger:
+                link(case.target, name)  # the routing file's own owner is the target; (any skill) is no skill
+            continue
+        if case.source != "trigger":
+            continue
+        for name in [case.target, *case.should_not_trigger]:
+            link(case.skill, name)
+        for name in case.should_not_trigger:
+            link(case.target, name)
+    return graph
+
+
+def select(library: Library, skills: list[str], case_patterns: list[str], with_neighbours: bool
+           ) -> tuple[list[tuple[Case, str]], list[str]]:
+    """(selected cases with the reason, names asked for that are not skills of the library)."""
+    chosen, unknown = _narrow(library, skills, with_neighbours)
+    out = []
+    for case in library.cases:
+        if chosen is not None and case.skill not in chosen:
+            continue
+        if case_patterns and not any(fnmatch.fnmatchcase(case.uid, p) for p in case_patterns):
+            continue
+        why = f"skill {case.skill} ({chosen[case.skill]})" if chosen is not None else "full tier: every case"
+        if case_patterns:
+            why += f"; uid matches {' or '.join(case_patterns)}"
+        out.append((case, why))
+    return out, unknown
+
+
+# ---- what a pull request changed ----------------------------------------------------------------
+
+def _check_ref(name: str, ref: str) -> None:
+    if not ref or not ref.strip():
+        raise SelectError(f"--{name} needs a git ref, got an empty string")
+    if ref.startswith("-"):
+        raise SelectError(f"--{name} {ref!r}: a git ref cannot start with '-'")
+
+
+def git_changed_paths(root: Path, base: str, head: str) -> list[str]:
+    """Paths (relative to `root`, posix) that differ between the merge base of base and head, and head.
+
+    `--relative` keeps the paths relative to `root` (and only those under it) when the library is a
+    sub-folder of the git work tree; `--no-renames` lists both sides of a move.
+    """
+    _check_ref("base", base)
+    _check_ref("head", head)
+    command = ["git", "--no-pager", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--relative",
+               f"{base}...{head}", "--"]
+    try:
+        done = subprocess.run(command, cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
+    except FileNotFoundError as exc:
+        raise SelectError(f"the pr tier needs git, which was not found: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise SelectError(f"git diff {base}...{head} took more than {GIT_TIMEOUT_S} s") from exc
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.returncode}"
+        raise SelectError(f"git diff {base}...{head} failed in {root}: {message}")
+    return sorted(p for p in done.stdout.decode("utf-8", "surrogateescape").split("\0") if p)
+
+
+def repository_changes(root: Path, base: str, head: str) -> tuple[int, str] | None:
+    """(paths changed in the whole repository between the merge base and head, the library root's folder inside
+    the work tree, "" at its top), or None when git cannot say. git_changed_paths counts only the paths under
+    the library's root: "0 changed paths" would hide the 10 changed elsewhere in the repository."""
+    try:
+        done = subprocess.run(["git", "--no-pager", "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
+                               f"{base}...{head}", "--"], cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S,
+                              check=False)
+        where = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, text=True,
+                               timeout=GIT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0 or where.returncode != 0:
+        return None
+    return len([p for p in done.stdout.split(b"\0") if p]), where.stdout.strip().rstrip("/")
+
+
+def changed_paths_text(paths: list[str], repository: tuple[int, str] | None) -> str:
+    """`N changed path(s)`, with the repository's own count when the library is a folder of a larger work tree:
+    `10 changed path(s) in the repository, 0 of them in the library (examples/library)`."""
+    if repository is None or not repository[1]:
+        return f"{len(paths)} changed path(s)"
+    total, folder = repository
+    return f"{total} changed path(s) in the repository, {len(paths)} of them in the library ({folder})"
+
+
+def _part_under(path: str, folder: str) -> tuple[str | None, bool]:
+    """(`a`, whether the path is inside `a`) for `folder/a/...`; (`a`, False) for the file `folder/a`;
+    (None, False) outside the folder."""
+    parts = PurePosixPath(path).parts
+    prefix = PurePosixPath(folder).parts if folder not in ("", ".") else ()
+    if len(parts) <= len(prefix) or tuple(parts[: len(prefix)]) != prefix:
+        return None, False
+    return parts[len(prefix)], len(parts) > len(prefix) + 1
+
+
+def _is_settings_path(path: str, settings_paths: tuple[str, ...] | list[str]) -> bool:
+    for entry in settings_paths:
+        if entry.endswith("/"):
+            if path.startswith(entry) or path == entry.rstrip("/"):
+                return True
+        elif path == entry:
+            return True
+    return False
+
+
+@dataclass
+class Changes:
+    paths: list[str]
+    skills: set[str] = field(default_factory=set)
+    """Folders directly under the skills folder that the diff touches (a file at its top level is not one)."""
+    agents: set[str] = field(default_factory=set)
+    settings: list[str] = field(default_factory=list)
+
+
+def classify_paths(paths: list[str], skills_dir: Path | str | list[str], agents_dir: Path | str | list[str] | None,
+                   settings_paths: tuple[str, ...] | list[str] = DEFAULT_SETTINGS_PATHS,
+                   skill_dirs: dict[str, str] | None = None) -> Changes:
+    """Which skills, subagents and settings the changed paths touch. `skills_dir` / `agents_dir`: the folders
+    skills and subagents are read from (one or several, relative to the root). `skill_dirs`: each skill's own
+    folder (relative to the root); a path inside one touches that skill, whatever the layout. A path under a
+    skills folder that is in no known skill names the folder below it (a deleted or renamed skill)."""
+    roots = [Path(r).as_posix() for r in ([skills_dir] if isinstance(skills_dir, (str, Path)) else skills_dir)]
+    agents_roots = [] if agents_dir is None else [
+        Path(a).as_posix() for a in ([agents_dir] if isinstance(agents_dir, (str, Path)) else agents_dir)]
+    # The deepest folder first: a skill folder inside another's (a single-skill repository) decides.
+    owned = sorted((skill_dirs or {}).items(), key=lambda item: -len(item[1]))
+    changes = Changes(paths=list(paths))
+    for path in paths:
+        if _is_settings_path(path, settings_paths):
+            changes.settings.append(path)
+        owner = next((name for name, folder in owned if relative_shown(path, folder)), None)
+        if owner is not None:
+            changes.skills.add(owner)
+        else:
+            for root in roots:
+                name, inside = _part_under(path, root)
+                if name is not None and inside:
+                    changes.skills.add(name)
+                    break
+        for agents_root in agents_roots:
+            agent, inside = _part_under(path, agents_root)
+            if agent is not None and not inside and agent.endswith(".md"):
+                changes.agents.add(agent[: -len(".md")])
+    return changes
+
+
+def _skill_dirs(library: Library) -> dict[str, str]:
+    return {name: skill.dir for name, skill in library.skills.items()}
+
+
+def agent_users(library: Library) -> dict[str, set[str]]:
+    """Subagent name -> the skills that name `<agent> (subagent)` (overlaps_with, or their cases' target or
+    should_not_trigger)."""
+    users: dict[str, set[str]] = defaultdict(set)
+    for skill in library.skills.values():
+        for name in skill.overlaps_with:
+            if is_subagent(name):
+                users[name[: -len(SUBAGENT_SUFFIX)].strip()].add(skill.name)
+    for case in library.cases:
+        for name in [case.target, *case.should_not_trigger]:
+            if is_subagent(name):
+                users[name[: -len(SUBAGENT_SUFFIX)].strip()].add(case.skill)
+    return users
+
+
+def changed_skills(root: Path, skills_dir: Path, base: str, head: str, *, agents_dir: Path | None = None,
+                   library: Library | None = None,
+                   settings_paths: tuple[str, ...] | list[str] = DEFAULT_SETTINGS_PATHS
+                   ) -> tuple[set[str], bool, list[str]]:
+    """(skill folders touched between base...head, whether the runner's settings changed, the changed paths).
+
+    `skills_dir` and `agents_dir` are relative to `root` (as `Library.skills_dir` is); `agents_dir`
+    defaults to `agents` beside the skills folder. With `library`, a changed `<agents_dir>/<agent>.md`
+    also touches every skill that names `<agent> (subagent)`.
+    """
+    agents = agents_dir if agents_dir is not None else Path(skills_dir).parent / "agents"
+    changes = classify_paths(git_changed_paths(root, base, head), skills_dir, agents, settings_paths,
+                             _skill_dirs(library) if library is not None else None)
+    touched = set(changes.skills)
+    if library is not None:
+        users = agent_users(library)
+        for agent in changes.agents:
+            touched |= users.get(agent, set())
+    return touched, bool(changes.settings), changes.paths
+
+
+# ---- cadence --------------------------------------------------------------------------------------
+
+def stable_hash(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+def cadence_slots(fraction: float) -> int:
+    """S = ceil(1/fraction): the effective fraction is 1/S, so that a cycle is a whole number of periods."""
+    if not 0 < fraction <= 1:
+        raise SelectError(f"cadence fraction must be in (0, 1], got {fraction}")
+    return max(1, math.ceil(round(1 / fraction, 9)))
+
+
+def current_period(today: date | None = None) -> str:
+    """The ISO week of today (UTC), e.g. `2026-W48`."""
+    day = today or datetime.now(timezone.utc).date()
+    year, week, _ = day.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+
+
+def period_index(key: str) -> tuple[int, bool]:
+    """(an integer that grows by one from one period to the next, whether the key's form guarantees that)."""
+    key = key.strip()
+    try:
+        if match := _WEEK.match(key):
+            return date.fromisocalendar(int(match.group(1)), int(match.group(2)), 1).toordinal() // 7, True
+        if _DAY.match(key):
+            return date.fromisoformat(key).toordinal(), True
+        if match := _MONTH.match(key):
+            month = int(match.group(2))
+            if not 1 <= month <= 12:
+                raise ValueError(f"month {month}")
+            return int(match.group(1)) * 12 + month - 1, True
+    except ValueError as exc:
+        raise SelectError(f"period {key!r} looks like a week, date or month but is not one: {exc}") from exc
+    if key.isdigit():
+        return int(key), True
+    if not key:
+        raise SelectError("the period key is empty")
+    return stable_hash(key), False
+
+
+def cadence_slot_of(library: Library, slots: int) -> dict[str, int]:
+    """uid -> slot (0-based). Per skill: order by stable hash of uid, deal into slots from a per-skill offset."""
+    by_skill: dict[str, list[Case]] = defaultdict(list)
+    for case in library.cases:
+        by_skill[case.skill].append(case)
+    out: dict[str, int] = {}
+    for skill, cases in by_skill.items():
+        offset = stable_hash(skill) % slots
+        for position, case in enumerate(sorted(cases, key=lambda c: (stable_hash(c.uid), c.uid))):
+            out[case.uid] = (position + offset) % slots
+    return out
+
+
+# ---- the selection --------------------------------------------------------------------------------
+
+class SelectedCase(BaseModel):
+    uid: str
+    skill: str
+    why: str
+
+
+class Selection(BaseModel):
+    tier: str = Field(description="pr | cadence | full (repeats and quorum come from [tiers.<tier>]).")
+    base: str | None = None
+    head: str | None = None
+    period: str | None = Field(default=None, description="cadence: the period key that picked the slot.")
+    slot: int | None = Field(default=None, description="cadence: the slot picked (1-based).")
+    slots: int | None = Field(default=None, description="cadence: slots in a cycle (a cycle is this many periods).")
+    cases: list[SelectedCase]
+    changed_skills: list[str] = Field(default=[], description="pr: skills changed between base...head (including "
+                                                               "skills that name a changed subagent).")
+    changed_agents: list[str] = []
+    settings_changed: bool = False
+    changed_paths: list[str] = []
+    unknown_skills: list[str] = Field(default=[], description="--skill names that are not skills of the library.")
+    capped: bool = False
+    note: str = ""
+
+
+def _narrow(library: Library, skills: list[str], with_neighbours: bool) -> tuple[dict[str, str] | None, list[str]]:
+    """Skill -> how it is in the narrowing (None = no narrowing by skill), and unknown names."""
+    if not skills:
+        return None, []
+    unknown = [name for name in skills if name not in library.skills]
+    keep = {name: "named" for name in skills if name in library.skills}
+    if with_neighbours:
+        graph = neighbour_graph(library)
+        for name in list(keep):
+            for neighbour in sorted(graph.get(name, ())):
+                if neighbour in library.skills:
+                    keep.setdefault(neighbour, f"neighbour of {name}")
+    return keep, unknown
+
+
+def _cap(chosen: list[tuple[Case, str]], priority: dict[str, int], cap: int) -> list[tuple[Case, str]]:
+    """Keep `cap` cases: priority 0 then 1 first, then a round-robin over the skills; library order kept."""
+    if len(chosen) <= cap:
+        return chosen
+    first = [item for item in chosen if priority.get(item[0].skill, 2) < 2]
+    first.sort(key=lambda item: priority[item[0].skill])
+    rest_by_skill: dict[str, list[tuple[Case, str]]] = defaultdict(list)
+    for item in chosen:
+        if priority.get(item[0].skill, 2) == 2:
+            rest_by_skill[item[0].skill].append(item)
+    ordered = list(first)
+    queues = list(rest_by_skill.values())
+    depth = 0
+    while len(ordered) < cap and any(depth < len(q) for q in queues):
+        ordered.extend(q[depth] for q in queues if depth < len(q))
+        depth += 1
+    kept = {id(item[0]) for item in ordered[:cap]}
+    return [item for item in chosen if id(item[0]) in kept]
+
+
+def select_tier(library: Library, tier: str, *, base: str | None = None, head: str | None = None,
+                period: str | None = None, fraction: float = 0.25, skills: list[str] | tuple[str, ...] = (),
+                case_patterns: list[str] | tuple[str, ...] = (), with_neighbours: bool = False,
+                max_full_cases: int = 2000,
+                settings_paths: tuple[str, ...] | list[str] = DEFAULT_SETTINGS_PATHS) -> Selection:
+    """The cases of a tier, each with why it was chosen. Raises SelectError on a usage problem."""
+    if tier not in TIERS:
+        raise SelectError(f"unknown tier {tier!r} (pr, cadence or full)")
+    skills, case_patterns = list(skills), list(case_patterns)
+    keep, unknown = _narrow(library, skills, with_neighbours)
+    notes: list[str] = []
+    selection = Selection(tier=tier, cases=[], unknown_skills=unknown)
+    chosen: list[tuple[Case, str]] = []
+    priority: dict[str, int] = {}
+
+    if tier == "full":  # exactly what `select` has always done, with --skill/--neighbours/--case
+        picked, unknown = select(library, skills, case_patterns, with_neighbours)
+        notes.append(f"full: every case ({len(library.cases)})" + (
+            f", narrowed to {len(picked)}" if skills or case_patterns else ""))
+        if base or head:
+            notes.append("--base/--head only apply to --tier pr; ignored")
+        cases = [SelectedCase(uid=case.uid, skill=case.skill, why=why) for case, why in picked]
+        return selection.model_copy(update={"cases": cases, "note": "; ".join(notes)})
+    if tier == "cadence":
+        key = period.strip() if period and period.strip() else current_period()
+        index, rotates = period_index(key)
+        slots = cadence_slots(fraction)
+        slot = index % slots
+        slot_of = cadence_slot_of(library, slots)
+        per_skill: dict[str, int] = defaultdict(int)
+        total: dict[str, int] = defaultdict(int)
+        for case in library.cases:
+            total[case.skill] += 1
+            per_skill[case.skill] += slot_of[case.uid] == slot
+        for case in library.cases:
+            if slot_of[case.uid] == slot:
+                chosen.append((case, f"cadence slot {slot + 1}/{slots} for period {key} (skill {case.skill}: "
+                                     f"{per_skill[case.skill]} of its {total[case.skill]} case(s) this period)"))
+        selection = selection.model_copy(update={"period": key, "slot": slot + 1, "slots": slots})
+        notes.append(f"cadence: slot {slot + 1} of {slots} for period {key} (fraction {fraction} → 1/{slots}); "
+                     f"stratified by skill; every case runs once per {slots} consecutive periods")
+        if not rotates:
+            notes.append(f"period {key!r} is not an ISO week, date, month or number: its slot is hashed, so "
+                         "consecutive keys are not guaranteed to cover every case once per cycle")
+        if base or head:
+            notes.append("--base/--head only apply to --tier pr; ignored")
+    else:
+        if not base:
+            raise SelectError("--tier pr needs --base REF (the pull request's base, e.g. origin/main)")
+        head = head or "HEAD"
+        span = f"{base}...{head}"
+        layout = library.layout
+        roots = layout.roots if layout is not None else [library.skills_dir]
+        agents = layout.agents_dirs if layout is not None and layout.agents_dirs else [
+            library.agents_dir or (Path(library.skills_dir).parent / "agents").as_posix()]
+        changes = classify_paths(git_changed_paths(Path(library.root), base, head), roots, agents, settings_paths,
+                                 _skill_dirs(library))
+        why_skill: dict[str, str] = {}
+        for name in sorted(changes.skills):
+            if name in library.skills:
+                why_skill[name] = f"changed in {span}"
+        users = agent_users(library)
+        for agent in sorted(changes.agents):
+            for name in sorted(users.get(agent, ())):
+                if name in library.skills:
+                    why_skill.setdefault(name, f"names {agent}{SUBAGENT_SUFFIX}, changed in {span}")
+        gone = sorted(name for name in changes.skills if name not in library.skills)
+        if gone:
+            notes.append(f"changed skill folder(s) not in the library as checked out (deleted or not skills): "
+                         f"{', '.join(gone)}")
+        graph = neighbour_graph(library)
+        neighbour_of: dict[str, list[str]] = defaultdict(list)
+        for name in sorted(why_skill):
+            for neighbour in sorted(graph.get(name, ())):
+                if neighbour in library.skills and neighbour not in why_skill:
+                    neighbour_of[neighbour].append(name)
+        why_neighbour = {name: f"neighbour of {', '.join(of)} (changed in {span})"
+                         for name, of in neighbour_of.items()}
+        priority = {**{name: 1 for name in why_neighbour}, **{name: 0 for name in why_skill}}
+        selection = selection.model_copy(update={
+            "base": base, "head": head, "changed_skills": sorted(why_skill), "changed_agents": sorted(changes.agents),
+            "settings_changed": bool(changes.settings), "changed_paths": changes.paths})
+        if changes.settings:
+            for case in library.cases:
+                also = why_skill.get(case.skill) or why_neighbour.get(case.skill)
+                chosen.append((case, f"settings changed: full ({', '.join(changes.settings)} changed in {span})"
+                                     + (f"; skill {case.skill} {also}" if also else "")))
+            notes.append(f"the runner's settings changed ({', '.join(changes.settings)}): every case, capped at "
+                         f"[select] max_full_cases = {max_full_cases}")
+        else:
+            for case in library.cases:
+                if case.skill in why_skill:
+                    chosen.append((case, f"skill {case.skill} {why_skill[case.skill]}"))
+                elif case.skill in why_neighbour:
+                    chosen.append((case, f"skill {case.skill} {why_neighbour[case.skill]}"))
+            if why_skill:
+                notes.append(f"pr: {len(why_skill)} changed skill(s) ({', '.join(sorted(why_skill))}) and "
+                             f"{len(why_neighbour)} neighbour(s) ({', '.join(sorted(why_neighbour)) or 'none'})")
+            else:
+                shown = ", ".join(changes.paths[:5]) + (" …" if len(changes.paths) > 5 else "")
+                notes.append(f"nothing that selects cases changed in {span}: no skill folder under "
+                             f"{', '.join(library.layout.roots) if library.layout else library.skills_dir}, no subagent named by a skill, no settings file "
+                             f"({', '.join(settings_paths)}); "
+                             + changed_paths_text(changes.paths, repository_changes(Path(library.root), base, head))
+                             + (f": {shown}" if shown else "") + " — no cases selected")
+
+    narrowed: list[tuple[Case, str]] = []
+    for case, why in chosen:
+        if keep is not None and case.skill not in keep:
+            continue
+        if case_patterns and not any(fnmatch.fnmatchcase(case.uid, p) for p in case_patterns):
+            continue
+        if keep is not None:
+            why += f"; narrowed to skill {case.skill} ({keep[case.skill]})"
+        if case_patterns:
+            why += f"; uid matches {' or '.join(case_patterns)}"
+        narrowed.append((case, why))
+    if keep is not None or case_patterns:
+        notes.append(f"narrowed by {'skill ' + ', '.join(skills) if skills else ''}"
+                     f"{' and ' if skills and case_patterns else ''}"
+                     f"{'case ' + ', '.join(case_patterns) if case_patterns else ''}: {len(narrowed)} of "
+                     f"{len(chosen)} case(s)")
+    capped = False
+    if tier == "pr" and selection.settings_changed and len(narrowed) > max_full_cases:
+        uncapped = len(narrowed)
+        narrowed = _cap(narrowed, priority, max_full_cases)
+        capped = True
+        notes.append(f"capped: {len(narrowed)} of {uncapped} case(s) (changed skills first, then their neighbours, "
+                     "then a round-robin over the other skills)")
+    cases = [SelectedCase(uid=case.uid, skill=case.skill, why=why) for case, why in narrowed]
+    return selection.model_copy(update={"cases": cases, "capped": capped, "note": "; ".join(notes)})

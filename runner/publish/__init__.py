@@ -1,0 +1,5 @@
+"""Stage 7, publishing: one results.json to a forge.
+
+In: results.json and the rendered Markdown. Out: GitHub's check run with annotations, one PR comment and
+the job summary (github.py).
+"""

@@ -1,0 +1,651 @@
+"""Publishing one results.json to GitHub: a check run with annotations, one PR comment, the job summary.
+
+CI posture (semantics §9): advisory. In the default "advisory" mode the check run's conclusion is
+"success" or "neutral", never "failure", so eval results never fail the job or block a merge; a
+human can opt into "required" mode, where failing or erroring cases give "failure". Publishing
+itself never raises for what GitHub answers (403/404 on a fork, missing permissions, an outage):
+each part that could not be written is skipped, and the reason is said in the PublishOutcome and
+in the job summary.
+
+UNRUN is never success by default: when no case executed (every case UNRUN, or only quarantined
+cases ran), the conclusion is "neutral" in either mode and the title says that nothing ran.
+Quarantined cases are left out of the conclusion, as they are left out of every health metric.
+Note that GitHub's branch protection accepts "neutral" as passing for a required check.
+
+What is written, all from one `Results` through `runner.report.markdown.render`:
+- ONE check run named "skill-evals" per head SHA (`external_id` "skill-evals-report" tells ours
+  apart from a workflow job that happens to carry the same name). A later publish for the same
+  SHA updates it in place. Annotations sit at `case.file:case.line`: FAIL as "failure", ERROR
+  and JUDGE-ERROR as "warning", at most 50 per request, the rest over repeated updates of the same
+  check run. GitHub appends annotations on every update and has no call to remove one, so an
+  update sends only the annotations the check run does not already carry, and says how many of
+  the earlier ones no longer apply.
+- ONE pull-request comment, found by the hidden marker at the start of its body and edited in
+  place; created only when no comment starts with the marker.
+- The rollup appended to $GITHUB_STEP_SUMMARY, with a note on top when something was not posted.
+
+Progress: `start` creates the check run `in_progress` (started_at, and details_url pointing at the workflow
+run) when the run begins, so the pull request shows the evals running; the final `publish` completes THAT
+check run (`check_run_id`) instead of creating another.
+
+GitHub's limits, which its API enforces with a 422: output.summary, output.text and a comment body hold at
+most 65,535 BYTES of UTF-8 (not characters: a report in Cyrillic or CJK is twice as many bytes), at most 50
+annotations per request, and an annotation's path is read from the repository root (results.json's paths
+are from the library's root: `path_prefix`, from runner.corpus.repopath, joins them). The report is fitted to the
+bytes by giving up detail the honest way (runner.report.markdown says what it left out); what still does not
+fit is cut on a character boundary with a note that the artifact has the rest.
+
+The token is passed in by the caller (this module never reads it from the environment), goes
+only into PyGithub's Authorization header, and is scrubbed from every note; neither `Context`
+nor `PublishOutcome` holds it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import requests
+from github import Auth, Github, GithubException
+from github.GithubObject import NotSet
+from pydantic import BaseModel, Field
+
+from runner.corpus import repopath
+from runner.report import markdown
+from runner.results.build import CaseResult, Results
+from runner.results.verdicts import CASE_STATES, CaseState
+
+log = logging.getLogger(__name__)
+
+CHECK_NAME = "skill-evals"
+EXTERNAL_ID = "skill-evals-report"
+DEFAULT_API_URL = "https://api.github.com"
+MARKER = markdown.MARKER
+GITHUB_TEXT_LIMIT = 65_535   # output.summary, output.text, a comment body: UTF-8 bytes, not characters
+ROLLUP_LIMIT = 65_000        # bytes of the rollup, leaving room for the links and the comment's footer
+ANNOTATION_BATCH = 50        # the Checks API takes at most 50 annotations per request
+ANNOTATION_MESSAGE_CUT = 2_000
+ANNOTATION_TITLE_CUT = 255
+
+Mode = Literal["advisory", "required"]
+Conclusion = Literal["success", "neutral", "failure"]
+Action = Literal["created", "updated", "skipped"]
+
+RAN: tuple[CaseState, ...] = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR")
+BAD: tuple[CaseState, ...] = ("FAIL", "ERROR", "JUDGE-ERROR")
+LEVELS: dict[CaseState, str] = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning"}
+ALWAYS_IN_TITLE: tuple[CaseState, ...] = ("PASS", "FAIL", "UNRUN")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_URL = re.compile(r"https?://[^\s()<>\[\]\"'`]+")
+TRUNCATED = ("\n\n**Truncated here to fit GitHub's limit of 65,535 bytes.** The full report is in the run's "
+             "artifacts (results.json, report.html).\n")
+
+
+# ---- context ---------------------------------------------------------------------------------------
+
+class Context(BaseModel):
+    """Where to publish, read from the GitHub Actions environment. Holds no token."""
+
+    api_url: str = DEFAULT_API_URL
+    repository: str | None = Field(default=None, description="owner/name (GITHUB_REPOSITORY).")
+    event_name: str | None = None
+    sha: str | None = Field(default=None, description="GITHUB_SHA: on pull_request events, the merge commit.")
+    head_sha: str | None = Field(default=None, description="The commit the check run goes on: the PR's head "
+                                                           "commit on pull-request events, else GITHUB_SHA.")
+    pr_number: int | None = None
+    is_fork: bool = Field(default=False, description="The PR's head repository is not its base repository.")
+    step_summary: Path | None = Field(default=None, description="GITHUB_STEP_SUMMARY: the job summary file.")
+    server_url: str = Field(default="https://github.com", description="GITHUB_SERVER_URL (GitHub Enterprise).")
+    run_id: str | None = Field(default=None, description="GITHUB_RUN_ID: the workflow run (the check's details).")
+    warnings: list[str] = Field(default=[], description="What could not be read from the environment.")
+
+    @property
+    def run_url(self) -> str | None:
+        """The workflow run's page: the check run's details_url and the report's link to its artifacts."""
+        if not (self.repository and self.run_id and self.run_id.isdigit()):
+            return None
+        return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+
+    @property
+    def read_only_token(self) -> bool:
+        """A fork's pull request runs with a read-only GITHUB_TOKEN (pull_request_target runs in the base)."""
+        return self.is_fork and self.event_name != "pull_request_target"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Context:
+        env = os.environ if environ is None else environ
+        warnings: list[str] = []
+        sha = env.get("GITHUB_SHA") or None
+        head_sha, number, fork = sha, None, False
+        event_path = env.get("GITHUB_EVENT_PATH")
+        if event_path:
+            try:
+                event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                warnings.append(f"the event payload {event_path} could not be read ({type(exc).__name__})")
+                event = {}
+            pull = event.get("pull_request") if isinstance(event, dict) else None
+            if isinstance(pull, dict):
+                number = pull.get("number") if isinstance(pull.get("number"), int) else event.get("number")
+                head = pull.get("head") or {}
+                base = pull.get("base") or {}
+                head_sha = head.get("sha") or sha
+                head_repo = (head.get("repo") or {}).get("full_name")
+                base_repo = (base.get("repo") or {}).get("full_name")
+                # A deleted fork has no head repository: still a fork.
+                fork = head_repo is None or (base_repo is not None and head_repo.lower() != base_repo.lower())
+        summary = env.get("GITHUB_STEP_SUMMARY")
+        return cls(api_url=(env.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
+                   repository=env.get("GITHUB_REPOSITORY") or None, event_name=env.get("GITHUB_EVENT_NAME") or None,
+                   sha=sha, head_sha=head_sha, pr_number=number if isinstance(number, int) else None, is_fork=fork,
+                   step_summary=Path(summary) if summary else None,
+                   server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+                   run_id=env.get("GITHUB_RUN_ID") or None, warnings=warnings)
+
+
+class PublishOutcome(BaseModel):
+    """What publish did. Never holds the token."""
+
+    conclusion: Conclusion
+    title: str
+    check_run_id: int | None = None
+    check_run_action: Action = "skipped"
+    check_run_url: str | None = None
+    annotations_sent: int = Field(default=0, description="Annotations sent by this publish (an update does not "
+                                                         "resend those the check run already carries).")
+    comment_id: int | None = None
+    comment_action: Action = "skipped"
+    comment_url: str | None = None
+    summary_written: bool = False
+    notes: list[str] = []
+
+
+# ---- conclusion and title -----------------------------------------------------------------------------
+
+def _ran(results: Results) -> tuple[list[CaseResult], list[CaseResult]]:
+    """(cases that count for the conclusion, quarantined cases that ran)."""
+    counted = [c for c in results.cases if c.state in RAN]
+    quarantined = [c for c in results.cases if c.state == "QUARANTINED" and c.underlying_state in RAN]
+    return counted, quarantined
+
+
+def conclusion(results: Results, mode: Mode = "advisory") -> Conclusion:
+    """The check run's conclusion.
+
+    - "advisory" (default): "neutral" when any case is FAIL, ERROR or JUDGE-ERROR, "success" when
+      every executed case passed. Never "failure": eval results do not fail the job.
+    - "required" (set by a human): "failure" when any case is FAIL, ERROR or JUDGE-ERROR, else "success".
+    - In both modes UNRUN is never success by default: when no case executed (all UNRUN, or only
+      quarantined cases ran) the conclusion is "neutral", and the title says nothing ran.
+    Quarantined cases never count: they are excluded from health metrics (semantics §3).
+    """
+    if mode not in ("advisory", "required"):
+        raise ValueError(f"unknown mode {mode!r}: use 'advisory' or 'required'")
+    counted, _ = _ran(results)
+    if not counted:
+        return "neutral"
+    if any(c.state in BAD for c in counted):
+        return "failure" if mode == "required" else "neutral"
+    return "success"
+
+
+def dollars(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def title(results: Results) -> str:
+    """e.g. "PASS 3 · FAIL 1 · UNRUN 10 · $0.42 of $10.00"; says so first when nothing ran."""
+    counts = {state: sum(1 for c in results.cases if c.state == state) for state in CASE_STATES}
+    parts = [f"{state} {counts[state]}" for state in CASE_STATES if counts[state] or state in ALWAYS_IN_TITLE]
+    counted, quarantined = _ran(results)
+    spend = f"{dollars(results.spend.usd)} of {dollars(results.spend.cap_usd)}"
+    if not counted:
+        lead = ("Nothing ran but quarantined cases, no result claimed" if quarantined
+                else "Nothing ran, no result claimed")
+        return " · ".join([lead, *parts, spend])
+    return " · ".join([*parts, spend])
+
+
+# ---- annotations --------------------------------------------------------------------------------------
+
+def _plain(text: object, cut: int) -> str:
+    """Annotation text is plain text: drop control and bidi characters, collapse whitespace, clip."""
+    value = re.sub(r"\s+", " ", _CONTROL.sub("", "" if text is None else str(text))).strip()
+    return value if len(value) <= cut else value[: cut - 1].rstrip() + "…"
+
+
+def annotation(case: CaseResult, path_prefix: str = "") -> dict[str, Any]:
+    """The annotation of one FAIL, ERROR or JUDGE-ERROR case, at its eval file from the repository root."""
+    details = [f"{case.state}: {case.uid} ({case.kind}, target {case.target})"]
+    if case.reason:
+        details.append(f"reason: {case.reason}")
+    details.append(f"{case.wins} wins / {case.losses} losses / {case.errors} errors; "
+                   f"{case.repeats_run} run of {case.repeats_planned} (quorum {case.quorum})")
+    if case.fired_instead:
+        details.append("fired instead: " + ", ".join(f"{k} x{v}" for k, v in case.fired_instead.items()))
+    lost = [p.neighbour for p in case.pairs if p.state == "FAIL"]
+    if lost:
+        details.append("pairs lost: " + ", ".join(lost))
+    for item in case.assertions:
+        if item.state in BAD:
+            details.append(f"assertion {item.index} {item.state}: {item.text}")
+    line = max(1, case.line)
+    return {"path": repopath.join(path_prefix, case.file), "start_line": line, "end_line": line,
+            "annotation_level": LEVELS[case.state],
+            "title": _plain(f"{CHECK_NAME} {case.state}: {case.uid}", ANNOTATION_TITLE_CUT),
+            "message": _plain("; ".join(details), ANNOTATION_MESSAGE_CUT)}
+
+
+def case_annotations(results: Results, path_prefix: str = "") -> tuple[list[dict[str, Any]], list[str]]:
+    """Annotations for FAIL, ERROR and JUDGE-ERROR cases, and the uids that have no eval file to point at."""
+    made, unplaced = [], []
+    for case in results.cases:
+        if case.state not in LEVELS:
+            continue
+        if not case.file:
+            unplaced.append(case.uid)
+            continue
+        made.append(annotation(case, path_prefix))
+    return made, unplaced
+
+
+def _key(item: Mapping[str, Any]) -> tuple:
+    return (item.get("path"), item.get("start_line"), item.get("annotation_level"), item.get("title") or "",
+            item.get("message"))
+
+
+# ---- sizes and links ------------------------------------------------------------------------------------
+
+def utf8_bytes(text: str) -> int:
+    """What GitHub counts: the text's size in UTF-8."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def clip_bytes(text: str, limit: int = GITHUB_TEXT_LIMIT, note: str = TRUNCATED) -> str:
+    """`text` whole when it fits `limit` UTF-8 bytes, else cut on a character boundary with `note` after it."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    room = max(0, limit - utf8_bytes(note))
+    return data[:room].decode("utf-8", "ignore") + note
+
+
+def fitted_rollup(results: Results, limit: int = ROLLUP_LIMIT) -> str:
+    """The Markdown report in at most `limit` UTF-8 bytes.
+
+    markdown.render fits a number of characters, giving up detail step by step and saying what it left out.
+    Non-ASCII text takes 2 to 4 bytes a character, so the report is rendered again with proportionally fewer
+    characters until its bytes fit. If not even its counts fit that way, it is cut with TRUNCATED.
+    """
+    chars, text = limit, None
+    for _ in range(12):
+        try:
+            text = markdown.render(results, limit=chars)
+        except ValueError:  # not even the counts fit this many characters
+            break
+        size = utf8_bytes(text)
+        if size <= limit:
+            return text
+        chars = min(chars - 1, chars * limit // size)
+    if text is None:
+        text = markdown.render(results, limit=max(limit, 1_000_000))
+    return clip_bytes(text, limit)
+
+
+def links_line(links: Mapping[str, str], run_url: str | None, notes: list[str]) -> str:
+    """One Markdown line linking the reports (artifacts) and the workflow run; "" when there is nothing to link.
+    A link whose URL is not a plain http(s) URL is left out, and `notes` says so."""
+    items = []
+    for label, url in links.items():
+        if _URL.fullmatch(url or ""):
+            items.append(f"[{markdown.escape(label)}]({url})")
+        else:
+            notes.append(f"the link {label!r} was left out: its URL is not a plain http(s) URL")
+    if run_url:
+        items.append(f"[workflow run]({run_url})")
+    return "**Reports:** " + " · ".join(items) + "\n" if items else ""
+
+
+# ---- publishing ---------------------------------------------------------------------------------------
+
+class _Skip(Exception):
+    """A part of publishing that could not be written; the message says why (no token in it)."""
+
+
+def _why(exc: Exception, what: str, permission: str) -> str:
+    if isinstance(exc, GithubException):
+        data = exc.data if isinstance(exc.data, dict) else {}
+        message = data.get("message") or ""
+        said = f"GitHub answered {exc.status}" + (f" ({message})" if message else "")
+        if exc.status in (403, 404):
+            return (f"{what} not written: {said}. The token cannot write here: a pull request from a fork gets a "
+                    f"read-only token, otherwise the workflow needs `permissions: {permission}: write`.")
+        return f"{what} not written: {said}."
+    return f"{what} not written: GitHub could not be reached ({type(exc).__name__})."
+
+
+def _scrub(text: str, token: str | None) -> str:
+    return text.replace(token, "[token]") if token else text
+
+
+def _blocked(ctx: Context, token: str | None) -> str | None:
+    """Why nothing can be posted to GitHub at all (no token, not in Actions, a fork's read-only token), or None."""
+    if not token:
+        return "no-token"
+    if not ctx.repository:
+        return "no-repository"
+    if ctx.read_only_token:
+        return "fork"
+    return None
+
+
+def _client(ctx: Context, token: str, seconds_between_requests: float | None, seconds_between_writes: float | None,
+            timeout: int) -> Github:
+    return Github(base_url=ctx.api_url, auth=Auth.Token(token), per_page=100, lazy=True, timeout=timeout,
+                  user_agent="skill-evals", seconds_between_requests=seconds_between_requests,
+                  seconds_between_writes=seconds_between_writes)
+
+
+def _ours(repo: Any, head: str, check_run_id: int | None, notes: list[str]) -> Any | None:
+    """Our check run for `head`: the one `start` created (`check_run_id`) while it is ours and on this commit,
+    else the newest check run on the commit carrying our external_id, else None."""
+    if check_run_id is not None:
+        try:
+            run = repo.get_check_run(check_run_id)
+        except GithubException as exc:
+            if exc.status != 404:
+                raise
+            run = None
+        if run is not None and run.external_id == EXTERNAL_ID and run.head_sha == head:
+            return run
+        notes.append(f"the started check run {check_run_id} is not skill-evals' check run on {head[:12]} (or is "
+                     "gone): the check run of this commit was looked up by name instead")
+    existing = None
+    for run in repo.get_commit(head).get_check_runs(check_name=CHECK_NAME, filter="all"):
+        if run.external_id == EXTERNAL_ID and (existing is None or run.id > existing.id):
+            existing = run
+    return existing
+
+
+def _check_run(repo: Any, results: Results, mode: Mode, verdict: Conclusion, head: str, summary: str,
+               outcome: PublishOutcome, notes: list[str], *, check_run_id: int | None = None, path_prefix: str = "",
+               details_url: str | None = None) -> None:
+    wanted, unplaced = case_annotations(results, path_prefix)
+    existing = _ours(repo, head, check_run_id, notes)
+    stale = 0
+    if existing is not None:
+        present = {_key(a.raw_data) for a in existing.get_annotations()}
+        current = {_key(a) for a in wanted}
+        stale = len(present - current)
+        wanted = [a for a in wanted if _key(a) not in present]
+    text_lines = [f"Mode: {mode}. " + ("Advisory: eval results never fail this check or the job."
+                                       if mode == "advisory" else "Required: FAIL, ERROR or JUDGE-ERROR fail this check.")]
+    if unplaced:
+        notes.append(f"{len(unplaced)} failing or erroring case(s) have no eval file to annotate: "
+                     + ", ".join(unplaced[:10]) + (" …" if len(unplaced) > 10 else ""))
+    if stale:
+        notes.append(f"{stale} annotation(s) from an earlier publish for this commit no longer apply; "
+                     "GitHub's API cannot remove an annotation.")
+    text_lines += [f"- {markdown.escape(n)}" for n in notes]
+    text = clip_bytes("\n".join(text_lines))
+    batches = [wanted[i:i + ANNOTATION_BATCH] for i in range(0, len(wanted), ANNOTATION_BATCH)] or [[]]
+    output = {"title": outcome.title, "summary": clip_bytes(summary), "text": text}
+    first = {**output, "annotations": batches[0]} if batches[0] else output
+    now = datetime.now(timezone.utc)
+    if existing is None:
+        extra = {"details_url": details_url} if details_url else {}
+        run = repo.create_check_run(name=CHECK_NAME, head_sha=head, external_id=EXTERNAL_ID, status="completed",
+                                    conclusion=verdict, completed_at=now, output=first, **extra)
+        outcome.check_run_action = "created"
+    else:
+        run = existing
+        run.edit(status="completed", conclusion=verdict, completed_at=now, output=first)
+        outcome.check_run_action = "updated"
+    outcome.check_run_id, outcome.check_run_url = run.id, run.html_url
+    outcome.annotations_sent = len(batches[0])
+    for batch in batches[1:]:
+        run.edit(output={**output, "annotations": batch})
+        outcome.annotations_sent += len(batch)
+
+
+def _comment(repo: Any, ctx: Context, body: str, outcome: PublishOutcome) -> None:
+    issue = repo.get_issue(ctx.pr_number)
+    ours = next((c for c in issue.get_comments() if (c.body or "").startswith(MARKER)), None)
+    if ours is None:
+        made = issue.create_comment(body)
+        outcome.comment_id, outcome.comment_url, outcome.comment_action = made.id, made.html_url, "created"
+    else:
+        ours.edit(body)
+        outcome.comment_id, outcome.comment_url, outcome.comment_action = ours.id, ours.html_url, "updated"
+
+
+def _footer(verdict: Conclusion, mode: Mode) -> str:
+    return (f"\n---\nCheck `{CHECK_NAME}`: **{verdict}** ({mode} mode"
+            + ("; eval results never fail the job" if mode == "advisory" else "") + "). "
+            "This comment is updated in place on every run.\n")
+
+
+def _job_summary(path: Path, rollup: str, outcome: PublishOutcome, posted: list[str]) -> None:
+    lines = []
+    if outcome.notes:
+        lines += ["> **skill-evals publish:** " + ("; ".join(posted) if posted else "nothing was posted to GitHub")
+                  + ". Why:", ">"]
+        lines += [f"> - {markdown.escape(note)}" for note in outcome.notes]
+        lines.append("")
+    lines += [rollup.rstrip("\n"), ""]
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "advisory", comment: bool = True, *,
+            check_run_id: int | None = None, path_prefix: str = "", links: Mapping[str, str] | None = None,
+            seconds_between_requests: float | None = 0.25, seconds_between_writes: float | None = 1.0,
+            timeout: int = 30) -> PublishOutcome:
+    """Post the check run, the PR comment and the job summary (see the module docstring).
+
+    `check_run_id`: the check run `start` created, completed here instead of a new one. `path_prefix`: the
+    library root's path inside the repository (runner.corpus.repopath.prefix), put before every annotation's path.
+    `links`: label -> URL of the reports uploaded as artifacts, linked from the summary, the comment and the
+    job summary together with the workflow run.
+
+    Never raises for what GitHub answers or for an unreachable API: each part that could not be written is
+    skipped and the reason recorded in `notes` (and in the job summary). The pacing arguments are
+    PyGithub's (its defaults keep clear of GitHub's secondary rate limits).
+    """
+    verdict = conclusion(results, mode)
+    outcome = PublishOutcome(conclusion=verdict, title=title(results))
+    notes: list[str] = list(ctx.warnings)
+    linked = links_line(links or {}, ctx.run_url, notes)
+    footer = _footer(verdict, mode)
+    rollup = fitted_rollup(results, min(ROLLUP_LIMIT, GITHUB_TEXT_LIMIT - utf8_bytes(linked + "\n" + footer)))
+    report = rollup + ("\n" + linked if linked else "")
+    head = ctx.head_sha or ctx.sha
+
+    # One sentence, true as a whole: "this job summary is the only report" only when a job summary is written;
+    # without GITHUB_STEP_SUMMARY (outside Actions) it says that nothing was published at all, and where the
+    # results are.
+    blocked = _blocked(ctx, token)
+    why = {"no-token": "no GitHub token was given",
+           "no-repository": "GITHUB_REPOSITORY is not set (not running in GitHub Actions)",
+           "fork": "this pull request comes from a fork, whose workflow token is read-only", None: None}[blocked]
+    if why is None:
+        reason = None
+    elif ctx.step_summary is not None:
+        reason = (f"{why}: no check run, no annotations and no PR comment were posted; this job summary is the "
+                  "only report")
+    else:
+        reason = (f"{why}, and GITHUB_STEP_SUMMARY is not set: nothing was published (no check run, annotations, PR "
+                  "comment or job summary); `skill-evals report RUN_DIR` shows the results")
+    if reason:
+        notes.append(reason)
+    else:
+        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        assert ctx.repository  # _blocked() found it set
+        try:
+            repo = client.get_repo(ctx.repository)
+            if head:
+                check_notes: list[str] = []
+                try:
+                    _check_run(repo, results, mode, verdict, head, report, outcome, check_notes,
+                               check_run_id=check_run_id, path_prefix=path_prefix, details_url=ctx.run_url)
+                except (GithubException, requests.RequestException) as exc:
+                    check_notes.append(_why(exc, "check run" if outcome.check_run_id is None
+                                            else "some annotations of the check run", "checks"))
+                notes += check_notes
+            else:
+                notes.append("no commit SHA (GITHUB_SHA is not set): no check run was posted")
+            if not comment:
+                notes.append("the PR comment is turned off")
+            elif ctx.pr_number is None:
+                notes.append(f"not a pull request event ({ctx.event_name or 'unknown'}): no PR comment was posted")
+            else:
+                try:
+                    _comment(repo, ctx, clip_bytes(report + footer), outcome)
+                except (GithubException, requests.RequestException) as exc:
+                    notes.append(_why(exc, "PR comment", "pull-requests"))
+        finally:
+            client.close()
+
+    outcome.notes = [_scrub(n, token) for n in notes]
+    posted = []
+    if outcome.check_run_action != "skipped":
+        posted.append(f"check run {outcome.check_run_action} ({verdict})")
+    if outcome.comment_action != "skipped":
+        posted.append(f"PR comment {outcome.comment_action}")
+    if ctx.step_summary is None:
+        if not reason:  # a blocked publish said it in its one sentence
+            outcome.notes.append("GITHUB_STEP_SUMMARY is not set: no job summary was written")
+    else:
+        try:
+            _job_summary(ctx.step_summary, report, outcome, posted)
+            outcome.summary_written = True
+        except OSError as exc:
+            outcome.notes.append(f"the job summary could not be written ({type(exc).__name__})")
+    for note in outcome.notes:
+        log.info("publish: %s", note)
+    return outcome
+
+
+# ---- the check run in progress ----------------------------------------------------------------------------
+
+class StartOutcome(BaseModel):
+    """What start did. Never holds the token."""
+
+    check_run_id: int | None = None
+    check_run_url: str | None = None
+    notes: list[str] = []
+
+
+STARTED_TITLE = "Running the evals"
+
+
+def start(ctx: Context, token: str | None, *, seconds_between_requests: float | None = 0.25,
+          seconds_between_writes: float | None = 1.0, timeout: int = 30) -> StartOutcome:
+    """Create skill-evals' check run `in_progress` on the head commit, with started_at and the workflow run as
+    its details_url, so the pull request shows the evals running. `publish(check_run_id=...)` completes it.
+
+    Never raises for what GitHub answers: a fork's read-only token, a missing permission or an outage leave
+    no check run started, and the note says why (the final publish then creates one if it can).
+    """
+    outcome = StartOutcome()
+    notes: list[str] = list(ctx.warnings)
+    head = ctx.head_sha or ctx.sha
+    blocked = _blocked(ctx, token)
+    if blocked:
+        notes.append({"no-token": "no GitHub token was given: no check run was started",
+                      "no-repository": "GITHUB_REPOSITORY is not set (not running in GitHub Actions): no check run "
+                                       "was started",
+                      "fork": "this pull request comes from a fork, whose workflow token is read-only: no check run "
+                              "was started"}[blocked])
+    elif not head:
+        notes.append("no commit SHA (GITHUB_SHA is not set): no check run was started")
+    else:
+        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        summary = ("skill-evals is running the evals of this commit. This check is completed with the results when "
+                   "the run ends" + (f"; the [workflow run]({ctx.run_url}) shows its progress." if ctx.run_url
+                                     else "."))
+        assert ctx.repository  # _blocked() found it set
+        try:
+            run = client.get_repo(ctx.repository).create_check_run(
+                name=CHECK_NAME, head_sha=head, external_id=EXTERNAL_ID, status="in_progress",
+                started_at=datetime.now(timezone.utc), output={"title": STARTED_TITLE, "summary": summary},
+                details_url=ctx.run_url or NotSet)
+            outcome.check_run_id, outcome.check_run_url = run.id, run.html_url
+        except (GithubException, requests.RequestException) as exc:
+            notes.append(_why(exc, "the in-progress check run", "checks"))
+        finally:
+            client.close()
+    outcome.notes = [_scrub(n, token) for n in notes]
+    for note in outcome.notes:
+        log.info("start: %s", note)
+    return outcome
+
+
+def close_without_results(ctx: Context, token: str | None, check_run_id: int, mode: Mode = "advisory", *,
+                          seconds_between_requests: float | None = 0.25, seconds_between_writes: float | None = 1.0,
+                          timeout: int = 30) -> PublishOutcome:
+    """Complete the started check run when the run left no readable results.json (it failed, or the job was
+    cancelled): never left `in_progress` for ever. Nothing ran that can be claimed, so the conclusion is the
+    action's rule for no results: neutral in advisory mode, failure in required mode."""
+    verdict: Conclusion = "failure" if mode == "required" else "neutral"
+    outcome = PublishOutcome(conclusion=verdict, title="No results: the run produced no results.json")
+    notes: list[str] = list(ctx.warnings)
+    head = ctx.head_sha or ctx.sha
+    if _blocked(ctx, token) or not head:
+        notes.append("no check run to complete here (no token, no repository, a fork's token or no commit)")
+    else:
+        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        summary = ("The run produced no results: it failed before writing results.json, or the job was cancelled. "
+                   "No result is claimed for any case; "
+                   + (f"the [workflow run]({ctx.run_url})'s log says why." if ctx.run_url else "the run's log says why."))
+        assert ctx.repository  # _blocked() found it set
+        try:
+            try:
+                run = client.get_repo(ctx.repository).get_check_run(check_run_id)
+            except GithubException as exc:
+                if exc.status != 404:
+                    raise
+                run = None
+            # Only the check run `start` made: an earlier one with real results is never overwritten here.
+            if run is None or run.external_id != EXTERNAL_ID or run.head_sha != head:
+                notes.append(f"check run {check_run_id} is not skill-evals' check run on {head[:12]}: left alone")
+            else:
+                run.edit(status="completed", conclusion=verdict, completed_at=datetime.now(timezone.utc),
+                         output={"title": outcome.title, "summary": summary})
+                outcome.check_run_id, outcome.check_run_url, outcome.check_run_action = run.id, run.html_url, "updated"
+        except (GithubException, requests.RequestException) as exc:
+            notes.append(_why(exc, "check run", "checks"))
+        finally:
+            client.close()
+    outcome.notes = [_scrub(n, token) for n in notes]
+    for note in outcome.notes:
+        log.info("publish: %s", note)
+    return outcome
+
+
+def library_prefix(library: Path | None, run_dir: Path, environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """(the library root's path inside its repository, a note when it could not be known).
+
+    From `--library` when given (the folder it resolves to, as every command resolves it), else from the run
+    folder's plan.json when the library root it names exists here (a run on this machine; a container's /repo
+    does not)."""
+    from runner.corpus import layout
+
+    root: Path | None = None
+    if library is not None:
+        try:
+            root = layout.locate(library).root
+        except layout.LibraryError as exc:
+            return "", f"annotation paths are relative to the library, not the repository ({exc})"
+    else:
+        try:
+            named = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["library"]["root"]
+            root = Path(named) if isinstance(named, str) and Path(named).is_dir() else None
+        except (OSError, ValueError, KeyError, TypeError):
+            root = None
+    return (repopath.prefix(root, environ) if root is not None else ""), None

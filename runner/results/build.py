@@ -1,0 +1,425 @@
+"""results.json: the run's outcome, computed only from the plan and the attempts that really ran.
+
+Every case starts UNRUN with a reason; only an attempt of this run can change that (semantics
+§3). Rollup precedence FAIL > ERROR > JUDGE-ERROR > UNRUN > PASS. The file is the single source
+for every report; its JSON Schema ships as runner/schemas/results.schema.json.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pydantic import BaseModel, Field
+
+from runner.corpus.library import Case
+from runner.corpus.settings import LoadedKind
+from runner.execute.hosts.base import Usage
+from runner.execute.rundir import AttemptRecord, TailRepair
+from runner.floor.surface import Surface
+from runner.plan.build import KindBasis, Plan, PlannedCase
+from runner.plan.quarantine import QuarantineEntry
+from runner.probes.arms import ProbeRunResult, run_result
+from runner.results.quorum import QuorumRule, decide
+from runner.results.verdicts import (
+    CASE_STATES,
+    ActivationResult,
+    AssertionResult,
+    CaseState,
+    PairResult,
+    activation_result,
+    assertion_results,
+    fired_instead,
+    pair_results,
+    rollup,
+    tally_of,
+)
+
+SCHEMA_VERSION = 1
+NOT_EXECUTED = ("{n} case(s) were not executed (UNRUN); no result is claimed for them.")
+
+
+class CaseResult(BaseModel):
+    uid: str
+    skill: str
+    file: str = Field(default="", description="The eval file, relative to the repository root.")
+    line: int = 1
+    kind: LoadedKind
+    target: str
+    state: CaseState
+    reason: str | None = None
+    detail: str | None = Field(default=None, description="UNRUN floor-error / invalid-case: the floor's finding "
+                                                         "that held the case back (`file:line: [rule] message`).")
+    wins: int = 0
+    losses: int = 0
+    errors: int = 0
+    repeats_run: int = 0
+    repeats_planned: int = 0
+    quorum: int = 0
+    parts: dict[str, str] = Field(default={}, description="Refusal cases: activation and refusal, separately.")
+    activation: ActivationResult | None = None
+    fired_instead: dict[str, int] = {}
+    pairs: list[PairResult] = []
+    assertions: list[AssertionResult] = []
+    attempts: list[str] = []
+    cost_usd: float = 0.0
+    warnings: list[str] = []
+    underlying_state: CaseState | None = Field(default=None, description="For QUARANTINED: the state it had.")
+    quarantine: QuarantineEntry | None = None
+    probe: ProbeRunResult | None = Field(default=None, description="Tier-2 probes: per-arm catch rates, the "
+                                                                   "difference, band scores, cost per arm.")
+
+
+class PlanSummary(BaseModel):
+    hash: str
+    tier: str
+    host: str
+    approximation: str | None
+    versions: dict[str, str]
+    model: str
+    judge_model: str | None = None
+    judge_prompt_version: str | None = None
+    judge_unavailable: str | None = None
+    repeats: int
+    quorum: int
+    cap_usd: float
+    library_hash: str
+    listing_budget_chars: int | None
+    surface: Surface | None
+    batch: bool = Field(default=False, description="Model turns and judge calls went through the Message Batches API.")
+    unrun_all: str | None = Field(default=None, description="no-credentials or kill-switch: no session started. The "
+                                                            "cases that could have run are UNRUN for this reason; "
+                                                            "the others keep the plan's own reason "
+                                                            "(manual-only-target, floor-error, ...).")
+    held_back: dict[str, str] = Field(default={}, description="Skills the floor held back (their cases are UNRUN "
+                                                             "floor-error): the first finding of each.")
+    not_read: dict[str, str] = Field(default={}, description="Skills that could not be read at all, so no case of "
+                                                            "theirs was planned: the first finding of each.")
+
+
+class Spend(BaseModel):
+    usd: float = Field(description="Sessions and judge calls of the recorded attempts.")
+    judge_usd: float = 0.0
+    judge_calls: int = 0
+    cap_usd: float
+    refused_reservations: int = 0
+    lost_in_flight_usd: float = Field(
+        default=0.0, description="Spend no attempt record shows, from the reservation journal: sessions and judge "
+                                 "calls in flight when a process of this run was killed (or cancelled mid-judge), "
+                                 "each at its reserved worst case since nothing says what it used, and sessions "
+                                 "that settled but whose record was lost, at their real cost. Not in `usd`; "
+                                 "counted against the same cap (usd + lost_in_flight_usd <= cap_usd).")
+    lost_in_flight_reservations: int = Field(default=0, description="Reservations never settled (counted at their "
+                                                                    "worst case).")
+    lost_in_flight_attempts: list[str] = Field(default=[], description="The attempts whose session reservation was "
+                                                                       "never settled (they run again on resume).")
+
+
+class CostSummary(BaseModel):
+    """What the run's sessions cost against what the plan expected, and how much the prompt cache served."""
+
+    sessions: int = Field(description="Sessions that ran (finished attempts, errored ones included).")
+    planned_session_usd: float = Field(description="The plan's expected cost of one session.")
+    spent_session_usd: float = Field(description="What a session cost on average (sessions only, no judge).")
+    ratio: float | None = Field(description="planned_session_usd / spent_session_usd; None when nothing was spent.")
+    planned_usd: float = Field(description="planned_session_usd x sessions.")
+    spent_usd: float
+    input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_share: float = Field(default=0.0, description="cache_read_input_tokens / every input token.")
+    prefixes: int = Field(default=0, description="Distinct prefix hashes among the sessions: how many different "
+                                                 "texts before the case prompt the run sent (1 = one shared "
+                                                 "prefix).")
+    sessions_with_prefix_hash: int = 0
+    session_path: dict[str, int] = Field(default={}, description="claude-code: sessions per session-path mode "
+                                                                 "(runner.execute.hosts.sessionpath).")
+    token_scale: float = Field(default=1.0, description="The API's count of a first turn's input per token of the "
+                                                        "plan's estimate of it (characters / 4): a later plan's "
+                                                        "[cost] basis scales its token figures by it.")
+    by_kind: list[KindBasis] = Field(default=[], description="Measured per case kind; a later plan's [cost] basis.")
+
+
+def model_calls(record: AttemptRecord) -> int:
+    """The session's calls to the API (records from before model_calls existed: its turns)."""
+    return record.model_calls if record.model_calls is not None else record.turns
+
+
+def kind_basis(kind: str, records: list[AttemptRecord], per_case: float) -> KindBasis:
+    """Mean turns (model calls), first-turn input, growth per turn and output per turn of one kind's clean
+    sessions. Growth: a session of T calls sends T x first + growth x T(T-1)/2 input tokens in all."""
+    turns = [model_calls(r) for r in records]
+    inputs = [r.usage.input_tokens + r.usage.cache_creation_input_tokens + r.usage.cache_read_input_tokens
+              for r in records]
+    firsts = [r.first_turn_input_tokens for r in records if r.first_turn_input_tokens is not None]
+    first = sum(firsts) / len(firsts) if firsts else 0.0
+    growths = [(total - t * (r.first_turn_input_tokens or 0)) / (t * (t - 1) / 2)
+               for r, t, total in zip(records, turns, inputs) if t > 1 and r.first_turn_input_tokens is not None]
+    return KindBasis(kind=kind, sessions=len(records), sessions_per_case=round(per_case, 3),
+                     turns=round(sum(turns) / len(records), 3),
+                     first_turn_input_tokens=round(first, 1),
+                     growth_tokens_per_turn=round(sum(growths) / len(growths), 1) if growths else 0.0,
+                     output_tokens_per_turn=round(sum(r.usage.output_tokens for r in records) / max(1, sum(turns)), 1),
+                     usd_per_session=round(sum(r.cost_usd for r in records) / len(records), 6))
+
+
+def cost_summary(plan: Plan, finished: list[AttemptRecord]) -> CostSummary:
+    kinds = {c.uid: ("probe" if c.arms else c.kind) for c in plan.cases}
+    total = Usage()
+    for record in finished:
+        total = total.add(record.usage)
+    spent = sum(r.cost_usd for r in finished)
+    sessions = len(finished)
+    spent_each = spent / sessions if sessions else 0.0
+    planned_each = plan.estimate.expected_session_usd
+    all_input = total.input_tokens + total.cache_creation_input_tokens + total.cache_read_input_tokens
+    hashes = [r.prefix_hash for r in finished if r.prefix_hash]
+    clean: dict[str, list[AttemptRecord]] = {}
+    for record in finished:
+        if not record.error_kind and model_calls(record) > 0:
+            clean.setdefault(kinds.get(record.uid, "unknown"), []).append(record)
+    firsts = [r.first_turn_input_tokens for records in clean.values() for r in records
+              if r.first_turn_input_tokens is not None]
+    planned_first = plan.estimate.typical_first_turn_input_tokens
+    scale = (sum(firsts) / len(firsts)) / planned_first if firsts and planned_first else 1.0
+    return CostSummary(
+        sessions=sessions, token_scale=round(scale, 4), planned_session_usd=planned_each, spent_session_usd=round(spent_each, 6),
+        ratio=round(planned_each / spent_each, 4) if spent_each else None,
+        planned_usd=round(planned_each * sessions, 6), spent_usd=round(spent, 6), input_tokens=total.input_tokens,
+        cache_creation_input_tokens=total.cache_creation_input_tokens,
+        cache_read_input_tokens=total.cache_read_input_tokens, output_tokens=total.output_tokens,
+        cache_read_share=round(total.cache_read_input_tokens / all_input, 4) if all_input else 0.0,
+        prefixes=len(set(hashes)), sessions_with_prefix_hash=len(hashes),
+        session_path=dict(Counter(r.session_path for r in finished if r.session_path).most_common()),
+        by_kind=[kind_basis(kind, records, sessions_per_case(kind, kinds, finished))
+                 for kind, records in sorted(clean.items())])
+
+
+def sessions_per_case(kind: str, kinds: Mapping[str, str], finished: list[AttemptRecord]) -> float:
+    """Sessions that ran per case (and arm) of a kind, errored ones included."""
+    mine = [r for r in finished if kinds.get(r.uid, "unknown") == kind]
+    cases = {(r.uid, r.arm) for r in mine}
+    return len(mine) / len(cases) if cases else 0.0
+
+
+@dataclass(frozen=True)
+class LostInFlight:
+    """Spend the reservation journal shows and no record does (runner.execute.run.lost_in_flight)."""
+
+    usd: float = 0.0
+    reservations: int = 0
+    attempts: tuple[str, ...] = ()
+
+
+class Results(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    finished_at: str
+    shard: str | None = Field(default=None, description="`i/n` when this run executed one shard of the plan.")
+    plan: PlanSummary
+    stop_reason: str | None = None
+    counts: dict[str, int]
+    unrun_by_reason: dict[str, int]
+    attempts_finished: int
+    attempts_errored: int
+    cases: list[CaseResult]
+    assertion_counts: dict[str, int] = Field(default={}, description="Assertions of executed cases by how they were "
+                                                                      "decided: judged, checked by script or by the "
+                                                                      "harness, unjudgeable, JUDGE-ERROR, not judged.")
+    spend: Spend
+    cost: CostSummary | None = Field(default=None, description="Planned against spent per session, the prompt "
+                                                               "cache's share, the run's distinct prefixes.")
+    not_executed: str
+    repairs: list[TailRepair] = Field(default=[], description="Torn last lines cut from the run folder's "
+                                                              "append-only files before appending (a process killed "
+                                                              "mid-write): which file, where, how many bytes, and "
+                                                              "where the cut bytes are kept. Every cut of the folder.")
+
+
+def kill_note(results: Results) -> str | None:
+    """One line for every report when a process of this run was killed: spend no record shows, torn lines cut."""
+    parts = []
+    spend = results.spend
+    if spend.lost_in_flight_usd > 0:
+        parts.append(f"${spend.lost_in_flight_usd:.4f} spent in flight when a process of this run was killed (no "
+                     f"attempt record shows it; {spend.lost_in_flight_reservations} reservation(s) counted at their "
+                     f"worst case), counted against the cap with the ${spend.usd:.4f} recorded")
+    if results.repairs:
+        parts.append(f"{len(results.repairs)} torn line(s) cut from the run folder's files before appending "
+                     f"(results.json `repairs`)")
+    return "; ".join(parts) if parts else None
+
+
+def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult:
+    # The floor's finding explains only the plan's own reason, not a run-wide one (no-credentials, ...).
+    detail = planned.unrun_detail if reason == planned.unrun_reason else None
+    return CaseResult(uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
+                      target=planned.target, state="UNRUN", reason=reason, detail=detail,
+                      repeats_planned=planned.repeats, quorum=planned.quorum, warnings=warnings)
+
+
+def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
+                unrun_all: str | None, manual_only: set[str]) -> CaseResult:
+    warnings = list(planned.warnings)
+    # The plan's own reason is about the case itself (the floor held it back, its target is manual-only, its probe
+    # is not calibrated, ...): it would not run with a key or without the kill switch either, so it keeps that
+    # reason. Only the cases that could have run are UNRUN for the run-wide one (no-credentials, kill-switch).
+    if planned.unrun_reason:
+        return _unrun(planned, planned.unrun_reason, warnings)
+    if unrun_all:
+        return _unrun(planned, unrun_all, warnings)
+    finished = [r for r in records if r.status == "finished" and r.outcome is not None]
+    if not finished:
+        return _unrun(planned, stop_reason or "not-started", warnings)
+    if planned.arms:
+        return probe_case_result(planned, finished, stop_reason, warnings)
+    outcomes = [r.outcome for r in finished if r.outcome is not None]
+    rule = QuorumRule(planned.repeats, planned.quorum)
+    tally = tally_of(outcomes)
+    verdict = decide(rule, tally)
+    finished_all = len(finished) >= planned.repeats
+    activation = activation_result(outcomes, rule, finished_all)
+    assertions = assertion_results(case, outcomes, rule)
+    judged = [a.state for a in assertions if a.state != "UNJUDGEABLE"]
+    parts: dict[str, str] = {}
+    if case.kind == "refusal":
+        parts = {"activation": activation.state, "refusal": rollup(judged) if judged else "UNRUN"}
+    state: CaseState
+    reason: str | None
+    if verdict == "loss":
+        state, reason = "FAIL", None
+    elif verdict == "error":
+        # Errors of the host are ERROR; attempts only the judge could not decide are JUDGE-ERROR.
+        host_errors = sum(1 for o in outcomes if o.state == "ERROR")
+        state = "ERROR" if host_errors else "JUDGE-ERROR"
+        reason = "errors left too few attempts to decide the quorum"
+    elif verdict == "undecided":
+        state, reason = "UNRUN", stop_reason or "not-started"
+    else:
+        state = rollup([activation.state, *judged])
+        pending = [a for a in assertions if a.state == "UNRUN"]
+        reason = (pending[0].reason if pending else None) if state == "UNRUN" else None
+    errors = [r.outcome.error for r in finished if r.outcome and r.outcome.error]
+    if state == "ERROR" and errors:
+        reason = errors[0]
+    return CaseResult(
+        uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
+        target=planned.target, state=state, reason=reason,
+        wins=tally.wins, losses=tally.losses, errors=tally.errors, repeats_run=len(finished),
+        repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
+        fired_instead=fired_instead(outcomes),
+        pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if case.kind == "discrimination" else [],
+        assertions=assertions, attempts=[r.attempt_id for r in finished],
+        cost_usd=round(sum(r.total_cost_usd for r in finished), 6),
+        warnings=warnings)
+
+
+def probe_case_result(planned: PlannedCase, finished: list[AttemptRecord], stop_reason: str | None,
+                      warnings: list[str]) -> CaseResult:
+    """A probe's state is its treatment arm by the quorum rule (caught = a win); the control arm is the
+    baseline, reported beside it as a rate, never folded into the state."""
+    treatment = [r for r in finished if r.arm == "treatment"]
+    outcomes = [r.outcome for r in treatment if r.outcome is not None]
+    rule = QuorumRule(planned.repeats, planned.quorum)
+    tally = tally_of(outcomes)
+    verdict = decide(rule, tally)
+    reason = None
+    if verdict == "win":
+        state: CaseState = "PASS"
+    elif verdict == "loss":
+        state = "FAIL"
+    elif verdict == "error":
+        state = "ERROR" if any(o.state == "ERROR" for o in outcomes) else "JUDGE-ERROR"
+        reason = next((o.error for o in outcomes if o.error), "errors left too few attempts to decide the quorum")
+    else:
+        state, reason = "UNRUN", stop_reason or "not-started"
+    graded = [(r.probe, r.total_cost_usd) for r in finished if r.probe is not None]
+    return CaseResult(
+        uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
+        target=planned.target, state=state, reason=reason, wins=tally.wins, losses=tally.losses, errors=tally.errors,
+        repeats_run=len(treatment), repeats_planned=planned.repeats, quorum=planned.quorum,
+        attempts=[r.attempt_id for r in finished], cost_usd=round(sum(r.total_cost_usd for r in finished), 6),
+        warnings=warnings, probe=run_result(graded, planned.explicit_invocation, planned.calibration))
+
+
+def moment(stamp: str) -> datetime:
+    """A results file's timestamp as an aware datetime (the earliest possible when unreadable)."""
+    try:
+        parsed = datetime.fromisoformat(stamp)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def quarantine(result: CaseResult, entry: QuarantineEntry | None) -> CaseResult:
+    if entry is None:
+        return result
+    return result.model_copy(update={"state": "QUARANTINED", "underlying_state": result.state, "quarantine": entry})
+
+
+def assertion_counts(results: list[CaseResult]) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for result in results:
+        if result.state == "UNRUN" and not result.assertions:
+            continue
+        for assertion in result.assertions:
+            if assertion.state == "UNJUDGEABLE":
+                counts["unjudgeable"] += 1
+            elif assertion.state == "JUDGE-ERROR":
+                counts["judge_error"] += 1
+            elif assertion.state == "UNRUN":
+                counts[f"unrun:{assertion.reason}"] += 1
+            elif assertion.assertion_class == "semantic" or (assertion.assertion_class == "artifact_shape"
+                                                             and assertion.reason is not None):
+                counts["judged"] += 1
+            elif assertion.assertion_class == "activation":
+                counts["checked_by_harness"] += 1
+            else:
+                counts["checked_by_script"] += 1
+    return dict(sorted(counts.items()))
+
+
+def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[AttemptRecord], stop_reason: str | None,
+          refused: int = 0, mine: set[str] | None = None, shard: tuple[int, int] | None = None,
+          lost: LostInFlight = LostInFlight(), repairs: list[TailRepair] | None = None) -> Results:
+    by_uid: dict[str, list[AttemptRecord]] = {}
+    for record in records:
+        by_uid.setdefault(record.uid, []).append(record)
+    manual_only = set(plan.manual_only)
+    quarantined = {entry.uid: entry for entry in plan.quarantine}
+    results = [quarantine(case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all,
+                                      manual_only), quarantined.get(p.uid))
+               if mine is None or p.uid in mine else _unrun(p, "other-shard", list(p.warnings))
+               for p in plan.cases]
+    counts = Counter(r.state for r in results)
+    unrun = Counter(r.reason or "unknown" for r in results
+                    if r.state == "UNRUN" or r.underlying_state == "UNRUN")
+    finished = [r for r in records if r.status == "finished"]
+    return Results(
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        shard=f"{shard[0]}/{shard[1]}" if shard else None,
+        plan=PlanSummary(hash=plan_hash, tier=plan.tier, host=plan.host, approximation=plan.approximation,
+                         versions=plan.versions, model=plan.model, judge_model=plan.judge_model,
+                         judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,
+                         repeats=plan.repeats, quorum=plan.quorum,
+                         cap_usd=plan.cap_usd, library_hash=plan.library.content_hash,
+                         listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
+                         unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read),
+        stop_reason=stop_reason,
+        counts={state: counts.get(state, 0) for state in CASE_STATES},
+        unrun_by_reason=dict(unrun.most_common()),
+        attempts_finished=len(finished),
+        attempts_errored=sum(1 for r in finished if r.outcome and r.outcome.state == "ERROR"),
+        cases=results,
+        assertion_counts=assertion_counts(results),
+        spend=Spend(usd=round(sum(r.total_cost_usd for r in finished), 6),
+                    judge_usd=round(sum(r.judge.cost_usd for r in finished if r.judge), 6),
+                    judge_calls=sum(1 for r in finished if r.judge), cap_usd=plan.cap_usd,
+                    refused_reservations=refused, lost_in_flight_usd=round(lost.usd, 6),
+                    lost_in_flight_reservations=lost.reservations, lost_in_flight_attempts=list(lost.attempts)),
+        cost=cost_summary(plan, finished),
+        not_executed=NOT_EXECUTED.format(n=sum(unrun.values())),
+        repairs=repairs or [],
+    )

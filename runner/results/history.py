@@ -1,0 +1,289 @@
+"""`skill-evals report --previous DIR...`: what changed since the last run, which cases flip, and
+the stability record a person reads before promoting the lane to a required gate.
+
+The window is the previous runs ordered oldest → newest by `finished_at` (ties keep the order
+given), followed by the current run, which is always the newest whatever its timestamp.
+
+- Changes: per case, the state in the newest previous run against the state now (a case absent
+  from one side shows as absent). Only a change of state is listed; a different UNRUN reason
+  alone is not a change.
+- Flips: per case, the sequence of its executed verdicts across the window, where a verdict is
+  PASS or FAIL (for a QUARANTINED case, the state underneath). Runs in which the case has no
+  verdict (UNRUN, ERROR, JUDGE-ERROR, absent) are skipped, not counted as flips; a flip is a
+  change PASS ↔ FAIL between two consecutive verdicts.
+- Quarantine candidates: cases with at least `flip_threshold` flips. Nothing is quarantined
+  automatically (semantics §3, seed 002 flake policy): the model lists candidates, and a person
+  adds them to `.skill-evals/quarantine.json` with a dated reason.
+- Stability record (per run): judge-error rate (JUDGE-ERROR / judged semantic assertions of the
+  cases that are not quarantined, the definition the report's rollup uses), spend against the
+  cap, the stop reason; and which runs were planned differently (plan hash) or against another
+  library (library hash) than the current run. Comparisons across those runs are still made,
+  and flagged: each candidate says how many of its flips involve a flagged run.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from runner.execute.rundir import RESULTS
+from runner.results.build import CaseResult, Results, moment
+
+ABSENT = "absent"
+VERDICTS = ("PASS", "FAIL")
+NEVER_AUTOMATIC = ("Candidates are never quarantined automatically: a person decides, and adds a case to "
+                   ".skill-evals/quarantine.json with a dated reason.")
+MAX_CHANGE_ROWS = 50
+
+
+class HistoryError(Exception):
+    """A previous run folder cannot be read (a usage error: folder and problem)."""
+
+
+class RunRecord(BaseModel):
+    position: int = Field(description="0 = the oldest run of the window; the current run is the last.")
+    label: str
+    current: bool
+    finished_at: str
+    plan_hash: str
+    library_hash: str
+    plan_hash_differs: bool = Field(description="Planned differently from the current run.")
+    library_hash_differs: bool = Field(description="Run against another library content than the current run.")
+    executed: int
+    unrun: int
+    judge_errors: int
+    judged_semantic: int
+    judge_error_rate: float | None = Field(description="judge_errors / judged_semantic; None when nothing was judged.")
+    spend_usd: float
+    cap_usd: float
+    spend_of_cap: float | None = Field(description="spend_usd / cap_usd; None when the cap is 0.")
+    stop_reason: str | None = None
+
+    @property
+    def flagged(self) -> bool:
+        return self.plan_hash_differs or self.library_hash_differs
+
+
+class StateChange(BaseModel):
+    uid: str
+    before: str = Field(description="State in the newest previous run (`absent` when not in it).")
+    after: str = Field(description="State in the current run (`absent` when not in it).")
+    before_reason: str | None = None
+    after_reason: str | None = None
+
+
+class Candidate(BaseModel):
+    uid: str
+    flips: int
+    states: list[str] = Field(description="The case's state in each run, oldest → newest.")
+    flips_involving_flagged_runs: int = Field(description="Flips to or from a run whose plan or library differs "
+                                                          "from the current run.")
+    quarantined_now: bool = Field(description="Already on the quarantine list in the current run.")
+
+
+class Stability(BaseModel):
+    runs_in_window: int
+    total_flips: int
+    flipping_cases: int
+    flips_by_case: dict[str, int] = Field(description="Every case with at least one flip.")
+    runs: list[RunRecord]
+    flagged_runs: list[str] = Field(description="Labels of runs whose plan hash or library hash differs from the "
+                                                "current run's; comparisons across them are flagged, not hidden.")
+
+
+class History(BaseModel):
+    current: str
+    compared_with: str | None = Field(description="The newest previous run (None when there is none).")
+    comparable: bool = Field(description="The newest previous run had the current run's plan and library hash.")
+    changes: list[StateChange]
+    flip_threshold: int
+    candidates: list[Candidate]
+    stability: Stability
+    note: str = NEVER_AUTOMATIC
+
+
+def shown_state(case: CaseResult | None) -> str:
+    if case is None:
+        return ABSENT
+    if case.state == "QUARANTINED" and case.underlying_state:
+        return f"QUARANTINED ({case.underlying_state})"
+    return case.state
+
+
+def verdict(case: CaseResult | None) -> str | None:
+    """PASS or FAIL when the case was executed to a verdict in that run; None otherwise (skipped)."""
+    if case is None:
+        return None
+    state = case.underlying_state if case.state == "QUARANTINED" else case.state
+    return state if state in VERDICTS else None
+
+
+def judge_error_counts(results: Results) -> tuple[int, int]:
+    """(JUDGE-ERROR, judged) semantic assertions of the cases that are not quarantined (as the rollup counts)."""
+    judged = [a for c in results.cases if c.state != "QUARANTINED" for a in c.assertions
+              if a.assertion_class == "semantic" and a.state in ("PASS", "FAIL", "JUDGE-ERROR")]
+    return sum(1 for a in judged if a.state == "JUDGE-ERROR"), len(judged)
+
+
+def _record(position: int, label: str, results: Results, current: Results, is_current: bool) -> RunRecord:
+    errors, judged = judge_error_counts(results)
+    unrun = sum(results.unrun_by_reason.values())
+    cap = results.spend.cap_usd
+    return RunRecord(
+        position=position, label=label, current=is_current, finished_at=results.finished_at,
+        plan_hash=results.plan.hash, library_hash=results.plan.library_hash,
+        plan_hash_differs=results.plan.hash != current.plan.hash,
+        library_hash_differs=results.plan.library_hash != current.plan.library_hash,
+        executed=len(results.cases) - unrun, unrun=unrun, judge_errors=errors, judged_semantic=judged,
+        judge_error_rate=round(errors / judged, 4) if judged else None,
+        spend_usd=results.spend.usd, cap_usd=cap, spend_of_cap=round(results.spend.usd / cap, 4) if cap else None,
+        stop_reason=results.stop_reason)
+
+
+def compare(current: Results, previous: list[Results], flip_threshold: int = 2, *,
+            labels: list[str] | None = None, current_label: str = "current") -> History:
+    """History of `current` against `previous` runs (any order; see the module docstring).
+
+    `labels` name the previous runs (the report passes their folders; default: their finished_at).
+    """
+    if flip_threshold < 1:
+        raise ValueError("flip_threshold must be at least 1")
+    labels = list(labels) if labels is not None else [r.finished_at for r in previous]
+    if len(labels) != len(previous):
+        raise ValueError(f"{len(previous)} previous runs but {len(labels)} labels")
+    ordered = sorted(zip(labels, previous), key=lambda pair: moment(pair[1].finished_at))
+    window: list[tuple[str, Results]] = [*ordered, (current_label, current)]
+    records = [_record(i, label, run, current, i == len(window) - 1) for i, (label, run) in enumerate(window)]
+    by_run = [{c.uid: c for c in run.cases} for _, run in window]
+
+    uids: list[str] = []
+    seen: set[str] = set()
+    for _, run in reversed(window):  # current run's order first, then cases only older runs had
+        for case in run.cases:
+            if case.uid not in seen:
+                seen.add(case.uid)
+                uids.append(case.uid)
+
+    changes: list[StateChange] = []
+    if ordered:
+        before_run, after_run = by_run[-2], by_run[-1]
+        for uid in uids:
+            before, after = before_run.get(uid), after_run.get(uid)
+            if shown_state(before) != shown_state(after):
+                changes.append(StateChange(uid=uid, before=shown_state(before), after=shown_state(after),
+                                           before_reason=before.reason if before else None,
+                                           after_reason=after.reason if after else None))
+
+    flips_by_case: dict[str, int] = {}
+    candidates: list[Candidate] = []
+    for uid in uids:
+        flips = flagged = 0
+        last: tuple[int, str] | None = None
+        for position, cases in enumerate(by_run):
+            now = verdict(cases.get(uid))
+            if now is None:
+                continue
+            if last is not None and last[1] != now:
+                flips += 1
+                flagged += records[last[0]].flagged or records[position].flagged
+            last = (position, now)
+        if flips:
+            flips_by_case[uid] = flips
+        if flips >= flip_threshold:
+            now_case = by_run[-1].get(uid)
+            candidates.append(Candidate(uid=uid, flips=flips, states=[shown_state(c.get(uid)) for c in by_run],
+                                        flips_involving_flagged_runs=flagged,
+                                        quarantined_now=bool(now_case and now_case.state == "QUARANTINED")))
+    candidates.sort(key=lambda c: (-c.flips, c.uid))
+
+    newest_previous = records[-2] if ordered else None
+    return History(
+        current=current_label, compared_with=newest_previous.label if newest_previous else None,
+        comparable=bool(newest_previous and not newest_previous.flagged), changes=changes,
+        flip_threshold=flip_threshold, candidates=candidates,
+        stability=Stability(runs_in_window=len(window), total_flips=sum(flips_by_case.values()),
+                            flipping_cases=len(flips_by_case), flips_by_case=flips_by_case, runs=records,
+                            flagged_runs=[r.label for r in records if r.flagged]))
+
+
+def read_run(folder: Path) -> Results:
+    path = Path(folder) / RESULTS
+    try:
+        return Results.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise HistoryError(f"{folder}: no {RESULTS} (is this a finished run folder?)") from exc
+    except (OSError, UnicodeDecodeError, ValidationError) as exc:
+        raise HistoryError(f"{path}: not a results file of this runner: {str(exc).splitlines()[0]}") from exc
+
+
+def compare_dirs(current: Path, previous: list[Path], flip_threshold: int = 2) -> History:
+    """compare() over run folders; each run is labelled by its folder."""
+    return compare(read_run(current), [read_run(p) for p in previous], flip_threshold,
+                   labels=[str(p) for p in previous], current_label=str(current))
+
+
+def escape(text: str) -> str:
+    """Markdown/HTML-safe text for a table cell: no markup, no table breaks, no @-mentions."""
+    out = html.escape(text, quote=False).replace("|", "&#124;").replace("@", "@\u200b")
+    return " ".join(out.split())
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def _state(state: str, reason: str | None) -> str:
+    return escape(f"{state} ({reason})" if reason and state.startswith("UNRUN") else state)
+
+
+def render_markdown(history: History, max_rows: int = MAX_CHANGE_ROWS) -> str:
+    """A short Markdown section: changes since the newest previous run, candidates, stability record."""
+    stability = history.stability
+    lines = [f"### History: {stability.runs_in_window} run(s)", ""]
+    if history.compared_with is None:
+        lines += ["No previous run was given; there is nothing to compare with.", ""]
+    else:
+        lines += [f"#### Changes since {escape(history.compared_with)}", ""]
+        if not history.comparable:
+            lines += ["> **Flagged:** that run had another plan or library hash than this one; the comparison is "
+                      "shown, but a change may come from the plan or the library, not from the model.", ""]
+        if history.changes:
+            lines += ["| Case | Before | Now |", "| --- | --- | --- |"]
+            lines += [f"| {escape(c.uid)} | {_state(c.before, c.before_reason)} | {_state(c.after, c.after_reason)} |"
+                      for c in history.changes[:max_rows]]
+            if len(history.changes) > max_rows:
+                lines.append(f"\n…and {len(history.changes) - max_rows} more change(s) (see the history JSON).")
+        else:
+            lines.append("No case changed state.")
+        lines.append("")
+
+    lines += [f"#### Quarantine candidates (≥ {history.flip_threshold} PASS↔FAIL flips)", ""]
+    if history.candidates:
+        lines += ["| Case | Flips | States, oldest → newest | Flips across a flagged run |",
+                  "| --- | --- | --- | --- |"]
+        for c in history.candidates:
+            states = " → ".join(escape(s) for s in c.states)
+            mark = " (quarantined)" if c.quarantined_now else ""
+            lines.append(f"| {escape(c.uid)}{mark} | {c.flips} | {states} | {c.flips_involving_flagged_runs} |")
+    else:
+        lines.append("None.")
+    lines += ["", escape(history.note), ""]
+
+    lines += ["#### Stability record", "",
+              f"- Runs in window: {stability.runs_in_window}",
+              f"- Flips: {stability.total_flips} in {stability.flipping_cases} case(s)",
+              f"- Runs with another plan or library than the current one: "
+              f"{', '.join(escape(r) for r in stability.flagged_runs) or 'none'}", "",
+              "| Run | Finished | Judge errors | Spend / cap | Stopped | Plan / library |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for r in stability.runs:
+        differs = [name for name, flag in (("plan differs", r.plan_hash_differs),
+                                           ("library differs", r.library_hash_differs)) if flag]
+        judge = f"{r.judge_errors}/{r.judged_semantic} ({_pct(r.judge_error_rate)})"
+        spend = f"${r.spend_usd:.2f} / ${r.cap_usd:.2f} ({_pct(r.spend_of_cap)})"
+        label = escape(r.label) + (" (current)" if r.current and r.label != "current" else "")
+        lines.append(f"| {label} | {escape(r.finished_at)} | {judge} | {spend} | {escape(r.stop_reason or '—')} | "
+                     f"{'**' + ', '.join(differs) + '**' if differs else 'same'} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,272 @@
+"""`skill-evals merge`: the results of the shards of one run, merged into one results file.
+
+Every shard of a run is planned identically (one plan, one plan hash) and executes only its own
+cases; the cases of the other shards appear in its results.json as UNRUN with reason
+`other-shard`. Merging takes, for each case, the result of the one shard that owns it and
+recomputes every rollup from the merged cases, exactly as `runner.results.build.build` computes them
+for an unsharded run.
+
+Refused (MergeError, naming the folders):
+- results of different plans (plan hashes differ): their cases are not comparable;
+- a case that is not `UNRUN other-shard` in more than one input (it was executed, or at least
+  owned, by two shards: the same shard given twice, or an unsharded run mixed in);
+- attempts recorded under another plan hash, or the same attempt id in two folders.
+
+Kept, and said so:
+- a case that is `UNRUN other-shard` in every input was run by no merged shard (a shard is
+  missing from the merge). It stays UNRUN `other-shard`, carries a warning, and the
+  not-executed sentence says how many such cases there are. No result is claimed for it.
+- a case UNRUN for its own reason in the shard that owns it (`budget-cap`, `kill-switch`, ...)
+  keeps that reason.
+
+Rollups of the merged file:
+- counts, unrun_by_reason, assertion_counts: recomputed from the merged cases;
+- attempts_finished, attempts_errored: the sum over the shards (each shard counts only the
+  attempts it ran, and no attempt belongs to two shards);
+- spend: usd, judge_usd, judge_calls, refused_reservations and the lost-in-flight figures are SUMMED
+  over the shards (the lost attempts and the run folders' `repairs` are concatenated);
+  cap_usd is the plan's cap, which was the cap of EACH shard (every shard reserves against the
+  full cap of the shared plan), so a merged run of n shards may have spent up to n × cap_usd;
+- stop_reason: the first one that is set, in input order; when the shards stopped differently
+  the not-executed sentence lists every shard's stop reason;
+- finished_at: the latest of the shards; shard: None (the merged file covers the whole plan).
+"""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, AttemptRecord, RunDir
+from runner.results import modelfile
+from runner.results.build import NOT_EXECUTED, CaseResult, Results, assertion_counts, moment
+from runner.results.verdicts import CASE_STATES
+
+OTHER_SHARD = "other-shard"
+NO_SHARD_RAN = ("no merged shard executed this case (UNRUN other-shard in every input): a shard is missing "
+                "from the merge; no result is claimed for it")
+
+
+class MergeError(Exception):
+    """The inputs cannot be merged into one run (a usage error: which folders and why)."""
+
+
+def is_other_shard(case: CaseResult) -> bool:
+    """True for the placeholder a shard writes for a case another shard owns."""
+    if case.reason != OTHER_SHARD:
+        return False
+    return case.state == "UNRUN" or (case.state == "QUARANTINED" and case.underlying_state == "UNRUN")
+
+
+def _label(labels: list[str], position: int, results: Results) -> str:
+    shard = getattr(results, "shard", None)
+    return f"{labels[position]} (shard {shard})" if shard else labels[position]
+
+
+def _missing_shards(results: list[Results]) -> str | None:
+    """`2/3` and the like when every input names its shard and some index of n is absent."""
+    shards = [getattr(r, "shard", None) for r in results]
+    if not shards or any(not s for s in shards):
+        return None
+    parsed = set()
+    for shard in shards:
+        index, _, of = str(shard).partition("/")
+        if not index.isdigit() or not of.isdigit():
+            return None
+        parsed.add((int(index), int(of)))
+    counts = {count for _, count in parsed}
+    if len(counts) != 1:
+        return None
+    count = counts.pop()
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if (i, count) not in parsed]
+    return ", ".join(missing) or None
+
+
+def merge(results: list[Results], labels: list[str] | None = None) -> Results:
+    """One Results for the whole plan from the Results of its shards (see the module docstring).
+
+    `labels` name the inputs in error messages (merge_dirs passes the folders); by default
+    `input 1`, `input 2`, ...
+    """
+    if not results:
+        raise MergeError("nothing to merge: give the results of at least one shard")
+    labels = list(labels) if labels is not None else [f"input {i + 1}" for i in range(len(results))]
+    if len(labels) != len(results):
+        raise MergeError(f"{len(results)} results but {len(labels)} labels")
+    first = results[0]
+    for position, other in enumerate(results[1:], start=1):
+        if other.plan.hash != first.plan.hash:
+            raise MergeError(f"{_label(labels, 0, first)} and {_label(labels, position, other)} are results of "
+                             f"different plans (plan hash {first.plan.hash} and {other.plan.hash}); only the "
+                             f"shards of one run (one plan) can be merged")
+        if other.schema_version != first.schema_version:
+            raise MergeError(f"{_label(labels, 0, first)} and {_label(labels, position, other)} have different "
+                             f"results schema versions ({first.schema_version} and {other.schema_version})")
+        if [c.uid for c in other.cases] != [c.uid for c in first.cases]:
+            raise MergeError(f"{_label(labels, 0, first)} and {_label(labels, position, other)} share a plan "
+                             f"hash but list different cases; a results file was edited or is damaged")
+
+    by_position = [{c.uid: c for c in shard.cases} for shard in results]
+    owner: dict[str, int] = {}
+    for position, shard in enumerate(results):
+        for case in shard.cases:
+            if is_other_shard(case):
+                continue
+            if case.uid in owner:
+                before = owner[case.uid]
+                raise MergeError(f"{case.uid} was executed in two shards: {_label(labels, before, results[before])} "
+                                 f"({by_position[before][case.uid].state}) and {_label(labels, position, shard)} "
+                                 f"({case.state}); only one shard may own a case (was a shard, or an unsharded "
+                                 f"run, given twice?)")
+            owner[case.uid] = position
+
+    cases: list[CaseResult] = []
+    nobody = 0
+    for placeholder in first.cases:
+        ran_in = owner.get(placeholder.uid)
+        if ran_in is not None:
+            cases.append(by_position[ran_in][placeholder.uid])
+            continue
+        nobody += 1
+        warnings = [*placeholder.warnings, NO_SHARD_RAN] if NO_SHARD_RAN not in placeholder.warnings \
+            else list(placeholder.warnings)
+        cases.append(placeholder.model_copy(update={"warnings": warnings}))
+
+    counts = Counter(c.state for c in cases)
+    unrun = Counter(c.reason or "unknown" for c in cases if c.state == "UNRUN" or c.underlying_state == "UNRUN")
+    sentence = NOT_EXECUTED.format(n=sum(unrun.values()))
+    if nobody:
+        missing = _missing_shards(results)
+        sentence += (f" {nobody} of them were assigned to a shard whose results are not in this merge "
+                     f"(other-shard{f'; missing shard(s): {missing}' if missing else ''}).")
+    stops = [r.stop_reason for r in results]
+    stop_reason = next((s for s in stops if s is not None), None)
+    if len(set(stops)) > 1:
+        listed = "; ".join(f"{_label(labels, i, r)}: {r.stop_reason or 'not stopped'}" for i, r in enumerate(results))
+        sentence += f" The shards stopped differently: {listed}."
+
+    spend = first.spend.model_copy(update={
+        "usd": round(sum(r.spend.usd for r in results), 6),
+        "judge_usd": round(sum(r.spend.judge_usd for r in results), 6),
+        "judge_calls": sum(r.spend.judge_calls for r in results),
+        "refused_reservations": sum(r.spend.refused_reservations for r in results),
+        "lost_in_flight_usd": round(sum(r.spend.lost_in_flight_usd for r in results), 6),
+        "lost_in_flight_reservations": sum(r.spend.lost_in_flight_reservations for r in results),
+        "lost_in_flight_attempts": [a for r in results for a in r.spend.lost_in_flight_attempts],
+        "cap_usd": first.plan.cap_usd,
+    })
+    update = {
+        "finished_at": max((r.finished_at for r in results), key=moment),
+        "stop_reason": stop_reason,
+        "counts": {state: counts.get(state, 0) for state in CASE_STATES},
+        "unrun_by_reason": dict(unrun.most_common()),
+        "attempts_finished": sum(r.attempts_finished for r in results),
+        "attempts_errored": sum(r.attempts_errored for r in results),
+        "cases": cases,
+        "assertion_counts": assertion_counts(cases),
+        "spend": spend,
+        "repairs": [repair for r in results for repair in r.repairs],
+        "not_executed": sentence,
+    }
+    if "shard" in Results.model_fields:
+        update["shard"] = None
+    # Validated again from plain data: the merged file is a Results like any other, detached from its inputs.
+    return Results.model_validate(first.model_copy(update=update).model_dump())
+
+
+def read_results(folder: Path) -> Results:
+    path = folder / RESULTS
+    if not path.is_file():
+        raise MergeError(f"{folder}: no {RESULTS} (is this a finished run folder?)")
+    try:
+        return modelfile.read(path, Results, "a results file of this runner")
+    except modelfile.Unreadable as exc:  # one line: where the JSON breaks, or the first key that is wrong
+        raise MergeError(str(exc)) from None
+
+
+def _attempt_lines(folder: Path, plan_hash: str) -> list[tuple[str, AttemptRecord]]:
+    path = folder / ATTEMPTS
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = AttemptRecord.model_validate_json(line)
+        except ValidationError:
+            continue  # a line torn by a crash mid-write: that attempt did not finish (as RunDir.read_attempts)
+        if record.plan_hash != plan_hash:
+            raise MergeError(f"{path}: attempt {record.attempt_id} was recorded under plan {record.plan_hash}, "
+                             f"not {plan_hash}; the folder mixes runs")
+        out.append((line, record))
+    return out
+
+
+def _copy_transcripts(folder: Path, out: Path, copied: dict[str, Path]) -> None:
+    source = folder / TRANSCRIPTS
+    if not source.is_dir():
+        return
+    target = out / TRANSCRIPTS
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.rglob("*")):
+        if not path.is_file():
+            continue
+        relative = path.relative_to(source).as_posix()
+        destination = target / relative
+        if relative in copied:
+            if filecmp.cmp(copied[relative], path, shallow=False):
+                continue
+            raise MergeError(f"{copied[relative].parent.parent} and {folder} both hold a different transcript "
+                             f"{TRANSCRIPTS}/{relative}")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, destination)
+        copied[relative] = path
+
+
+def merge_dirs(dirs: list[Path], out: Path) -> Results:
+    """Merge the run folders of the shards into `out`.
+
+    Writes `<out>/results.json` (merged), `<out>/attempts.jsonl` (every shard's attempt lines,
+    in input order, torn lines left out), `<out>/transcripts/` (every shard's transcripts, so the
+    attempts' transcript paths stay valid) and the plan.json / surface.json of the first folder
+    (all shards share one plan). `out` may not be one of the inputs.
+    """
+    dirs = [Path(d) for d in dirs]
+    out = Path(out)
+    if not dirs:
+        raise MergeError("nothing to merge: give the run folders of the shards")
+    resolved = [d.resolve() for d in dirs]
+    if len(set(resolved)) != len(resolved):
+        twice = next(d for i, d in enumerate(dirs) if resolved[i] in resolved[:i])
+        raise MergeError(f"{twice} is given twice")
+    if out.resolve() in resolved:
+        raise MergeError(f"{out}: the merged run must go to a new folder, not into one of the shards")
+    inputs = [read_results(d) for d in dirs]
+    merged = merge(inputs, labels=[str(d) for d in dirs])
+
+    lines: list[str] = []
+    seen: dict[str, Path] = {}
+    for folder in dirs:
+        for line, record in _attempt_lines(folder, merged.plan.hash):
+            if record.attempt_id in seen:
+                raise MergeError(f"attempt {record.attempt_id} is recorded in both {seen[record.attempt_id]} and "
+                                 f"{folder}")
+            seen[record.attempt_id] = folder
+            lines.append(line)
+
+    rundir = RunDir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    copied: dict[str, Path] = {}
+    for folder in dirs:
+        _copy_transcripts(folder, out, copied)
+    for name in (PLAN, SURFACE):
+        if (dirs[0] / name).is_file():
+            rundir.write_json(name, (dirs[0] / name).read_text(encoding="utf-8"))
+    rundir.write_json(ATTEMPTS, "".join(line + "\n" for line in lines))
+    rundir.write_json(RESULTS, merged.model_dump_json(indent=2))
+    return merged
