@@ -41,6 +41,9 @@ Who writes ``/out`` (so the host user can read the run folder afterwards):
 
 This assumes a local Linux daemon (bind mounts, the proxy's unix socket included, are paths on the daemon's
 machine) without user-namespace remapping.
+
+Why one long module: every hardening property of the container is set in one place, so a review of them reads
+one file.
 """
 
 from __future__ import annotations

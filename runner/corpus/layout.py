@@ -34,6 +34,9 @@ unless it holds an `evals/` folder or a `skill.md` in the wrong case (then it wa
 leaves it is reported by the file scan (runner.corpus.files) and never followed. An empty git submodule is a
 warning, not an error. Two skill folders with one name cannot both reach a session: the second is
 reported (`duplicate-skill-name`) and not read.
+
+Why one long module: each layout real repositories use is a few small functions, and keeping them side by side
+is what lets a reader see that the order they are tried in is the host's own order.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 `load_library` never raises on bad content: whatever cannot be read becomes a finding with its
 file and line, and whatever can be read becomes a typed model. Case kinds and assertion classes
 are decided here (by runner.corpus.classify) so that every later stage sees one settled corpus.
+
+Why one long module: the loader reads every eval format into one set of models, and splitting the models from
+the readers would make each format's reading rules live apart from the fields they fill.
 """
 
 from __future__ import annotations

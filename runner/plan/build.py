@@ -23,6 +23,9 @@ host's known cache layout (`first_request`).
 
 Judge calls: `judge_calls_planned` is what the plan's work would judge, the same with and without a key;
 `judge_calls` is what this run will make (0 without a key, a judge, or a session that starts).
+
+Why one long module: the plan's models and the cost arithmetic that fills them change together (a field of the
+estimate and the formula behind it); selection, prices and quarantine live beside it in this package.
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ Tiers (semantics §7), `select_tier`:
 
 Any tier can be narrowed by skill (optionally with its neighbours) and by case-uid glob; the
 narrowing is applied to the tier's selection and never changes which slot a case belongs to.
+
+Why one long module: the three tiers' selections share the narrowing and the reasons written for every case.
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ fit is cut on a character boundary with a note that the artifact has the rest.
 The token is passed in by the caller (this module never reads it from the environment), goes
 only into PyGithub's Authorization header, and is scrubbed from every note; neither `Context`
 nor `PublishOutcome` holds it.
+
+Why one long module: the check run, its annotations, the PR comment and the job summary share GitHub's size
+limits and one token-scrubbing path; splitting them would put those rules in several places.
 """
 
 from __future__ import annotations

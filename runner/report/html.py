@@ -17,6 +17,9 @@ Server-side it goes through html.escape; the attempts and transcripts travel as 
 \\u0026 (so nothing can close the block), and the page's script inserts them with textContent
 only. Transcripts are cut at `transcript_cap` bytes per attempt and `total_cap` for the page,
 and the page says so where it cut.
+
+Why one long module: the page is self-contained, so its CSS and script (260 of these lines) are string
+constants here, beside the Python that fills the rows they style and filter.
 """
 
 from __future__ import annotations

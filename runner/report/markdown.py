@@ -11,6 +11,8 @@ through `escape()` (see its docstring); nothing else is user text.
 Size: the whole comment fits `limit` characters. Detail is given up step by step (see `render`);
 the header, state counts, per-skill counts, UNRUN by reason and the not-executed sentence are
 never dropped.
+
+Why one long module: the step-by-step shortening of `render` needs every section's renderer in reach.
 """
 
 from __future__ import annotations
