@@ -5,7 +5,7 @@ and through batches with prompt caching marked.
 
 The run: the real runner (runner.execute.run.prepare, then runner.execute.run.execute or runner.execute.batch.execute_batched)
 on Project Aegis — the cases of its first 11 skills by name, 101 cases, N=3, k=2, judge on — or, with
---short, on the bundled example library (one skill). The API is tests/fake_anthropic.py in this
+--short, on the bundled example library (one skill). The API is runner/testing/fake_anthropic.py in this
 process, scripted the same way for every mode: a case's first turn calls the Skill tool with the
 case's target skill for 80% of the prompts (chosen by a hash of the prompt, so every mode sees the same
 answers), then a text answer; the judge passes every rubric item quoting the answer. All token figures
@@ -65,8 +65,8 @@ def workload(short: bool) -> tuple[Path, tuple[str, ...]]:
 
 def script(fake: Any, library: Any) -> None:
     """Deterministic per prompt: the same answers in every mode."""
-    from tests.fake_anthropic import dynamic, first_user_text, text, tool
-    from tests.fake_judge import JUDGE_MATCH, verdicts
+    from runner.testing.fake_anthropic import dynamic, first_user_text, text, tool
+    from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 
     targets = [(case.prompt[:60], case.target or case.skill) for case in library.cases if case.prompt]
 
@@ -90,7 +90,7 @@ def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) 
     from runner.execute import batch as batch_mod
     from runner.execute import run as runs_mod
     from runner.execute.rundir import RunDir
-    from tests.fake_anthropic import FakeAnthropic
+    from runner.testing.fake_anthropic import FakeAnthropic
 
     settings = Settings()
     library, _ = load_library(library_path, settings)

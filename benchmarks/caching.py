@@ -3,7 +3,7 @@
     python -m benchmarks.caching [--short] [--cases 100] [--library PATH ...] [--model M ...] --out FILE.json
 
 Each run sends `--cases` sessions (the library's own case prompts, in corpus order, repeated when the
-library has fewer) through the real ApiHost (runner.execute.run.make_host) against tests/fake_anthropic.py,
+library has fewer) through the real ApiHost (runner.execute.run.make_host) against runner/testing/fake_anthropic.py,
 at concurrency 8 with 50 ms latency, every session playing a Skill call then a final text (two
 requests). Once with prompt caching (the host marks the tools + system prefix when it can be cached)
 and once without. The fake accounts the cache as the API does (its module docstring): a prefix below
@@ -79,7 +79,7 @@ def measure(library_path: Path, model: str, caching: bool, cases: int) -> Figure
     from runner.execute.hosts.base import Usage
     from runner.execute.run import Credentials, make_host
     from runner.plan import prices as prices_mod
-    from tests.fake_anthropic import FakeAnthropic, skill, text
+    from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 
     settings = Settings()
     library, _ = load_library(library_path, settings)

@@ -3,7 +3,7 @@
 Part 1, simulation (thousands of cases, no sessions): a scripted host fires the target with
 probability p. Case c's i-th attempt outcome is drawn from a seed of its own (p, c, i), so the
 early-stop policy and fixed N see the very same i-th outcome. The early-stop side replays
-runner.execute.executor.Executor.run_case's loop with runner.results.quorum's own functions (starts_allowed,
+runner.execute.executor.AsTheyFinish.run_case's loop with runner.results.quorum's own functions (starts_allowed,
 Tally): it starts what starts_allowed allows, then waits until some in-flight attempts finish
 (attempts take a seeded random 1-3 time units, so several may finish together, like
 asyncio.wait(FIRST_COMPLETED)), counts them, and asks again. Fixed N runs all N. Each side's
@@ -12,7 +12,7 @@ Observation, then runner.results.build.case_result over the AttemptRecords (its 
 activation state). Errors can be mixed in (`--error-rates`): an errored attempt counts for
 neither side and is never replaced.
 
-Part 2, end to end (small scale): `skill-evals run --host api` against tests/fake_anthropic.py,
+Part 2, end to end (small scale): `skill-evals run --host api` against runner/testing/fake_anthropic.py,
 where a `dynamic` first turn calls the Skill tool with probability p (seeded per case and per
 request), so the sessions really started (attempts.jsonl) are counted against fixed N (= N per
 case) and each case's activation verdict is compared with the fixed-N verdict of the same three
@@ -93,7 +93,7 @@ def record(case: Case, repeat: int, draw: Draw) -> AttemptRecord:
 
 
 def early_stop_repeats(rule: QuorumRule, outcomes: list[AttemptOutcome], timing: random.Random) -> list[int]:
-    """The repeats (1-based) Executor.run_case would start, replayed with runner.results.quorum's functions."""
+    """The repeats (1-based) AsTheyFinish.run_case would start, replayed with runner.results.quorum's functions."""
     wins = losses = errors = 0
     started: list[int] = []
     finishes: dict[int, int] = {}  # repeat -> the time it finishes
@@ -228,7 +228,7 @@ class E2EResult(BaseModel):
 
 def run_e2e(per_group: int, seed: int, concurrency: int) -> E2EResult:
     sys.path.insert(0, str(REPO))
-    from tests.fake_anthropic import FakeAnthropic, dynamic, skill, text
+    from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
 
     lock = threading.Lock()
     served: Counter[str] = Counter()

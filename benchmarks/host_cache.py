@@ -2,7 +2,7 @@
 
     python -m benchmarks.host_cache [--short] [--before-src DIR] [--models M,...] --out FILE.json
 
-Each measurement is a real `skill-evals run` (a subprocess, as a user runs it) against tests/fake_anthropic.py in
+Each measurement is a real `skill-evals run` (a subprocess, as a user runs it) against runner/testing/fake_anthropic.py in
 this process (300 ms per request), N = 3, k = 2, early stop, concurrency 2, no judge: every session is a Skill
 call then a final text. On the example library (every case, 66 sessions) and on Project Aegis (its first eight
 skills: 50 runnable cases, about 100 sessions), for the claude-code and api hosts. The fake accounts prompt caching by
@@ -56,7 +56,7 @@ def run_once(src: Path, library: Path, host: str, model: str, skills: tuple[str,
              basis: Path | str | None = None, short: bool = False, fallback: bool = False) -> dict[str, Any]:
     """One `skill-evals run` of the runner in `src` against a fresh fake; the figures of its run folder."""
     sys.path.insert(0, str(REPO))
-    from tests.fake_anthropic import FakeAnthropic, skill, text
+    from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 
     args = [sys.executable, "-m", "runner", "run", "--library", str(library), "--out", str(out), "--host", host,
             "--model", model, "--no-judge", "--repeats", "3", "--quorum", "2", "--concurrency", str(CONCURRENCY),

@@ -80,9 +80,17 @@ class ScriptedHost:
         self.targets = targets
         self.answer = ("Synthetic final answer. " * 125)[:3000]
         self.body = ("# A skill body, as the Skill tool returns it.\n" + "Step and rule text. " * 400)[:8000]
+        self.middleware: list[Any] = []  # no API client: the rate limiter the executor adds here is never read
+        self.session_path = None
 
     def versions(self) -> dict[str, str]:
         return {"host": "scripted"}
+
+    async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Any:
+        raise NotImplementedError("the memory benchmark plans without a surface audit")
+
+    async def aclose(self) -> None:
+        return None
 
     async def run(self, spec: Any) -> Any:
         import asyncio

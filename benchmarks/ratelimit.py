@@ -37,7 +37,7 @@ from runner.execute.executor import Executor, RunState
 from runner.execute.ratelimit import AdaptiveLimiter, LimiterStats
 from runner.execute.run import Credentials, Options, finish, prepare, write_plan
 from runner.execute.rundir import RunDir
-from tests.fake_anthropic import FakeAnthropic, Recorded, text
+from runner.testing.fake_anthropic import FakeAnthropic, Recorded, text
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "library"
@@ -89,7 +89,7 @@ def widen_backlog(fake: FakeAnthropic, backlog: int = 128) -> None:
     """Raise the fake's listen backlog (socketserver's default is 5). Otherwise a burst of 16 new
     connections overflows it, the kernel drops SYNs and the client retransmits them a second later:
     requests sent before the first 429 would reach the fake after the pause, as if sent after it.
-    (Asked of tests/fake_anthropic.py as `request_queue_size = 128`; then this is a no-op.)"""
+    (Asked of runner/testing/fake_anthropic.py as `request_queue_size = 128`; then this is a no-op.)"""
     if fake._server is not None:
         fake._server.socket.listen(max(backlog, fake._server.request_queue_size))
 

@@ -2,7 +2,7 @@
 
     python -m benchmarks.throughput [--short] [--hosts api,claude-code] [--latency 0.3] [--reps 5] --out FILE.json
 
-The fake (tests/fake_anthropic.py) runs in a SEPARATE process with a fixed per-request latency,
+The fake (runner/testing/fake_anthropic.py) runs in a SEPARATE process with a fixed per-request latency,
 so the CPU time of this process is the runner's own (host objects, the anthropic SDK or the
 claude-agent-sdk, asyncio) and the CLI subprocesses' CPU is read apart (RUSAGE_CHILDREN). Every
 session plays the same script: a Skill call, then a final text (two requests). The host objects
@@ -51,8 +51,8 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def serve_fake(latency: float, skill_name: str = SKILL) -> None:
     """Subprocess entry: serve until stdin closes; `dump` prints and forgets the recorded requests."""
-    from tests import fake_anthropic
-    from tests.fake_anthropic import FakeAnthropic, first_user_text, skill, text
+    from runner.testing import fake_anthropic
+    from runner.testing.fake_anthropic import FakeAnthropic, first_user_text, skill, text
 
     # http.server writes a response's headers and body separately; with Nagle's algorithm the body
     # then waits for the client's delayed ACK (~40 ms a request, measured). The real API has no such

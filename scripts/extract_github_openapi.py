@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Extract, from GitHub's published OpenAPI description, the operations skill-evals calls: the contract its tests hold.
 
-Why: the publish tests talk to a fake GitHub (tests/fake_github.py). A fake that accepts whatever we send
+Why: the publish tests talk to a fake GitHub (runner/testing/fake_github.py). A fake that accepts whatever we send
 proves nothing, so it validates every request against GitHub's own description of the operation (path and
 query parameters, request body schema) and answers 422 like GitHub when a request breaks it. The full
 description is 13 MB; the tests must run on a fresh clone without network, so the few operations we use,
-and every component they reference (transitively), are vendored in tests/contracts/github-openapi-subset.json.
+and every component they reference (transitively), are vendored in runner/testing/contracts/github-openapi-subset.json.
 tests/test_github_contract.py re-extracts them from the pinned package and fails if the vendored file drifted.
 
 Source: the npm package @octokit/openapi (MIT, Copyright (c) 2020 Octokit contributors; its LICENSE is
@@ -28,7 +28,7 @@ PACKAGE = "@octokit/openapi"
 VERSION = "23.0.2"
 DESCRIPTION_FILE = "generated/api.github.com.json"
 COPYRIGHT = "Copyright (c) 2020 Octokit contributors"
-TARGET = Path(__file__).resolve().parent.parent / "tests" / "contracts" / "github-openapi-subset.json"
+TARGET = Path(__file__).resolve().parent.parent / "runner" / "testing" / "contracts" / "github-openapi-subset.json"
 
 # (method, path template): what runner.publish.github sends through PyGithub, and what the fake answers.
 OPERATIONS: tuple[tuple[str, str], ...] = (

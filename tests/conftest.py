@@ -1,17 +1,20 @@
-"""Shared fixtures: the bundled example library, the real Aegis corpus, and a CLI runner."""
+"""Shared fixtures: the bundled example library, the real Aegis corpus, and the CLI run in-process or as a process."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from runner.cli import main
+from runner.testing.fake_anthropic import FakeAnthropic
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "library"
@@ -37,8 +40,8 @@ def aegis_skills() -> Path:
 @pytest.fixture
 def fake():
     """The fake Messages API on 127.0.0.1: a judge that passes every rubric item, plain answers otherwise."""
-    from tests.fake_anthropic import FakeAnthropic, text
-    from tests.fake_judge import JUDGE_MATCH, verdicts
+    from runner.testing.fake_anthropic import text
+    from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 
     with FakeAnthropic() as server:
         server.script(JUDGE_MATCH, verdicts("PASS"))
@@ -54,10 +57,34 @@ def cli(*args: str) -> Result:
     return result
 
 
-def cli_process(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `python -m runner` as a separate process (what a user or CI runs)."""
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, check=False)
+def fake_env(fake: FakeAnthropic | None, key: str | None,
+             extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment as CI has it (CI=true), without the developer's own ANTHROPIC_* settings (a real
+    key or base URL must never reach a test), pointed at `fake` when given, with `key` as ANTHROPIC_API_KEY (none
+    when None: the no-key paths), then `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["CI"] = "true"
+    if fake is not None:
+        env["ANTHROPIC_BASE_URL"] = fake.url
+    if key:
+        env["ANTHROPIC_API_KEY"] = key
+    env.update(extra or {})
+    return env
+
+
+def run_cli(*args: str, fake: FakeAnthropic | None = None, key: str | None = None,
+            env: Mapping[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`python -m runner ARGS` in a new process, as a user or CI runs it. Its environment: `env` when given, else
+    fake_env(fake, key) when a fake is given, else this process's. The timeout only stops a hung process (it is
+    never what a test asserts)."""
+    if fake is not None:
+        if env is not None:
+            raise TypeError("give run_cli a fake (and key) or a whole env, not both: fake_env(fake, key, extra) "
+                            "adds variables to the fake's environment")
+        env = fake_env(fake, key)
+    return subprocess.run([sys.executable, "-m", "runner", *args], env=None if env is None else dict(env), cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 # Runs the CLI in a fresh interpreter and then names which of the given modules it imported: tests assert that a

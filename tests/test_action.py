@@ -528,7 +528,7 @@ def dispatch_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, object 
                "GITHUB_API_URL": "http://127.0.0.1:9"}  # a closed port, unless the fake GitHub is up
     event = {"inputs": {"tier": "full"}, "repository": {"full_name": "acme/skills"}}
     try:
-        from tests.fake_github import FakeGitHub
+        from runner.testing.fake_github import FakeGitHub
     except ImportError:
         return SimulatedRunner(tmp, workspace, inputs, "workflow_dispatch", event, job_env).run(), None
     fake = FakeGitHub(token="ghs-input", repository="acme/skills")
@@ -559,7 +559,7 @@ def test_secrets_reach_only_their_step(dispatch_job: tuple[Job, object | None]) 
 def test_publish_writes_the_check_run_with_the_token_input(dispatch_job: tuple[Job, object | None]) -> None:
     assert_publish_available()
     job, fake = dispatch_job
-    assert fake is not None, "tests/fake_github.py (the publish tests' fake GitHub API) is missing"
+    assert fake is not None, "runner/testing/fake_github.py (the publish tests' fake GitHub API) is missing"
     publish = job.step("publish")
     calls = [c["argv"][1:] for c in job.calls if c["argv"][0] == "publish"]
     started = job.step("start").outputs["check-run-id"]
@@ -804,7 +804,7 @@ def tampered(tmp_path_factory: pytest.TempPathFactory, sandbox: str) -> tuple[Jo
     """A pull request whose library validator (scripts/validate-skills.py, the default) tampers with the job; the
     action installed from a copy of this checkout (install: true), a key and a token given, the kill switch on
     (nothing is sent to a model), the publish step talking to the fake GitHub API on 127.0.0.1."""
-    from tests.fake_github import FakeGitHub
+    from runner.testing.fake_github import FakeGitHub
 
     tmp = tmp_path_factory.mktemp(f"action_tamper_{sandbox}")
     action = tmp / "action"

@@ -34,8 +34,8 @@ from runner.execute.hosts.replay import ReplayHost, _from_transcript
 from runner.execute.hosts.workspace import LibraryFiles
 from runner.plan.prices import load as load_prices
 from tests.conftest import EXAMPLE
-from tests.fake_anthropic import FakeAnthropic, blocks, text, tool
-from tests.test_run import attempts, case, results_of, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, blocks, text, tool
+from tests.test_run import attempts, case, results_of, skill_evals_run
 
 MODEL = "claude-sonnet-4-6"
 KEY = "sk-test-activation-17"
@@ -333,7 +333,7 @@ def test_a_subagent_case_runs_only_where_a_subagent_can_start(fake: FakeAnthropi
                 text("Delegated to the security reviewer."))
     fake.default(text("Reviewed."))  # the subagent's own session
     held = tmp_path / "default"
-    done = run_cli(fake, held, "--case", uid, "--repeats", "1", "--quorum", "1")
+    done = skill_evals_run(fake, held, "--case", uid, "--repeats", "1", "--quorum", "1")
     assert done.returncode == 0, done.stdout + done.stderr
     result = case(results_of(held), uid)
     assert (result["state"], result["reason"]) == ("UNRUN", "subagent-not-callable"), result
@@ -342,7 +342,7 @@ def test_a_subagent_case_runs_only_where_a_subagent_can_start(fake: FakeAnthropi
     config = tmp_path / "agent.toml"
     config.write_text('[run]\nallowed_tools = ["Skill", "Read", "Glob", "Grep", "Agent"]\n', encoding="utf-8")
     out = tmp_path / "agent"
-    done = run_cli(fake, out, "--case", uid, "--repeats", "1", "--quorum", "1", "--config", str(config))
+    done = skill_evals_run(fake, out, "--case", uid, "--repeats", "1", "--quorum", "1", "--config", str(config))
     assert done.returncode == 0, done.stdout + done.stderr
     result = case(results_of(out), uid)
     assert result["activation"]["state"] == "PASS", result

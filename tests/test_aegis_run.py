@@ -10,8 +10,8 @@ from pathlib import Path
 from runner.corpus.library import is_subagent, load_library, subagent_name
 from runner.corpus.settings import Settings
 from runner.plan.select import select
-from tests.fake_anthropic import FakeAnthropic, skill, text, tool
-from tests.fake_judge import JUDGE_MATCH, verdicts
+from runner.testing.fake_anthropic import FakeAnthropic, skill, text, tool
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests.test_run import KEY, results_of
 
 SKILLS = ("agent-failure-recovery", "agent-instruction-consolidator", "docs-first-implementer")
@@ -98,7 +98,7 @@ def test_calibrating_a_probe_in_the_full_aegis_library(aegis_skills: Path, tmp_p
     has every listable skill but the one under test, the treatment arm's has it too."""
     import shutil
 
-    from tests.fake_anthropic import first_user_text
+    from runner.testing.fake_anthropic import first_user_text
     from tests.test_probes import judge_queue
 
     repo = tmp_path / "aegis"

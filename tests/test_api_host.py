@@ -21,7 +21,7 @@ from runner.floor.listing import estimate
 from runner.floor.surface import LISTING_HEADER, parse_listing
 from runner.plan.prices import PriceTable
 from runner.plan.prices import load as load_prices
-from tests.fake_anthropic import (
+from runner.testing.fake_anthropic import (
     FakeAnthropic,
     Recorded,
     blocks,
@@ -35,7 +35,7 @@ from tests.fake_anthropic import (
     text,
     tool,
 )
-from tests.fake_anthropic import Usage as FakeUsage
+from runner.testing.fake_anthropic import Usage as FakeUsage
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "library"
 SKILLS = EXAMPLE / ".claude" / "skills"
@@ -351,7 +351,8 @@ def test_listing_follows_the_budget(library, prices, fake, budget):
 
 def test_surface_without_any_call(library, prices, fake):
     host = make_host(library, prices, fake, budget=1300)
-    surface = asyncio.run(host.surface())
+    invocable = {name for name, skill in library.skills.items() if not skill.manual_only}
+    surface = asyncio.run(host.surface(MODEL, set(library.skills), invocable))
     listing, with_description, name_only = host.build_listing([])
     assert surface.host == "api" and surface.listing_budget_chars == 1300
     assert (surface.with_description, surface.name_only) == (with_description, name_only)

@@ -22,7 +22,7 @@ import pytest
 
 from runner.container.apiproxy import ROUTES, ApiProxy, allowed
 from runner.container.apirelay import Relay
-from tests.fake_anthropic import FakeAnthropic, Recorded, break_stream, error, hang, text
+from runner.testing.fake_anthropic import FakeAnthropic, Recorded, break_stream, error, hang, text
 
 KEY = "sk-ant-proxy-marker-4b7e19"
 MODEL = "claude-haiku-4-5"

@@ -2,7 +2,7 @@
 verdict, resumes the same batch after an interruption, and the judge marks its fixed prefix for caching.
 
 Every test runs the real CLI (a separate process) or the real `anthropic` SDK against the fake Messages
-API in tests/fake_anthropic.py, whose batch endpoints answer each request with the same scripting as
+API in runner/testing/fake_anthropic.py, whose batch endpoints answer each request with the same scripting as
 /v1/messages.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -24,8 +23,8 @@ from runner.corpus.settings import Price, Settings
 from runner.execute.hosts.base import ToolCall
 from runner.judge.prose import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, build_user_message
 from runner.plan.prices import PriceTable
-from tests.conftest import EXAMPLE, REPO
-from tests.fake_anthropic import (
+from tests.conftest import EXAMPLE, REPO, fake_env, run_cli
+from runner.testing.fake_anthropic import (
     SPEND_LIMIT_MESSAGES,
     FakeAnthropic,
     dynamic,
@@ -35,7 +34,7 @@ from tests.fake_anthropic import (
     text,
     tool,
 )
-from tests.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
+from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
 
 KEY = "sk-ant-test-batch-7c1e"
 TRIAGE = "test-report-triage"
@@ -95,17 +94,6 @@ def scripted(fake: FakeAnthropic) -> None:
     fake.default(text("A plain answer."))
 
 
-def run_cli(fake: FakeAnthropic, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], env=env_for(fake), capture_output=True, text=True,
-                          timeout=timeout, check=False)
-
-
-def env_for(fake: FakeAnthropic) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
-    return env
-
-
 def run_args(out: Path, *extra: str) -> list[str]:
     return ["run", "--library", str(EXAMPLE), "--out", str(out), "--host", "api", "--skill", TRIAGE,
             "--repeats", "3", "--max-usd", "1000", "--timeout", "30", *extra]
@@ -144,12 +132,12 @@ def test_batch_run_has_the_direct_states_at_half_the_cost(tmp_path: Path) -> Non
     direct, batched = tmp_path / "direct", tmp_path / "batched"
     with FakeAnthropic() as fake:
         scripted(fake)
-        done = run_cli(fake, *run_args(direct))
+        done = run_cli(*run_args(direct), fake=fake, key=KEY)
         assert done.returncode == 0, done.stderr[-3000:]
         assert not fake.batch_creates
     with FakeAnthropic() as fake:
         scripted(fake)
-        done = run_cli(fake, *run_args(batched, "--batch", "--batch-poll", "0.05"))
+        done = run_cli(*run_args(batched, "--batch", "--batch-poll", "0.05"), fake=fake, key=KEY)
         assert done.returncode == 0, done.stderr[-3000:]
         assert fake.message_requests == [], "in batch mode nothing goes to /v1/messages"
         assert fake.batch_creates
@@ -190,7 +178,7 @@ def test_errored_expired_and_canceled_results_are_never_a_verdict(tmp_path: Path
         fake.batch_result(key_of(JUNIT), "expired")  # the session's first turn: ERROR
         fake.batch_result(key_of(NEGATIVE), "canceled")
         fake.batch_result(judged[:40], "errored", err_type="invalid_request_error", message="judge request refused")
-        done = run_cli(fake, *run_args(out, "--batch", "--batch-poll", "0.05"))
+        done = run_cli(*run_args(out, "--batch", "--batch-poll", "0.05"), fake=fake, key=KEY)
         assert done.returncode == 0, done.stderr[-3000:]
     results = {c["uid"]: c for c in json.loads((out / "results.json").read_text())["cases"]}
     assert results[JUNIT]["state"] == "ERROR"
@@ -218,7 +206,7 @@ def test_a_batch_refused_for_a_spend_limit_stops_the_run_and_its_rejudge(tmp_pat
     with FakeAnthropic() as fake:
         scripted(fake)
         fake.refuse_batch_creates(spend_limit("tier"))
-        done = run_cli(fake, *run_args(out, "--batch", "--batch-poll", "0.05"))
+        done = run_cli(*run_args(out, "--batch", "--batch-poll", "0.05"), fake=fake, key=KEY)
         assert done.returncode == 0, done.stderr[-3000:]
         assert len(fake.batch_creates) == 1, "a spend limit is never retried"
         results = json.loads((out / "results.json").read_text())
@@ -232,10 +220,11 @@ def test_a_batch_refused_for_a_spend_limit_stops_the_run_and_its_rejudge(tmp_pat
 
         fake.refuse_batch_creates(None)
         plain = tmp_path / "plain"
-        assert run_cli(fake, *run_args(plain, "--no-judge")).returncode == 0
+        assert run_cli(*run_args(plain, "--no-judge"), fake=fake, key=KEY).returncode == 0
         fake.refuse_batch_creates(spend_limit("tier"))
         creates = len(fake.batch_creates)
-        batched = run_cli(fake, "judge", str(plain), "--library", str(EXAMPLE), "--batch", "--batch-poll", "0.05")
+        batched = run_cli("judge", str(plain), "--library", str(EXAMPLE), "--batch", "--batch-poll", "0.05",
+                          fake=fake, key=KEY)
         assert batched.returncode == 0, batched.stderr[-3000:]
         assert len(fake.batch_creates) == creates + 1
     rejudged = next(p for p in plain.iterdir() if p.name.startswith("rejudged-"))
@@ -252,10 +241,11 @@ def test_a_direct_rejudge_stops_at_the_first_spend_limit(tmp_path: Path) -> None
         fake.script(JUDGE_MATCH, spend_limit("org"))
         fake.default(text("A plain answer."))
         # The whole library, every repeat: more answers to judge than the re-judge runs at once.
-        assert run_cli(fake, "run", "--library", str(EXAMPLE), "--out", str(plain), "--host", "api", "--repeats", "3",
-                       "--no-early-stop", "--no-judge", "--max-usd", "1000", "--timeout", "30").returncode == 0
+        assert run_cli("run", "--library", str(EXAMPLE), "--out", str(plain), "--host", "api", "--repeats", "3",
+                       "--no-early-stop", "--no-judge", "--max-usd", "1000", "--timeout", "30",
+                       fake=fake, key=KEY).returncode == 0
         before = len(fake.message_requests)
-        done = run_cli(fake, "judge", str(plain), "--library", str(EXAMPLE))
+        done = run_cli("judge", str(plain), "--library", str(EXAMPLE), fake=fake, key=KEY)
         assert done.returncode == 0, done.stderr[-3000:]
         # The re-judge runs 4 calls at once (rejudge's default): at most those were sent before the first refusal.
         assert 1 <= len(fake.message_requests) - before <= 4
@@ -274,7 +264,7 @@ def test_resume_after_an_interruption_polls_the_same_batch(tmp_path: Path) -> No
         fake.batch_timing(polls=10_000)  # the batch never ends while the first process runs
         args = ["run", "--library", str(EXAMPLE), "--out", str(out), "--host", "api", "--case", QUARANTINE,
                 "--repeats", "1", "--batch", "--batch-poll", "0.05"]
-        process = subprocess.Popen([sys.executable, "-m", "runner", *args], env=env_for(fake),
+        process = subprocess.Popen([sys.executable, "-m", "runner", *args], env=fake_env(fake, KEY),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 60
@@ -293,7 +283,8 @@ def test_resume_after_an_interruption_polls_the_same_batch(tmp_path: Path) -> No
         assert not [a for a in attempts_of(out) if a["status"] == "finished"]
         fake.batch_timing(polls=0)
         # Without --batch: a run planned batched resumes batched.
-        done = run_cli(fake, "run", "--library", str(EXAMPLE), "--resume", str(out), "--batch-poll", "0.05")
+        done = run_cli("run", "--library", str(EXAMPLE), "--resume", str(out), "--batch-poll", "0.05",
+                       fake=fake, key=KEY)
         assert done.returncode == 0, done.stderr[-3000:]
         assert len(fake.batch_creates) == 1, "the resumed run polled the recorded batch instead of paying again"
         polled = [r.path for r in fake.requests if r.method == "GET" and r.path.endswith(record["batch_id"])]
@@ -307,12 +298,13 @@ def test_judge_batch_rejudge_matches_the_direct_rejudge(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with FakeAnthropic() as fake:
         scripted(fake)
-        done = run_cli(fake, *run_args(out, "--no-judge"))
+        done = run_cli(*run_args(out, "--no-judge"), fake=fake, key=KEY)
         assert done.returncode == 0, done.stderr[-3000:]
-        plain = run_cli(fake, "judge", str(out), "--library", str(EXAMPLE))
+        plain = run_cli("judge", str(out), "--library", str(EXAMPLE), fake=fake, key=KEY)
         assert plain.returncode == 0, plain.stderr[-3000:]
         judged_direct = len(fake.message_requests)
-        batched = run_cli(fake, "judge", str(out), "--library", str(EXAMPLE), "--batch", "--batch-poll", "0.05")
+        batched = run_cli("judge", str(out), "--library", str(EXAMPLE), "--batch", "--batch-poll", "0.05",
+                          fake=fake, key=KEY)
         assert batched.returncode == 0, batched.stderr[-3000:]
         assert len(fake.message_requests) == judged_direct, "the batch re-judge sent no direct message"
         assert len(fake.batch_creates) == 1, "all pending judge calls go into one batch"
@@ -370,8 +362,8 @@ def test_claude_code_sessions_run_directly_and_their_judge_calls_are_batched(tmp
     out = tmp_path / "run"
     with FakeAnthropic() as fake:
         scripted(fake)
-        done = run_cli(fake, "run", "--library", str(EXAMPLE), "--out", str(out), "--case", NIGHTLY,
-                       "--repeats", "1", "--timeout", "60", "--batch", "--batch-poll", "0.05")
+        done = run_cli("run", "--library", str(EXAMPLE), "--out", str(out), "--case", NIGHTLY,
+                       "--repeats", "1", "--timeout", "60", "--batch", "--batch-poll", "0.05", fake=fake, key=KEY)
         assert done.returncode == 0, done.stderr[-3000:]
         sessions = fake.message_requests
         judged = [item for item in fake.batch_items if "<rubric>" in first_user_text(item.params)]

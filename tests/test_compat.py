@@ -17,9 +17,9 @@ from runner.corpus.settings import Settings
 from runner.floor.surface import parse_listing
 from tests import compat_libraries as compat
 from tests.conftest import cli, findings_of, line_of
-from tests.fake_anthropic import FakeAnthropic, text
-from tests.fake_anthropic import skill as skill_call
-from tests.test_run import run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, text
+from runner.testing.fake_anthropic import skill as skill_call
+from tests.test_run import skill_evals_run
 
 
 def load(path: Path, settings: Settings | None = None) -> tuple[Library, list[Finding]]:
@@ -314,8 +314,8 @@ def test_nested_layout_runs_on_claude_code_and_the_api_host(tmp_path: Path) -> N
         fake.default(text("A plain answer."))
         for host in ("claude-code", "api"):
             out = tmp_path / f"run-{host}"
-            done = run_cli(fake, out, "--host", host, "--case", "csv-cleaner/evals/1", "--repeats", "1",
-                           "--no-judge", library=root)
+            done = skill_evals_run(fake, out, "--host", host, "--case", "csv-cleaner/evals/1", "--repeats", "1",
+                                   "--no-judge", library=root)
             assert done.returncode == 0, done.stdout + done.stderr
             results = json.loads((out / "results.json").read_text())
             [case] = results["cases"]

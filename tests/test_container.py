@@ -30,7 +30,7 @@ from runner.corpus.settings import Settings
 from runner.plan.build import Plan
 from tests.conftest import EXAMPLE, REPO, cli
 from tests.dockerenv import BASE_IMAGE, daemon, runner_image
-from tests.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text
+from runner.testing.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text
 
 KEY = "sk-ant-container-marker-7c41e0"
 TRIAGE = "test-report-triage"

@@ -1,5 +1,5 @@
 """Issue 6 end to end: a real PR in git -> select -> check run started -> run in the container -> publish to a
-fake GitHub (which holds every request to GitHub's OpenAPI contract, tests/github_contract.py).
+fake GitHub (which holds every request to GitHub's OpenAPI contract, runner/testing/github_contract.py).
 
 Real parts only: a git repository made here, the runner image built from this repository's
 Dockerfile on the real Docker daemon, the fake Messages API and the fake GitHub REST server on
@@ -13,15 +13,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE
-from tests.fake_anthropic import FakeAnthropic, text
-from tests.fake_github import FakeGitHub
-from tests.fake_judge import JUDGE_MATCH, verdicts
+from tests.conftest import EXAMPLE, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, text
+from runner.testing.fake_github import FakeGitHub
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 
 KEY = "sk-ant-e2e-marker-7d41b9"
 TOKEN = "ghs_e2e_token_marker_55aa"
@@ -42,11 +41,6 @@ def docker_ready() -> bool:
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo,
                           check=True, capture_output=True, text=True).stdout.strip()
-
-
-def cli(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=1200, check=False)
 
 
 @pytest.fixture
@@ -72,7 +66,7 @@ def test_pr_select_container_run_publish_twice(pr_repo: tuple[Path, str, str], t
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GITHUB_"))}
     env["SKILL_EVALS_BASE_IMAGE"] = BASE_IMAGE
 
-    selected = cli("select", "--library", str(repo), "--tier", "pr", "--base", base, "--head", head, env=env)
+    selected = run_cli("select", "--library", str(repo), "--tier", "pr", "--base", base, "--head", head, env=env)
     assert selected.returncode == 0, selected.stderr
     selection = json.loads(selected.stdout)
     assert selection["changed_skills"] == ["migration-planner"]
@@ -90,15 +84,16 @@ def test_pr_select_container_run_publish_twice(pr_repo: tuple[Path, str, str], t
               "GITHUB_SHA": head, "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_TOKEN": TOKEN, "GITHUB_RUN_ID": "31337"}
     with FakeAnthropic() as fake, FakeGitHub(token=TOKEN, repository="o/r") as github:
         gh_env["GITHUB_API_URL"] = github.url
-        started = cli("publish", "--start", env=gh_env)
+        started = run_cli("publish", "--start", env=gh_env)
         assert started.returncode == 0, started.stderr
         check_run_id = json.loads(started.stdout)["check_run_id"]
         assert github.check_runs[check_run_id]["status"] == "in_progress"
         fake.script(JUDGE_MATCH, verdicts("PASS"))
         fake.default(text("A plain answer."))  # no skill fires: trigger cases of the PR's skills FAIL
         run_env = {**env, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": fake.url, "CI": "true"}
-        done = cli("run", "--container", "--library", str(repo), "--tier", "pr", "--base", base, "--head", head,
-                   "--host", "api", "--repeats", "1", "--out", str(out), env=run_env)
+        done = run_cli("run", "--container", "--library", str(repo), "--tier", "pr", "--base", base, "--head", head,
+                       "--host", "api", "--repeats", "1", "--out", str(out), env=run_env,
+                       timeout=1200)  # it builds the image and runs each tier in a container
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert KEY not in done.stdout + done.stderr
         results = json.loads((out / "results.json").read_text())
@@ -106,9 +101,9 @@ def test_pr_select_container_run_publish_twice(pr_repo: tuple[Path, str, str], t
         failing = [c for c in results["cases"] if c["state"] == "FAIL"]
         assert failing, "the scripted fake fires nothing, so the PR skill's trigger cases fail"
 
-        first = cli("publish", str(out), "--check-run-id", str(check_run_id), "--library", str(repo), env=gh_env)
+        first = run_cli("publish", str(out), "--check-run-id", str(check_run_id), "--library", str(repo), env=gh_env)
         assert first.returncode == 0, first.stderr
-        second = cli("publish", str(out), env=gh_env)
+        second = run_cli("publish", str(out), env=gh_env)
         assert second.returncode == 0, second.stderr
         requests = list(github.requests)
 

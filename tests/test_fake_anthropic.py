@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_anthropic import (
+from runner.testing.fake_anthropic import (
     FakeAnthropic,
     Usage,
     blocks,

@@ -1,6 +1,6 @@
 """Replies a client must survive, and spend limits (issue 13): a fault matrix driven through `skill-evals run`.
 
-Every fault is played by the fake Messages API (tests/fake_anthropic.py) on 127.0.0.1 to the real `anthropic`
+Every fault is played by the fake Messages API (runner/testing/fake_anthropic.py) on 127.0.0.1 to the real `anthropic`
 SDK (the api host and the judge) and to the real Claude Code CLI (the claude-code host). No mock anywhere.
 
 - A reply that is not a readable Message (status 200 with an error body, an SSE `error` event mid-stream, a
@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ from runner.corpus.library import Assertion
 from runner.corpus.settings import Settings
 from runner.judge.prose import Judge, JudgeSettingsView
 from runner.plan.prices import load as load_prices
-from tests.fake_anthropic import (
+from runner.testing.fake_anthropic import (
     SPEND_LIMIT_MESSAGES,
     FakeAnthropic,
     Text,
@@ -41,8 +39,9 @@ from tests.fake_anthropic import (
     sse_error,
     text,
 )
-from tests.fake_judge import JUDGE_MATCH
-from tests.test_run import KEY, TRIAGE, attempts, case, key_of, results_of, run_cli
+from runner.testing.fake_judge import JUDGE_MATCH
+from tests.conftest import run_cli
+from tests.test_run import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
 
 # no_trigger cases whose only prose assertion is a2: a plain answer passes the activation, then the judge decides.
 NEGATIVES = [
@@ -103,10 +102,7 @@ JUDGE_FAULTS: dict[str, tuple[Any, tuple[str, ...]]] = {
 
 
 def resume(fake: FakeAnthropic, out: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
-    return subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library_of(out)), "--resume",
-                           str(out)], env=env, capture_output=True, text=True, timeout=600, check=False)
+    return run_cli("run", "--library", str(library_of(out)), "--resume", str(out), fake=fake, key=KEY)
 
 
 def library_of(out: Path) -> str:
@@ -142,8 +138,8 @@ def test_unreadable_session_replies_are_error_attempts(tmp_path: Path, host: str
         for name, uid in uids.items():
             fake.script(key_of(uid), faults[name][0])
         out = tmp_path / "run"
-        done = run_cli(fake, out, "--host", host, *case_args(list(uids.values())), "--repeats", "1",
-                       "--concurrency", "4")
+        done = skill_evals_run(fake, out, "--host", host, *case_args(list(uids.values())), "--repeats", "1",
+                               "--concurrency", "4")
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
         for name, uid in uids.items():
@@ -176,8 +172,8 @@ def test_unreadable_judge_replies_are_judge_errors(tmp_path: Path, host: str) ->
         for number, uid in enumerate(uids.values()):
             fake.script(key_of(uid), text(f"Plain answer MARK-{number}- without any skill."))
         out = tmp_path / "run"
-        done = run_cli(fake, out, "--host", host, *case_args(list(uids.values())), "--repeats", "1",
-                       "--concurrency", "4")
+        done = skill_evals_run(fake, out, "--host", host, *case_args(list(uids.values())), "--repeats", "1",
+                               "--concurrency", "4")
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
         for name, uid in uids.items():
@@ -219,8 +215,8 @@ def test_a_spend_limit_stops_the_run_at_the_first_response(tmp_path: Path, host:
         out = tmp_path / "run"
         # A 20 s session bound: a detection that waited out rate-limit pauses (before the fix: 30 s after each 429
         # without retry-after) would end the session as `timeout`, which the error_kind check below refuses.
-        done = run_cli(fake, out, "--host", host, *case_args(NEGATIVES[:3]), "--repeats", "1", "--concurrency", "1",
-                       "--timeout", "20")
+        done = skill_evals_run(fake, out, "--host", host, *case_args(NEGATIVES[:3]), "--repeats", "1",
+                               "--concurrency", "1", "--timeout", "20")
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
         assert results["stop_reason"] == "spend-limit", results["stop_reason"]
@@ -248,8 +244,8 @@ def test_a_judge_call_that_hits_a_spend_limit_stops_the_run(tmp_path: Path, host
         fake.script(JUDGE_MATCH, spend_limit(kind))
         fake.default(text("Plain answer without any skill."))
         out = tmp_path / "run"
-        done = run_cli(fake, out, "--host", host, *case_args(NEGATIVES[:3]), "--repeats", "1", "--concurrency", "1",
-                       "--timeout", "600")
+        done = skill_evals_run(fake, out, "--host", host, *case_args(NEGATIVES[:3]), "--repeats", "1",
+                               "--concurrency", "1", "--timeout", "600")
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
         assert results["stop_reason"] == "spend-limit"
@@ -273,8 +269,8 @@ def test_a_session_in_flight_when_the_judge_hit_a_spend_limit_is_not_judged(tmp_
         fake.script(key_of(second), hang(3))  # answers "late" after 3 s, long after the first one's judge call
         fake.default(text("Plain answer without any skill."))
         out = tmp_path / "run"
-        done = run_cli(fake, out, "--host", "api", *case_args([first, second, never]), "--repeats", "1",
-                       "--concurrency", "2", "--timeout", "600")
+        done = skill_evals_run(fake, out, "--host", "api", *case_args([first, second, never]), "--repeats", "1",
+                               "--concurrency", "2", "--timeout", "600")
         assert done.returncode == 0, done.stdout + done.stderr
         planned = json.loads((out / "plan.json").read_text())["cases"]
         assert [c["uid"] for c in planned] == [first, second, never]
@@ -343,7 +339,7 @@ def test_an_answer_holding_half_a_surrogate_pair_is_recorded_and_judged(tmp_path
         fake.script(JUDGE_MATCH, verdict_a2())
         fake.script(key_of(uid), text("Plain answer \ud83d without any skill."))
         out = tmp_path / "run"
-        done = run_cli(fake, out, "--host", host, "--case", uid, "--repeats", "1")
+        done = skill_evals_run(fake, out, "--host", host, "--case", uid, "--repeats", "1")
         assert done.returncode == 0, done.stdout + done.stderr
         record = only(attempts(out, uid))
         assert record["error_kind"] is None, record["error_message"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,9 @@ from runner.corpus.settings import Settings
 from runner.floor import gate as floor_mod
 from runner.report import html, markdown, rollup, terminal
 from runner.results.build import Results
-from tests.conftest import EXAMPLE, cli, findings_of, line_of
-from tests.fake_anthropic import FakeAnthropic
-from tests.test_run import KEY, key_of, results_of, run_cli
+from tests.conftest import EXAMPLE, cli, findings_of, line_of, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic
+from tests.test_run import KEY, key_of, results_of, skill_evals_run
 
 SKILLS = Path(".claude") / "skills"
 BROKEN = "migration-planner"
@@ -152,7 +151,7 @@ def test_one_broken_skill_holds_back_its_cases_and_every_other_case_runs(
     assert f"  {BROKEN}: {shown}" in text.stdout
 
     out = tmp_path / "run"
-    done = run_cli(fake, out, *FAST, "--no-library-validator", library=example_copy)
+    done = skill_evals_run(fake, out, *FAST, "--no-library-validator", library=example_copy)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{BROKEN}: {shown}" in done.stdout
     results = results_of(out)
@@ -202,7 +201,7 @@ def test_one_invalid_case_holds_back_only_that_case(example_copy: Path, fake: Fa
     assert plan["held_back"] == {}
 
     out = tmp_path / "run"
-    done = run_cli(fake, out, *FAST, "--skill", BROKEN, library=example_copy)
+    done = skill_evals_run(fake, out, *FAST, "--skill", BROKEN, library=example_copy)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{FIRST_CASE} (invalid-case): {shown}" in done.stdout
     results = results_of(out)
@@ -238,7 +237,7 @@ def test_a_library_level_error_stops_plan_and_run(make_error, example_copy: Path
     assert as_json.exit_code == 1 and rule in {f["rule"] for f in json.loads(as_json.stdout)["findings"]}
 
     out = tmp_path / "run"
-    done = run_cli(fake, out, *FAST, library=example_copy)
+    done = skill_evals_run(fake, out, *FAST, library=example_copy)
     assert done.returncode == 1 and f"[{rule}]" in done.stdout and "nothing was run" in done.stderr
     assert not (out / "plan.json").exists() and not (out / "results.json").exists()
     assert fake.requests == [], "a library-level floor error started something"
@@ -251,7 +250,7 @@ def test_strict_is_all_or_nothing_and_validate_stays_strict(example_copy: Path, 
     assert plan.exit_code == 1 and "[frontmatter-yaml]" in plan.stdout and "--strict" in plan.stderr
 
     out = tmp_path / "run"
-    done = run_cli(fake, out, *FAST, "--strict", library=example_copy)
+    done = skill_evals_run(fake, out, *FAST, "--strict", library=example_copy)
     assert done.returncode == 1 and "nothing was run" in done.stderr
     assert not (out / "results.json").exists() and fake.requests == []
 
@@ -265,11 +264,7 @@ PROBE = "test-report-triage/probe/rc-summary-empty-payments-suite"
 
 
 def calibrate(fake: FakeAnthropic, library: Path) -> subprocess.CompletedProcess[str]:
-    import os
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
-    return subprocess.run([sys.executable, "-m", "runner", "calibrate", PROBE, "--library", str(library), "--host",
-                           "api"], env=env, capture_output=True, text=True, timeout=600, check=False)
+    return run_cli("calibrate", PROBE, "--library", str(library), "--host", "api", fake=fake, key=KEY)
 
 
 def test_calibrate_is_refused_only_for_a_held_back_probe(example_copy: Path, fake: FakeAnthropic) -> None:

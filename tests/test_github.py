@@ -1,4 +1,4 @@
-"""Publishing to GitHub: PyGithub over real HTTP against tests/fake_github.py (no mocks).
+"""Publishing to GitHub: PyGithub over real HTTP against runner/testing/fake_github.py (no mocks).
 
 Check run (one per head SHA, updated in place), annotations in batches of 50, one PR comment found
 by the hidden marker and edited in place, the job summary, the advisory / required conclusions,
@@ -21,8 +21,8 @@ from runner.publish import github as gh_mod
 from runner.publish.github import Context, PublishOutcome, conclusion, publish
 from runner.report import markdown
 from runner.results.build import CaseResult, Results
-from tests.conftest import EXAMPLE
-from tests.fake_github import FakeGitHub
+from tests.conftest import EXAMPLE, run_cli
+from runner.testing.fake_github import FakeGitHub
 from tests.report_fixtures import assemble, every_state, large
 
 TOKEN = "ghs_TOKEN-MARKER-7f3a9c"
@@ -446,8 +446,7 @@ def cli_env(gh: FakeGitHub, tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def cli_publish(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", "publish", *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return run_cli("publish", *args, env=env)
 
 
 def test_the_cli_starts_the_check_run_then_completes_it_or_closes_it_without_results(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The fake GitHub holds GitHub's own contract: what real GitHub would refuse, it refuses, so no test passes on it.
 
 The contract is GitHub's REST description as Octokit publishes it (@octokit/openapi 23.0.2, MIT), cut down to
-the operations skill-evals calls and vendored in tests/contracts/ (scripts/extract_github_openapi.py), plus the
+the operations skill-evals calls and vendored in runner/testing/contracts/ (scripts/extract_github_openapi.py), plus the
 limits GitHub enforces beyond it: output.summary, output.text and a comment body count UTF-8 BYTES (65,535),
 at most 50 annotations per request. Requests are sent with PyGithub over HTTP, as runner.publish.github sends them.
 A FakeGitHub that refused a request fails the test that used it when it closes, unless the test expected it.
@@ -20,11 +20,11 @@ import pytest
 from github import Auth, Github, GithubException
 
 from runner.publish import github as gh_mod
-from tests.fake_github import FakeGitHub
+from runner.testing.fake_github import FakeGitHub
 from tests.report_fixtures import every_state
 
 REPO = Path(__file__).resolve().parent.parent
-SUBSET = REPO / "tests" / "contracts" / "github-openapi-subset.json"
+SUBSET = REPO / "runner" / "testing" / "contracts" / "github-openapi-subset.json"
 EXTRACTOR = REPO / "scripts" / "extract_github_openapi.py"
 TOKEN = "ghs_contract_marker_31c7"
 HEAD = "c" * 40
@@ -138,7 +138,7 @@ def test_a_refused_request_fails_the_test_that_made_it() -> None:
 
 
 def test_every_request_of_a_full_publish_is_in_the_contract(tmp_path: Path) -> None:
-    from tests import github_contract
+    from runner.testing import github_contract
 
     results = every_state()
     cases = [c.model_copy(update={"file": f"lib/{c.skill}/evals/evals.json", "line": 10 + i})
@@ -191,7 +191,7 @@ def test_the_vendored_subset_is_the_pinned_descriptions() -> None:
     module = extractor()
     fresh = module.render(module.extract(json.loads(found.read_text(encoding="utf-8"))))
     assert fresh == SUBSET.read_text(encoding="utf-8"), \
-        "tests/contracts/github-openapi-subset.json drifted: re-run scripts/extract_github_openapi.py"
+        "runner/testing/contracts/github-openapi-subset.json drifted: re-run scripts/extract_github_openapi.py"
 
 
 def test_the_subset_names_its_source_and_license() -> None:

@@ -13,7 +13,6 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -29,8 +28,8 @@ from runner.corpus.library import LibraryError, load_library
 from runner.floor import census as census_mod
 from runner.floor import gate as floor_mod
 from runner.floor import validate as validate_mod
-from tests.conftest import EXAMPLE, line_of
-from tests.fake_anthropic import FakeAnthropic, skill, text
+from tests.conftest import EXAMPLE, fake_env, line_of, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 from tests.test_run import KEY, results_of
 
 SKILLS = Path(".claude") / "skills"
@@ -63,15 +62,7 @@ def refused(result: Result, *names: str) -> None:
 
 def process(*args: str, fake: FakeAnthropic | None = None, key: bool = True,
             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env["CI"] = "true"
-    if fake is not None:
-        env["ANTHROPIC_BASE_URL"] = fake.url
-    if key:
-        env["ANTHROPIC_API_KEY"] = KEY
-    env.update(extra_env or {})
-    return subprocess.run([sys.executable, "-m", "runner", *args], env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return run_cli(*args, env=fake_env(fake, KEY if key else None, extra_env))
 
 
 # ---- 1. numbers ---------------------------------------------------------------------------------------------

@@ -12,9 +12,7 @@ import asyncio
 import json
 import re
 import secrets
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,7 @@ from runner.plan.prices import load as load_prices
 from runner.results.build import case_result
 from runner.results.quorum import QuorumRule
 from runner.results.verdicts import AssertionOutcome, AttemptOutcome, apply_judgement, assertion_results
-from tests.fake_anthropic import (
+from runner.testing.fake_anthropic import (
     FakeAnthropic,
     Usage,
     blocks,
@@ -50,11 +48,12 @@ from tests.fake_anthropic import (
     first_user_text,
     hang,
     malformed,
+    odd_message,
     skill,
     text,
 )
-from tests.fake_judge import JUDGE_MATCH, final_answer, obeying, outside_the_data, rubric_ids, verdicts
-from tests.test_run import TRIAGE, attempts, case, key_of, results_of, run_cli
+from runner.testing.fake_judge import JUDGE_MATCH, final_answer, obeying, outside_the_data, rubric_ids, verdicts
+from tests.test_run import TRIAGE, attempts, case, key_of, results_of, skill_evals_run
 
 MODEL = "claude-sonnet-4-6"
 PROMPT = "Summarise last night's test run for the release channel."
@@ -95,48 +94,9 @@ def judge_bodies(fake: FakeAnthropic) -> list[dict]:
     return [r.body for r in fake.message_requests if JUDGE_MATCH in first_user_text(r.body)]
 
 
-# ---- a tiny server for replies the fake cannot produce (stop_reason refusal / max_tokens) ------------------
-
-class _FixedReply(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802
-        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.server.bodies.append(json.loads(raw))  # type: ignore[attr-defined]
-        data = json.dumps(self.server.message).encode()  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-class FixedServer:
-    """Answers every POST with one fixed Messages API message."""
-
-    def __init__(self, stop_reason: str, reply_text: str):
-        self.message = {"id": "msg_fixed_1", "type": "message", "role": "assistant", "model": MODEL,
-                        "content": [{"type": "text", "text": reply_text}], "stop_reason": stop_reason,
-                        "stop_sequence": None, "usage": {"input_tokens": 1000, "output_tokens": 200}}
-
-    def __enter__(self) -> FixedServer:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _FixedReply)
-        self.server.daemon_threads = True
-        self.server.message = self.message  # type: ignore[attr-defined]
-        self.server.bodies = []  # type: ignore[attr-defined]
-        self.bodies: list[dict] = self.server.bodies  # type: ignore[attr-defined]
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=1)
+def stopped(stop_reason: str, reply_text: str):
+    """A judge reply the model cut short (stop_reason refusal / max_tokens), with a usage the test can price."""
+    return odd_message(text(reply_text), stop_reason=stop_reason, usage={"input_tokens": 1000, "output_tokens": 200})
 
 
 # ---- 1. direct judge calls: valid verdicts and every failure mode ----------------------------------------
@@ -188,10 +148,11 @@ def test_http_body_that_is_not_json_is_judge_error() -> None:
 
 
 def test_refusal_is_judge_error() -> None:
-    with FixedServer("refusal", "") as server:
-        outcomes, call = judge_once(server.url)
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, stopped("refusal", ""))
+        outcomes, call = judge_once(fake.url)
     _judge_error(outcomes, call, "refused")
-    assert len(server.bodies) == 1
+    assert len(fake.message_requests) == 1
     # The refused call was still paid for: its usage and cost are recorded.
     assert call.usage.input_tokens == 1000 and call.usage.output_tokens == 200
     assert call.cost_usd == pytest.approx((1000 * 3.0 + 200 * 15.0) / 1e6)
@@ -199,11 +160,13 @@ def test_refusal_is_judge_error() -> None:
 
 def test_truncated_reply_is_judge_error() -> None:
     # Even a truncated reply that happens to parse is not trusted.
-    with FixedServer("max_tokens", reply(("a1", "FAIL", ""), ("a2", "FAIL", ""))) as server:
-        outcomes, call = judge_once(server.url)
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, stopped("max_tokens", reply(("a1", "FAIL", ""), ("a2", "FAIL", ""))))
+        outcomes, call = judge_once(fake.url)
     _judge_error(outcomes, call, "truncated")
-    with FixedServer("max_tokens", '{"verdicts": [{"id": "a1", "verdict": "PA') as server:
-        outcomes, call = judge_once(server.url)
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, stopped("max_tokens", '{"verdicts": [{"id": "a1", "verdict": "PA'))
+        outcomes, call = judge_once(fake.url)
     _judge_error(outcomes, call, "truncated")
 
 
@@ -556,7 +519,7 @@ def test_cli_refusal_case_judged_fail_then_judge_error(tmp_path: Path) -> None:
         fake.script(JUDGE_MATCH, verdicts("FAIL"))  # first: the judge request also holds the case prompt
         _session(fake)
         out = tmp_path / "fail"
-        done = run_cli(fake, out, "--case", REFUSAL_UID, "--repeats", "3")
+        done = skill_evals_run(fake, out, "--case", REFUSAL_UID, "--repeats", "3")
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
         bodies = judge_bodies(fake)
@@ -581,7 +544,7 @@ def test_cli_refusal_case_judged_fail_then_judge_error(tmp_path: Path) -> None:
         fake.script(JUDGE_MATCH, error(500, "api_error", "judge down"))
         _session(fake)
         out = tmp_path / "judge-error"
-        done = run_cli(fake, out, "--case", REFUSAL_UID, "--repeats", "3")
+        done = skill_evals_run(fake, out, "--case", REFUSAL_UID, "--repeats", "3")
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
     result = case(results, REFUSAL_UID)
@@ -602,7 +565,7 @@ def test_cli_activation_assertions_never_reach_the_judge(tmp_path: Path) -> None
         fake.script(JUDGE_MATCH, verdicts("PASS"))
         fake.script(key_of(NEGATIVE_UID), text("Fastapi 0.115 drops Python 3.8; nothing else breaks for you."))
         out = tmp_path / "run"
-        done = run_cli(fake, out, "--case", NEGATIVE_UID, "--repeats", "3")
+        done = skill_evals_run(fake, out, "--case", NEGATIVE_UID, "--repeats", "3")
         assert done.returncode == 0, done.stdout + done.stderr
         results = results_of(out)
         bodies = judge_bodies(fake)

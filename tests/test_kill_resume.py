@@ -25,8 +25,8 @@ from runner.execute.hosts.base import Usage as RunnerUsage
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
 from runner.plan.prices import load as load_prices
 from tests.conftest import EXAMPLE
-from tests.fake_anthropic import FakeAnthropic, Usage, skill, text
-from tests.fake_judge import JUDGE_MATCH, verdicts
+from runner.testing.fake_anthropic import FakeAnthropic, Usage, skill, text
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests.test_run import results_of
 
 KEY = "sk-ant-test-kill-resume-7d1e"

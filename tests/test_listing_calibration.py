@@ -16,7 +16,7 @@ import pytest
 
 from runner.execute.hosts.claude_code import bundled_cli, cli_version
 from runner.floor.listing import collation_key, host_listing
-from tests.conftest import cli, cli_process
+from tests.conftest import cli, run_cli
 
 WORDS = ("ledger queue cache schema budget review audit rollout token index stream plan triage deploy "
          "incident backfill contract tenant quota signal").split()
@@ -86,7 +86,7 @@ def _library(tmp_path: Path, shape: str, budget: int | None) -> tuple[Path, Path
 @pytest.mark.parametrize(("shape", "budget"), CASES)
 def test_estimate_equals_the_captured_listing(tmp_path: Path, shape: str, budget: int | None) -> None:
     root, config = _library(tmp_path, shape, budget)
-    done = cli_process("surface", "--library", str(root), "--config", str(config), "--format", "json")
+    done = run_cli("surface", "--library", str(root), "--config", str(config), "--format", "json")
     assert done.returncode == 0, done.stdout + done.stderr
     measured = json.loads(done.stdout)
     census = cli("census", "--library", str(root), "--config", str(config), "--format", "json")

@@ -17,12 +17,18 @@ import pytest
 from click.testing import CliRunner
 
 from runner.cli import main
-from tests.conftest import EXAMPLE, REPO, cli, cli_process
+from tests.conftest import EXAMPLE, REPO, cli, run_cli
 from tests.report_fixtures import every_state
 
 README = REPO / "README.md"
 BROKEN_JSON = '{"finished_at": "2026-11-30",\n  oops}\n'  # not JSON at line 2, column 3
 NO_DUMP = ("Traceback", "validation error", "errors.pydantic.dev", "https://", "For further information")
+
+
+def docs_text() -> str:
+    """The README and every page of docs/: the command reference lives in docs/cli.md, linked from the README."""
+    pages = [README, *sorted((REPO / "docs").glob("*.md"))]
+    return "\n\n".join(page.read_text(encoding="utf-8") for page in pages)
 
 
 def run_folder(path: Path) -> Path:
@@ -66,8 +72,8 @@ def test_report_previous_takes_several_folders_after_one_flag_as_the_readme_writ
     misplaced = cli("report", "--previous", str(runs[0]), str(runs[1]))
     assert misplaced.exit_code == 2 and "name RUN_DIR first" in misplaced.output, misplaced.output
     # What the README and the nightly workflow write, in a real process.
-    assert "--previous DIR..." in README.read_text(encoding="utf-8")
-    done = cli_process("report", str(runs[2]), "--format", "markdown", "--previous", str(runs[0]), str(runs[1]))
+    assert "--previous DIR..." in docs_text()
+    done = run_cli("report", str(runs[2]), "--format", "markdown", "--previous", str(runs[0]), str(runs[1]))
     assert done.returncode == 0 and "unexpected extra argument" not in done.stderr, done.stderr
 
 
@@ -84,7 +90,7 @@ def readme_library_commands(text: str) -> tuple[set[str], set[str]]:
 
 
 def test_readme_names_the_commands_that_take_library_and_config() -> None:
-    accept, neither = readme_library_commands(README.read_text(encoding="utf-8"))
+    accept, neither = readme_library_commands(docs_text())
     for command in accept:
         assert {"--library", "--config"} <= options_of(command), f"README: `{command}` takes --library and --config"
     for command in neither:
@@ -124,7 +130,7 @@ def documented_options(section: str, marker: str) -> set[str]:
 
 
 def test_readme_option_lists_of_plan_and_run_match_their_help() -> None:
-    text = README.read_text(encoding="utf-8")
+    text = docs_text()
     run_section, plan_section = readme_section(text, "run"), readme_section(text, "plan")
     shared = documented_options(run_section, "Options shared with `plan`")
     run_alone = documented_options(run_section, "Options of `run` alone:")
@@ -375,12 +381,10 @@ def test_help_names_the_environment_variables_a_command_reads(command: str) -> N
 
 def plan_with_key(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     import os
-    import sys
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env["ANTHROPIC_API_KEY"] = "sk-test-not-used"  # plan sends nothing: --no-surface, no session starts
-    return subprocess.run([sys.executable, "-m", "runner", "plan", "--library", str(EXAMPLE), "--no-surface",
-                           "--no-library-validator", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return run_cli("plan", "--library", str(EXAMPLE), "--no-surface", "--no-library-validator", *args, cwd=tmp_path,
+                   env=env)
 
 
 def test_a_model_without_a_price_is_refused_when_sessions_would_start(tmp_path: Path) -> None:

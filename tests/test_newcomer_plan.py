@@ -12,14 +12,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from runner.results.build import CaseResult, Results
-from tests.conftest import AEGIS_SKILLS, EXAMPLE, REPO
+from tests.conftest import AEGIS_SKILLS, EXAMPLE, REPO, run_cli
 from tests.report_fixtures import activation, assemble, assertion
 
 NO_KEY = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_") and k != "SKILL_EVALS_DISABLED"}
@@ -30,8 +29,7 @@ def skill_evals(*args: str, env: dict[str, str], cwd: Path, columns: int | None 
     env = {**env, "PYTHONPATH": str(REPO)}
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    done = subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = run_cli(*args, cwd=cwd, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,8 +18,8 @@ import pytest
 from runner.corpus.settings import Settings
 from runner.plan import build as plan_mod
 from runner.plan.prices import load as load_prices
-from tests.conftest import EXAMPLE, REPO
-from tests.fake_anthropic import FakeAnthropic, skill, text
+from tests.conftest import EXAMPLE, REPO, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 
 SONNET = load_prices(Settings()).price("claude-sonnet-4-6")
 SHAPE = plan_mod.SessionShape(first_turn=10_000, cached_prefix=6_000, growth=1_000, turns=2, output_per_turn=100)
@@ -65,15 +63,14 @@ def test_the_worst_case_stays_uncached_and_unchanged() -> None:
     assert worst == pytest.approx((turns * 3 + 6 * 4096 * 15) / 1e6)
 
 
-def run_cli(fake: FakeAnthropic, out: Path, config: Path | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "sk-test-plan-cost", "CI": "true"})
-    args = [sys.executable, "-m", "runner", "run", "--library", str(EXAMPLE), "--out", str(out), "--no-judge",
-            "--no-early-stop", "--repeats", "1", "--quorum", "1", "--concurrency", "1", "--timeout", "60",
-            "--skill", "dependency-upgrade-reviewer", "--no-library-validator"]
+def results_of_run(fake: FakeAnthropic, out: Path, config: Path | None) -> dict:
+    """One session per case of dependency-upgrade-reviewer, against the fake; its results.json."""
+    args = ["run", "--library", str(EXAMPLE), "--out", str(out), "--no-judge", "--no-early-stop", "--repeats", "1",
+            "--quorum", "1", "--concurrency", "1", "--timeout", "60", "--skill", "dependency-upgrade-reviewer",
+            "--no-library-validator"]
     if config is not None:
         args += ["--config", str(config)]
-    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = run_cli(*args, fake=fake, key="sk-test-plan-cost", cwd=REPO)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads((out / "results.json").read_text())
 
@@ -84,7 +81,7 @@ def test_results_show_planned_against_spent_and_a_measured_basis_plans_the_next_
     for out in (runs / "first", runs / "second"):
         with FakeAnthropic() as fake:  # a cache of its own: the second run reads nothing the first one wrote
             fake.default(skill("dependency-upgrade-reviewer"), text("Done."))
-            results.append(run_cli(fake, out, None))
+            results.append(results_of_run(fake, out, None))
     first, second = results
     for results in (first, second):
         cost = results["cost"]
@@ -120,8 +117,7 @@ def test_results_show_planned_against_spent_and_a_measured_basis_plans_the_next_
 
 
 def report_of(run: Path, fmt: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "runner", "report", str(run), "--format", fmt], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, check=False, env={**os.environ, "COLUMNS": "400"})
+    done = run_cli("report", str(run), "--format", fmt, cwd=REPO, env={**os.environ, "COLUMNS": "400"})
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 

@@ -22,9 +22,9 @@ import pytest
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
 from runner.execute.hosts import workspace
-from tests.conftest import findings_of, line_of
-from tests.fake_anthropic import FakeAnthropic, dynamic, error, skill, text
-from tests.fake_judge import JUDGE_MATCH, final_answer, rubric_ids
+from tests.conftest import findings_of, line_of, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, dynamic, error, skill, text
+from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids
 
 KEY = "sk-ant-test-probe-marker-77c1"
 TEST_PROBES = Path(__file__).parent / "data" / "probes"
@@ -55,12 +55,7 @@ def library(example_copy: Path) -> Path:
 
 
 def calibrate(fake: FakeAnthropic, library: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "CI": "true"})
-    if key:
-        env["ANTHROPIC_API_KEY"] = key
-    return subprocess.run([sys.executable, "-m", "runner", "calibrate", "--library", str(library), *args], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return run_cli("calibrate", "--library", str(library), *args, fake=fake, key=key)
 
 
 def record_of(library: Path, probe_dir: Path = RENOVATE_DIR, index: int = -1) -> dict[str, Any]:
@@ -84,7 +79,7 @@ def judge_queue(*verdicts: str) -> Any:
 
 def session_requests(fake: FakeAnthropic, needle: str) -> list:
     """Model requests of sessions (not the judge) whose first user message holds `needle`, first turn only."""
-    from tests.fake_anthropic import first_user_text
+    from runner.testing.fake_anthropic import first_user_text
     return [r for r in fake.message_requests if "<rubric>" not in first_user_text(r.body)
             and needle in first_user_text(r.body) and not any(m.get("role") == "assistant"
                                                                 for m in r.body.get("messages", []))]
@@ -230,7 +225,7 @@ def test_window_control_misses_treatment_catches_and_the_skill_fired(library: Pa
                                ("treatment", 1, "CAUGHT"), ("treatment", 2, "CAUGHT")]
     assert [s["skill_fired"] for s in record["starts"] if s["arm"] == "treatment"] == [True, True]
     # The control sessions' listing has no entry for the skill under test.
-    from tests.fake_anthropic import first_user_text
+    from runner.testing.fake_anthropic import first_user_text
     control_only = [r for r in control_requests if TREATMENT not in first_user_text(r.body)]
     assert len(control_only) == 2 and all("- dependency-upgrade-reviewer:" not in first_user_text(r.body)
                                           for r in control_only)
@@ -379,11 +374,8 @@ def test_the_key_never_reaches_the_record(library: Path) -> None:
 # ---- probes in `run`: both arms, rates, the difference, cost per arm -----------------------------------
 
 def run_probe(fake: FakeAnthropic, library: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
-    return subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--out", str(out),
-                           "--case", "*/probe/*", "--no-library-validator", "--timeout", "30", *args],
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    return run_cli("run", "--library", str(library), "--out", str(out), "--case", "*/probe/*",
+                   "--no-library-validator", "--timeout", "30", *args, fake=fake, key=KEY)
 
 
 def test_run_executes_calibrated_probes_in_both_arms(library: Path, tmp_path: Path) -> None:
@@ -454,7 +446,7 @@ def test_an_interrupted_calibration_counts_the_cut_start_and_continues(library: 
     import signal
     import time
 
-    from tests.fake_anthropic import hang
+    from runner.testing.fake_anthropic import hang
     calibration = library / RENOVATE_DIR / "calibration.json"
     with FakeAnthropic() as fake:
         _script(fake, judge_queue("PASS"), control=(hang(60),), treatment=(text(CAUGHT),))

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from tests.fake_anthropic import FakeAnthropic, input_tokens_for, text
+from runner.testing.fake_anthropic import FakeAnthropic, input_tokens_for, text
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -105,7 +105,7 @@ def test_api_host_sessions_send_one_prefix_and_record_its_hash(tmp_path) -> None
     from runner.execute.hosts.base import SessionSpec
     from runner.execute.hosts.workspace import LibraryFiles
     from runner.plan.prices import load as load_prices
-    from tests.fake_anthropic import skill
+    from runner.testing.fake_anthropic import skill
     from tests.test_bench_throughput import big_library
 
     library, _ = load_library(big_library(tmp_path / "lib"), Settings())

@@ -25,7 +25,7 @@ from runner.execute.ratelimit import (
     reset_in_s,
     retry_after_s,
 )
-from tests.fake_anthropic import FakeAnthropic, error, text
+from runner.testing.fake_anthropic import FakeAnthropic, error, text
 
 REFUSED = "error 429 rate-limit"
 

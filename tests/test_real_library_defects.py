@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.cli.commands import _cap_line
+from runner.cli.printing import cap_line as _cap_line
 from runner.corpus import classify
 from runner.corpus.library import Assertion, Case
 from runner.results import verdicts

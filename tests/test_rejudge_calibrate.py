@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import EXAMPLE
-from tests.fake_anthropic import FakeAnthropic, error, skill, text
-from tests.fake_judge import JUDGE_MATCH, verdicts
-from tests.test_run import KEY, TRIAGE, attempts, case, key_of, results_of, run_cli
+from tests.conftest import EXAMPLE, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts
+from tests.test_run import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
 
 NIGHTLY = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
-
-
-def cli(fake: FakeAnthropic, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "CI": "true"})
-    if key:
-        env["ANTHROPIC_API_KEY"] = key
-    return subprocess.run([sys.executable, "-m", "runner", *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
 
 
 def test_judge_dir_rejudges_without_sessions_and_records_changes(tmp_path: Path) -> None:
@@ -30,12 +18,13 @@ def test_judge_dir_rejudges_without_sessions_and_records_changes(tmp_path: Path)
     with FakeAnthropic() as fake:
         fake.script(JUDGE_MATCH, verdicts("PASS"))
         fake.script(key_of(NIGHTLY), skill(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN] api skipped"))
-        done = run_cli(fake, out, "--case", NIGHTLY, "--repeats", "3")
+        done = skill_evals_run(fake, out, "--case", NIGHTLY, "--repeats", "3")
         assert done.returncode == 0, done.stderr
         assert case(results_of(out), NIGHTLY)["state"] == "PASS"
     with FakeAnthropic() as fake:
         fake.script(JUDGE_MATCH, verdicts("FAIL"))
-        done = cli(fake, "judge", str(out), "--library", str(EXAMPLE), "--judge-model", "claude-haiku-4-5")
+        done = run_cli("judge", str(out), "--library", str(EXAMPLE), "--judge-model", "claude-haiku-4-5",
+                       fake=fake, key=KEY)
         assert done.returncode == 0, done.stdout + done.stderr
         sessions = [r for r in fake.message_requests if JUDGE_MATCH not in json.dumps(r.body)]
         assert sessions == [], "re-judging must not start any session"
@@ -52,7 +41,7 @@ def test_judge_dir_rejudges_without_sessions_and_records_changes(tmp_path: Path)
 
 def test_judge_dir_needs_a_key(tmp_path: Path) -> None:
     with FakeAnthropic() as fake:
-        done = cli(fake, "judge", str(tmp_path), "--library", str(EXAMPLE), key=None)
+        done = run_cli("judge", str(tmp_path), "--library", str(EXAMPLE), fake=fake, key=None)
     assert done.returncode == 2 and "ANTHROPIC_API_KEY" in done.stderr
 
 
@@ -73,7 +62,7 @@ def test_calibrate_judge_reports_rates_and_gates_a_run(tmp_path: Path) -> None:
     with FakeAnthropic() as fake:
         # A judge that says PASS to everything: agreement 3/5, false PASS 2/2 -> fails the thresholds.
         fake.script(JUDGE_MATCH, verdicts("PASS"))
-        done = cli(fake, "calibrate-judge", str(path), "--library", str(library))
+        done = run_cli("calibrate-judge", str(path), "--library", str(library), fake=fake, key=KEY)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "agreement 0.6" in done.stdout and "false PASS 1.0" in done.stdout
     record = json.loads((library / ".skill-evals" / "judge-calibration.json").read_text())[-1]
@@ -84,7 +73,7 @@ def test_calibrate_judge_reports_rates_and_gates_a_run(tmp_path: Path) -> None:
     with FakeAnthropic() as fake:
         fake.script(JUDGE_MATCH, verdicts("PASS"))
         fake.script(key_of(NIGHTLY), skill(TRIAGE), text("TEST REPORT TRIAGE — x\nfine"))
-        done = run_cli(fake, out, "--case", NIGHTLY, "--repeats", "1", library=library)
+        done = skill_evals_run(fake, out, "--case", NIGHTLY, "--repeats", "1", library=library)
         assert done.returncode == 0, done.stderr
         assert not [r for r in fake.message_requests if JUDGE_MATCH in json.dumps(r.body)], "no uncalibrated judging"
     result = case(results_of(out), NIGHTLY)
@@ -93,8 +82,8 @@ def test_calibrate_judge_reports_rates_and_gates_a_run(tmp_path: Path) -> None:
 
     # A judge that agrees with every label passes and unlocks judging.
     with FakeAnthropic() as fake:
-        from tests.fake_anthropic import dynamic
-        from tests.fake_judge import final_answer, rubric_ids
+        from runner.testing.fake_anthropic import dynamic
+        from runner.testing.fake_judge import final_answer, rubric_ids
 
         def agree(body: dict):
             answer = final_answer(body)
@@ -103,10 +92,10 @@ def test_calibrate_judge_reports_rates_and_gates_a_run(tmp_path: Path) -> None:
             return text(json.dumps({"verdicts": [{"id": i, "verdict": verdict, "evidence": quote, "reason": "r"}
                                                  for i in rubric_ids(body)]}))
         fake.script(JUDGE_MATCH, dynamic(agree))
-        done = cli(fake, "calibrate-judge", str(path), "--library", str(library))
+        done = run_cli("calibrate-judge", str(path), "--library", str(library), fake=fake, key=KEY)
         assert done.returncode == 0, done.stdout + done.stderr
         fake.script(key_of(NIGHTLY), skill(TRIAGE), text("TEST REPORT TRIAGE — x\nNOT PROVEN"))
-        done = run_cli(fake, tmp_path / "ungated", "--case", NIGHTLY, "--repeats", "1", library=library)
+        done = skill_evals_run(fake, tmp_path / "ungated", "--case", NIGHTLY, "--repeats", "1", library=library)
         assert done.returncode == 0
     assert case(results_of(tmp_path / "ungated"), NIGHTLY)["state"] == "PASS"
 
@@ -116,7 +105,7 @@ def test_bad_labels_are_a_usage_error_with_a_line(tmp_path: Path) -> None:
     path.write_text('{"id": "a", "prompt": "p", "answer": "x", "assertion": "y", "label": "PASS"}\n'
                     '{"id": "b", "prompt": "p", "answer": "x", "assertion": "y", "label": "MAYBE"}\n')
     with FakeAnthropic() as fake:
-        done = cli(fake, "calibrate-judge", str(path), "--library", str(EXAMPLE), "--no-record")
+        done = run_cli("calibrate-judge", str(path), "--library", str(EXAMPLE), "--no-record", fake=fake, key=KEY)
     assert done.returncode == 2 and f"{path}:2: label" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -125,7 +114,7 @@ def test_judge_errors_in_a_run_are_judge_error_not_fail(tmp_path: Path) -> None:
     with FakeAnthropic() as fake:
         fake.script(JUDGE_MATCH, error(500, "api_error", "judge down"))
         fake.script(key_of(NIGHTLY), skill(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN]"))
-        done = run_cli(fake, out, "--case", NIGHTLY, "--repeats", "3")
+        done = skill_evals_run(fake, out, "--case", NIGHTLY, "--repeats", "3")
         assert done.returncode == 0, done.stderr
     result = case(results_of(out), NIGHTLY)
     assert result["state"] == "JUDGE-ERROR" and result["activation"]["state"] == "PASS"

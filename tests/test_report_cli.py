@@ -11,9 +11,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from tests.conftest import EXAMPLE
-from tests.fake_anthropic import FakeAnthropic, error, skill, text
-from tests.fake_judge import JUDGE_MATCH, verdicts
-from tests.test_run import PROMPTS, TRIAGE, key_of, results_of, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts
+from tests.test_run import PROMPTS, TRIAGE, key_of, results_of, skill_evals_run
 
 
 def scripted(fake: FakeAnthropic) -> None:
@@ -34,10 +34,10 @@ def test_three_shards_merge_into_the_unsharded_rollup(tmp_path: Path) -> None:
     args = ("--host", "api", "--skill", TRIAGE, "--repeats", "3")
     with FakeAnthropic() as fake:
         scripted(fake)
-        whole = run_cli(fake, tmp_path / "whole", *args)
+        whole = skill_evals_run(fake, tmp_path / "whole", *args)
         assert whole.returncode == 0, whole.stderr
         for index in (1, 2, 3):
-            done = run_cli(fake, tmp_path / f"shard{index}", *args, "--shard", f"{index}/3")
+            done = skill_evals_run(fake, tmp_path / f"shard{index}", *args, "--shard", f"{index}/3")
             assert done.returncode == 0, done.stderr
     plans = {json.loads((tmp_path / f"shard{i}" / "results.json").read_text())["plan"]["hash"] for i in (1, 2, 3)}
     assert len(plans) == 1, "every shard plans the same cases"
@@ -192,7 +192,7 @@ def test_report_formats_render_from_results_json(tmp_path: Path) -> None:
         fake.script(key_of(f"{TRIAGE}/evals/negative-dependency-bump-review"), error(500, "api_error", "boom"))
         fake.script("Reports every testsuite with its executed count", text("not a verdict"))  # its judge call
         scripted(fake)
-        done = run_cli(fake, out, "--host", "api", "--skill", TRIAGE, "--repeats", "1", library=library)
+        done = skill_evals_run(fake, out, "--host", "api", "--skill", TRIAGE, "--repeats", "1", library=library)
         assert done.returncode == 0, done.stderr
     results = results_of(out)
     assert {state for state, n in results["counts"].items() if n} == set(STATES), results["counts"]
@@ -227,8 +227,8 @@ def test_quarantine_file_and_previous_runs(tmp_path: Path) -> None:
                 fake.script(key_of(nightly), skill(TRIAGE), text("TEST REPORT TRIAGE — x\n[NOT PROVEN]"))
             fake.default(text("A plain answer."))
             out = tmp_path / f"run{attempt}"
-            done = run_cli(fake, out, "--host", "api", "--case", nightly, "--case", flaky, "--repeats", "1",
-                           library=library)
+            done = skill_evals_run(fake, out, "--host", "api", "--case", nightly, "--case", flaky, "--repeats", "1",
+                                   library=library)
             assert done.returncode == 0, done.stderr
             runs.append(out)
     last = results_of(runs[1])

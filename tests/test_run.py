@@ -7,7 +7,6 @@ user runs), and asserts the exact states in results.json — never a mock of the
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,8 +17,8 @@ from jsonschema import Draft202012Validator
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from tests.conftest import EXAMPLE
-from tests.fake_anthropic import FakeAnthropic, error, hang, skill, text, tool
+from tests.conftest import EXAMPLE, fake_env, run_cli
+from runner.testing.fake_anthropic import FakeAnthropic, error, hang, skill, text, tool
 
 KEY = "sk-ant-test-marker-5f3a9c"
 TRIAGE = "test-report-triage"
@@ -38,16 +37,11 @@ def key_of(uid: str) -> str:
     return PROMPTS[uid][:60]
 
 
-def run_cli(fake: FakeAnthropic, out: Path, *args: str, library: Path = EXAMPLE, key: str | None = KEY,
-            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "CI": "true"})
-    if key:
-        env["ANTHROPIC_API_KEY"] = key
-    env.update(extra_env or {})
-    return subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--out", str(out),
-                           "--timeout", "20", *args], env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+def skill_evals_run(fake: FakeAnthropic, out: Path, *args: str, library: Path = EXAMPLE, key: str | None = KEY,
+                    extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`skill-evals run --library LIBRARY --out OUT --timeout 20 ARGS` against the fake (a later --timeout wins)."""
+    return run_cli("run", "--library", str(library), "--out", str(out), "--timeout", "20", *args,
+                   env=fake_env(fake, key, extra_env))
 
 
 def results_of(out: Path) -> dict:
@@ -88,10 +82,10 @@ def test_claude_code_states(fake: FakeAnthropic, tmp_path: Path) -> None:
     fake.script(key_of(wins), skill("dependency-upgrade-reviewer"), skill(TRIAGE), text("both"))
     fake.script(key_of(junit), text("No skill needed."))
     out = tmp_path / "run"
-    done = run_cli(fake, out, "--skill", TRIAGE, "--repeats", "3", "--quorum", "2",
-                   "--case", f"{TRIAGE}/evals/positive-nightly*", "--case", f"{TRIAGE}/evals/edge-zero*",
-                   "--case", f"{TRIAGE}/evals/negative*", "--case", f"{TRIAGE}/trigger/triage-wins-here",
-                   "--case", f"{TRIAGE}/evals/positive-junit*")
+    done = skill_evals_run(fake, out, "--skill", TRIAGE, "--repeats", "3", "--quorum", "2",
+                           "--case", f"{TRIAGE}/evals/positive-nightly*", "--case", f"{TRIAGE}/evals/edge-zero*",
+                           "--case", f"{TRIAGE}/evals/negative*", "--case", f"{TRIAGE}/trigger/triage-wins-here",
+                           "--case", f"{TRIAGE}/evals/positive-junit*")
     assert done.returncode == 0, done.stdout + done.stderr
     results = results_of(out)
 
@@ -140,7 +134,7 @@ def test_hang_past_the_timeout_is_error(fake: FakeAnthropic, tmp_path: Path) -> 
     fake.script(key_of(uid), hang(60))
     out = tmp_path / "run"
     started = time.monotonic()
-    done = run_cli(fake, out, "--case", uid, "--repeats", "1", "--timeout", "4")
+    done = skill_evals_run(fake, out, "--case", uid, "--repeats", "1", "--timeout", "4")
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 45
     result = case(results_of(out), uid)
@@ -149,7 +143,7 @@ def test_hang_past_the_timeout_is_error(fake: FakeAnthropic, tmp_path: Path) -> 
 
 
 def test_no_credentials_and_kill_switch(fake: FakeAnthropic, tmp_path: Path) -> None:
-    done = run_cli(fake, tmp_path / "nokey", "--skill", TRIAGE, key=None)
+    done = skill_evals_run(fake, tmp_path / "nokey", "--skill", TRIAGE, key=None)
     assert done.returncode == 0
     results = results_of(tmp_path / "nokey")
     assert_run_wide_reason(tmp_path / "nokey", results, "no-credentials")
@@ -157,7 +151,7 @@ def test_no_credentials_and_kill_switch(fake: FakeAnthropic, tmp_path: Path) -> 
     assert (tmp_path / "nokey" / "surface.json").exists(), "the surface audit needs no key and still runs"
     assert [r for r in fake.message_requests if r.headers.get("x-api-key") != "skill-evals-surface-audit-no-key"] == []
 
-    done = run_cli(fake, tmp_path / "off", "--skill", TRIAGE, extra_env={"SKILL_EVALS_DISABLED": "1"})
+    done = skill_evals_run(fake, tmp_path / "off", "--skill", TRIAGE, extra_env={"SKILL_EVALS_DISABLED": "1"})
     assert done.returncode == 0
     assert_run_wide_reason(tmp_path / "off", results_of(tmp_path / "off"), "kill-switch")
 
@@ -177,11 +171,11 @@ def test_cap_below_the_plan_holds(fake: FakeAnthropic, tmp_path: Path) -> None:
         if uid.startswith(f"{TRIAGE}/"):
             fake.script(key_of(uid), skill(TRIAGE), text("TEST REPORT TRIAGE — x"))
     out = tmp_path / "run"
-    plan = subprocess.run([sys.executable, "-m", "runner", "plan", "--library", str(EXAMPLE), "--skill", TRIAGE,
-                           "--format", "json", "--no-surface"], capture_output=True, text=True, check=True)
+    plan = run_cli("plan", "--library", str(EXAMPLE), "--skill", TRIAGE, "--format", "json", "--no-surface")
+    assert plan.returncode == 0, plan.stderr
     worst = json.loads(plan.stdout)["estimate"]["worst_session_usd"]
     cap = worst * 1.5  # one worst-case reservation fits, a second one at the same time does not
-    done = run_cli(fake, out, "--skill", TRIAGE, "--max-usd", f"{cap:.6f}", "--concurrency", "4")
+    done = skill_evals_run(fake, out, "--skill", TRIAGE, "--max-usd", f"{cap:.6f}", "--concurrency", "4")
     assert done.returncode == 0, done.stderr
     results = results_of(out)
     assert results["spend"]["usd"] <= cap
@@ -189,7 +183,7 @@ def test_cap_below_the_plan_holds(fake: FakeAnthropic, tmp_path: Path) -> None:
     assert all(a["reserved_usd"] >= a["cost_usd"] for a in finished)
     # The cap allows one reservation at a time: with concurrency 4, sessions still never overlapped, and each
     # started only after the one before settled its (much lower) real cost.
-    from tests.fake_anthropic import first_user_text
+    from runner.testing.fake_anthropic import first_user_text
     calls = sorted((r for r in fake.message_requests if "<rubric>" not in first_user_text(r.body)),
                    key=lambda r: r.time)
     turns = [sum(m.get("role") == "assistant" for m in r.body["messages"]) for r in calls]
@@ -209,8 +203,7 @@ def test_sigterm_then_resume_repeats_nothing(fake: FakeAnthropic, tmp_path: Path
             fake.script(key_of(uid), skill(TRIAGE), text("TEST REPORT TRIAGE — x"))
     fake.set_latency(0.4)
     out = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true"})
+    env = fake_env(fake, KEY)
     args = [sys.executable, "-m", "runner", "run", "--library", str(EXAMPLE), "--out", str(out), "--skill", TRIAGE,
             "--repeats", "3", "--concurrency", "2", "--timeout", "30"]
     process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -229,8 +222,7 @@ def test_sigterm_then_resume_repeats_nothing(fake: FakeAnthropic, tmp_path: Path
     assert first["counts"]["UNRUN"] > 0
 
     fake.set_latency(0.0)
-    done = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(EXAMPLE), "--resume", str(out)],
-                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = run_cli("run", "--library", str(EXAMPLE), "--resume", str(out), env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     records = attempts(out)
     finished = [a["attempt_id"] for a in records if a["status"] == "finished"]
@@ -246,12 +238,11 @@ def test_resume_refuses_a_changed_library(fake: FakeAnthropic, tmp_path: Path) -
     library = tmp_path / "library"
     shutil.copytree(EXAMPLE, library)
     out = tmp_path / "run"
-    done = run_cli(fake, out, "--case", f"{TRIAGE}/evals/positive-nightly*", "--repeats", "1", library=library)
+    done = skill_evals_run(fake, out, "--case", f"{TRIAGE}/evals/positive-nightly*", "--repeats", "1", library=library)
     assert done.returncode == 0
     skill_md = library / ".claude" / "skills" / TRIAGE / "SKILL.md"
     skill_md.write_text(skill_md.read_text() + "\nOne more line.\n")
-    again = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--resume", str(out)],
-                           capture_output=True, text=True, timeout=120, check=False)
+    again = run_cli("run", "--library", str(library), "--resume", str(out))
     assert again.returncode == 2 and "library changed" in again.stderr
 
 
@@ -262,7 +253,7 @@ def test_api_host_through_the_cli_says_it_is_an_approximation(fake: FakeAnthropi
                 skill(TRIAGE), text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN]"))
     fake.script(key_of(negative), error(529, "overloaded_error", "busy"))
     out = tmp_path / "run"
-    done = run_cli(fake, out, "--host", "api", "--case", nightly, "--case", negative, "--repeats", "3")
+    done = skill_evals_run(fake, out, "--host", "api", "--case", nightly, "--case", negative, "--repeats", "3")
     assert done.returncode == 0, done.stdout + done.stderr
     results = results_of(out)
     assert results["plan"]["host"] == "api" and "approximation" in results["plan"]["approximation"]
@@ -290,8 +281,8 @@ def test_rate_limit_pauses_new_starts_and_spend_limit_stops(fake: FakeAnthropic,
     shutil.copytree(EXAMPLE, library)
     (library / ".skill-evals.toml").write_text("[run]\nrate_limit_pause_s = 3\nhost_max_retries = 0\n")
     out = tmp_path / "run"
-    done = run_cli(fake, out, "--host", "api", "--case", limited, "--case", later, "--repeats", "1",
-                   "--concurrency", "1", library=library)
+    done = skill_evals_run(fake, out, "--host", "api", "--case", limited, "--case", later, "--repeats", "1",
+                           "--concurrency", "1", library=library)
     assert done.returncode == 0, done.stderr
     results = results_of(out)
     assert case(results, limited)["state"] == "ERROR"
@@ -307,9 +298,9 @@ def test_rate_limit_pauses_new_starts_and_spend_limit_stops(fake: FakeAnthropic,
              f"{TRIAGE}/evals/negative-dependency-bump-review", f"{TRIAGE}/trigger/triage-wins-here"]
     assert all(not fake.requests_for(key_of(uid)) for uid in [spender, *fresh])
     fake.script(key_of(spender), error(429, "rate_limit_error", "limit"))  # 429 without retry-after: a spend limit
-    done = run_cli(fake, spend, "--host", "api", "--case", f"{TRIAGE}/evals/edge-zero*", "--case", later,
-                   *(arg for uid in fresh for arg in ("--case", uid)), "--repeats", "1", "--concurrency", "1",
-                   library=library)
+    done = skill_evals_run(fake, spend, "--host", "api", "--case", f"{TRIAGE}/evals/edge-zero*", "--case", later,
+                           *(arg for uid in fresh for arg in ("--case", uid)), "--repeats", "1", "--concurrency", "1",
+                           library=library)
     assert done.returncode == 0, done.stderr
     results = results_of(spend)
     assert results["stop_reason"] == "spend-limit"

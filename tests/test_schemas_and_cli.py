@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 
 from runner.corpus import schema_check
 from runner.corpus.settings import Settings
-from tests.conftest import EXAMPLE, cli, cli_process
+from tests.conftest import EXAMPLE, cli, run_cli
 
 SCHEMAS = ["aegis-evals", "aegis-trigger-evals", "skill-creator-evals", "skill-creator-trigger-set", "probe",
            "settings", "results"]
@@ -71,7 +71,7 @@ def test_skill_creator_format_is_read(tmp_path: Path) -> None:
 
 
 def test_python_dash_m_runner_and_json_output() -> None:
-    done = cli_process("validate", "--library", str(EXAMPLE), "--format", "json")
+    done = run_cli("validate", "--library", str(EXAMPLE), "--format", "json")
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["counts"]["error"] == 0 and payload["cases"] == 39

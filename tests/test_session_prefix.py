@@ -29,7 +29,7 @@ from runner.execute.hosts.claude_code import ClaudeCodeHost
 from runner.execute.hosts.workspace import LibraryFiles
 from runner.plan.prices import load as load_prices
 from tests.conftest import EXAMPLE
-from tests.fake_anthropic import FakeAnthropic, blocks, dynamic, is_billing_block, skill, text, tool
+from runner.testing.fake_anthropic import FakeAnthropic, blocks, dynamic, is_billing_block, skill, text, tool
 
 KEY = "sk-test-prefix-marker-15"
 SONNET = "claude-sonnet-4-6"

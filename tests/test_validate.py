@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, cli_process, findings_of, line_of
+from tests.conftest import cli, findings_of, line_of, run_cli
 
 SKILLS = Path(".claude") / "skills"
 TRIAGE = SKILLS / "test-report-triage"
@@ -342,12 +342,12 @@ def test_github_format_annotates_files(example_copy: Path) -> None:
 
 
 def test_missing_library_is_a_usage_error_without_traceback(tmp_path: Path) -> None:
-    done = cli_process("validate", "--library", str(tmp_path / "nowhere"))
+    done = run_cli("validate", "--library", str(tmp_path / "nowhere"))
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "no such file or folder" in done.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = cli_process("census", "--library", str(empty))
+    done = run_cli("census", "--library", str(empty))
     assert done.returncode == 2 and "no skills found" in done.stderr
 
 

@@ -13,10 +13,9 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import EXAMPLE
+from tests.conftest import EXAMPLE, run_cli
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -31,9 +30,8 @@ def git_repo(root: Path) -> Path:
 
 def validate(library: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "ANTHROPIC_"))} | GIT_ENV | env
-    return subprocess.run([sys.executable, "-m", "runner", "validate", "--library", library, "--format", "github",
-                           "--no-library-validator"], cwd=cwd, env=clean, capture_output=True, text=True, timeout=300,
-                          check=False)
+    return run_cli("validate", "--library", library, "--format", "github", "--no-library-validator", cwd=cwd,
+                   env=clean)
 
 
 def commands(output: str) -> list[tuple[str, dict[str, str], str]]:

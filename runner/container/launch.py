@@ -68,6 +68,7 @@ import docker.types
 
 from runner.container.apiproxy import ApiProxy
 from runner.container.apirelay import SOCKET_ENV
+from runner.corpus.errors import UsageError
 
 if TYPE_CHECKING:
     from runner.corpus.settings import Settings
@@ -99,7 +100,7 @@ RUN_MARGIN_S = 300.0        # at least; 10 % of the bound when that is more
 BATCH_WINDOW_S = 86_400.0   # a Message Batch ends within 24 hours
 
 
-class ContainerError(RuntimeError):
+class ContainerError(UsageError, RuntimeError):
     """The image could not be built, or the container could not be started."""
 
 

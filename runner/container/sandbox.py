@@ -42,6 +42,7 @@ import requests.exceptions
 
 import runner  # its __file__ locates the source checkout
 from runner.container.launch import IMAGE_USER, REPO_MOUNT, ContainerError, ensure_image, given_image
+from runner.corpus.errors import UsageError
 from runner.floor.validate import LibraryValidator, ValidatorRun
 
 DEFAULT_BASE_IMAGE = "python:3.12-slim"
@@ -63,7 +64,7 @@ NOT_STARTED = 127
 _DAEMON_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(UsageError, RuntimeError):
     """No container can be run: no reachable daemon, or no image. The message is one line, for the user."""
 
 

@@ -50,6 +50,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from runner.corpus import jsonfile
+from runner.corpus.errors import UsageError
 from runner.corpus.files import ReadPolicy, make_policy
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, warning
 from runner.corpus.settings import SETTINGS_FILE, Settings
@@ -67,7 +68,7 @@ SKIPPED = frozenset({"node_modules", "__pycache__", "venv", "dist", "build", "ve
                      "test", "__tests__", "fixtures", "testdata"})
 
 
-class LibraryError(Exception):
+class LibraryError(UsageError):
     """The path does not hold a library at all (a usage error, exit 2)."""
 
 

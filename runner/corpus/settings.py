@@ -1,7 +1,7 @@
 """The repository's settings file, `.skill-evals.toml`: where the library is, how to classify it.
 
-Every choice the semantics leave open is a setting here, with the default documented in the
-README. The file is validated like any eval file: a typo is an error with its line, never
+Every choice the semantics leave open is a setting here, with the default documented in
+docs/configuration.md. The file is validated like any eval file: a typo is an error with its line, never
 silently ignored (pydantic `extra="forbid"`).
 """
 
@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runner.corpus.findings import Finding, display_path, error
+from runner.execute.hosts.registry import HostName
 
 SETTINGS_FILE = ".skill-evals.toml"
 
@@ -132,7 +133,7 @@ class SelectSettings(_Strict):
 
 
 class RunSettings(_Strict):
-    host: Literal["claude-code", "api"] = "claude-code"
+    host: HostName = "claude-code"
     model: str = "claude-sonnet-4-6"
     max_turns: int = Field(default=6, ge=1, le=MAX_TURNS)
     timeout_s: float = Field(default=300, gt=0, le=MAX_SESSION_S, description="Wall-clock bound of one session.")
@@ -313,7 +314,7 @@ def _problem_text(problem: Any) -> str:
     if problem.get("type") in ("model_type", "model_attributes_type", "dict_type"):
         return f"must be a table (e.g. [{'.'.join(str(p) for p in problem['loc'])}]), not {_toml_type(problem)}"
     if problem.get("type") == "extra_forbidden":
-        return "unknown key (a typo? the README's Settings section lists every key)"
+        return "unknown key (a typo? docs/configuration.md lists every key)"
     return message
 
 

@@ -1,7 +1,8 @@
 """Stage 4, execution: the plan's sessions, under a concurrency limit, a spend cap and quorum early stop.
 
 In: a `Plan` and a host. Out: attempts (one JSON line each in the run folder, rundir.py). executor.py runs the
-sessions; hosts/ turns one session into an observed transcript; budget.py holds the spend cap, ratelimit.py
-the adaptive concurrency, batch.py the Message Batches strategy. run.py drives a whole `skill-evals run`
+sessions, as each finishes or in batched rounds; hosts/ turns one session into an observed transcript; budget.py
+holds the spend cap, ratelimit.py the adaptive concurrency, batch/ the Message Batches broker, its records and the
+host and judge that send through it. run.py drives a whole `skill-evals run`
 through every stage (floor, plan, execution, results) and is the one module here that looks past execution.
 """

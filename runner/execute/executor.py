@@ -7,6 +7,13 @@ the run the same way (UNRUN `spend-limit`). An errored attempt is recorded and n
 Finished attempts are appended to attempts.jsonl as they finish, so a crash or a SIGTERM loses
 nothing that finished; each reservation is journaled before its session starts, so a SIGKILL
 cannot hide what was in flight (runner.execute.budget).
+
+One executor, two ways to dispatch (`Dispatch`). Which attempts a case may start is the case's own
+(`CaseStarts`: the quorum, or every repeat); every start is `Executor.one_attempt` (reserve, run,
+settle, grade, record). The dispatch decides only when the starts go: `AsTheyFinish` (the direct
+path) starts a case's next attempts as soon as one of its attempts finishes; `Rounds` (`--batch`,
+runner.execute.batch) starts every case's allowed attempts together and runs the round to its end,
+so their requests go out as one batch.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import signal
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from runner.corpus.library import Case, Probe
 from runner.execute.budget import Ledger
@@ -26,7 +33,7 @@ from runner.execute.rundir import AttemptRecord, RunDir
 from runner.judge.prose import Grader, JudgeCall
 from runner.plan.build import Plan, PlannedCase
 from runner.probes import arms as probes_mod
-from runner.probes.arms import Arm, ProbeGrade
+from runner.probes.arms import ARMS, Arm, ProbeGrade
 from runner.results.quorum import QuorumRule, Tally, starts_allowed
 from runner.results.verdicts import AttemptOutcome, apply_judgement, attempt_outcome, mark_unjudged, needs_judge
 
@@ -58,11 +65,108 @@ def attempt_id(uid: str, arm: str, repeat: int) -> str:
     return f"{uid}#{arm}#{repeat}"
 
 
+def probe_arm(arm: str) -> Arm:
+    """A tier-2 probe's arm, from an attempt's arm (a plain str in the starts and the records)."""
+    for known in ARMS:
+        if arm == known:
+            return known
+    raise ValueError(f"not a probe arm: {arm!r}")
+
+
+Start = tuple[str, int]  # (arm, repeat); the arm is "main" for a case that is not a tier-2 probe
+
+
+class CaseStarts:
+    """One case's starts: which (arm, repeat) may start now, from its rule and the attempts finished so far.
+
+    Quorum early stop (semantics §4): as many as starts_allowed gives, never one the verdict cannot need. Every
+    repeat (a tier-2 probe's two arms, whose catch rates are the result, semantics §8; or a plan without early
+    stop): all of them at once. With `first_alone` (Executor.first_alone), the first session of each arm that has
+    none yet runs before any other session of the case starts. Both dispatches ask `take` and report `finished`,
+    so a batched run starts the attempts a direct run may start.
+    """
+
+    def __init__(self, planned: PlannedCase, prior: list[AttemptRecord], every_repeat: bool, first_alone: bool):
+        self.planned = planned
+        self.rule = None if every_repeat else QuorumRule(planned.repeats, planned.quorum)
+        self.wins = self.losses = self.errors = self.in_flight = 0
+        for record in prior:
+            self._count(record)
+        arms = planned.arms or ["main"]
+        done = {(r.arm, r.repeat) for r in prior}
+        todo = [(arm, n) for n in range(1, planned.repeats + 1) for arm in arms if (arm, n) not in done]
+        fresh = [arm for arm in arms if not any(r.arm == arm for r in prior)] if first_alone else []
+        self.leaders: list[Start] = [next(start for start in todo if start[0] == arm) for arm in fresh]
+        self.todo: list[Start] = [start for start in todo if start not in self.leaders]
+        self.held = False  # the leaders are in flight: nothing else of the case starts until they finished
+
+    def take(self) -> list[Start]:
+        """The starts allowed now; each counts as in flight until `finished` is told its record."""
+        if self.leaders:
+            starts, self.leaders, self.held = self.leaders, [], True
+        elif self.held and self.in_flight:
+            return []
+        else:
+            self.held = False
+            if self.rule is None:
+                starts, self.todo = self.todo, []
+            else:
+                tally = Tally(wins=self.wins, losses=self.losses, errors=self.errors, in_flight=self.in_flight)
+                allowed = starts_allowed(self.rule, tally)
+                starts, self.todo = self.todo[:allowed], self.todo[allowed:]
+        self.in_flight += len(starts)
+        return starts
+
+    def finished(self, record: AttemptRecord | None) -> None:
+        """One start is over: its record, or None when it never started (the run had stopped)."""
+        self.in_flight -= 1
+        if record is not None:
+            self._count(record)
+
+    def _count(self, record: AttemptRecord) -> None:
+        if record.outcome is None:
+            return
+        state = record.outcome.state
+        self.wins += state == "PASS"
+        self.losses += state == "FAIL"
+        self.errors += state in ("ERROR", "JUDGE-ERROR")
+
+
+class Dispatch(Protocol):
+    """When the starts the cases allow go to the host (the module docstring). The executor asks `plan` once, then
+    hands `run` the cases of this run."""
+
+    # Whether a case's first session may run before its others start (Executor.first_alone).
+    first_alone: bool
+
+    def plan(self, plan: Plan) -> Plan:
+        """The plan as the executor runs it with this dispatch (its concurrency, a session's worst case)."""
+
+    async def run(self, executor: Executor, cases: list[PlannedCase], prior: dict[str, list[AttemptRecord]]
+                  ) -> None:
+        """Start every attempt the cases allow, each through executor.one_attempt, until none is allowed or the
+        run stops; return once every started attempt has ended."""
+
+
+class Collector(Protocol):
+    """Where the requests of a round's attempts wait to go out together (runner.execute.batch.broker.BatchBroker): a
+    wave's attempts join it, each leaves when it ends, and a batch goes out once all that remain wait on it."""
+
+    def join(self, count: int = 1) -> None: ...
+
+    def leave(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
 class Executor:
     def __init__(self, plan: Plan, plan_hash: str, cases: dict[str, Case], host: Host, rundir: RunDir,
                  state: RunState, known_names: Collection[str], progress: ProgressFn | None = None,
                  judge: Grader | None = None, judge_unavailable: str | None = None, mine: set[str] | None = None,
-                 limiter: AdaptiveLimiter | None = None, probes: dict[str, Probe] | None = None):
+                 limiter: AdaptiveLimiter | None = None, probes: dict[str, Probe] | None = None,
+                 dispatch: Dispatch | None = None):
+        self.dispatch = dispatch or AsTheyFinish()
+        plan = self.dispatch.plan(plan)  # e.g. batched rounds admit every attempt of a wave at once
         self.mine = mine  # the uids of this shard; None = every case
         self.probes = probes or {}  # tier-2 probes by uid (their cases have arms)
         self.judge = judge
@@ -76,11 +180,12 @@ class Executor:
         self.known = known_names
         self.progress = progress
         # Session starts go through one adaptive limiter (runner.execute.ratelimit): the plan's concurrency is its
-        # ceiling, a 429 shrinks it and pauses starts. A host whose API client takes middleware (a list
-        # `host.middleware`) also has each request paced and its retried 429s observed.
+        # ceiling, a 429 shrinks it and pauses starts. It joins the host's client middleware too
+        # (runner.execute.hosts.base.Host.middleware): a host's own requests are paced and their retried 429s observed.
         self.limiter = limiter or AdaptiveLimiter(plan.concurrency, default_pause_s=plan.rate_limit_pause_s)
-        middleware = getattr(host, "middleware", None)
-        if isinstance(middleware, list):
+        # runner.judge.rejudge grades recorded sessions with no host (None): it starts no session to pace.
+        if host is not None:
+            middleware = host.middleware
             middleware[:] = [m for m in middleware if not isinstance(m, RateLimitMiddleware)]
             if self.limiter.adaptive:
                 middleware.append(RateLimitMiddleware(self.limiter))
@@ -113,7 +218,7 @@ class Executor:
             outcome, call = await self.judged(self.cases[planned.uid], obs)
             return outcome, call, None
         assert self.judge is not None  # the plan leaves a probe UNRUN without a judge
-        grade, call = await probes_mod.grade(self.probes[planned.uid], arm, obs, self.judge)  # type: ignore[arg-type]
+        grade, call = await probes_mod.grade(self.probes[planned.uid], probe_arm(arm), obs, self.judge)
         return probes_mod.attempt_outcome(grade), call, grade
 
     async def judged(self, case: Case, obs: Observation) -> tuple[AttemptOutcome, JudgeCall | None]:
@@ -166,7 +271,7 @@ class Executor:
             if reservation is None:
                 self.state.stop(STOP_BUDGET)
                 return None
-            spec = self.spec(planned, repeat) if arm == "main" else self.probe_spec(planned, arm, repeat)  # type: ignore[arg-type]
+            spec = self.spec(planned, repeat) if arm == "main" else self.probe_spec(planned, probe_arm(arm), repeat)
             self.state.in_flight[spec.attempt_id] = planned
             started = time.monotonic()
             try:
@@ -205,45 +310,48 @@ class Executor:
         every session of a case then sends the same first turn, and the prompt cache serves it only to a request
         that arrives after the response that wrote it began; started together, each would write it again. The
         verdict and the number of sessions are the same either way; the pool keeps every slot busy with other
-        cases meanwhile."""
-        return self.plan.estimate.repeats_read_first_turn
+        cases meanwhile. Batched rounds never hold one alone (Rounds.first_alone)."""
+        return self.plan.estimate.repeats_read_first_turn and self.dispatch.first_alone
 
-    async def run_every_repeat(self, planned: PlannedCase, prior: list[AttemptRecord],
-                               arms: list[str] | None = None) -> None:
-        """Fixed N: every repeat of every arm not finished before (a resume) starts; the first of each arm
-        alone first when `first_alone`."""
-        done = {(r.arm, r.repeat) for r in prior}
-        starts = [(arm, n) for n in range(1, planned.repeats + 1) for arm in arms or ["main"] if (arm, n) not in done]
-        if self.first_alone:
-            fresh = {arm for arm in arms or ["main"] if not any(r.arm == arm for r in prior)}
-            leaders = [(arm, n) for arm, n in starts if arm in fresh and n == min(m for a, m in starts if a == arm)]
-            await _all_or_cancel([asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in leaders])
-            starts = [start for start in starts if start not in leaders]
-        await _all_or_cancel([asyncio.ensure_future(self.one_attempt(planned, n, arm)) for arm, n in starts])
+    def case_starts(self, planned: PlannedCase, prior: list[AttemptRecord]) -> CaseStarts:
+        # Probes run both arms N times (their catch rates are the result, semantics §8); so does fixed N.
+        every_repeat = bool(planned.arms) or not self.plan.early_stop
+        return CaseStarts(planned, prior, every_repeat, self.first_alone)
 
-    async def run_case(self, planned: PlannedCase, prior: list[AttemptRecord]) -> None:
-        if planned.arms or not self.plan.early_stop:
-            # Probes run both arms N times (their catch rates are the result, semantics §8); so does fixed N.
-            await self.run_every_repeat(planned, prior, planned.arms)
-            return
-        rule = QuorumRule(planned.repeats, planned.quorum)
-        wins = sum(1 for r in prior if r.outcome and r.outcome.state == "PASS")
-        losses = sum(1 for r in prior if r.outcome and r.outcome.state == "FAIL")
-        errors = sum(1 for r in prior if r.outcome and r.outcome.state in ("ERROR", "JUDGE-ERROR"))
-        used = {r.repeat for r in prior}
-        next_repeats = (n for n in range(1, planned.repeats + 1) if n not in used)
-        pending: set[asyncio.Task[AttemptRecord | None]] = set()
+    async def run(self, prior: dict[str, list[AttemptRecord]]) -> None:
+        runnable = [c for c in self.plan.cases if c.unrun_reason is None and (self.mine is None or c.uid in self.mine)]
+        await self.dispatch.run(self, runnable, prior)
+
+
+class AsTheyFinish:
+    """The direct path: a case starts what it may as soon as one of its attempts finishes."""
+
+    first_alone = True
+
+    def plan(self, plan: Plan) -> Plan:
+        return plan
+
+    async def run(self, executor: Executor, cases: list[PlannedCase], prior: dict[str, list[AttemptRecord]]
+                  ) -> None:
+        pending = iter(cases)
+
+        async def worker() -> None:
+            for planned in pending:  # one shared iterator: each case is taken by exactly one worker
+                await self.run_case(executor, executor.case_starts(planned, prior.get(planned.uid, [])))
+
+        # A few workers per session slot keep every slot busy (a case waits on its own attempts) without a
+        # task per case: 17,000 pending tasks cost about 100 MB and nothing else (benchmarks/memory.py).
+        workers = min(len(cases), 2 * executor.plan.concurrency + 2)
+        await _all_or_cancel([asyncio.ensure_future(worker()) for _ in range(workers)])
+
+    @staticmethod
+    async def run_case(executor: Executor, case: CaseStarts) -> None:
+        """Start what the case allows, wait until one of its attempts finishes, count it, ask again."""
+        pending: set[asyncio.Future[AttemptRecord | None]] = set()
         while True:
-            tally = Tally(wins=wins, losses=losses, errors=errors, in_flight=len(pending))
-            if not self.state.stop_reason:
-                allowed = starts_allowed(rule, tally)
-                if self.first_alone and not prior and wins + losses + errors == 0:
-                    allowed = min(allowed, 1 - len(pending))  # the case's first session, alone (first_alone)
-                for _ in range(allowed):
-                    repeat = next(next_repeats, None)
-                    if repeat is None:
-                        break
-                    pending.add(asyncio.ensure_future(self.one_attempt(planned, repeat)))
+            if not executor.state.stop_reason:
+                for arm, repeat in case.take():
+                    pending.add(asyncio.ensure_future(executor.one_attempt(case.planned, repeat, arm)))
             if not pending:
                 return
             try:
@@ -255,26 +363,76 @@ class Executor:
                 await asyncio.gather(*pending, return_exceptions=True)
                 raise
             for task in done:
-                record = task.result()
-                if record is None or record.outcome is None:
-                    continue
-                state = record.outcome.state
-                wins += state == "PASS"
-                losses += state == "FAIL"
-                errors += state in ("ERROR", "JUDGE-ERROR")
+                case.finished(task.result())
 
-    async def run(self, prior: dict[str, list[AttemptRecord]]) -> None:
-        runnable = [c for c in self.plan.cases if c.unrun_reason is None and (self.mine is None or c.uid in self.mine)]
-        pending = iter(runnable)
 
-        async def worker() -> None:
-            for planned in pending:  # one shared iterator: each case is taken by exactly one worker
-                await self.run_case(planned, prior.get(planned.uid, []))
+class Rounds:
+    """Batched rounds (`--batch`, runner.execute.batch): every undecided case starts what it may, the round runs
+    to its end (session batches, then its judge batch), and what finished decides the next round.
 
-        # A few workers per session slot keep every slot busy (a case waits on its own attempts) without a
-        # task per case: 17,000 pending tasks cost about 100 MB and nothing else (benchmarks/memory.py).
-        workers = min(len(runnable), 2 * self.plan.concurrency + 2)
-        await _all_or_cancel([asyncio.ensure_future(worker()) for _ in range(workers)])
+    A batch goes out when every attempt of the wave waits on the collector, so a round's requests go out together.
+    The starts are the ones the direct path makes (it never starts an attempt a verdict cannot need either), so the
+    same scripted answers give the same states. (One difference: on the direct path an attempt that errors while
+    its sibling still runs lets the next repeat start, depending on which finishes first; a round sees both
+    results and starts nothing the verdict can no longer use, so a case that ends ERROR may have run fewer errored
+    repeats.) A round whose worst-case reservations do not all fit under the spend cap runs in waves of as many as
+    fit: every attempt still reserves its worst case before it starts. Tier-2 probes (both arms, every repeat)
+    start all of theirs in the first round, first in it. No first session is held alone: that would be one more
+    round, one more batch to wait for.
+    """
+
+    first_alone = False
+
+    def __init__(self, collector: Collector, width: int, session_price: float = 1.0):
+        self.collector = collector
+        self.width = width  # the most attempts in flight at once (a batch's request limit)
+        self.session_price = session_price  # what a session's tokens cost here per dollar of the direct path
+
+    def plan(self, plan: Plan) -> Plan:
+        """Every attempt of a wave admitted at once (it waits on the collector, not on a session slot), and a
+        session's worst case (its reservation and its own budget bound) at this dispatch's price."""
+        worst = plan.estimate.worst_session_usd * self.session_price
+        return plan.model_copy(update={"concurrency": self.width,
+                                       "estimate": plan.estimate.model_copy(update={"worst_session_usd": worst})})
+
+    async def run(self, executor: Executor, cases: list[PlannedCase], prior: dict[str, list[AttemptRecord]]
+                  ) -> None:
+        ordered = [c for c in cases if c.arms] + [c for c in cases if not c.arms]
+        starts_of = [executor.case_starts(planned, prior.get(planned.uid, [])) for planned in ordered]
+        try:
+            while not executor.state.stop_reason:
+                starts = [(case, arm, repeat) for case in starts_of for arm, repeat in case.take()]
+                if not starts:
+                    return
+                while starts and not executor.state.stop_reason:
+                    size = self.wave_size(executor)
+                    wave, starts = starts[:size], starts[size:]
+                    await self.wave(executor, wave)
+        finally:
+            await self.collector.aclose()  # the last round has ended: nothing sends a request any more
+
+    def wave_size(self, executor: Executor) -> int:
+        """How many attempts may be in flight at once: as many worst-case reservations as the cap still
+        holds (each attempt reserves its worst case before it starts, as on the direct path). At least one:
+        when even that one does not fit, its reservation fails and the run stops as the direct path does."""
+        ledger = executor.state.ledger
+        worst = executor.plan.estimate.worst_session_usd
+        if ledger.cap_usd is None or worst <= 0:
+            return self.width
+        free = ledger.cap_usd - ledger.spent_usd - ledger.reserved_usd
+        return max(1, min(self.width, int(free // worst)))
+
+    async def wave(self, executor: Executor, wave: list[tuple[CaseStarts, str, int]]) -> None:
+        self.collector.join(len(wave))
+
+        async def one(case: CaseStarts, arm: str, repeat: int) -> None:
+            try:
+                record = await executor.one_attempt(case.planned, repeat, arm)
+            finally:
+                self.collector.leave()
+            case.finished(record)
+
+        await asyncio.gather(*(one(case, arm, repeat) for case, arm, repeat in wave))
 
 
 async def until_signalled(task: asyncio.Future[Any], on_signal: Callable[[], None]) -> None:

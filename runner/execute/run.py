@@ -15,30 +15,31 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import sys
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from runner.corpus.errors import UsageError
 from runner.corpus.findings import Finding
 from runner.corpus.library import Case, Library, Probe
 from runner.corpus.settings import MAX_REPEATS, ListingSettings, RunSettings, Settings, TierSettings
 from runner.execute.budget import Journal, Ledger, journal_totals
-from runner.execute.executor import STOP_CANCELLED, Executor, RunState, until_signalled
+from runner.execute.executor import STOP_CANCELLED, Dispatch, Executor, RunState, until_signalled
+from runner.execute.hosts import registry as host_registry
+from runner.execute.hosts.base import Host
 from runner.execute.rundir import PLAN, RESERVATIONS, RESULTS, SURFACE, AttemptRecord, RunDir
 from runner.floor.gate import FloorGate
 from runner.floor.surface import Surface
 from runner.judge import calibration
-from runner.judge.prose import Judge, JudgeSettingsView, prompt_version
+from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
 from runner.plan import build as plan_mod
 from runner.plan import prices as prices_mod
 from runner.plan import quarantine as quarantine_mod
 from runner.plan.build import Plan
-from runner.plan.select import Selection, select_tier
+from runner.plan.select import Selection, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
 from runner.results.build import LostInFlight
@@ -153,34 +154,17 @@ def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierS
 
 
 def make_host(name: str, library: Library, settings: Settings, credentials: Credentials,
-              prices: prices_mod.PriceTable, api_key_for_host: str, run_folder: Path | None = None) -> Any:
-    """`run_folder`: the run this host serves, whose lock this process holds (RunDir.claim). A claude-code
-    host then keeps its folders under that run folder's own session-folder parent, emptied first of what a
-    killed process of the same run folder left (workspace.claim_run_parent) and removed when the host goes."""
-    from runner.execute.hosts.workspace import LibraryFiles, claim_run_parent
-
-    files = LibraryFiles.of(library, settings.limits.max_file_bytes)
-    if name == "api":
-        from runner.execute.hosts.api import ApiHost
-        return ApiHost(library, files, prices, api_key_for_host, credentials.base_url,
-                       settings.listing.budget_chars, settings.listing.max_description_chars,
-                       max_retries=settings.run.host_max_retries)
-    from runner.execute.hosts.claude_code import ClaudeCodeHost
-    parent = claim_run_parent(run_folder) if run_folder is not None else None
-    host = ClaudeCodeHost(files, prices, api_key_for_host, credentials.base_url,
-                          settings.listing.budget_chars, settings.run.allowed_tools, settings.run.cli_path,
-                          work_parent=parent, max_retries=settings.run.host_max_retries, aliases=library.aliases(),
-                          session_namespace=settings.run.session_namespace)
-    if parent is not None:  # at exit too: a clean end leaves nothing behind, not even the empty folder
-        weakref.finalize(host, shutil.rmtree, str(parent), True)
-    return host
+              prices: prices_mod.PriceTable, api_key_for_host: str, run_folder: Path | None = None) -> Host:
+    """The host registered as `name` (runner.execute.hosts.registry). `run_folder`: the run this host serves,
+    whose lock this process holds (RunDir.claim); a host that keeps folders keeps them under it."""
+    return host_registry.make_host(name, host_registry.HostInputs(
+        library=library, settings=settings, prices=prices, api_key=api_key_for_host,
+        base_url=credentials.base_url, run_folder=run_folder))
 
 
-async def audit_surface(host: Any, library: Library, model: str) -> Surface:
+async def audit_surface(host: Host, library: Library, model: str) -> Surface:
     names = set(library.skills)
     invocable = {name for name, skill in library.skills.items() if not skill.manual_only}
-    if host.name == "api":
-        return await host.surface()
     return await host.surface(model, names, invocable)
 
 
@@ -189,10 +173,10 @@ class Prepared:
     plan: Plan
     plan_hash: str
     cases: dict[str, Case]
-    host: Any
+    host: Host
     unknown_skills: list[str]
     known_names: dict[str, str]
-    judge: Judge | None = None
+    judge: Grader | None = None  # a Judge; a BatchJudge in a batched run (runner.execute.batch)
     shard: tuple[int, int] | None = None
     selection: Selection | None = None
     probes: dict[str, Probe] = field(default_factory=dict)
@@ -226,12 +210,9 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     if options.selection_file is not None:
         selection = read_selection(options.selection_file, by_uid)
     else:
-        selection = select_tier(library, options.tier, base=options.base, head=options.head,
-                                period=options.period or settings.select.period or None,
-                                fraction=settings.select.cadence_fraction, skills=list(options.skills),
-                                case_patterns=list(options.cases), with_neighbours=options.neighbours,
-                                max_full_cases=settings.select.max_full_cases,
-                                settings_paths=settings.select.settings_paths)
+        selection = select_configured(library, settings.select, options.tier, base=options.base, head=options.head,
+                                      period=options.period, skills=options.skills, cases=options.cases,
+                                      neighbours=options.neighbours)
     selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
     prices = prices_mod.load(settings)
     if unrun_all is None:
@@ -248,7 +229,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
                           prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)),
                           probe_gates(library), batch=options.batch, floor=floor,
-                          session_path=getattr(host, "session_path", None),
+                          session_path=host.session_path,
                           runs_folder=rundir.path.parent if rundir is not None else Path("runs"))
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
@@ -296,7 +277,7 @@ def known_names(library: Library) -> dict[str, str]:
     return library.names()
 
 
-class ResumeError(Exception):
+class ResumeError(UsageError):
     """The run folder cannot be resumed against this library (a usage error)."""
 
 
@@ -411,14 +392,16 @@ def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str) -> tuple[dict[str, l
     return prior, ledger
 
 
-def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results_mod.Results:
-    """Run the plan; on SIGINT/SIGTERM stop starting, cancel in-flight sessions, write results."""
+def execute(prepared: Prepared, rundir: RunDir, progress: Any = None, dispatch: Dispatch | None = None
+            ) -> results_mod.Results:
+    """Run the plan; on SIGINT/SIGTERM stop starting, cancel in-flight sessions, write results. `dispatch`: how
+    the starts go (runner.execute.executor; batched rounds for `--batch`, runner.execute.batch.execute_batched)."""
     plan = prepared.plan
     prior, ledger = open_ledger(rundir, plan, prepared.plan_hash)
     state = RunState(ledger=ledger)
     executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
                         prepared.known_names, progress, prepared.judge, plan.judge_unavailable,
-                        mine=shard_uids(plan, prepared.shard), probes=prepared.probes)
+                        mine=shard_uids(plan, prepared.shard), probes=prepared.probes, dispatch=dispatch)
 
     async def main() -> None:
         try:
@@ -426,9 +409,7 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None) -> results
         finally:
             if prepared.judge is not None:
                 await prepared.judge.aclose()
-            closer = getattr(prepared.host, "aclose", None)
-            if closer is not None:  # a host that keeps a client open for the run closes it in this loop
-                await closer()
+            await prepared.host.aclose()  # what the host keeps open for the run is closed in this loop
 
     if plan.unrun_all is None:
         asyncio.run(main())

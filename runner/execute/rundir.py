@@ -39,6 +39,7 @@ from typing import BinaryIO, Literal
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from runner.corpus.errors import UsageError
 from runner.corpus.findings import is_unicode, printable_tree
 from runner.execute.hosts.base import Bound, ToolCall, Usage
 from runner.judge.prose import JudgeCall
@@ -119,7 +120,7 @@ def _record_json(record: AttemptRecord) -> str:
         return AttemptRecord.model_validate(printable_tree(record.model_dump())).model_dump_json()
 
 
-class RunFolderBusy(ValueError):
+class RunFolderBusy(UsageError, ValueError):
     """The run folder cannot be claimed: another live process runs on it, or it cannot be locked at all (a
     usage error: the CLI reports it and exits 2)."""
 

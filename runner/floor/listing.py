@@ -33,12 +33,13 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from runner.corpus.library import Library, Skill
 from runner.corpus.settings import ListingSettings
+from runner.execute.hosts.registry import HostName
 
 CLAUDE_CODE_MODEL = "Claude Code's rule: host's bundled skills whole, every name charged, then descriptions greedily"
 API_MODEL = "the api host's approximation: name order, greedy fit of `- name: description` lines within the budget"
@@ -306,7 +307,7 @@ def listed_skills(library: Library) -> list[Skill]:
 
 
 def estimate(library: Library, settings: ListingSettings,
-             host: Literal["claude-code", "api"] = "claude-code") -> ListingEstimate:
+             host: HostName = "claude-code") -> ListingEstimate:
     budget, cap = settings.effective_budget, settings.max_description_chars
     manual_only = sorted(s.name for s in library.skills.values() if _manual_only(s))
     if host == "api":

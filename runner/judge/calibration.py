@@ -20,16 +20,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner.corpus.errors import UsageError
 from runner.corpus.findings import first_problem
 from runner.corpus.library import Assertion
-from runner.corpus.settings import CalibrationThresholds
+from runner.corpus.settings import CalibrationThresholds, Settings
 from runner.execute.hosts.base import ToolCall
 from runner.judge.prose import Judge
 
 RECORD_FILE = Path(".skill-evals") / "judge-calibration.json"
 
 
-class LabelsError(Exception):
+class LabelsError(UsageError):
     """The labels file cannot be used (a usage error with file and line)."""
 
 
@@ -155,6 +156,11 @@ def calibrate(judge: Judge, items: list[LabelledItem], labels_file: str, thresho
     if record.judge_error_rate > thresholds.max_judge_error:
         failures.append(f"JUDGE-ERROR rate {record.judge_error_rate} > {thresholds.max_judge_error}")
     return record.model_copy(update={"passed": not failures, "failures": failures})
+
+
+def calibrating_settings(settings: Settings) -> Settings:
+    """The settings a calibration judges with: a passing record is what it makes, so none is required of it."""
+    return settings.model_copy(update={"judge": settings.judge.model_copy(update={"require_calibration": False})})
 
 
 def read_records(root: Path) -> list[CalibrationRecord]:

@@ -211,8 +211,9 @@ class JudgeSettingsView(BaseModel):
 
 
 class Grader(Protocol):
-    """What a run and a re-judging ask of a judge: a Judge, or runner.execute.batch.BatchJudge (the same calls
-    through Message Batches)."""
+    """What a run and a re-judging ask of a judge: a Judge, or runner.execute.batch.host.BatchJudge (the same calls
+    through Message Batches). The executor, tier-2 probe grading and runner.judge.rejudge take a Grader; only what
+    makes a judge's requests itself (the batch judge, calibration) needs the Judge."""
 
     settings: JudgeSettingsView
     version: str

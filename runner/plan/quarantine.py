@@ -16,12 +16,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner.corpus.errors import UsageError
 from runner.corpus.findings import first_problem
 
 QUARANTINE_FILE = Path(".skill-evals") / "quarantine.json"
 
 
-class QuarantineError(Exception):
+class QuarantineError(UsageError):
     """The quarantine file cannot be read (a usage error: file and problem)."""
 
 

@@ -37,21 +37,24 @@ import math
 import re
 import subprocess
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
+from runner.corpus.errors import UsageError
 from runner.corpus.files import relative_shown
 from runner.corpus.library import ANY_SKILL, SUBAGENT_SUFFIX, Case, Library, is_subagent
+from runner.corpus.settings import SelectSettings
 
 DEFAULT_SETTINGS_PATHS = (".skill-evals.toml", ".skill-evals/")
 GIT_TIMEOUT_S = 120
 TIERS = ("pr", "cadence", "full")
 
 
-class SelectError(Exception):
+class SelectError(UsageError):
     """The selection cannot be made (a usage error, exit 2): a bad ref, git failing, a bad period key."""
 
 
@@ -374,6 +377,17 @@ def _cap(chosen: list[tuple[Case, str]], priority: dict[str, int], cap: int) -> 
         depth += 1
     kept = {id(item[0]) for item in ordered[:cap]}
     return [item for item in chosen if id(item[0]) in kept]
+
+
+def select_configured(library: Library, chosen: SelectSettings, tier: str, *, base: str | None, head: str | None,
+                      period: str | None, skills: Sequence[str], cases: Sequence[str],
+                      neighbours: bool) -> Selection:
+    """The cases a tier selects with the settings' [select] knobs: the one place `select`, `plan`, `run` and
+    `run --container` build a selection, so they choose the same cases. Raises SelectError on a usage problem."""
+    return select_tier(library, tier, base=base, head=head, period=period or chosen.period or None,
+                       fraction=chosen.cadence_fraction, skills=list(skills), case_patterns=list(cases),
+                       with_neighbours=neighbours, max_full_cases=chosen.max_full_cases,
+                       settings_paths=chosen.settings_paths)
 
 
 def select_tier(library: Library, tier: str, *, base: str | None = None, head: str | None = None,

@@ -40,12 +40,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from runner.corpus.errors import UsageError
 from runner.corpus.findings import display_path
 from runner.corpus.library import Library, Probe
 from runner.corpus.settings import Settings
 from runner.execute.budget import Ledger
 from runner.execute.executor import until_signalled
 from runner.execute.hosts.base import Host, Usage
+from runner.floor.gate import FloorGate, Hold
 from runner.judge.prose import Judge
 from runner.plan import build as plan_mod
 from runner.plan.prices import PriceTable
@@ -187,7 +189,7 @@ def decide(reps: int, starts: list[Start]) -> RunArm | Decided:
 
 # ---- the record file --------------------------------------------------------------------------
 
-class CalibrationFileError(Exception):
+class CalibrationFileError(UsageError):
     """calibration.json exists but cannot be read: it is never overwritten."""
 
 
@@ -278,7 +280,7 @@ class SessionBounds:
     session_worst_usd: float
 
 
-class Refused(Exception):
+class Refused(UsageError):
     """This probe version cannot be calibrated now (nothing was started)."""
 
 
@@ -463,3 +465,50 @@ def declare(settings: Settings, host_name: str, judge: Judge) -> Declaration:
                        host=host_name, model=settings.run.model, max_turns=settings.run.max_turns,
                        timeout_s=settings.run.timeout_s, judge_model=judge.settings.model,
                        judge_prompt_version=judge.version)
+
+
+def choose(library: Library, names: list[str], every: bool) -> tuple[list[Probe], list[str]]:
+    """The probes named (uid, id or folder), or with `every` all of the library's; and the names that match none."""
+    if names:
+        return find_probes(library, names)
+    return (list(library.probes) if every else []), []
+
+
+def held_back(probes: list[Probe], gate: FloorGate) -> dict[str, Hold]:
+    """The probes the floor holds back, by uid: only the errors about a chosen probe (its skill, or the probe
+    itself) refuse it."""
+    return {p.uid: hold for p in probes if (hold := gate.hold(p.uid, p.skill)) is not None}
+
+
+def with_invocation(settings: Settings, explicit: bool | None) -> Settings:
+    """--explicit/--routed over [probes] explicit_invocation."""
+    if explicit is None:
+        return settings
+    return settings.model_copy(update={"probes": settings.probes.model_copy(update={"explicit_invocation": explicit})})
+
+
+@dataclass
+class Prepared:
+    declaration: Declaration
+    ledger: Ledger  # one cap for every probe's sessions and judge calls
+    calibrations: list[Calibration]
+    refused: list[str]  # one line for each probe that cannot be calibrated now, and why (nothing of it started)
+
+
+def prepare(library: Library, settings: Settings, host: Host, judge: Judge, prices: PriceTable,
+            probes: list[Probe]) -> Prepared:
+    """The calibrations of the probes under one declaration, one spend cap and one bound on the sessions at once.
+    A probe whose version is frozen, or whose record file cannot be read, is refused rather than started."""
+    run = settings.run
+    declaration = declare(settings, host.name, judge)
+    bounds = session_bounds(library, settings, prices, probes)
+    ledger = Ledger(cap_usd=run.max_usd)
+    sessions = asyncio.Semaphore(run.concurrency)
+    calibrations, refused = [], []
+    for probe in probes:
+        try:
+            calibrations.append(Calibration(probe, probe_dir(library, probe), declaration, host, judge, ledger,
+                                            bounds, sessions))
+        except (Refused, CalibrationFileError) as exc:
+            refused.append(str(exc))
+    return Prepared(declaration=declaration, ledger=ledger, calibrations=calibrations, refused=refused)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from runner.corpus.errors import UsageError
 from runner.execute.rundir import RESULTS
 from runner.results.build import CaseResult, Results, moment
 
@@ -38,7 +39,7 @@ NEVER_AUTOMATIC = ("Candidates are never quarantined automatically: a person dec
 MAX_CHANGE_ROWS = 50
 
 
-class HistoryError(Exception):
+class HistoryError(UsageError):
     """A previous run folder cannot be read (a usage error: folder and problem)."""
 
 

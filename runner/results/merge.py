@@ -41,6 +41,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from runner.corpus.errors import UsageError
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, AttemptRecord, RunDir
 from runner.results import modelfile
 from runner.results.build import NOT_EXECUTED, CaseResult, Results, assertion_counts, moment
@@ -51,7 +52,7 @@ NO_SHARD_RAN = ("no merged shard executed this case (UNRUN other-shard in every 
                 "from the merge; no result is claimed for it")
 
 
-class MergeError(Exception):
+class MergeError(UsageError):
     """The inputs cannot be merged into one run (a usage error: which folders and why)."""
 
 

@@ -14,12 +14,14 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from runner.corpus.errors import UsageError
+
 M = TypeVar("M", bound=BaseModel)
 
 _PYDANTIC_JSON = re.compile(r"^Invalid JSON: (?P<what>.*) at line (?P<line>\d+) column (?P<column>\d+)$")
 
 
-class Unreadable(ValueError):
+class Unreadable(UsageError, ValueError):
     """The file cannot be read as the model: the message is one line that names the file."""
 
 

@@ -80,6 +80,7 @@ from runner.execute.hosts.base import (
     Usage,
     utf8_safe,
 )
+from runner.execute.hosts.sessionpath import SessionPath
 from runner.execute.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
 from runner.execute.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
 from runner.floor import listing
@@ -271,6 +272,7 @@ def reply_record(response: object) -> dict[str, Any]:
 
 class ApiHost:
     name = HOST_NAME
+    session_path: SessionPath | None = None  # no session folder: the session's tools read the library in-process
 
     def __init__(self, library: Library, files: LibraryFiles, prices: PriceTable, api_key: str,
                  base_url: str | None, listing_budget_chars: int | None, max_description_chars: int = 1536,
@@ -356,16 +358,18 @@ class ApiHost:
         if client is not None:
             await client.close()
 
-    async def surface(self) -> Surface:
+    async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
+        """The listing and tools this host sends, built as a session builds them (the library's own names are
+        the host's already; the model does not change the request)."""
         text, with_description, name_only = self.build_listing([])
         system = self._system(text)
-        invocable = sorted(s.name for s in self.library.skills.values() if not s.manual_only)
+        own_invocable = sorted(s.name for s in self.library.skills.values() if not s.manual_only)
         listed = set(with_description) | set(name_only)
         marked, _, _ = self.system_param([])
         cached = 0 if isinstance(marked, str) else len(json.dumps(marked)) + len(json.dumps(TOOLS))
         return Surface(host=HOST_NAME, listing_budget_chars=self.listing_budget_chars,
                        with_description=with_description, name_only=name_only,
-                       missing=[name for name in invocable if name not in listed], listing_chars=len(text),
+                       missing=[name for name in own_invocable if name not in listed], listing_chars=len(text),
                        request_chars=len(system) + len(json.dumps(TOOLS)), tools=[t["name"] for t in TOOLS],
                        cached_prefix_chars=cached, cache_layout="prefix" if cached else "none")
 

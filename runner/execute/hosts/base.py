@@ -8,12 +8,18 @@ an error with its kind. runner.results.verdicts turns observations into attempt 
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, Field
 from pydantic_core import PydanticSerializationError
 
 from runner.corpus.findings import printable_tree
+
+if TYPE_CHECKING:  # for the Host protocol's types only: base.py is imported where no host is (the plan, the records)
+    import anthropic
+
+    from runner.execute.hosts.sessionpath import SessionPath
+    from runner.floor.surface import Surface
 
 ErrorKind = Literal[
     "api-error",      # the API answered with an error after the client's own transport retries
@@ -126,14 +132,43 @@ class Observation(BaseModel):
 
 
 class Host(Protocol):
+    """What a run asks of a host; every caller reaches a host through these members only, whatever its kind.
+
+    A host is made by name (runner.execute.hosts.registry); the plan records its `name`, `versions()` and
+    `session_path`, the surface audit calls `surface()`, the executor hands its rate limiter to `middleware` and
+    calls `run()` per attempt, and the run calls `aclose()` in the event loop the sessions ran in.
+    """
+
     name: str
+
+    @property
+    def middleware(self) -> list[anthropic.Middleware]:
+        """The anthropic SDK client middleware of the API client the host itself makes requests with.
+
+        The executor puts the run's rate limiter here before the first session (runner.execute.ratelimit), so each
+        request is paced and its retried 429s are observed. A host whose requests the runner does not make (the
+        claude-code CLI makes its own) keeps a list that nothing reads."""
+
+    @property
+    def session_path(self) -> SessionPath | None:
+        """How each session sees its own folder (runner.execute.hosts.sessionpath), recorded in the plan: where
+        a fixed path lets sessions share one prompt cache. None for a host whose sessions have no folder."""
 
     def versions(self) -> dict[str, str]:
         """Versions that decide behaviour (SDK, CLI, model), recorded in the plan."""
 
+    async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
+        """What a session's model would be shown of the library (the listing, the tools), measured without a
+        model or a key. `library_names`: every skill of the library; `invocable`: those the model may invoke
+        itself. A host that builds the listing itself knows both already and ignores them."""
+
     async def run(self, spec: SessionSpec) -> Observation:
         """Run one fresh session. Never raises for what happened inside the session: errors are
         observations. Raises only for a bug in the runner itself."""
+
+    async def aclose(self) -> None:
+        """Release what the host keeps open for the run (an API client, a library snapshot), in the event loop
+        the sessions ran in. The host stays usable: a later session opens what it needs again."""
 
 
 def utf8_safe(obs: Observation) -> Observation:

@@ -39,7 +39,7 @@ import weakref
 from collections.abc import AsyncGenerator, Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import claude_agent_sdk
 from claude_agent_sdk import (
@@ -61,6 +61,9 @@ from runner.execute.hosts.activation import Turns, apply_result, recognise, slas
 from runner.execute.hosts.base import Activation, Bound, ErrorKind, Observation, SessionSpec, ToolCall, Usage, utf8_safe
 from runner.floor.surface import CaptureServer, Surface, surface_from_request
 from runner.plan.prices import PriceTable
+
+if TYPE_CHECKING:
+    import anthropic
 
 # Variables the CLI may see. Everything else of the runner's environment is dropped.
 KEEP = (
@@ -224,7 +227,7 @@ def _usage(raw: dict[str, Any] | None) -> Usage:
     return Usage(**{k: int(raw.get(k) or 0) for k in Usage.model_fields})
 
 
-# What the CLI shows of the API's faults in stream-json (measured on CLI 2.1.332 against tests/fake_anthropic.py):
+# What the CLI shows of the API's faults in stream-json (measured on CLI 2.1.332 against runner/testing/fake_anthropic.py):
 # - A retried error (a 429, a 5xx, a cut stream): one system message per retry, `{"type":"system","subtype":
 #   "api_retry","attempt","max_retries","retry_delay_ms","error_status","error"}`. `error` is the CLI's category
 #   ("rate_limit" for every 429); nothing of the response's headers or body is in it, so at that point a 429 of
@@ -318,6 +321,8 @@ class ClaudeCodeHost:
         # run folder's own folder when a run gives one (workspace.claim_run_parent), so a killed run's are found.
         self.work_parent = work_parent if work_parent is not None else workspace.default_parent()
         self.max_retries = max_retries
+        # The CLI makes its own requests: the run's rate limiter, put here by the executor, paces none of them.
+        self.middleware: list[anthropic.Middleware] = []
         self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=self.work_parent))
         weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
         # One fixed session path where a namespace allows it (detected once per process and setting).

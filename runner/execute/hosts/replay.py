@@ -9,21 +9,29 @@ outcome's `fired` list, as Skill tool activations (turn 0, mechanism unknown to 
 transcript is read in the forms hosts record: Messages API messages (the api host), stream-json
 events, and the claude-code host's SDK messages (`{"_type": "AssistantMessage", "message_id", "content":
 [{"id", "name", "input"}]}`, `{"_type": "UserMessage", "content": [{"tool_use_id", "is_error"}]}`).
-An attempt id the run does not hold is an `ambiguous` error observation.
+An attempt id the run does not hold is an `ambiguous` error observation. The surface is the one the run
+recorded (`<run>/surface.json`), or one whose error says there is none: a replay measures nothing.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from runner.execute.hosts.activation import Turns, recognise, slash_command
 from runner.execute.hosts.base import Activation, Observation, SessionSpec, ToolCall, Usage
+from runner.floor.surface import Surface
+
+if TYPE_CHECKING:
+    import anthropic
+
+    from runner.execute.hosts.sessionpath import SessionPath
 
 HOST_NAME = "replay"
+RECORDED_SURFACE = "surface.json"  # runner.execute.rundir.SURFACE: the audit the recorded run wrote
 TOOL_INPUT_CHARS = 300
 # The claude-code host's transcript entries (runner.execute.hosts.claude_code._as_dict of the SDK's messages).
 _SDK_ROLES = {"AssistantMessage": "assistant", "UserMessage": "user"}
@@ -101,14 +109,28 @@ def _from_transcript(transcript: list[Any], aliases: dict[str, str] | None = Non
 
 class ReplayHost:
     name = HOST_NAME
+    session_path: SessionPath | None = None  # no session runs, so none has a folder
 
     def __init__(self, run_dir: Path, aliases: dict[str, str] | None = None):
         self.run_dir = Path(run_dir)
         self.aliases = aliases or {}  # as the recording host had them (runner.execute.hosts.activation.skill_name)
         self._records: dict[str, dict[str, Any]] | None = None
+        self.middleware: list[anthropic.Middleware] = []  # no request is made: nothing reads it
 
     def versions(self) -> dict[str, str]:
         return {"host": HOST_NAME, "source_run": str(self.run_dir)}
+
+    async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
+        """The surface the recorded run's audit measured; without one, a surface whose error says so."""
+        path = self.run_dir / RECORDED_SURFACE
+        try:
+            return Surface.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return Surface(host=HOST_NAME, listing_budget_chars=None,
+                           error=f"{path}: no surface recorded to replay ({str(exc).splitlines()[0]})")
+
+    async def aclose(self) -> None:
+        """Nothing to release: records are read from files that are closed once read."""
 
     def records(self) -> dict[str, dict[str, Any]]:
         """attempt id -> its last finished record (a torn or unreadable line is skipped)."""

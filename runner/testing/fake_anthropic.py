@@ -36,7 +36,7 @@ ANTHROPIC_API_KEY, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, DISABLE_TELEMETRY
 
 Usage::
 
-    from tests.fake_anthropic import FakeAnthropic, text, tool, skill, blocks, error, break_stream, hang, malformed
+    from runner.testing.fake_anthropic import FakeAnthropic, text, tool, skill, blocks, error, break_stream, hang, malformed
 
     with FakeAnthropic() as fake:
         fake.script("summarise the report", skill("report-summary"), text("final answer"))
@@ -486,16 +486,16 @@ class _Script:
     def __init__(self, match: str | None, turns: tuple[Turn, ...], usage: Usage | None):
         self.match = match
         self.usage = usage
-        # slots[k] = (finite faults in order, terminal turn) for turn index k
-        self.slots: list[tuple[list[Turn], Turn]] = []
-        pending: list[Turn] = []
+        # slots[k] = (finite faults in order, each with its times; terminal turn) for turn index k
+        self.slots: list[tuple[list[tuple[Turn, int]], Turn]] = []
+        pending: list[tuple[Turn, int]] = []
         for t in turns:
             if not isinstance(t, (Text, ToolUse, Blocks, Dynamic, *_FAULTS)):
                 raise TypeError(f"not a turn: {t!r}")
             if isinstance(t, _FAULTS) and t.times is not None:
                 if t.times < 0:
                     raise ValueError("times must be >= 0")
-                pending.append(t)
+                pending.append((t, t.times))
             else:
                 self.slots.append((pending, t))
                 pending = []
@@ -510,10 +510,10 @@ class _Script:
         if turn_index >= len(self.slots):
             return Text("done")
         faults, terminal = self.slots[turn_index]
-        for fault in faults:
-            if count < fault.times:  # type: ignore[union-attr]
+        for fault, times in faults:
+            if count < times:
                 return fault
-            count -= fault.times  # type: ignore[union-attr]
+            count -= times
         return terminal
 
 
@@ -903,7 +903,7 @@ class FakeAnthropic(_BatchesMixin):
     def start(self) -> FakeAnthropic:
         self._server = _Server((self._host, self._port), _Handler)
         self._server.fake = self
-        host, port = self._server.server_address[:2]
+        host, port = self._server.socket.getsockname()[:2]  # an AF_INET address: (str, int), never bytes
         self.url = f"http://{host}:{port}"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fake-anthropic", daemon=True)
@@ -1000,7 +1000,9 @@ class FakeAnthropic(_BatchesMixin):
                                                      request_id),
                                     {**headers, "Content-Type": "application/json", "retry-after": str(retry_after)})
             with self._lock:
-                script = next((s for s in self._scripts if s.match in first_user_text(body)), self._default)
+                user = first_user_text(body)
+                # Only the default script has no match, and it is not in _scripts.
+                script = next((s for s in self._scripts if s.match is not None and s.match in user), self._default)
                 turn_index = sum(1 for m in body.get("messages") or []
                                  if isinstance(m, dict) and m.get("role") == "assistant")
                 turn = script.pick(turn_index)
@@ -1087,7 +1089,7 @@ class FakeAnthropic(_BatchesMixin):
         if isinstance(turn, DetailedError):
             if turn.retry_after is not None:
                 json_headers["retry-after"] = str(turn.retry_after)
-            error_ = {"type": turn.err_type, "message": turn.message}
+            error_: dict[str, Any] = {"type": turn.err_type, "message": turn.message}
             if turn.details is not None:
                 error_["details"] = turn.details
             payload = {"type": "error", "error": error_, "request_id": request_id}
@@ -1237,7 +1239,7 @@ def _outcome(turn: Turn) -> str:
         return "sse_error"
     if isinstance(turn, OddMessage):
         return "odd_message"
-    if isinstance(turn, Text):
+    if isinstance(turn, (Text, Dynamic)):  # a Dynamic turn's reply is only known once it is called
         return "text"
     return "tool_use" if any(isinstance(p, ToolUse) for p in _parts(turn)) else "text"
 

@@ -18,7 +18,7 @@ CheckRun.edit / get_annotations, Issue.get_comments / create_comment, IssueComme
 PyGithub turns every absolute `url` in a response into a path on its base_url, so the objects' `url`
 fields must point at this server. Annotations are appended on every update of a check run, as on GitHub.
 
-GitHub's contract, on every request (tests/github_contract.py): the Authorization header (`token <t>`, 401
+GitHub's contract, on every request (runner/testing/github_contract.py): the Authorization header (`token <t>`, 401
 "Bad credentials" otherwise); a method and path that is an operation of GitHub's own OpenAPI description
 (the vendored subset; 404 otherwise); its path and query parameters and its JSON body valid against that
 description, and within the limits GitHub enforces beyond it (65,535 UTF-8 bytes for output.summary,
@@ -49,7 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests import github_contract
+from runner.testing import github_contract
 
 STAMP = "2026-11-30T12:00:00Z"
 
@@ -112,7 +112,7 @@ class FakeGitHub:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
+        host, port = self._server.socket.getsockname()[:2]  # an AF_INET address: (str, int), never bytes
         return f"http://{host}:{port}"
 
     # ---- seeding and queries -------------------------------------------------------------------------
@@ -238,7 +238,8 @@ class FakeGitHub:
         if rest == "" and req.method == "GET":
             return 200, self._repo_json()
         if (g := m(r"/commits/([^/]+)/check-runs", rest)) and req.method == "GET":
-            name = (req.query.get("check_name") or [None])[0]
+            names = req.query.get("check_name")
+            name = names[0] if names else None
             runs = [r for r in self.check_runs.values()
                     if r["head_sha"] == g.group(1) and (name is None or r["name"] == name)]
             runs.sort(key=lambda r: -r["id"])

@@ -2,7 +2,7 @@
 
 Why: a fake that accepts what our publisher happens to send can let a test pass on a request real GitHub
 refuses (a `conclusion` it does not know, a report over its byte limit). The contract is GitHub's own
-description (tests/contracts/github-openapi-subset.json, from @octokit/openapi 23.0.2, MIT; extracted by
+description (runner/testing/contracts/github-openapi-subset.json, from @octokit/openapi 23.0.2, MIT; extracted by
 scripts/extract_github_openapi.py), plus the limits GitHub enforces that the description does not say, or says
 in characters: output.summary, output.text and a comment body hold at most 65,535 UTF-8 BYTES; an annotation's
 title at most 255 characters and its message and raw_details 64 KB; at most 50 annotations per request.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft4Validator, FormatChecker
-from referencing import Registry, Resource
+from referencing import Registry
 from referencing.jsonschema import DRAFT4
 
 SUBSET = Path(__file__).resolve().parent / "contracts" / "github-openapi-subset.json"
@@ -79,7 +79,7 @@ class Contract:
                 raise ValueError(f"the subset uses `{keyword}`, which this checker does not implement: add it "
                                  "before trusting the contract")
         self.subset = subset
-        self.registry = Registry().with_resource(URI, Resource(contents=subset, specification=DRAFT4))
+        self.registry = Registry().with_resource(URI, DRAFT4.create_resource(subset))
         self.operations: list[Operation] = []
         for template, methods in subset["paths"].items():
             for method, spec in methods.items():

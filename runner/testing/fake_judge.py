@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from tests.fake_anthropic import Dynamic, dynamic, first_user_text, text
+from runner.testing.fake_anthropic import Dynamic, dynamic, first_user_text, text
 
 JUDGE_MATCH = "<rubric>"  # only judge requests carry a rubric; register it before any other script
 

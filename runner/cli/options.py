@@ -1,0 +1,264 @@
+"""The options of the commands, each declared once: its name, type, default and checks live here, and a command
+that takes it says only what it means there (its help, when that differs).
+
+Every number an option takes is checked while the options are parsed: a value out of range is a usage error that
+names the option (exit 2), before anything is loaded, started or spent. Paths the command will write, the library
+and a selection file are checked the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import click
+
+from runner.corpus import files as files_mod
+from runner.corpus import settings as settings_mod
+from runner.corpus.library import find_root
+from runner.execute.hosts.registry import HOST_NAMES
+
+F = TypeVar("F", bound=Callable[..., Any])  # a command function, which an option decorator returns as is
+
+
+class Decorator(Protocol):
+    def __call__(self, f: F, /) -> F: ...
+
+
+# ---- option values ---------------------------------------------------------------------------------------------
+
+class FiniteFloat(click.FloatRange):
+    """A float within bounds that is a number: `nan` and `inf` parse as floats, and are neither a cap nor a bound."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = value if isinstance(value, float) else click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+
+class OddInt(click.IntRange):
+    """N of the quorum rule: odd, so that it cannot tie."""
+
+    name = "odd integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number % 2 == 0:
+            self.fail(f"{number} is even: N must be odd (an even N can tie)", param, ctx)
+        return number
+
+
+USD = FiniteFloat(min=0)
+SESSION_SECONDS = FiniteFloat(min=0, min_open=True, max=settings_mod.MAX_SESSION_S)
+POLL_SECONDS = FiniteFloat(min=0, min_open=True, max=settings_mod.MAX_SESSION_S)
+AT_LEAST_ONE = click.IntRange(min=1)
+TURNS = click.IntRange(min=1, max=settings_mod.MAX_TURNS)
+REPEATS = OddInt(min=1, max=settings_mod.MAX_REPEATS)
+
+
+def checked_library(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
+    # Checked while the options are parsed, before a command body imports the live-execution
+    # modules (anthropic, claude_agent_sdk: seconds): a wrong path is refused in a fraction of one
+    # (find_root raises LibraryError, a usage error the command group prints).
+    if not ctx.resilient_parsing:
+        find_root(value)
+    return value
+
+
+def writable_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A folder the command will write (a run folder, plan.json's folder): one that cannot be made or written is a
+    usage error now, not an OSError after the sessions were paid for."""
+    if value is not None and not ctx.resilient_parsing and (problem := files_mod.folder_problem(value)):
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def writable_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None and not ctx.resilient_parsing and (problem := files_mod.file_problem(value)):
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def checked_selection(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """--selection FILE: a file `skill-evals select` wrote; anything else is a usage error that says where the JSON
+    breaks or which key is wrong (never pydantic's dump), before anything is loaded."""
+    if value is not None and not ctx.resilient_parsing:
+        from runner.plan.select import Selection
+        from runner.results import modelfile
+        try:
+            modelfile.read(value, Selection, "a selection written by `skill-evals select`")
+        except modelfile.Unreadable as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+def stacked(*options: Decorator) -> Decorator:
+    """Options in the order --help lists them (decorators apply bottom up)."""
+    def apply(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return apply
+
+
+# ---- where: the library, its settings ---------------------------------------------------------------------------
+
+library_option = click.option(
+    "--library", "library_path", type=click.Path(path_type=Path), default=Path("."), show_default=True,
+    callback=checked_library,
+    help="A repository root (any layout: .claude/skills, skills/ with or without categories, a plugin marketplace, "
+         "...), a folder of skills, or one skill's folder.")
+# exists=True: a settings file that is not there is a usage error, never the defaults in silence (a typo in the
+# name would run with the $10 default cap instead of the file's).
+config_option = click.option(
+    "--config", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+    help="Settings file (default: .skill-evals.toml at the repository root); it must exist.")
+
+
+def format_option(choices: Sequence[str], help: str, default: str = "text") -> Decorator:
+    return click.option("--format", "fmt", type=click.Choice(list(choices)), default=default, show_default=True,
+                        help=help)
+
+
+# ---- the floor ---------------------------------------------------------------------------------------------------
+
+sandbox_option = click.option(
+    "--validator-sandbox", type=click.Choice(["container", "none"]), default="none", show_default=True,
+    envvar="SKILL_EVALS_VALIDATOR_SANDBOX",
+    help="Where the library's own validator (the repository's code) runs: container = a throwaway container "
+         "with no network, no secrets, the repository read-only (needs Docker; what the action uses); none = "
+         "on this machine as this user, only for code you trust.")
+
+
+def no_library_validator_option(help: str) -> Decorator:
+    return click.option("--no-library-validator", is_flag=True, help=help)
+
+
+floor_options = stacked(
+    sandbox_option,
+    no_library_validator_option(
+        "Skip the library's own validator here (run it first, without secrets, as the action's validate step "
+        "does: it is repository code and could read this process's environment)."),
+    click.option("--strict", is_flag=True,
+                 help="All or nothing: any floor error stops the run. Without it an error holds back only what "
+                      "it is about (its skill's cases: floor-error; one case: invalid-case); a library-level "
+                      "error (the library's validator, the settings) always stops everything."))
+
+untrusted_option = click.option(
+    "--untrusted-settings", is_flag=True,
+    help="The settings file belongs to the code under review (a pull request can write it): refuse settings "
+         "that choose a program to execute beside the API key ([run] cli_path). The action passes it.")
+
+
+# ---- which cases -------------------------------------------------------------------------------------------------
+
+def tier_option(help: str) -> Decorator:
+    return click.option("--tier", type=click.Choice(["pr", "cadence", "full"]), default="full", show_default=True,
+                        help=help)
+
+
+def base_option(help: str) -> Decorator:
+    return click.option("--base", default=None, help=help)
+
+
+head_option = click.option("--head", default=None, help="--tier pr: the head ref (default HEAD).")
+
+
+def period_option(help: str) -> Decorator:
+    return click.option("--period", default=None, help=help)
+
+
+def skill_option(help: str) -> Decorator:
+    return click.option("--skill", "skills", multiple=True, help=help)
+
+
+def case_option(help: str) -> Decorator:
+    return click.option("--case", "cases", multiple=True, help=help)
+
+
+def neighbours_option(help: str) -> Decorator:
+    return click.option("--neighbours", is_flag=True, help=help)
+
+
+# ---- how sessions run and are judged -----------------------------------------------------------------------------
+
+def host_option(help: str) -> Decorator:
+    return click.option("--host", type=click.Choice(list(HOST_NAMES)), default=None, help=help)
+
+
+def model_option(help: str) -> Decorator:
+    return click.option("--model", default=None, help=help)
+
+
+judge_model_option = click.option("--judge-model", default=None, help="Default: [judge] model.")
+
+
+def listing_budget_option(help: str) -> Decorator:
+    return click.option("--listing-budget", type=AT_LEAST_ONE, default=None, help=help)
+
+
+def max_usd_option(help: str) -> Decorator:
+    return click.option("--max-usd", type=USD, default=None, help=help)
+
+
+def concurrency_option(help: str) -> Decorator:
+    return click.option("--concurrency", type=AT_LEAST_ONE, default=None, help=help)
+
+
+def batch_option(help: str) -> Decorator:
+    return click.option("--batch", is_flag=True, help=help)
+
+
+batch_poll_option = click.option(
+    "--batch-poll", "batch_poll_s", type=POLL_SECONDS, default=30.0, show_default=True,
+    help="With --batch: seconds between polls of a batch's status.")
+
+
+def out_folder_option(help: str, required: bool = False) -> Decorator:
+    folder = click.Path(path_type=Path, file_okay=False)
+    if required:  # no default at all: click then says the option is missing
+        return click.option("--out", type=folder, required=True, callback=writable_folder, help=help)
+    return click.option("--out", type=folder, default=None, callback=writable_folder, help=help)
+
+
+run_options = stacked(
+    tier_option("Repeats and quorum come from [tiers.<tier>]."),
+    skill_option("Only the cases of this skill (repeatable)."),
+    case_option("Only cases whose uid matches this glob (repeatable)."),
+    neighbours_option("With --skill: add the skills each names as a neighbour."),
+    base_option("--tier pr: the pull request's base ref; the cases of skills changed in base...head and their "
+                "neighbours are selected."),
+    head_option,
+    period_option("--tier cadence: the period key that picks the rotating slot (default [select] period, else this "
+                  "ISO week, e.g. 2026-W48)."),
+    host_option("Default from [run] host (claude-code)."),
+    model_option("The model every session runs on (default [run] model, claude-sonnet-4-6); its price comes from "
+                 "runner/data/prices.json or [prices]."),
+    click.option("--repeats", type=REPEATS, default=None, help=f"N (odd, at most {settings_mod.MAX_REPEATS:,})."),
+    click.option("--quorum", type=AT_LEAST_ONE, default=None, help="k (> N/2, ≤ N); default the majority of N."),
+    max_usd_option("Hard cap on this run's spend (≥ 0). With --resume: the cap of the whole run folder, the spend "
+                   "already recorded included."),
+    concurrency_option("Sessions at once, at most (default [run] concurrency, 4); halved on a 429 and grown back; "
+                       "the cap may allow fewer."),
+    click.option("--no-early-stop", "early_stop", flag_value=False, default=None,
+                 help="Run every repeat (fixed N) instead of stopping once the quorum is decided."),
+    click.option("--max-turns", type=TURNS, default=None,
+                 help=f"Model turns per session, 1 to {settings_mod.MAX_TURNS:,} (default [run] max_turns, 6); "
+                      "a session cut by it counts only for what is already certain."),
+    click.option("--timeout", "timeout_s", type=SESSION_SECONDS, default=None,
+                 help="Seconds per session (> 0, at most a day)."),
+    listing_budget_option("SLASH_COMMAND_TOOL_CHAR_BUDGET for every session (default: the host's own)."),
+    judge_model_option,
+    click.option("--no-judge", is_flag=True, default=None,
+                 help="Do not judge prose assertions (they stay UNRUN judge-disabled)."),
+    click.option("--selection", "selection_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                 default=None, callback=checked_selection,
+                 help="Use the selection `skill-evals select` wrote (instead of selecting again)."),
+    click.option("--shard", default=None,
+                 help="i/n: execute every n-th case of the plan, starting at the i-th (same plan for every shard; "
+                      "merge the shards with `skill-evals merge`)."))

@@ -1,0 +1,152 @@
+"""What the commands print for a person: the plan before a run, the surface, the results after one.
+
+Each line says what it counts and stays true when nothing ran or nothing cost anything; JSON output is the models
+themselves and is never printed from here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from runner.execute import run as runs_mod
+    from runner.floor.surface import Surface
+    from runner.plan import build as plan_mod
+    from runner.results import build as results_mod
+
+
+def print_selection_note(prepared: runs_mod.Prepared, console: Console) -> None:
+    if prepared.selection is not None and prepared.selection.tier != "full" and prepared.selection.note:
+        console.print(f"Selection: {prepared.selection.note}", markup=False)
+
+
+MAX_INVALID_SHOWN = 10  # a corpus with hundreds of broken cases would bury the plan; validate lists them all
+
+
+def print_held_back(plan: plan_mod.Plan, console: Console) -> None:
+    """Which skills and cases the floor held back, and the finding that did it."""
+    if plan.held_back:
+        console.print(f"[yellow]Held back by the floor: {len(plan.held_back)} skill(s), their cases UNRUN "
+                      "(floor-error); see `skill-evals validate`[/yellow]")
+        for skill, detail in plan.held_back.items():
+            console.print(f"  {skill}: {detail}", markup=False)
+    if plan.not_read:
+        console.print(f"[yellow]Not read: {len(plan.not_read)} skill folder(s) the floor could not read; no case of "
+                      "theirs is planned[/yellow]")
+        for skill, detail in plan.not_read.items():
+            console.print(f"  {skill}: {detail}", markup=False)
+    invalid = [c for c in plan.cases if c.unrun_detail and c.unrun_reason != "floor-error"]
+    if invalid:
+        console.print(f"[yellow]Cases the floor found invalid: {len(invalid)}[/yellow]")
+        for case in invalid[:MAX_INVALID_SHOWN]:
+            console.print(f"  {case.uid} ({case.unrun_reason}): {case.unrun_detail}", markup=False)
+        if len(invalid) > MAX_INVALID_SHOWN:
+            console.print(f"  … and {len(invalid) - MAX_INVALID_SHOWN} more (`skill-evals validate` lists them)")
+
+
+def cap_line(cap_usd: float, worst_session_usd: float, sessions: int) -> str:
+    """What the cap means for this plan, in words that stay true when nothing runs or costs nothing."""
+    if sessions == 0:
+        return f"Cap: ${cap_usd:.2f}; no session to reserve (nothing is runnable)"
+    if worst_session_usd <= 0:
+        return (f"Cap: ${cap_usd:.2f}; the price table gives a session no cost, so the cap limits none of the "
+                f"{sessions} session(s)")
+    affordable = int(cap_usd // worst_session_usd)
+    if affordable == 0:
+        return (f"Cap: ${cap_usd:.2f} is below one session's worst case (${worst_session_usd:.4f}): no session can "
+                "start; raise --max-usd")
+    return (f"Cap: ${cap_usd:.2f} admits {min(affordable, sessions)} concurrent worst-case reservations; spend is "
+            "reconciled from the host's usage after each session")
+
+
+def print_plan(plan: plan_mod.Plan, console: Console) -> None:
+    from runner.report.versions import host_text
+
+    e = plan.estimate
+    runnable = e.runnable_cases
+    unrun = Counter(c.unrun_reason for c in plan.cases if c.unrun_reason)
+    console.print(f"[bold]Plan[/bold] tier {plan.tier}; host {host_text(plan.host, plan.versions)}; "
+                  f"model {plan.model}; N={plan.repeats} k={plan.quorum}; cap ${plan.cap_usd:.2f}")
+    if plan.approximation:
+        console.print(f"[yellow]{plan.approximation}[/yellow]")
+    console.print(f"Cases selected: {len(plan.cases)}; runnable: {runnable}; not runnable: "
+                  + (", ".join(f"{k} {v}" for k, v in unrun.items()) or "none"))
+    print_held_back(plan, console)
+    console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
+                  f"repeat runs) = runnable cases × N")
+    console.print(f"Tokens: first turn ≈ {e.first_turn_input_tokens:,} input tokens ({e.token_basis})")
+    console.print(f"Prices ({e.price_read_on}): {e.model} ${e.price_input_per_mtok}/M input, "
+                  f"${e.price_output_per_mtok}/M output, cache ${e.price_cache_write_per_mtok}/M write, "
+                  f"${e.price_cache_read_per_mtok}/M read")
+    console.print(f"Cache: {e.cache_layout}; shared prefix {e.cached_prefix_tokens:,} tokens, written by "
+                  f"{e.cold_sessions} session(s) of the first wave"
+                  + ("; a case's later sessions read its first turn" if e.repeats_read_first_turn else "")
+                  + (f"; session path: {plan.session_path.mode}" if plan.session_path else "")
+                  + f"; turns, growth and output per turn: {e.cost_basis}")
+    console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session (uncached ${e.expected_uncached_session_usd:.4f})"
+                  f" → ${e.expected_usd:.2f} for {e.sessions_max} sessions; worst case ${e.worst_session_usd:.4f}/"
+                  f"session (no cache; reserved before each start) → ${e.worst_usd:.2f}")
+    console.print(cap_line(plan.cap_usd, e.worst_session_usd, e.sessions_max))
+    if e.expected_usd > plan.cap_usd:
+        console.print(f"[yellow]The expected cost (${e.expected_usd:.2f}) is above the cap: the run will stop at "
+                      f"${plan.cap_usd:.2f} and the rest will be UNRUN (budget-cap). Narrow the selection or raise "
+                      "--max-usd.[/yellow]")
+    # What the plan's work would judge, whether or not a judge will run (the note says which): the same with a key
+    # and without. A plan written before judge_calls_planned existed has only judge_calls.
+    console.print(f"Judge calls: {max(e.judge_calls_planned, e.judge_calls):,} ({e.judge_note})", markup=False)
+    if plan.surface is not None:
+        print_surface(plan.surface, console, brief=True)
+    warned = [c for c in plan.cases if c.warnings]
+    if warned:
+        console.print(f"[yellow]Surface warnings: {len(warned)} case(s) whose target or neighbours were listed "
+                      "without a description[/yellow]")
+    if plan.unrun_all:
+        own = len(plan.cases) - runnable
+        console.print(f"[bold]Nothing will start: the {runnable} runnable case(s) are UNRUN ({plan.unrun_all})"
+                      + (f"; the other {own} keep their own reason (not runnable, above)" if own else "")
+                      + ".[/bold]")
+
+
+def print_surface(surface: Surface, console: Console, brief: bool = False) -> None:
+    if surface.error:
+        console.print(f"[red]Surface audit failed: {surface.error}[/red]")
+        return
+    budget = surface.listing_budget_chars or "host default"
+    console.print(f"Surface ({surface.host}, listing budget {budget}): {len(surface.with_description)} library "
+                  f"skill(s) listed with their description, {len(surface.name_only)} by name only, "
+                  f"{len(surface.missing)} missing; {len(surface.not_from_library)} of the host's own; listing "
+                  f"{surface.listing_chars:,} characters, first request {surface.request_chars:,}")
+    if not brief:
+        console.print("With description: " + (", ".join(surface.with_description) or "none"), markup=False)
+        console.print("Name only: " + (", ".join(surface.name_only) or "none"), markup=False)
+        if surface.missing:
+            console.print("Missing: " + ", ".join(surface.missing), markup=False)
+        console.print("Host's own: " + (", ".join(surface.not_from_library) or "none"), markup=False)
+
+
+def print_results(results: results_mod.Results, run_dir: Path, console: Console) -> None:
+    from runner.results.build import kill_note
+
+    counts = ", ".join(f"{k} {v}" for k, v in results.counts.items() if v)
+    console.print(f"[bold]Results[/bold] ({results.plan.host}, {results.plan.model}): {counts}; "
+                  f"attempts {results.attempts_finished} ({results.attempts_errored} errored); spend "
+                  f"${results.spend.usd:.4f} of ${results.spend.cap_usd:.2f}")
+    if results.plan.approximation:
+        console.print(f"[yellow]{results.plan.approximation}[/yellow]")
+    if (killed := kill_note(results)) is not None:  # spend no record shows is never hidden
+        console.print(f"Killed before: {killed}", markup=False)
+    if results.stop_reason:
+        console.print(f"Stopped early: {results.stop_reason}")
+    if results.unrun_by_reason:
+        console.print("UNRUN by reason: " + ", ".join(f"{k} {v}" for k, v in results.unrun_by_reason.items()))
+    if results.assertion_counts:
+        console.print("Assertions of executed cases: " + ", ".join(
+            f"{k.replace('_', ' ')} {v}" for k, v in results.assertion_counts.items()))
+    judge = results.plan.judge_model or f"none ({results.plan.judge_unavailable})"
+    console.print(f"Judge: {judge}; {results.spend.judge_calls} call(s), ${results.spend.judge_usd:.4f}")
+    console.print(results.not_executed)
+    console.print(f"Results: {run_dir / 'results.json'}")

@@ -1,0 +1,28 @@
+"""The host registry: one list of names, a factory for each, and no host module imported until a host is made."""
+
+import subprocess
+import sys
+import typing
+
+import pytest
+
+from runner.corpus.settings import RunSettings
+from runner.execute.hosts import registry
+
+
+def test_every_name_has_a_factory_and_the_settings_accept_it():
+    assert tuple(registry.FACTORIES) == registry.HOST_NAMES
+    assert typing.get_args(RunSettings.model_fields["host"].annotation) == registry.HOST_NAMES
+
+
+def test_an_unregistered_name_is_refused_before_anything_is_built():
+    with pytest.raises(ValueError, match="no host is named 'replay'; the hosts are claude-code, api"):
+        registry.make_host("replay", None)  # type: ignore[arg-type]
+
+
+def test_reading_the_names_imports_no_host():
+    code = ("import sys; from runner.execute.hosts import registry; registry.HOST_NAMES; "
+            "print(sorted(m for m in sys.modules if m.startswith(('claude_agent_sdk', 'anthropic', "
+            "'runner.execute.hosts.api', 'runner.execute.hosts.claude_code'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
