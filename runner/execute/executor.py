@@ -183,12 +183,10 @@ class Executor:
         # ceiling, a 429 shrinks it and pauses starts. It joins the host's client middleware too
         # (runner.execute.hosts.base.Host.middleware): a host's own requests are paced and their retried 429s observed.
         self.limiter = limiter or AdaptiveLimiter(plan.concurrency, default_pause_s=plan.rate_limit_pause_s)
-        # runner.judge.rejudge grades recorded sessions with no host (None): it starts no session to pace.
-        if host is not None:
-            middleware = host.middleware
-            middleware[:] = [m for m in middleware if not isinstance(m, RateLimitMiddleware)]
-            if self.limiter.adaptive:
-                middleware.append(RateLimitMiddleware(self.limiter))
+        middleware = host.middleware
+        middleware[:] = [m for m in middleware if not isinstance(m, RateLimitMiddleware)]
+        if self.limiter.adaptive:
+            middleware.append(RateLimitMiddleware(self.limiter))
 
     def spec(self, planned: PlannedCase, repeat: int) -> SessionSpec:
         case = self.cases[planned.uid]

@@ -31,6 +31,11 @@ Where the 429s are seen:
   and Claude Code's `api_retry` system messages with `error_status` 429 in the transcript (the CLI
   retries by itself and cannot be paced per request: only session starts are held).
 
+Time: the limiter reads the time and waits only through its `clock` and `sleep` (time.monotonic and
+asyncio.sleep unless given), so a test can drive it on a virtual clock (runner.testing.virtual_clock) and
+assert exact times whatever the machine's load. The reset header is a wall-clock date from the server and
+is read against time.time(), which is no pacing time.
+
 Spend limits are not rate limits: no wait makes them pass, so nothing here pauses or retries for them.
 `spend_limit_cause` recognises the API's answers once spending must stop (platform.claude.com/docs/en/api/
 errors): a 429 whose `error.details.error_code` is `enforced_spend_limit_reached` (the usage tier's monthly
@@ -51,7 +56,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -121,7 +126,9 @@ class AdaptiveLimiter:
     """One per run. `slot()` around a session; `before_request` / `observe_response` around a request."""
 
     def __init__(self, max_concurrency: int, *, period_s: float = API_PERIOD_S, margin: float = DEFAULT_MARGIN,
-                 default_pause_s: float = 30.0, grow_after: int | None = None, adaptive: bool = True):
+                 default_pause_s: float = 30.0, grow_after: int | None = None, adaptive: bool = True,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
         self.max = max_concurrency
@@ -134,6 +141,9 @@ class AdaptiveLimiter:
         # adaptive False: the runner before this module (a fixed window; only an attempt that ended
         # rate-limited pauses starts), kept for comparison in benchmarks/ratelimit.py.
         self.adaptive = adaptive
+        # Every time the limiter reads or waits for: the callers' `started` times come from the same clock.
+        self.clock = clock
+        self.sleep = sleep
         self.active = 0
         self.resume_at = 0.0
         self.last_decrease = -math.inf
@@ -156,17 +166,21 @@ class AdaptiveLimiter:
         changed = self._condition()
         async with changed:
             while True:
-                wait = self.resume_at - time.monotonic()
+                now = self.clock()
+                wait = self.resume_at - now
                 if wait <= 0 and self.active < self.window:
                     self.active += 1
-                    return time.monotonic()
-                if wait > 0:
-                    try:
-                        await asyncio.wait_for(changed.wait(), timeout=wait)
-                    except TimeoutError:
-                        pass
-                else:
+                    return now
+                if wait <= 0:
                     await changed.wait()
+                    continue
+                # Woken by a change or by the pause's end, whichever comes first: a timer task on
+                # `self.sleep` rather than wait_for's timeout, which would wait on the loop's own clock.
+                timer = asyncio.ensure_future(self._notify_after(wait))
+                try:
+                    await changed.wait()
+                finally:
+                    timer.cancel()
 
     async def release(self) -> None:
         changed = self._condition()
@@ -188,12 +202,16 @@ class AdaptiveLimiter:
         async with changed:
             changed.notify_all()
 
+    async def _notify_after(self, delay: float) -> None:
+        await self.sleep(delay)
+        await self._notify()
+
     # ---- the policy ----------------------------------------------------------------------------
 
     def on_rate_limited(self, started: float, pause_s: float | None, reset_s: float | None = None,
                         limit: int | None = None) -> None:
-        """A 429 for a request or attempt that started at `started` (time.monotonic)."""
-        now = time.monotonic()
+        """A 429 for a request or attempt that started at `started` (on the limiter's clock)."""
+        now = self.clock()
         self.stats.rate_limited += 1
         self.last_rate_limited = now
         self.successes = 0
@@ -237,9 +255,9 @@ class AdaptiveLimiter:
         were meant to go): a request let through late, behind a busy event loop, pushes the later
         ones back as the API's own window does. Check and append happen with no await between them."""
         while True:
-            now = time.monotonic()
+            now = self.clock()
             if now < self.resume_at:
-                await asyncio.sleep(self.resume_at - now)
+                await self.sleep(self.resume_at - now)
                 continue
             if self.limit is None:
                 break
@@ -248,7 +266,7 @@ class AdaptiveLimiter:
                 self.released.popleft()
             if len(self.released) < self.limit:
                 break
-            await asyncio.sleep(self.released[0] + window - now)
+            await self.sleep(self.released[0] + window - now)
         if self.limit is not None:
             self.released.append(now)
         return now

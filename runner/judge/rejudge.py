@@ -18,8 +18,9 @@ from pydantic import BaseModel
 
 from runner.corpus.library import Case, Probe
 from runner.execute.budget import Ledger
-from runner.execute.executor import STOP_SPEND_LIMIT, Executor, RunState
+from runner.execute.executor import STOP_SPEND_LIMIT, Executor, RunState, probe_arm
 from runner.execute.hosts.base import Activation, Observation
+from runner.execute.hosts.replay import ReplayHost
 from runner.execute.rundir import PLAN, RESULTS, AttemptRecord, RunDir
 from runner.judge.prose import Grader, prompt_version
 from runner.plan.build import Plan
@@ -75,7 +76,9 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judg
     target.write_json(PLAN, new_plan.model_dump_json(indent=2))
     records = [r for r in source.read_attempts() if r.plan_hash == old_hash and r.status == "finished"]
     state = RunState(ledger=Ledger(cap_usd=cap_usd))
-    executor = Executor(new_plan, new_hash, cases, host=None, rundir=target, state=state,  # type: ignore[arg-type]
+    # The replay of the source run stands as the host: the executor only grades and records here, and starts no
+    # session (`one` below never calls the host).
+    executor = Executor(new_plan, new_hash, cases, host=ReplayHost(source.path), rundir=target, state=state,
                         known_names=known, judge=judge, probes=probes)
     planned = {c.uid: c for c in new_plan.cases}
     gate = asyncio.Semaphore(concurrency)
@@ -89,7 +92,7 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judg
             state.stop(STOP_SPEND_LIMIT)  # the calls not yet made stay UNRUN (spend-limit): they could only be refused
         case = planned[record.uid]
         spec = executor.spec(case, record.repeat) if record.arm == "main" else executor.probe_spec(
-            case, record.arm, record.repeat)  # type: ignore[arg-type]
+            case, probe_arm(record.arm), record.repeat)
         new = executor.record(case, spec, record.arm, record.repeat, obs, record.reserved_usd, outcome, call, grade)
         # The transcript stays in the original run folder, one level up.
         transcript = f"../{record.transcript}" if record.transcript else None

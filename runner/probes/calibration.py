@@ -22,6 +22,9 @@ never permission to erase an unfavourable result). Editing the probe makes a new
 old record stays in the file, and a run refuses to use it (`probe-new-version`). A calibration
 cut short (Ctrl-C, the spend cap) is continued by the next `calibrate` under the same declaration,
 its cut starts counted as errors.
+
+Why one long module: the protocol's declaration, its steps and the record that freezes a version are one
+contract (a record is only valid under the declaration it hashes), so they are read together.
 """
 
 from __future__ import annotations

@@ -97,6 +97,9 @@ Semantics
 - ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": input_tokens_for(body)}``; any other
   path -> 404 with the Anthropic error JSON. Query strings (``?beta=true``) are ignored for routing
   (kept in ``Recorded.query``).
+
+Why one long module: the fake is one server the tests start whole (stdlib only, JSON and SSE, faults,
+batches, the request log); its scripts and its wire format change together.
 """
 
 from __future__ import annotations

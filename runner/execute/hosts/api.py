@@ -50,6 +50,9 @@ Errors (never raised; an Observation with `error_kind`):
   blocks or stop_reason are missing or of the wrong type. The usage it does carry is still counted.
 Nothing is retried beyond the SDK's own transport retries (`max_retries`). Any other exception of
 `messages.create` is a bug of the runner and propagates.
+
+Why one long module: the approximation's prompt, its two tools and the error mapping above are one
+description of what this host claims to copy, kept beside the code that does it.
 """
 
 from __future__ import annotations

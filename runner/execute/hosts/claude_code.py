@@ -21,6 +21,9 @@ the first message's environment text named the session's working directory. Auto
 reached the CLI; a session has no memory anyway, semantics §5), and each session's folder is seen at one fixed
 path where a namespace allows it (runner.execute.hosts.sessionpath, which also says what the fallback keeps). Each
 observation carries the session's prefix hash (`prefix_fingerprint`) and session-path mode.
+
+Why one long module: the CLI wrapper's environment, the stream recorder and the session's lifecycle share
+the isolation rules above; the session folder (workspace.py) and its path (sessionpath.py) are apart.
 """
 
 from __future__ import annotations
