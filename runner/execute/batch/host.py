@@ -160,22 +160,14 @@ class _BatchSession(api_mod._Session):  # noqa: SLF001 - the api host's own loop
             self.fail(api_mod._SessionError(kind, exc.cause))  # noqa: SLF001
 
 
-class BatchApiHost:
-    """The api host with its model turns sent as batch requests (same listing, tools, observation). What is not a
-    session (versions, the surface, what is closed at the end) is the api host's own."""
+class _Wrapping:
+    """A host around another: what is not a session (the session path, versions, the surface, what is closed at
+    the end) is the inner host's own."""
 
-    def __init__(self, inner: api_mod.ApiHost, broker: BatchBroker):
-        self.inner = inner
-        self.name = inner.name
-        self.broker = broker
-        # Sessions price their usage (and check their budget) at the batch discount.
-        self._priced = copy.copy(inner)
-        self._priced.prices = batch_prices(inner.prices)
+    inner: Host
 
     @property
     def middleware(self) -> list[anthropic.Middleware]:
-        """The api host's own list. The run's rate limiter put here would pace the api host's direct client, which
-        batched turns never use: they go through the broker's client."""
         return self.inner.middleware
 
     @property
@@ -190,6 +182,22 @@ class BatchApiHost:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class BatchApiHost(_Wrapping):
+    """The api host with its model turns sent as batch requests (same listing, tools, observation). Its middleware
+    is the api host's own list: the run's rate limiter put there paces the api host's direct client, which batched
+    turns never use (they go through the broker's client)."""
+
+    inner: api_mod.ApiHost
+
+    def __init__(self, inner: api_mod.ApiHost, broker: BatchBroker):
+        self.inner = inner
+        self.name = inner.name
+        self.broker = broker
+        # Sessions price their usage (and check their budget) at the batch discount.
+        self._priced = copy.copy(inner)
+        self._priced.prices = batch_prices(inner.prices)
 
     async def run(self, spec: SessionSpec) -> Observation:
         # Mirrors ApiHost.run with the batch client and no wall-clock bound of its own: a batch ends
@@ -209,7 +217,7 @@ class BatchApiHost:
         return api_mod._scrub(utf8_safe(obs), host._api_key)  # noqa: SLF001
 
 
-class GatedHost:
+class GatedHost(_Wrapping):
     """A host that cannot be batched (claude-code), at the plan's concurrency: in batch mode the
     executor admits every attempt of a round at once, so the sessions are limited here instead."""
 
@@ -217,23 +225,6 @@ class GatedHost:
         self.inner = inner
         self.name = inner.name
         self._gate = asyncio.Semaphore(concurrency)
-
-    @property
-    def middleware(self) -> list[anthropic.Middleware]:
-        return self.inner.middleware
-
-    @property
-    def session_path(self) -> SessionPath | None:
-        return self.inner.session_path
-
-    def versions(self) -> dict[str, str]:
-        return self.inner.versions()
-
-    async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
-        return await self.inner.surface(model, library_names, invocable)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     async def run(self, spec: SessionSpec) -> Observation:
         async with self._gate:
