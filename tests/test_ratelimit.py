@@ -1,6 +1,11 @@
 """The adaptive rate limiter (runner.execute.ratelimit): its policy on real asyncio, the fake's
 requests-per-window limit, the real anthropic SDK with the limiter's middleware against that fake,
-one end-to-end run of the api host, and the benchmark's short mode."""
+one end-to-end run of the api host, and the benchmark's short mode.
+
+The policy tests run the limiter on a virtual clock (runner.testing.virtual_clock): time moves only when
+every task waits, so they assert exact pauses and pacing times, whatever the machine's load. The tests
+against the fake server keep the real clock (the server's window and its reset header are real time):
+their bounds only follow from the order of events, so a slow machine moves both sides alike."""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ import asyncio
 import inspect
 import json
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -26,8 +33,15 @@ from runner.execute.ratelimit import (
     retry_after_s,
 )
 from runner.testing.fake_anthropic import FakeAnthropic, error, text
+from runner.testing.virtual_clock import VirtualClock
 
 REFUSED = "error 429 rate-limit"
+T0 = 1000.0  # the virtual clock's start: any time, as time.monotonic's origin is
+
+
+def on_virtual_time(max_concurrency: int, **kwargs: Any) -> tuple[AdaptiveLimiter, VirtualClock]:
+    clock = VirtualClock(T0)
+    return AdaptiveLimiter(max_concurrency, clock=clock.time, sleep=clock.sleep, **kwargs), clock
 
 
 def obs(error_kind: str | None = None, transcript: list[dict] | None = None) -> Observation:
@@ -47,8 +61,9 @@ def refusals_after_first_burst(fake: FakeAnthropic) -> int:
 # ---- the policy -----------------------------------------------------------------------------------
 
 def test_a_429_halves_the_window_once_per_episode_and_never_below_one() -> None:
-    limiter = AdaptiveLimiter(16)
-    started = time.monotonic()
+    limiter, clock = on_virtual_time(16)
+    started = clock.time()
+    clock.advance(0.5)  # the requests were in flight when the first 429 came back
     limiter.on_rate_limited(started, 0.0)
     assert (limiter.window, limiter.ceiling) == (8, 15)
     # Other requests sent under the old window report their 429s too: the same episode.
@@ -56,18 +71,18 @@ def test_a_429_halves_the_window_once_per_episode_and_never_below_one() -> None:
     limiter.on_rate_limited(started - 1, 0.0)
     assert limiter.window == 8 and limiter.stats.decreases == 1 and limiter.stats.rate_limited == 3
     for _ in range(10):
-        limiter.on_rate_limited(time.monotonic() + 1e-6, 0.0)
+        limiter.on_rate_limited(clock.time() + 1e-6, 0.0)
     assert limiter.window == 1 and limiter.ceiling == 1 and limiter.stats.min_window == 1
 
 
 def test_the_window_grows_by_one_per_round_of_successes_up_to_the_ceiling() -> None:
-    limiter = AdaptiveLimiter(8)
-    limiter.on_rate_limited(time.monotonic(), 0.0)  # window 4, ceiling 7
-    before = time.monotonic() - 1
+    limiter, clock = on_virtual_time(8)
+    limiter.on_rate_limited(clock.time(), 0.0)  # window 4, ceiling 7
+    before = clock.time() - 1
     for _ in range(20):
         limiter.on_success(before)  # started before the 429: no evidence
     assert limiter.window == 4
-    after = time.monotonic() + 1
+    after = clock.time() + 1
     for _ in range(3):
         limiter.on_success(after)
     assert limiter.window == 4, "a round is one window's worth of attempts"
@@ -80,58 +95,75 @@ def test_the_window_grows_by_one_per_round_of_successes_up_to_the_ceiling() -> N
 
 
 def test_never_above_the_plans_concurrency() -> None:
-    limiter = AdaptiveLimiter(3, grow_after=1)
+    limiter, clock = on_virtual_time(3, grow_after=1)
     for _ in range(10):
-        limiter.on_success(time.monotonic())
+        clock.advance(1.0)
+        limiter.on_success(clock.time())
     assert limiter.window == 3 and limiter.stats.increases == 0
 
 
 def test_the_fixed_limiter_only_pauses() -> None:
-    limiter = AdaptiveLimiter(4, adaptive=False, default_pause_s=5)
-    limiter.on_rate_limited(time.monotonic(), None, limit=10)
+    limiter, clock = on_virtual_time(4, adaptive=False, default_pause_s=5)
+    limiter.on_rate_limited(clock.time(), None, limit=10)
     assert limiter.window == 4 and limiter.limit is None
-    assert limiter.resume_at - time.monotonic() > 4
+    assert limiter.resume_at == pytest.approx(T0 + 5)
 
 
 def test_slots_wait_for_the_window() -> None:
-    async def main() -> list[str]:
-        limiter = AdaptiveLimiter(2)
+    limiter, clock = on_virtual_time(2)
+
+    async def main() -> tuple[list[str], dict[str, float]]:
         order: list[str] = []
+        starts: dict[str, float] = {}
 
         async def session(name: str, hold: float) -> None:
-            async with limiter.slot():
+            async with limiter.slot() as started:
+                starts[name] = started
                 order.append(f"start {name}")
-                await asyncio.sleep(hold)
+                await clock.sleep(hold)
                 order.append(f"end {name}")
 
         await asyncio.gather(session("a", 0.1), session("b", 0.2), session("c", 0.0))
         assert limiter.active == 0
-        return order
+        return order, starts
 
-    order = asyncio.run(main())
+    order, starts = clock.run_sync(main())
     assert order.index("start c") > order.index("end a"), order
+    assert starts == {"a": T0, "b": T0, "c": pytest.approx(T0 + 0.1)}, "c starts when a ends"
 
 
 def test_a_pause_holds_new_starts_and_requests_until_retry_after() -> None:
-    async def main() -> tuple[float, float]:
-        limiter = AdaptiveLimiter(4)
-        limiter.on_rate_limited(time.monotonic(), 0.3)
-        begin = time.monotonic()
-        async with limiter.slot():
-            slot_wait = time.monotonic() - begin
-        await limiter.before_request()
-        return slot_wait, time.monotonic() - begin
+    limiter, clock = on_virtual_time(4)
 
-    slot_wait, request_wait = asyncio.run(main())
-    assert 0.28 <= slot_wait < 1.0 and request_wait >= 0.28
+    async def slot_start() -> float:
+        async with limiter.slot() as started:
+            return started
+
+    async def slot_then_request() -> float:
+        await slot_start()
+        return await limiter.before_request()
+
+    async def at(delay: float, wait: Callable[[], Awaitable[float]]) -> float:
+        """When `wait` let it through (after the 429), for a caller that came `delay` s after the 429."""
+        await clock.sleep(delay)
+        return await wait() - T0
+
+    async def main() -> list[float]:
+        limiter.on_rate_limited(clock.time(), 0.3)
+        return list(await asyncio.gather(at(0.0, slot_start), at(0.0, limiter.before_request), at(0.0, slot_then_request),
+                                    at(0.28, slot_start), at(0.28, limiter.before_request)))
+
+    # Whether they came at once or late in the pause, all wait for exactly its end, and no longer.
+    assert clock.run_sync(main()) == pytest.approx([0.3] * 5)
 
 
 def test_a_cancelled_wait_leaks_no_slot() -> None:
+    limiter, clock = on_virtual_time(1)
+
     async def main() -> int:
-        limiter = AdaptiveLimiter(1)
         async with limiter.slot():
             waiter = asyncio.ensure_future(limiter.acquire())
-            await asyncio.sleep(0.05)
+            await clock.sleep(0.05)
             waiter.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiter
@@ -139,32 +171,33 @@ def test_a_cancelled_wait_leaks_no_slot() -> None:
             pass
         return limiter.active
 
-    assert asyncio.run(main()) == 0
+    assert clock.run_sync(main()) == 0
 
 
 def test_pacing_lets_at_most_the_limit_through_per_window_once_a_429_showed_it() -> None:
-    async def main() -> list[float]:
-        limiter = AdaptiveLimiter(8, period_s=0.5, margin=0.1)
-        for _ in range(6):
-            await limiter.before_request()  # no limit known yet: not held
-        limiter.on_rate_limited(time.monotonic(), 0.0, limit=4)
-        begin = time.monotonic()
-        times = await asyncio.gather(*(limiter.before_request() for _ in range(9)))
-        return sorted(t - begin for t in times)
+    limiter, clock = on_virtual_time(8, period_s=0.5, margin=0.1)
 
-    offsets = asyncio.run(main())
-    assert offsets[3] < 0.05, offsets  # a full allowance after the pause
-    assert 0.55 <= offsets[4] < 0.7 and 0.55 <= offsets[7] < 0.7, offsets  # 4 per 0.5 s x 1.1
-    assert 1.1 <= offsets[8] < 1.3, offsets
+    async def main() -> tuple[list[float], list[float]]:
+        unpaced = [await limiter.before_request() - T0 for _ in range(6)]  # no limit known yet: not held
+        limiter.on_rate_limited(clock.time(), 0.0, limit=4)
+        begin = clock.time()
+        times = await asyncio.gather(*(limiter.before_request() for _ in range(9)))
+        return unpaced, sorted(t - begin for t in times)
+
+    unpaced, offsets = clock.run_sync(main())
+    assert unpaced == [0.0] * 6
+    # A full allowance after the pause, then 4 per 0.5 s x 1.1, each batch when the oldest leaves the window.
+    assert offsets == pytest.approx([0.0] * 4 + [0.55] * 4 + [1.1]), offsets
 
 
 def test_the_reset_time_extends_the_pause_up_to_one_window() -> None:
-    limiter = AdaptiveLimiter(4, period_s=2.0)
-    limiter.on_rate_limited(time.monotonic(), 0.1, reset_s=1.5)
-    assert 1.4 < limiter.resume_at - time.monotonic() <= 1.5
-    later = AdaptiveLimiter(4, period_s=2.0)
-    later.on_rate_limited(time.monotonic(), 0.1, reset_s=600)
-    assert later.resume_at - time.monotonic() <= 2.0
+    limiter, clock = on_virtual_time(4, period_s=2.0)
+    limiter.on_rate_limited(clock.time(), 0.1, reset_s=1.5)
+    assert limiter.resume_at == pytest.approx(T0 + 1.5)
+    assert limiter.stats.paused_s == pytest.approx(1.5)
+    later, clock = on_virtual_time(4, period_s=2.0)
+    later.on_rate_limited(clock.time(), 0.1, reset_s=600)
+    assert later.resume_at == pytest.approx(T0 + 2.0), "at most one period ahead"
 
 
 def test_header_parsing() -> None:
@@ -182,23 +215,24 @@ def test_header_parsing() -> None:
 
 def test_attempt_signals() -> None:
     """error_kind rate-limited pauses for the plan's pause; the CLI's retried 429s only shrink the window."""
+    limiter, clock = on_virtual_time(8, default_pause_s=5)
+    cli = AdaptiveLimiter(8, default_pause_s=5, clock=clock.time, sleep=clock.sleep)
+    other = AdaptiveLimiter(8, clock=clock.time, sleep=clock.sleep)
+
     async def main() -> None:
-        limiter = AdaptiveLimiter(8, default_pause_s=5)
-        await limiter.observe_attempt(obs("rate-limited"), time.monotonic())
-        assert limiter.window == 4 and limiter.resume_at - time.monotonic() > 4.5
-        cli = AdaptiveLimiter(8, default_pause_s=5)
+        await limiter.observe_attempt(obs("rate-limited"), clock.time())
+        assert limiter.window == 4 and limiter.resume_at == pytest.approx(clock.time() + 5)
         retry = {"_type": "SystemMessage", "subtype": "api_retry",
                  "data": {"type": "system", "subtype": "api_retry", "error_status": 429, "retry_delay_ms": 2365}}
         overloaded = {"_type": "SystemMessage", "subtype": "api_retry", "data": {"error_status": 529}}
-        await cli.observe_attempt(obs(None, [overloaded]), time.monotonic())
+        await cli.observe_attempt(obs(None, [overloaded]), clock.time())
         assert cli.window == 8 and cli.stats.rate_limited == 0
-        await cli.observe_attempt(obs(None, [retry, overloaded]), time.monotonic())
-        assert cli.window == 4 and cli.resume_at <= time.monotonic()
-        other = AdaptiveLimiter(8)
-        await other.observe_attempt(obs("api-error"), time.monotonic() + 1)
+        await cli.observe_attempt(obs(None, [retry, overloaded]), clock.time())
+        assert cli.window == 4 and cli.resume_at <= clock.time()
+        await other.observe_attempt(obs("api-error"), clock.time() + 1)
         assert other.successes == 0, "an error is no evidence the window is safe"
 
-    asyncio.run(main())
+    clock.run_sync(main())
     assert cli_rate_limit_retries([{"_type": "AssistantMessage"}, {"_type": "SystemMessage", "subtype": "init"}]) == 0
 
 
@@ -215,9 +249,15 @@ def test_the_fake_refuses_over_the_window_with_retry_after_and_headers() -> None
         assert raws[0].headers["anthropic-ratelimit-requests-limit"] == "3"
         with pytest.raises(anthropic.RateLimitError) as refused:
             client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "q4"}])
+        answered = time.time()
         headers = refused.value.response.headers
         assert headers["retry-after"] == "1"
-        assert 0.5 < reset_in_s(headers, time.time()) <= 1.01  # the window is empty when q3 leaves it
+        # The window is empty when q3 leaves it: 1 s after q3 arrived, and (q3 arriving before the refusal
+        # was answered) at most 1 s after that answer; 1 ms either way for the header's millisecond.
+        q3 = fake.message_requests[2]
+        assert q3.outcome != REFUSED
+        reset_at = datetime.fromisoformat(headers["anthropic-ratelimit-requests-reset"].replace("Z", "+00:00"))
+        assert q3.time + 1.0 - 0.001 <= reset_at.timestamp() <= answered + 1.0 + 0.001
         assert fake.over_limit == 1 and fake.message_requests[-1].outcome == REFUSED
         time.sleep(1.05)
         client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "q5"}])
@@ -228,14 +268,16 @@ def test_the_fake_refuses_over_the_window_with_retry_after_and_headers() -> None
 
 def test_a_refused_request_plays_no_script_turn() -> None:
     with FakeAnthropic() as fake:
-        fake.set_rate_limit(1, window_s=0.5)
+        # A window no test run outlasts (the refusal must not depend on how fast the second request
+        # comes); the limit is lifted afterwards rather than waited out (the window's expiry: the test above).
+        fake.set_rate_limit(1, window_s=600.0)
         fake.script("seq", text("first"), text("second"))
         client = anthropic.Anthropic(api_key="k", base_url=fake.url, max_retries=0)
         ask = dict(model="m", max_tokens=5, messages=[{"role": "user", "content": "seq"}])
         assert client.messages.create(**ask).content[0].text == "first"
         with pytest.raises(anthropic.RateLimitError):
             client.messages.create(**ask)
-        time.sleep(0.55)
+        fake.set_rate_limit(None)
         # Turn index 0 again (no assistant message): the script's item for turn 0 was consumed once.
         assert client.messages.create(**ask).content[0].text == "first"
 

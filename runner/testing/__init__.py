@@ -6,6 +6,8 @@
 - ``fake_github``: a fake GitHub REST API on 127.0.0.1 for PyGithub, holding every request to GitHub's own OpenAPI
   description (``github_contract``, the vendored subset in ``contracts/``), so no test passes on a request real
   GitHub would refuse.
+- ``virtual_clock``: a clock for asyncio code that takes ``clock=`` / ``sleep=`` (the rate limiter): time moves only
+  when every task waits on it, so tests assert exact times whatever the machine's load.
 
 Why a package and not files under tests/: the benchmarks measure against the same fakes, and a benchmark that
 imports from ``tests.`` only runs from a checkout. The fakes use the standard library (and jsonschema, a runtime
