@@ -1,0 +1,62 @@
+"""What a person reads of an improve.json: the candidates' table and the outcome (the diff is its own file)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from runner.improve.model import Improve, PlannedWork, Score
+
+
+def _score(score: Score | None) -> str:
+    if score is None:
+        return "—"
+    interval = f" [{score.wilson_95[0]:.2f}, {score.wilson_95[1]:.2f}]" if score.wilson_95 else ""
+    extra = "".join(f", {n} {what}" for n, what in ((score.errored, "error"), (score.unrun, "unrun")) if n)
+    return f"{score.passed}/{score.decided}{interval}{extra}"
+
+
+def _short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def print_improve(record: Improve, console: Console) -> None:
+    if record.approximation:
+        console.print(f"Host: {record.host} — {record.approximation}", markup=False)
+    console.print(f"{record.skill}: {len(record.train)} train / {len(record.test)} test case(s), seed {record.seed}, "
+                  f"N={record.repeats} k={record.quorum}; neighbours: {', '.join(record.neighbours) or 'none'} "
+                  f"({len(record.neighbour_cases)} case(s))", markup=False)
+    if record.planned is not None:
+        print_plan(record.planned, record.spend.cap_usd, console)
+    else:
+        table = Table(title="Candidates (train scores: cases passed / decided, Wilson 95%)")
+        for column in ("id", "state", "train", "neighbours", "chars", "description"):
+            table.add_column(column)
+        for c in record.candidates:
+            check = c.neighbours.state + (f" ({', '.join(c.neighbours.broke)})" if c.neighbours.broke else "") \
+                if c.neighbours else "—"
+            state = c.state + (f": {c.reason}" if c.reason else "")
+            table.add_row(c.id, _short(state, 40), _score(c.train), _short(check, 40), str(c.chars),
+                          _short(c.description))
+        console.print(table)
+        for r in record.rounds:
+            if r.proposal.state != "ok":
+                console.print(f"Round {r.index}: proposer {r.proposal.state}: {r.proposal.error}", markup=False)
+        comparison = record.test_comparison
+        if comparison is not None:
+            console.print(f"Held-out test: current {_score(comparison.current)}, {comparison.candidate} "
+                          f"{_score(comparison.proposed)} → {comparison.verdict}", markup=False)
+        console.print(f"Stop: {record.stop_reason}. Spend ${record.spend.usd:.4f} of ${record.spend.cap_usd:.2f} "
+                      f"(sessions ${record.spend.sessions_usd:.4f}, proposer ${record.spend.proposer_usd:.4f})",
+                      markup=False)
+    console.print(f"Outcome: {record.outcome.summary}", markup=False)
+
+
+def print_plan(planned: PlannedWork, cap_usd: float, console: Console) -> None:
+    low, high = planned.sessions_per_train_evaluation
+    console.print(
+        f"Plan (nothing run): {planned.train_cases} train, {planned.test_cases} test and {planned.neighbour_cases} "
+        f"neighbour case(s). One train evaluation: {low}–{high} session(s) at ${planned.worst_session_usd:.4f} "
+        f"worst each; up to {planned.train_evaluations_max} train evaluation(s), {planned.neighbour_runs_max} "
+        f"neighbour run(s), {planned.test_runs} test run(s) and {planned.proposer_calls_max} proposer call(s) "
+        f"(${planned.proposer_worst_usd:.4f} worst each), all within the cap of ${cap_usd:.2f}.", markup=False)
