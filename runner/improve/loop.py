@@ -284,14 +284,13 @@ def improve(inputs: Inputs, proposer: Proposer) -> Improve:
         record.candidates.append(current)
         state = State(record=record, ledger=ledger, best=current)
         if current.train.decided == 0:
-            return finish(inputs, state, ledger, "ERROR",
-                          "the current description could not be evaluated on train: no train case was decided")
+            return finish(inputs, state, ledger, undecided_baseline(current.train))
         rounds(inputs, workspace, state, proposer)
         chosen = choose(inputs, workspace, state, near)
         if chosen is not None:
             record.test_comparison = held_out(inputs, workspace, ledger, chosen, list(the_split.test))
             record.diff = unified_diff(workspace.original, chosen.description, record.skill_md)
-    return finish(inputs, state, ledger, None, None)
+    return finish(inputs, state, ledger, None)
 
 
 def rounds(inputs: Inputs, workspace: Workspace, state: State, proposer: Proposer) -> None:
@@ -425,21 +424,29 @@ def unified_diff(original: str, description: str, shown: str) -> str:
                                         fromfile=f"a/{shown}", tofile=f"b/{shown}"))
 
 
-def finish(inputs: Inputs, state: State, ledger: Ledger, error_state: str | None, error: str | None) -> Improve:
+def undecided_baseline(score: Score) -> Outcome:
+    """The current description decided no train case: UNRUN when nothing ran (the cap), else ERROR."""
+    if score.unrun == len(score.cases):
+        reason = next((c.reason for c in score.cases if c.reason), None) or "not-run"
+        return Outcome(state="UNRUN", reason=reason, summary=f"UNRUN ({reason}): the current description's train "
+                                                             "run started no session; no result is claimed")
+    cause = "the current description could not be evaluated on train: no train case was decided"
+    return Outcome(state="ERROR", reason=cause, summary=f"ERROR: {cause}")
+
+
+def finish(inputs: Inputs, state: State, ledger: Ledger, fixed: Outcome | None) -> Improve:
     record = state.record
     record.stop_reason = state.stop
     proposer_usd = sum(r.proposal.cost_usd for r in record.rounds)
     record.spend = Spend(cap_usd=inputs.bounds.max_usd, usd=round(ledger.spent_usd, 6),
                          sessions_usd=round(ledger.spent_usd - proposer_usd, 6), proposer_usd=round(proposer_usd, 6),
                          refused=ledger.refused)
-    record.outcome = outcome_of(record, error)
+    record.outcome = fixed if fixed is not None else outcome_of(record)
     write_record(inputs.out, record)
     return record
 
 
-def outcome_of(record: Improve, error: str | None) -> Outcome:
-    if error is not None:
-        return Outcome(state="ERROR", reason=error, summary=f"ERROR: {error}")
+def outcome_of(record: Improve) -> Outcome:
     errored = next((r.proposal for r in record.rounds if r.proposal.state == "ERROR"), None)
     comparison = record.test_comparison
     if comparison is not None:

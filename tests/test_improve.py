@@ -1,0 +1,253 @@
+"""`skill-evals improve`: the description loop end to end against the fake Messages API (real `anthropic` SDK,
+real HTTP to 127.0.0.1, the api host for the sessions, the CLI as a separate process), and its parts.
+
+The fake is scripted as a model whose choice depends only on the listing it is shown: zoo-keeper fires for a zebra
+prompt when its description says "zebra", and for any yak prompt when its description says "yak" (stealing
+yak-groomer's cases). So the right fix ("zebra") exists, and a greedy one ("zebra and yaks") scores higher on train
+but breaks the neighbour.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.corpus.library import load_library
+from runner.corpus.settings import Settings
+from runner.improve import split as split_mod
+from runner.improve.loop import compare
+from runner.improve.model import Improve, Score
+from runner.improve.propose import PROPOSER_MATCH
+from runner.improve.skillmd import description_span, rewrite_description
+from runner.testing.fake_anthropic import FakeAnthropic, dynamic, error, first_user_text, skill, text
+from tests.conftest import run_cli
+
+KEY = "sk-ant-test-improve-7c1e"
+ZOO, YAK, TAX = "zoo-keeper", "yak-groomer", "tax-helper"
+CURRENT = "Looks after animals in a zoo: feeding, enclosures and health checks."
+GOOD = "Looks after zoo animals, zebras above all: feeding, enclosures, hoof and stripe health checks."
+GREEDY = "Looks after zoo animals, zebras and yaks included: feeding, enclosures and health checks."
+ANIMALS = ["foal", "stallion", "mare", "calf", "elder", "newcomer", "twin", "rescue", "visitor", "champion"]
+
+
+def write_skill(root: Path, name: str, description: str, cases: list[dict[str, Any]],
+                trigger_cases: list[dict[str, Any]] | None = None) -> None:
+    folder = root / ".claude" / "skills" / name
+    (folder / "evals").mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {json.dumps(description)}\n---\n\n# {name}\n\nBody.\n")
+    (folder / "evals" / "evals.json").write_text(json.dumps({"skill": name, "cases": cases}, indent=2))
+    if trigger_cases:
+        (folder / "evals" / "trigger-evals.json").write_text(
+            json.dumps({"skill": name, "cases": trigger_cases}, indent=2))
+
+
+def case(case_id: str, prompt: str, triggers: bool) -> dict[str, Any]:
+    return {"id": case_id, "type": "should_trigger" if triggers else "should_not_trigger", "prompt": prompt,
+            "expect": {"triggers": triggers, "assertions": []}}
+
+
+def zoo_trigger_prompts() -> list[str]:
+    return [f"Our zebra {a} number {i} is limping after the move; what should the keepers check first?"
+            for i, a in enumerate(ANIMALS + ANIMALS)]
+
+
+def make_library(root: Path) -> Path:
+    """20 trigger and 6 no_trigger cases and one discrimination case for zoo-keeper; 3 trigger cases for its
+    neighbour yak-groomer; an unrelated tax-helper."""
+    zoo = [case(f"zebra-{i:02d}", p, True) for i, p in enumerate(zoo_trigger_prompts())]
+    zoo += [case(f"tax-{i}", f"Help me file my tax return for year {2020 + i}, I am self-employed.", False)
+            for i in range(6)]
+    discrimination = [{"id": "zoo-yak-pen", "prompt": "The zoo's yak pen needs a winter feeding plan for the keepers.",
+                       "expected_skill": ZOO, "should_not_trigger": [YAK]}]
+    write_skill(root, ZOO, CURRENT, zoo, discrimination)
+    write_skill(root, YAK, "Grooms yaks: brushing, shearing and hoof care for yaks.",
+                [case(f"groom-{i}", f"Please groom my yak number {i} before the show, its coat is matted.", True)
+                 for i in range(3)])
+    write_skill(root, TAX, "Prepares tax returns and answers tax questions.",
+                [case("tax-own", "What can I deduct on my tax return as a freelancer?", True)])
+    return root
+
+
+def listing_of(body: dict[str, Any]) -> dict[str, str]:
+    """name -> description as the api host's system prompt lists them."""
+    system = body.get("system")
+    shown = system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [])
+    return {m[1]: m[2] for m in re.finditer(r"(?m)^- ([\w-]+): (.*)$", shown)}
+
+
+def choose(body: dict[str, Any]) -> Any:
+    """The scripted model (module docstring): its choice depends on the prompt and the listed descriptions."""
+    listed = listing_of(body)
+    prompt, zoo = first_user_text(body).lower(), listed.get(ZOO, "").lower()
+    if "yak" in prompt and "yak" in zoo:
+        return skill(ZOO)
+    if "zebra" in prompt and "zebra" in zoo:
+        return skill(ZOO)
+    if "yak" in prompt and "yak" in listed.get(YAK, "").lower():
+        return skill(YAK)
+    if "tax" in prompt:
+        return skill(TAX)
+    return text("Answered directly.")
+
+
+def proposals(*descriptions: str) -> Any:
+    reply = {"candidates": [{"description": d, "rationale": "scripted"} for d in descriptions]}
+    return dynamic(lambda body: text(json.dumps(reply)))
+
+
+def improve(fake: FakeAnthropic, library: Path, out: Path, *args: str, key: str | None = KEY):
+    return run_cli("improve", ZOO, "--library", str(library), "--out", str(out), "--host", "api", "--model",
+                   "claude-haiku-4-5", "--proposer-model", "claude-sonnet-4-6", "--repeats", "3", "--seed", "7",
+                   "--no-library-validator", *args, fake=fake, key=key)
+
+
+def read_improve(out: Path) -> Improve:
+    return Improve.model_validate_json((out / "improve.json").read_text())
+
+
+def proposer_requests(fake: FakeAnthropic) -> list[dict[str, Any]]:
+    return [r.body for r in fake.message_requests if PROPOSER_MATCH in first_user_text(r.body)]
+
+
+@pytest.fixture
+def fake():
+    with FakeAnthropic() as server:
+        server.default(dynamic(choose))
+        yield server
+
+
+def test_the_loop_finds_the_keyword_rejects_the_greedy_candidate_and_never_shows_the_test_split(
+        fake: FakeAnthropic, tmp_path: Path) -> None:
+    library = make_library(tmp_path / "lib")
+    before = (library / ".claude/skills/zoo-keeper/SKILL.md").read_text()
+    fake.script(PROPOSER_MATCH, proposals(GREEDY, GOOD, "x" * 1025))
+    out = tmp_path / "out"
+    done = improve(fake, library, out, "--max-usd", "5")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_improve(out)
+    by_id = {c.id: c for c in record.candidates}
+
+    # The split: stratified, the single discrimination case in train, the seed recorded.
+    assert record.seed == 7 and record.split_by_kind == {"discrimination": (1, 0), "no_trigger": (4, 2),
+                                                         "trigger": (12, 8)}
+    # Train: the current description misses every zebra case; both candidates fix them, the greedy one also wins
+    # the yak-pen case, so it is the best on train.
+    assert by_id["current"].train is not None and by_id["current"].train.passed == 4
+    greedy, good, too_long = by_id["r1c1"], by_id["r1c2"], by_id["r1c3"]
+    assert greedy.train is not None and good.train is not None
+    assert (greedy.train.passed, greedy.train.failed) == (17, 0) and (good.train.passed, good.train.failed) == (16, 1)
+    assert too_long.state == "too-long" and too_long.train is None
+    assert not any(p.name.startswith("r1c3") for p in (out / "runs").iterdir())
+    # The neighbour check: the greedy candidate steals yak-groomer's three cases and is rejected.
+    assert greedy.neighbours is not None and greedy.neighbours.state == "rejected"
+    assert sorted(greedy.neighbours.broke) == [f"{YAK}/evals/groom-{i}" for i in range(3)]
+    assert good.neighbours is not None and good.neighbours.state == "passed"
+    # The held-out test: the keyword candidate, better with non-overlapping Wilson intervals.
+    comparison = record.test_comparison
+    assert comparison is not None and comparison.candidate == "r1c2" and "zebra" in GOOD
+    assert (comparison.current.passed, comparison.current.decided) == (2, 10)
+    assert (comparison.proposed.passed, comparison.proposed.decided) == (10, 10)
+    assert comparison.proposed.wilson_95 and comparison.current.wilson_95
+    assert comparison.proposed.wilson_95[0] > comparison.current.wilson_95[1]
+    assert comparison.verdict == "better" and record.outcome.verdict == "better" and record.outcome.chosen == "r1c2"
+    # Never the test split to the proposer: no test prompt in any proposer request; every train prompt in each.
+    cases = {c.uid: c for c in load_library(library, Settings())[0].cases}
+    sent = proposer_requests(fake)
+    assert len(sent) == 1
+    for body in sent:
+        dumped = json.dumps(body, ensure_ascii=False)
+        assert not [uid for uid in record.test if json.dumps(cases[uid].prompt)[1:-1] in dumped]
+        assert all(json.dumps(cases[uid].prompt)[1:-1] in dumped for uid in record.train)
+        assert body["output_config"]["format"]["type"] == "json_schema"
+    # Spend: within the cap, and the sum of what the runs and the proposer settled.
+    runs = [json.loads(p.read_text())["spend"]["usd"] for p in (out / "runs").glob("*/results.json")]
+    assert 0 < record.spend.usd <= record.spend.cap_usd == 5
+    assert record.spend.usd == pytest.approx(sum(runs) + record.spend.proposer_usd, abs=1e-5)
+    assert record.spend.proposer_usd > 0
+    # The diff suggests the one-line description; the library itself is never edited.
+    diff = (out / "SKILL.md.diff").read_text()
+    assert f"+description: {json.dumps(GOOD)}" in diff and f"-description: {json.dumps(CURRENT)}" in diff
+    assert (library / ".claude/skills/zoo-keeper/SKILL.md").read_text() == before
+    assert "better" in done.stdout and "r1c2" in done.stdout
+
+
+def test_a_proposer_http_error_is_an_error_not_a_verdict(fake: FakeAnthropic, tmp_path: Path) -> None:
+    library = make_library(tmp_path / "lib")
+    fake.script(PROPOSER_MATCH, error(500, "api_error", "proposer down"))
+    out = tmp_path / "out"
+    done = improve(fake, library, out, "--max-usd", "5")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_improve(out)
+    assert record.outcome.state == "ERROR" and record.outcome.verdict is None and record.test_comparison is None
+    assert record.rounds[0].proposal.state == "ERROR" and "HTTP 500" in (record.rounds[0].proposal.error or "")
+    assert record.stop_reason == "proposer-error"
+    assert [c.id for c in record.candidates] == ["current"]
+    assert len(proposer_requests(fake)) == 3  # the call and the SDK's two retries, nothing more
+    assert not (out / "SKILL.md.diff").exists()
+    assert not list((out / "runs").glob("test-*"))
+
+
+def test_without_a_key_the_plan_is_printed_and_nothing_runs(fake: FakeAnthropic, tmp_path: Path) -> None:
+    library = make_library(tmp_path / "lib")
+    out = tmp_path / "out"
+    done = improve(fake, library, out, key=None)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_improve(out)
+    assert record.outcome.state == "UNRUN" and record.outcome.reason == "no-credentials"
+    assert record.planned is not None and record.planned.train_cases == 17 and record.planned.test_cases == 10
+    assert record.planned.neighbour_cases == 3 and record.planned.sessions_per_train_evaluation == (34, 51)
+    assert record.candidates == [] and record.spend.usd == 0
+    assert fake.message_requests == []
+    assert "Plan (nothing run)" in done.stdout and "UNRUN (no-credentials)" in done.stdout
+
+
+def test_a_cap_that_covers_no_session_is_unrun(fake: FakeAnthropic, tmp_path: Path) -> None:
+    library = make_library(tmp_path / "lib")
+    fake.script(PROPOSER_MATCH, proposals(GOOD))
+    out = tmp_path / "out"
+    done = improve(fake, library, out, "--max-usd", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_improve(out)
+    assert record.outcome.state == "UNRUN" and record.outcome.reason == "budget-cap"
+    assert record.spend.usd == 0 and fake.message_requests == []
+
+
+# ---- the parts -----------------------------------------------------------------------------------------------
+
+def test_split_is_stratified_deterministic_and_recorded(tmp_path: Path) -> None:
+    library, _ = load_library(make_library(tmp_path / "lib"), Settings())
+    cases = split_mod.own_cases(library, ZOO)
+    first = split_mod.split_cases(cases, seed=3)
+    assert first == split_mod.split_cases(list(reversed(cases)), seed=3)  # order of the input does not matter
+    assert split_mod.split_cases(cases, seed=4).test != first.test
+    kinds = {c.uid: c.kind for c in cases}
+    for kind in ("trigger", "no_trigger"):
+        assert any(kinds[u] == kind for u in first.train) and any(kinds[u] == kind for u in first.test)
+    assert not set(first.train) & set(first.test) and set(first.train) | set(first.test) == set(kinds)
+    assert all(kinds[u] != "discrimination" for u in first.test)  # one case of a kind stays in train
+    assert [split_mod.held_out_count(n, 0.4) for n in (0, 1, 2, 3, 10)] == [0, 0, 1, 1, 4]
+    assert [c.uid for c in split_mod.neighbour_cases(library, ZOO)] == [f"{YAK}/evals/groom-{i}" for i in range(3)]
+
+
+def test_the_description_edit_is_one_line_and_changes_nothing_else() -> None:
+    text = "---\nname: x\ndescription: >\n  folded: with colon\n  and more\n# kept\nlicense: MIT\n---\n\nBody\n"
+    assert description_span(text) == (3, 5)
+    edited = rewrite_description(text, 'Says "this": # and more')
+    assert edited == ('---\nname: x\ndescription: "Says \\"this\\": # and more"\n# kept\nlicense: MIT\n---\n\n'
+                      "Body\n")
+
+
+def test_the_verdict_needs_intervals_that_do_not_overlap() -> None:
+    def score(passed: int, failed: int, errored: int = 0) -> Score:
+        from runner.results.quorum import wilson_interval
+        return Score(run_dir="x", passed=passed, failed=failed, errored=errored, unrun=0,
+                     rate=passed / (passed + failed), wilson_95=wilson_interval(passed, passed + failed),
+                     spend_usd=0, cases=[])
+    assert compare(score(2, 8), score(10, 0))[0] == "better"
+    assert compare(score(10, 0), score(2, 8))[0] == "worse"
+    assert compare(score(3, 3), score(5, 1))[0] == "no better"
+    assert compare(score(2, 8), score(10, 0, errored=1))[0] == "undecided"
