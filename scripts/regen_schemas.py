@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from runner.corpus.settings import Settings
+from runner.improve.model import Improve
 from runner.results.build import Results
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "runner" / "schemas"
@@ -23,3 +24,4 @@ def write(name: str, schema: dict, title: str) -> None:
 if __name__ == "__main__":
     write("settings.schema.json", Settings.model_json_schema(by_alias=True), ".skill-evals.toml")
     write("results.schema.json", Results.model_json_schema(), "results.json")
+    write("improve.schema.json", Improve.model_json_schema(), "improve.json")

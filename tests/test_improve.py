@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
@@ -106,7 +108,12 @@ def improve(fake: FakeAnthropic, library: Path, out: Path, *args: str, key: str 
 
 
 def read_improve(out: Path) -> Improve:
-    return Improve.model_validate_json((out / "improve.json").read_text())
+    """improve.json, checked against the shipped schema first (what a consumer of the file reads it with)."""
+    data = json.loads((out / "improve.json").read_text())
+    schema = json.loads(resources.files("runner").joinpath("schemas", "improve.schema.json").read_text())
+    problems = list(Draft202012Validator(schema).iter_errors(data))
+    assert not problems, problems[0].message
+    return Improve.model_validate(data)
 
 
 def proposer_requests(fake: FakeAnthropic) -> list[dict[str, Any]]:
@@ -251,3 +258,12 @@ def test_the_verdict_needs_intervals_that_do_not_overlap() -> None:
     assert compare(score(10, 0), score(2, 8))[0] == "worse"
     assert compare(score(3, 3), score(5, 1))[0] == "no better"
     assert compare(score(2, 8), score(10, 0, errored=1))[0] == "undecided"
+
+
+def test_the_improve_schema_matches_the_model() -> None:
+    shipped = json.loads(resources.files("runner").joinpath("schemas", "improve.schema.json").read_text())
+    generated = Improve.model_json_schema()
+    for key in ("$schema", "title"):
+        shipped.pop(key)
+        generated.pop(key, None)
+    assert shipped == generated, "regenerate runner/schemas/improve.schema.json: python scripts/regen_schemas.py"

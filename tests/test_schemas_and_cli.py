@@ -14,7 +14,7 @@ from runner.corpus.settings import Settings
 from tests.conftest import EXAMPLE, cli, run_cli
 
 SCHEMAS = ["aegis-evals", "aegis-trigger-evals", "skill-creator-evals", "skill-creator-trigger-set", "probe",
-           "settings", "results"]
+           "settings", "results", "improve"]
 
 
 @pytest.mark.parametrize("name", SCHEMAS)
