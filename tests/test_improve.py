@@ -267,3 +267,25 @@ def test_the_improve_schema_matches_the_model() -> None:
         shipped.pop(key)
         generated.pop(key, None)
     assert shipped == generated, "regenerate runner/schemas/improve.schema.json: python scripts/regen_schemas.py"
+
+
+def test_the_cap_stops_the_loop_and_a_partial_candidate_is_not_chosen(fake: FakeAnthropic, tmp_path: Path) -> None:
+    """The cap (0.59) covers one session's worst case (0.5617: max turns, no cache) and little more, so sessions run
+    one at a time, each reserving its worst case; the current description's train run and the proposer call fit,
+    and the candidate's run stops where the ledger can no longer cover a worst case. Its cases not run are UNRUN
+    (budget-cap), a partial score is never compared, the loop stops, nothing is claimed, spend stays in the cap."""
+    library = make_library(tmp_path / "lib")
+    fake.script(PROPOSER_MATCH, proposals(GOOD))
+    out = tmp_path / "out"
+    done = improve(fake, library, out, "--max-usd", "0.59")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_improve(out)
+    current, candidate = record.candidates
+    assert current.train is not None and current.train.unrun == 0 and current.train.passed == 4
+    assert record.rounds[0].proposal.state == "ok" and len(proposer_requests(fake)) == 1
+    assert candidate.train is not None and candidate.train.unrun > 0 and candidate.train.stop_reason == "budget-cap"
+    assert {c.reason for c in candidate.train.cases if c.state == "UNRUN"} == {"budget-cap"}
+    assert "budget-cap" in (candidate.reason or "") and candidate.neighbours is None
+    assert record.stop_reason == "budget-cap" and record.test_comparison is None and record.outcome.verdict is None
+    assert not (out / "SKILL.md.diff").exists()
+    assert 0 < record.spend.usd <= 0.59

@@ -136,8 +136,10 @@ class Workspace:
         out = inputs.out.resolve()
 
         def ignore(src: str, names: list[str]) -> set[str]:
-            # Never the repository's history, and never the improve folder itself when it lies inside the library.
-            return {n for n in names if n == ".git" or (Path(src) / n).resolve() == out}
+            # Never the repository's history, this improve folder, nor any earlier run or improve folder left in the
+            # repository (they hold no library content and can be large).
+            return {n for n in names if n == ".git" or (Path(src) / n).resolve() == out
+                    or any((Path(src) / n / marker).is_file() for marker in (IMPROVE_JSON, "plan.json"))}
 
         self.root = folder / "library"
         shutil.copytree(original_root, self.root, symlinks=True, ignore=ignore)
@@ -344,6 +346,12 @@ def run_round(inputs: Inputs, workspace: Workspace, state: State, index: int, fr
         candidate.train = run_cases(inputs, workspace, state.ledger, candidate.description, record.train,
                                     f"{candidate.id}-train")
         capped = capped or candidate.train.stop_reason == "budget-cap"
+        unrun = [c for c in candidate.train.cases if c.state == "UNRUN"]
+        why = next((c.reason for c in unrun if c.reason), None)
+        if unrun and len(unrun) == len(candidate.train.cases):  # its run started nothing: no score to claim
+            candidate.state, candidate.reason = "unrun", why
+        elif unrun:  # a partial score is not compared with complete ones (choose() skips it)
+            candidate.reason = f"partial: {len(unrun)} train case(s) UNRUN ({why}); not eligible"
     ran = [c for c in fresh if c.train is not None and c.train.unrun == 0]
     round_best = max(ran, key=lambda c: c.train.key() if c.train else (0, 0), default=None)
     assert state.best.train is not None
