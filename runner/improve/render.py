@@ -33,7 +33,8 @@ def print_improve(record: Improve, console: Console) -> None:
         for column in ("id", "state", "train", "neighbours", "chars", "description"):
             table.add_column(column)
         for c in record.candidates:
-            check = c.neighbours.state + (f" ({', '.join(c.neighbours.broke)})" if c.neighbours.broke else "") \
+            # The count only: the cases it broke are listed in improve.json (a narrow terminal cuts a list).
+            check = c.neighbours.state + (f" ({len(c.neighbours.broke)} broke)" if c.neighbours.broke else "") \
                 if c.neighbours else "—"
             state = c.state + (f": {c.reason}" if c.reason else "")
             table.add_row(c.id, _short(state, 40), _score(c.train), _short(check, 40), str(c.chars),
