@@ -45,6 +45,13 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("get", "/repos/{owner}/{repo}/issues/comments/{comment_id}"),
     ("patch", "/repos/{owner}/{repo}/issues/comments/{comment_id}"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
+    # The description suggestion of `publish --improve` (runner.publish.suggestion): the PR's files (is the line in
+    # its diff?), its review comments (ours, found by marker), one created or edited in place.
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/files"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
+    ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
+    ("get", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"),
+    ("patch", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"),
 )
 # What of an operation a request is checked against (responses are what the fake answers, not checked here).
 KEPT = ("operationId", "parameters", "requestBody")

@@ -32,7 +32,8 @@ HOLDOUT = options.FiniteFloat(min=0, max=1, min_open=True, max_open=True)
 @click.option("--candidates", type=click.IntRange(1, 10), default=3, show_default=True,
               help="Descriptions asked for per round.")
 @click.option("--finalists", type=click.IntRange(1, 10), default=2, show_default=True,
-              help="Best-on-train candidates that may get the neighbour check, best first.")
+              help="Per round, the candidates better on train (best first) that may get the neighbour check; "
+                   "each check is one run of the neighbours' cases.")
 @click.option("--repeats", type=options.REPEATS, default=None, help="N per case (default [tiers.full] repeats).")
 @click.option("--quorum", type=options.AT_LEAST_ONE, default=None, help="k (> N/2); default the majority of N.")
 @click.option("--seed", type=click.IntRange(min=0), default=None,
@@ -41,10 +42,12 @@ HOLDOUT = options.FiniteFloat(min=0, max=1, min_open=True, max_open=True)
               help="Share of each kind's cases held out for the test split.")
 @options.out_folder_option("Where improve.json, SKILL.md.diff and the run folders go (default improve/<skill>-<time>).")
 @options.floor_options
+@options.untrusted_option
 def improve_command(skill: str, library_path: Path, config: Path | None, host: str | None, model: str | None,
                     proposer_model: str | None, max_usd: float | None, rounds: int, candidates: int, finalists: int,
                     repeats: int | None, quorum: int | None, seed: int | None, holdout: float, out: Path | None,
-                    no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none") -> None:
+                    no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
+                    untrusted_settings: bool = False) -> None:
     """Improve SKILL's description on train cases; report it on held-out test cases. Never edits the library."""
     from runner.execute import run as runs_mod
     from runner.improve import loop
@@ -52,6 +55,8 @@ def improve_command(skill: str, library_path: Path, config: Path | None, host: s
     from runner.improve.render import print_improve
 
     loaded = context.load(library_path, config)
+    if untrusted_settings:  # the action runs improve beside the key: no program the settings name may run there
+        context.refuse_settings_executables(loaded)
     if skill not in loaded.library.skills:
         fail_usage(f"{skill!r} is not a skill of this library")
     if loaded.library.skills[skill].manual_only:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -14,6 +15,9 @@ from runner.cli.app import EXIT_FINDINGS, EXIT_OK, fail_usage
 from runner.cli.environment import PUBLISH_ENVIRONMENT
 from runner.cli.folders import read_results, results_problem
 from runner.report import formats
+
+if TYPE_CHECKING:  # imported when publish runs: the other commands start without PyGithub
+    from runner.publish.github import Context
 
 
 class _ReportCommand(click.Command):
@@ -105,13 +109,24 @@ def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...]
 @click.option("--link", "links", multiple=True, metavar="LABEL=URL",
               help="A report uploaded elsewhere (e.g. an artifact's URL), linked from the summary, the comment and "
                    "the job summary. Repeatable.")
+@click.option("--improve", "improve_dirs", multiple=True, metavar="DIR",
+              type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Instead of a run: an `improve` output folder (its improve.json). A candidate `better` on the "
+                   "held-out test is posted as one review comment with a suggestion on SKILL.md's description line "
+                   "(a PR comment with the diff when that line is not in the pull request's diff); any other "
+                   "verdict posts nothing and the job summary says why. Never a commit. Repeatable; --library "
+                   "(default .) is the checkout the SKILL.md is read from.")
 def publish(run_dir: Path | None, mode: str, no_comment: bool, start: bool = False, check_run_id: int | None = None,
-            library_path: Path | None = None, links: tuple[str, ...] = ()) -> None:
+            library_path: Path | None = None, links: tuple[str, ...] = (), improve_dirs: tuple[Path, ...] = ()) -> None:
     """Post the check run, the PR comment (edited in place) and the job summary from results.json."""
     from runner.publish import github as github_mod
 
     ctx = github_mod.Context.from_env(os.environ)
     token = os.environ.get("GITHUB_TOKEN") or None
+    if improve_dirs:
+        if run_dir is not None or start:
+            fail_usage("publish --improve takes no RUN_DIR and no --start: it posts the improve folders' suggestions")
+        publish_improvements(improve_dirs, ctx, token, library_path or Path("."))
     if start:
         if run_dir is not None:
             fail_usage("publish --start takes no RUN_DIR: the run has not written one yet")
@@ -136,3 +151,31 @@ def publish(run_dir: Path | None, mode: str, no_comment: bool, start: bool = Fal
                                  check_run_id=check_run_id, path_prefix=prefix, links=labelled)
     click.echo(outcome.model_dump_json(indent=2))
     sys.exit(EXIT_FINDINGS if mode == "required" and outcome.conclusion == "failure" else EXIT_OK)
+
+
+def publish_improvements(folders: tuple[Path, ...], ctx: Context, token: str | None, library_path: Path) -> None:
+    """`publish --improve DIR...`: each folder's suggestion (runner.publish.suggestion); prints their outcomes."""
+    import json
+
+    from pydantic import ValidationError
+
+    from runner.corpus import layout
+    from runner.improve.loop import IMPROVE_JSON
+    from runner.improve.model import Improve
+    from runner.publish import github as github_mod
+    from runner.publish import suggestion
+
+    try:
+        root = layout.locate(library_path).root
+    except layout.LibraryError as exc:
+        fail_usage(f"--library: {exc}")
+    prefix, _ = github_mod.library_prefix(library_path, root)
+    records = []
+    for folder in folders:
+        try:
+            records.append(Improve.model_validate_json((folder / IMPROVE_JSON).read_text(encoding="utf-8")))
+        except (OSError, ValidationError) as exc:
+            fail_usage(f"{folder}: no readable {IMPROVE_JSON} ({type(exc).__name__})")
+    outcomes = [suggestion.publish_suggestion(record, ctx, token, root, path_prefix=prefix) for record in records]
+    click.echo(json.dumps([o.model_dump(mode="json") for o in outcomes], indent=2))
+    sys.exit(EXIT_OK)

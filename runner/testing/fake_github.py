@@ -12,6 +12,11 @@ CheckRun.edit / get_annotations, Issue.get_comments / create_comment, IssueComme
 - GET   /repos/{o}/{r}/issues/{n}/comments?per_page=100 -> [comment, ...]  (Issue.get_comments)
 - POST  /repos/{o}/{r}/issues/{n}/comments        -> 201 comment     (Issue.create_comment)
 - GET / PATCH /repos/{o}/{r}/issues/comments/{id} -> comment         (IssueComment.edit PATCHes the comment's `url`)
+- GET   /repos/{o}/{r}/pulls/{n}/files?per_page=100 -> [file, ...]  (PullRequest.get_files; `add_pull_file` seeds them)
+- GET / POST /repos/{o}/{r}/pulls/{n}/comments   -> review comments (PullRequest.get_review_comments /
+        create_review_comment); a POST whose `line` (and `start_line`) is not a RIGHT-side line of one hunk of the
+        file's patch is refused with 422, as GitHub refuses a line comment outside the pull request's diff
+- GET / PATCH /repos/{o}/{r}/pulls/comments/{id}  -> review comment (PullRequestComment.edit PATCHes its `url`)
 - GET   /repos/{o}/{r}, /repos/{o}/{r}/commits/{sha}, /repos/{o}/{r}/issues/{n}, /repos/{o}/{r}/pulls/{n}
         (only fetched by a non-lazy client; answered for completeness)
 
@@ -74,6 +79,8 @@ class FakeGitHub:
     check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
     annotations: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pull_files: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # PR number -> its changed files
+    review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     rejected: list[tuple[Recorded, Any]] = field(default_factory=list)  # (request, GitHub's answer) refused
     expect_rejections: bool = False  # a test that sends refused requests on purpose
     _next: int = 1000
@@ -135,6 +142,28 @@ class FakeGitHub:
         self.annotations[rid] = []
         return self.check_runs[rid]
 
+    def add_pull_file(self, number: int, filename: str, patch: str | None, status: str = "modified") -> None:
+        """A file the pull request changes, with its unified-diff `patch` (None: GitHub left it out, a big diff)."""
+        entry = {"sha": "f" * 40, "filename": filename, "status": status, "additions": patch.count("\n+") if patch else 0,
+                 "deletions": patch.count("\n-") if patch else 0, "changes": 0,
+                 "blob_url": f"https://github.com/{self.repository}/blob/x/{filename}",
+                 "raw_url": f"https://github.com/{self.repository}/raw/x/{filename}",
+                 "contents_url": f"{self.url}/repos/{self.repository}/contents/{filename}"}
+        if patch is not None:
+            entry["patch"] = patch
+        self.pull_files.setdefault(number, []).append(entry)
+
+    def add_review_comment(self, number: int, body: str, path: str, line: int, login: str = "someone",
+                           kind: str = "User") -> dict[str, Any]:
+        """A review comment already on the PR (a reviewer's)."""
+        cid = self.new_id()
+        self.review_comments[cid] = self._review_comment_json(cid, number, {"body": body, "path": path, "line": line,
+                                                                            "commit_id": "0" * 40}, login, kind)
+        return self.review_comments[cid]
+
+    def review_comments_on(self, number: int) -> list[dict[str, Any]]:
+        return [c for c in self.review_comments.values() if c["_pull"] == number]
+
     def writes(self) -> list[Recorded]:
         return [r for r in self.requests if r.method in ("POST", "PATCH", "PUT", "DELETE")]
 
@@ -178,6 +207,40 @@ class FakeGitHub:
                 "url": f"{base}/issues/comments/{cid}", "issue_url": f"{base}/issues/{number}",
                 "html_url": f"https://github.com/{self.repository}/pull/{number}#issuecomment-{cid}",
                 "created_at": STAMP, "updated_at": STAMP, "author_association": "NONE", "_issue": number}
+
+    def _review_comment_json(self, cid: int, number: int, data: dict[str, Any], login: str = "github-actions[bot]",
+                             kind: str = "Bot") -> dict[str, Any]:
+        base = f"{self.url}/repos/{self.repository}"
+        line = data.get("line")
+        return {"id": cid, "node_id": f"PRRC_{cid}", "pull_request_review_id": 5000 + cid, "body": data["body"],
+                "path": data["path"], "line": line, "original_line": line, "start_line": data.get("start_line"),
+                "original_start_line": data.get("start_line"), "side": data.get("side") or "RIGHT",
+                "start_side": data.get("start_side"), "commit_id": data["commit_id"],
+                "original_commit_id": data["commit_id"], "diff_hunk": "@@ fake @@", "position": 1,
+                "original_position": 1, "subject_type": data.get("subject_type") or "line",
+                "user": self._user_json(login, kind), "url": f"{base}/pulls/comments/{cid}",
+                "html_url": f"https://github.com/{self.repository}/pull/{number}#discussion_r{cid}",
+                "pull_request_url": f"{base}/pulls/{number}", "created_at": STAMP, "updated_at": STAMP,
+                "author_association": "NONE", "_pull": number}
+
+    def _diff_problem(self, number: int, data: dict[str, Any]) -> dict[str, str] | None:
+        """What GitHub says of a line comment outside the pull request's diff (None: the lines are in one hunk)."""
+        resource = "PullRequestReviewComment"
+        found = next((f for f in self.pull_files.get(number, []) if f["filename"] == data["path"]), None)
+        if found is None:
+            return {"resource": resource, "code": "invalid", "field": "pull_request_review_thread.path",
+                    "message": "pull_request_review_thread.path is invalid"}
+        line, start = data.get("line"), data.get("start_line") or data.get("line")
+        if data.get("side", "RIGHT") != "RIGHT" or not isinstance(line, int) or not isinstance(start, int):
+            return None  # only RIGHT-side line comments are modelled; the schema check covers the types
+        for first, last in right_hunks(found.get("patch") or ""):
+            if first <= line <= last:
+                if first <= start <= line:
+                    return None
+                return {"resource": resource, "code": "invalid", "field": "pull_request_review_thread.start_line",
+                        "message": "pull_request_review_thread.start_line must be part of the same hunk as the line."}
+        return {"resource": resource, "code": "invalid", "field": "pull_request_review_thread.line",
+                "message": "pull_request_review_thread.line must be part of the diff"}
 
     def _public(self, item: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in item.items() if not k.startswith("_")}
@@ -294,6 +357,29 @@ class FakeGitHub:
                 self.comments[cid]["body"] = req.body["body"]
                 self.comments[cid]["updated_at"] = "2026-11-30T12:05:00Z"
             return 200, self._public(self.comments[cid])
+        if (g := m(r"/pulls/(\d+)/files", rest)) and req.method == "GET":
+            return 200, self.pull_files.get(int(g.group(1)), [])
+        if g := m(r"/pulls/(\d+)/comments", rest):
+            number = int(g.group(1))
+            if req.method == "GET":
+                return 200, [self._public(c) for c in sorted(self.review_comments_on(number), key=lambda c: c["id"])]
+            if req.method == "POST":
+                problem = self._diff_problem(number, req.body)
+                if problem is not None:
+                    answer = github_contract.validation_failed([problem])
+                    self.rejected.append((req, answer))
+                    return 422, answer
+                cid = self.new_id()
+                self.review_comments[cid] = self._review_comment_json(cid, number, req.body)
+                return 201, self._public(self.review_comments[cid])
+        if g := m(r"/pulls/comments/(\d+)", rest):
+            cid = int(g.group(1))
+            if cid not in self.review_comments:
+                return self._not_found()
+            if req.method == "PATCH":
+                self.review_comments[cid]["body"] = req.body["body"]
+                self.review_comments[cid]["updated_at"] = "2026-11-30T12:05:00Z"
+            return 200, self._public(self.review_comments[cid])
         if (g := m(r"/(issues|pulls)/(\d+)", rest)) and req.method == "GET":
             number = int(g.group(2))
             base = f"{self.url}{prefix}"
@@ -315,3 +401,17 @@ class FakeGitHub:
     @staticmethod
     def _not_found() -> tuple[int, dict[str, Any]]:
         return 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"}
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
+
+
+def right_hunks(patch: str) -> list[tuple[int, int]]:
+    """(first, last) new-file lines of each hunk of a unified-diff patch: the RIGHT-side lines GitHub takes a line
+    comment on (added and context lines; a hunk's new-side lines are contiguous)."""
+    spans = []
+    for found in _HUNK.finditer(patch):
+        start, count = int(found.group(1)), int(found.group(2) or "1")
+        if count:
+            spans.append((start, start + count - 1))
+    return spans

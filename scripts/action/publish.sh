@@ -50,6 +50,18 @@ elif [ "${PUBLISH:-true}" = "true" ]; then
     if [ -n "${RUN_FOLDER_URL:-}" ]; then args+=(--link "run folder=$RUN_FOLDER_URL"); fi
     skill-evals "${args[@]}" || status=$?
 fi
+# improve: true — the description suggestions the run step's `skill-evals improve` left (a `better` one only; any
+# other verdict posts nothing and the job summary says why). Never a commit.
+if [ "${IMPROVE:-false}" = "true" ] && [ "${PUBLISH:-true}" = "true" ] && [ -d "${WORK_DIR:-}/improve" ]; then
+    folders=()
+    for record in "$WORK_DIR"/improve/*/improve.json; do
+        if [ -f "$record" ]; then folders+=(--improve "$(dirname "$record")"); fi
+    done
+    if [ "${#folders[@]}" -gt 0 ]; then
+        skill-evals publish "${folders[@]}" --library "${LIBRARY:-.}" \
+            || echo "::warning::skill-evals publish --improve exited $?"
+    fi
+fi
 if [ "$status" -ne 0 ]; then
     echo "::warning::skill-evals publish exited $status"
 fi

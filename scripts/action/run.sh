@@ -4,6 +4,7 @@
 # so in advisory mode eval results never fail the job. It runs only the action's own code: trusted.sh checks
 # the install step's digest first (a difference stops the step before the key is handed to anything), and
 # --untrusted-settings refuses a repository's settings that would pick a program to run beside the key.
+# With `improve: true` it then runs `skill-evals improve` for the skills the pr tier touched (below).
 set -uo pipefail
 unset GITHUB_TOKEN GH_TOKEN
 . "$GITHUB_ACTION_PATH/scripts/action/trusted.sh"
@@ -32,5 +33,46 @@ skill-evals "${args[@]}" || status=$?
 echo "exit-code=$status" >> "$GITHUB_OUTPUT"
 if [ "$status" -ne 0 ]; then
     echo "::warning::skill-evals run exited $status (mode ${MODE}); see above"
+fi
+
+# improve: true — look for a better description of each skill the pr tier's selection touched, in this step
+# because it is the one that holds the key, under what is left of the run's cap (results.json: cap minus spend).
+# Each skill gets what the skills before it left. The API host: improve has no container mode, and that host
+# executes nothing from the repository (its tools only read), so no repository code runs beside the key.
+# The suggestions are posted by the publish step (`skill-evals publish --improve`), which holds the token.
+if [ "${IMPROVE:-false}" = "true" ]; then
+    if [ "${TIER:-}" != "pr" ] || [ -z "${ANTHROPIC_API_KEY:-}" ] || [ ! -f "$RUN_DIR/results.json" ] \
+            || [ ! -f "${SELECTION:-}" ]; then
+        echo "improve: skipped (it needs the pr tier, a key, the run's results.json and the selection)"
+        exit 0
+    fi
+    mapfile -t skills < <(python3 - "$SELECTION" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1], encoding="utf-8"))
+selected = {case.get("skill") for case in data.get("cases") or []}
+for name in data.get("changed_skills") or []:
+    if name in selected:
+        print(name)
+PY
+)
+    for skill in "${skills[@]}"; do
+        left=$(python3 - "$RUN_DIR/results.json" "$WORK_DIR/improve" <<'PY'
+import json, pathlib, sys
+spend = json.load(open(sys.argv[1], encoding="utf-8"))["spend"]
+left = float(spend["cap_usd"]) - float(spend["usd"])
+for record in pathlib.Path(sys.argv[2]).glob("*/improve.json"):
+    left -= float(json.loads(record.read_text(encoding="utf-8"))["spend"]["usd"])
+print(f"{max(left, 0.0):.4f}")
+PY
+) || left="0"
+        if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$left"; then
+            improve=(improve "$skill" --library "$LIBRARY" --out "$WORK_DIR/improve/$skill" --max-usd "$left"
+                     --host api --no-library-validator --untrusted-settings)
+            if [ -n "${MODEL:-}" ]; then improve+=(--model "$MODEL"); fi
+            skill-evals "${improve[@]}" || echo "::warning::skill-evals improve $skill exited $?; no suggestion for it"
+        else
+            echo "improve $skill: skipped, the run left nothing of the cap"
+        fi
+    done
 fi
 exit 0
