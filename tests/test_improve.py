@@ -161,10 +161,15 @@ def test_the_loop_finds_the_keyword_rejects_the_greedy_candidate_and_never_shows
     assert comparison.proposed.wilson_95 and comparison.current.wilson_95
     assert comparison.proposed.wilson_95[0] > comparison.current.wilson_95[1]
     assert comparison.verdict == "better" and record.outcome.verdict == "better" and record.outcome.chosen == "r1c2"
+    # Scores count cases, not attempts: said in the file and in the table.
+    assert comparison.current.unit == comparison.proposed.unit == "cases" and "not attempts" in record.score_unit
+    assert "cases, not attempts" in done.stdout and "neighbour check was partial" not in record.outcome.summary
     # Never the test split to the proposer: no test prompt in any proposer request; every train prompt in each.
     cases = {c.uid: c for c in load_library(library, Settings())[0].cases}
+    # Round 2 (the keyword candidate still fails the yak-pen case): the same three proposals, duplicates now (the long one is too long first).
     sent = proposer_requests(fake)
-    assert len(sent) == 1
+    assert len(sent) == 2 and record.stop_reason == "no-proposals"
+    assert [c.state for c in record.candidates if c.round == 2] == ["duplicate", "duplicate", "too-long"]
     for body in sent:
         dumped = json.dumps(body, ensure_ascii=False)
         assert not [uid for uid in record.test if json.dumps(cases[uid].prompt)[1:-1] in dumped]
@@ -289,3 +294,65 @@ def test_the_cap_stops_the_loop_and_a_partial_candidate_is_not_chosen(fake: Fake
     assert record.stop_reason == "budget-cap" and record.test_comparison is None and record.outcome.verdict is None
     assert not (out / "SKILL.md.diff").exists()
     assert 0 < record.spend.usd <= 0.59
+
+
+def test_a_greedy_best_on_train_is_rejected_inside_the_round_and_the_proposer_is_told_why(
+        fake: FakeAnthropic, tmp_path: Path) -> None:
+    """Round 1 proposes only the greedy candidate: it passes every train case (so, unchecked, it would end the loop
+    with all-train-pass) but steals yak-groomer's cases. It is rejected inside round 1, the loop goes on, and the
+    round-2 request carries the rejection with the neighbour prompts it fired on; the keyword candidate follows."""
+    library = make_library(tmp_path / "lib")
+
+    def reply(body: dict[str, Any]) -> Any:  # the keyword fix once the greedy one has been tried
+        return proposals(GOOD if GREEDY in first_user_text(body) else GREEDY).fn(body)
+    fake.script(PROPOSER_MATCH, dynamic(reply))
+    out = tmp_path / "out"
+    done = improve(fake, library, out, "--max-usd", "5", "--rounds", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_improve(out)
+    by_id = {c.id: c for c in record.candidates}
+    greedy, good = by_id["r1c1"], by_id["r2c1"]
+    assert greedy.train is not None and (greedy.train.passed, greedy.train.failed) == (17, 0)
+    assert greedy.neighbours is not None and greedy.neighbours.state == "rejected"
+    broke = [f"{YAK}/evals/groom-{i}" for i in range(3)]
+    assert sorted(greedy.neighbours.broke) == broke
+    assert record.rounds[0].best == "current" and not record.rounds[0].improved  # rejected: not the round's best
+    assert record.stop_reason != "all-train-pass"
+    sent = proposer_requests(fake)
+    assert len(sent) == 2
+    second = first_user_text(sent[1])
+    assert "it made these neighbour prompts fire it" in second and GREEDY in second
+    cases = {c.uid: c for c in load_library(library, Settings())[0].cases}
+    assert all(json.dumps(cases[uid].prompt)[1:-1] in second for uid in broke)
+    assert f"fired instead: {ZOO}" in second
+    assert sorted(record.rounds[1].proposal.neighbour_uids) == broke
+    for body in sent:  # neither a test prompt nor a test uid, rejection section included
+        dumped = json.dumps(body, ensure_ascii=False)
+        assert not [uid for uid in record.test if json.dumps(cases[uid].prompt)[1:-1] in dumped]
+    assert good.neighbours is not None and good.neighbours.state == "passed"
+    assert record.outcome.chosen == "r2c1" and record.outcome.verdict == "better"
+    assert record.spend.usd <= record.spend.cap_usd
+
+
+def test_a_neighbour_case_that_errored_with_the_current_description_is_unchecked(
+        fake: FakeAnthropic, tmp_path: Path) -> None:
+    """groom-1 errors with the current description in the listing (HTTP 400 on every attempt), so whether a
+    candidate breaks it cannot be told: it is reported unchecked, the check is partial, and the verdict says so."""
+    library = make_library(tmp_path / "lib")
+
+    def flaky(body: dict[str, Any]) -> Any:
+        if "yak number 1 " in first_user_text(body) and listing_of(body).get(ZOO) == CURRENT:
+            return error(400, "invalid_request_error", "scripted failure of one neighbour case")
+        return choose(body)
+    fake.default(dynamic(flaky))
+    fake.script(PROPOSER_MATCH, proposals(GOOD))
+    out = tmp_path / "out"
+    done = improve(fake, library, out, "--max-usd", "5", "--rounds", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_improve(out)
+    assert record.neighbour_baseline is not None and record.neighbour_baseline.errored == 1
+    good = {c.id: c for c in record.candidates}["r1c1"]
+    assert good.neighbours is not None and good.neighbours.state == "partial"
+    assert good.neighbours.unchecked == [f"{YAK}/evals/groom-1"] and good.neighbours.broke == []
+    assert record.outcome.chosen == "r1c1" and "neighbour check was partial" in record.outcome.summary
+    assert "partial" in done.stdout

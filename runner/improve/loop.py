@@ -1,4 +1,4 @@
-"""The loop: rounds on train, best on train, the neighbour check, then one scoring on the held-out test split.
+"""The loop: rounds on train with the neighbour check inside them, then one scoring on the held-out test split.
 
 1. The current description is run on the train cases (N repeats, quorum k, the ordinary executor and host).
 2. Each round, the proposer (propose.py) sees the train verdicts of the best description so far and proposes
@@ -7,13 +7,20 @@
    state and never run. The others are run on train, each in a temporary copy of the library whose SKILL.md carries
    the candidate (skillmd.py), through runner.execute.run (prepare, write_plan, execute) — the same code as
    `skill-evals run`, one run folder per evaluation under `<out>/runs/`.
-3. Stop after the round limit, after a round that did not improve on train, when train has nothing left to fix, when
-   the proposer errs, or when the cap is reached.
-4. The candidates better than the current description on train (complete runs only), best first: the neighbours'
-   own cases are run with the candidate in place and compared with the same cases under the current description;
-   a candidate that makes a case that passed fail is rejected, one that leaves such a case without a result is not
-   chosen either. The first that passes is chosen.
-5. The chosen candidate and the current description are each run ONCE on the test cases. The verdict compares the
+3. Inside the round, the candidates that beat the best so far on train (complete runs only), best first and at most
+   `finalists` of them, get the neighbour check: the neighbours' own cases are run with the candidate in place and
+   compared with the same cases under the current description (run once, the first time it is needed). A candidate
+   that makes a case that passed fail is rejected; one that leaves such a case without a result is not accepted
+   either. The first accepted becomes the best so far. So a candidate that is best on train but takes a neighbour's
+   cases is never the round's best and cannot end the loop ("all-train-pass" is judged on accepted candidates
+   only); the next request shows the proposer what it broke (the neighbour cases only: never this skill's).
+   A neighbour case that had no result with the current description cannot be checked: it is `unchecked` and the
+   check `partial`, which the outcome says.
+4. Stop after the round limit, after a round in which no candidate beat the best on train, when train has nothing
+   left to fix, when the proposer errs, or when the cap is reached. A round whose better candidates were all turned
+   down by the neighbour check does not stop the loop: the rejection is new information for the next request.
+5. The best so far, when it is not the current description (so it passed the neighbour check), and the current
+   description and the current description are each run ONCE on the test cases. The verdict compares the
    95% Wilson intervals of their case pass rates: "better" only when the candidate's interval lies wholly above,
    "worse" wholly below, "no better" when they overlap, "undecided" when a test case has no result.
 
@@ -60,7 +67,7 @@ from runner.improve.model import (
     StopReason,
     Verdict,
 )
-from runner.improve.propose import ProposalRequest, Proposer, TrainCase, Tried
+from runner.improve.propose import NeighbourCase, ProposalRequest, Proposer, TrainCase, Tried
 from runner.improve.skillmd import rewrite_description
 from runner.plan.build import API_HOST_NOTE
 from runner.plan.select import SelectedCase, Selection
@@ -112,7 +119,8 @@ def start_record(inputs: Inputs) -> tuple[Improve, split_mod.Split, list[Case]]:
         candidates_per_round=bounds.candidates, listing_budget_chars=inputs.settings.listing.effective_budget,
         seed=bounds.seed, holdout=bounds.holdout, train=list(the_split.train), test=list(the_split.test),
         split_by_kind=the_split.by_kind, neighbours=split_mod.neighbours(library, skill),
-        neighbour_cases=[c.uid for c in near], spend=Spend(cap_usd=bounds.max_usd, usd=0.0),
+        neighbour_cases=[c.uid for c in near], neighbour_checks_per_round=bounds.finalists,
+        spend=Spend(cap_usd=bounds.max_usd, usd=0.0),
         outcome=Outcome(state="UNRUN", summary="not started"))
     return record, the_split, near
 
@@ -265,6 +273,40 @@ def neighbour_descriptions(library: Library, skill: str, score: Score) -> dict[s
     return {n: library.skills[n].description or "" for n in sorted(names)}
 
 
+def tried_view(library: Library, record: Improve) -> tuple[Tried, ...]:
+    """Every candidate with a train score; a rejected one with the neighbour cases it broke. Any uid of this skill's
+    own cases is dropped: split.neighbour_cases already leaves them out, and this keeps a test case out of the
+    proposer's sight whatever that selection becomes."""
+    own = set(record.train) | set(record.test)
+    by_uid = {c.uid: c for c in library.cases}
+    made = []
+    for candidate in record.candidates:
+        if candidate.train is None:
+            continue
+        check = candidate.neighbours
+        broke = check.broke if check is not None and check.state == "rejected" else []
+        shown = tuple(neighbour_case(by_uid[u], check.score if check else None) for u in broke if u not in own)
+        made.append(Tried(candidate.description, candidate.train.passed, candidate.train.failed, shown))
+    return tuple(made)
+
+
+def neighbour_case(case: Case, score: Score | None) -> NeighbourCase:
+    """A broken neighbour case as the proposer reads it: its prompt, what it expects, what the candidate did."""
+    result = next((s for s in score.cases if s.uid == case.uid), None) if score is not None else None
+    state = result.state if result is not None else "FAIL"
+    fired = f" (fired instead: {', '.join(result.fired_instead)})" if result is not None and result.fired_instead \
+        else ""
+    return NeighbourCase(uid=case.uid, prompt=case.prompt, expected=expectation(case), result=state + fired)
+
+
+def expectation(case: Case) -> str:
+    if case.kind == "no_trigger":
+        return f"{case.skill} must not fire"
+    if case.kind == "discrimination" and case.should_not_trigger:
+        return f"{case.target} must fire and {', '.join(case.should_not_trigger)} must not"
+    return f"{case.target} must fire"
+
+
 # ---- the loop ----------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -287,15 +329,16 @@ def improve(inputs: Inputs, proposer: Proposer) -> Improve:
         state = State(record=record, ledger=ledger, best=current)
         if current.train.decided == 0:
             return finish(inputs, state, ledger, undecided_baseline(current.train))
-        rounds(inputs, workspace, state, proposer)
-        chosen = choose(inputs, workspace, state, near)
+        rounds(inputs, workspace, state, proposer, near)
+        # The best so far passed the neighbour check inside its round (promote), so it is the one put to the test.
+        chosen = state.best if state.best is not current else None
         if chosen is not None:
             record.test_comparison = held_out(inputs, workspace, ledger, chosen, list(the_split.test))
             record.diff = unified_diff(workspace.original, chosen.description, record.skill_md)
     return finish(inputs, state, ledger, None)
 
 
-def rounds(inputs: Inputs, workspace: Workspace, state: State, proposer: Proposer) -> None:
+def rounds(inputs: Inputs, workspace: Workspace, state: State, proposer: Proposer, near: list[Case]) -> None:
     record = state.record
     for index in range(1, inputs.bounds.rounds + 1):
         assert state.best.train is not None
@@ -305,13 +348,11 @@ def rounds(inputs: Inputs, workspace: Workspace, state: State, proposer: Propose
         request = ProposalRequest(
             skill=inputs.skill, current=state.best.description, train=train_view(inputs.library, state.best.train),
             neighbours=neighbour_descriptions(inputs.library, inputs.skill, state.best.train),
-            tried=tuple(Tried(c.description, c.train.passed, c.train.failed) for c in record.candidates
-                        if c.train is not None),
-            count=inputs.bounds.candidates)
+            tried=tried_view(inputs.library, record), count=inputs.bounds.candidates)
         proposal = asyncio.run(proposer.propose(request, state.ledger, index))
         fresh = take_proposals(inputs, record, index, [p.description for p in proposal.candidates],
                                [p.rationale for p in proposal.candidates])
-        stop = run_round(inputs, workspace, state, index, fresh, proposal.call)
+        stop = run_round(inputs, workspace, state, index, fresh, proposal.call, near)
         if stop is not None:
             state.stop = stop
             return
@@ -333,75 +374,112 @@ def take_proposals(inputs: Inputs, record: Improve, index: int, texts: list[str]
 
 
 def run_round(inputs: Inputs, workspace: Workspace, state: State, index: int, fresh: list[Candidate],
-              call: ProposalCall) -> StopReason | None:
+              call: ProposalCall, near: list[Case]) -> StopReason | None:
     record = state.record
     if call.state != "ok":
         record.rounds.append(Round(index=index, proposal=call, candidates=[], best=state.best.id, improved=False))
         return "budget-cap" if call.state == "UNRUN" else "proposer-error"
+    capped = run_on_train(inputs, workspace, state, fresh)
+    promotion = promote(inputs, workspace, state, fresh, near, index)
+    if promotion.accepted is not None:
+        state.best = promotion.accepted
+    record.rounds.append(Round(index=index, proposal=call, candidates=[c.id for c in fresh], best=state.best.id,
+                               improved=promotion.accepted is not None))
+    if capped or promotion.capped:
+        return "budget-cap"
+    if not any(c.state == "evaluated" for c in fresh):
+        return "no-proposals"
+    if promotion.accepted is not None or promotion.turned_down:
+        return None  # a turned-down candidate is news for the proposer: the next request says what it broke
+    return "no-improvement"
+
+
+def run_on_train(inputs: Inputs, workspace: Workspace, state: State, fresh: list[Candidate]) -> bool:
+    """Each runnable candidate on train; True when the cap cut the round short."""
     capped = False
     for candidate in (c for c in fresh if c.state == "evaluated"):
         if remaining_usd(state.ledger) <= 0:
             candidate.state, candidate.reason, capped = "unrun", "budget-cap", True
             continue
-        candidate.train = run_cases(inputs, workspace, state.ledger, candidate.description, record.train,
+        candidate.train = run_cases(inputs, workspace, state.ledger, candidate.description, state.record.train,
                                     f"{candidate.id}-train")
         capped = capped or candidate.train.stop_reason == "budget-cap"
         unrun = [c for c in candidate.train.cases if c.state == "UNRUN"]
         why = next((c.reason for c in unrun if c.reason), None)
         if unrun and len(unrun) == len(candidate.train.cases):  # its run started nothing: no score to claim
             candidate.state, candidate.reason = "unrun", why
-        elif unrun:  # a partial score is not compared with complete ones (choose() skips it)
+        elif unrun:  # a partial score is not compared with complete ones (promote() skips it)
             candidate.reason = f"partial: {len(unrun)} train case(s) UNRUN ({why}); not eligible"
-    ran = [c for c in fresh if c.train is not None and c.train.unrun == 0]
-    round_best = max(ran, key=lambda c: c.train.key() if c.train else (0, 0), default=None)
+    return capped
+
+
+# ---- the neighbour check, inside each round ----------------------------------------------------------------------
+
+ACCEPTED: tuple[NeighbourState, ...] = ("passed", "partial", "no-cases")
+DECIDED = ("PASS", "FAIL")
+
+
+@dataclass(frozen=True)
+class Promotion:
+    accepted: Candidate | None  # the round's new best, checked against the neighbours
+    turned_down: int  # candidates better on train that the check rejected or could not pass
+    capped: bool  # the cap left no room for a check
+
+
+def promote(inputs: Inputs, workspace: Workspace, state: State, fresh: list[Candidate], near: list[Case],
+            index: int) -> Promotion:
+    """The round's candidates that beat the best so far on train (complete runs only), best first, at most
+    `finalists` of them, get the neighbour check; the first it accepts is the new best. The check comes before a
+    candidate counts, so one that takes a neighbour's cases can neither be the round's best nor end the loop."""
     assert state.best.train is not None
-    improved = round_best is not None and round_best.train is not None and round_best.train.key() > \
-        state.best.train.key()
-    if improved and round_best is not None:
-        state.best = round_best
-    record.rounds.append(Round(index=index, proposal=call, candidates=[c.id for c in fresh], best=state.best.id,
-                               improved=improved))
-    if capped:
-        return "budget-cap"
-    if not any(c.state == "evaluated" for c in fresh):
-        return "no-proposals"
-    return None if improved else "no-improvement"
+    floor = state.best.train.key()
+    better = sorted((c for c in fresh if c.train is not None and c.train.unrun == 0 and c.train.key() > floor),
+                    key=lambda c: c.train.key() if c.train else (0, 0), reverse=True)  # stable: earlier first
+    limit = inputs.bounds.finalists
+    for candidate in better[limit:]:  # said, so a reader does not take a missing check for a pass
+        candidate.reason = f"better on train, but past the {limit} neighbour check(s) of round {index}: not checked"
+    turned_down = 0
+    for candidate in better[:limit]:
+        candidate.neighbours = check_neighbours(inputs, workspace, state, near, candidate)
+        if candidate.neighbours.state in ACCEPTED:
+            return Promotion(candidate, turned_down, capped=False)
+        if candidate.neighbours.state == "unrun":
+            return Promotion(None, turned_down, capped=True)
+        turned_down += 1
+    return Promotion(None, turned_down, capped=False)
 
 
-# ---- after the rounds: the neighbours, then the test split -------------------------------------------------------
-
-def choose(inputs: Inputs, workspace: Workspace, state: State, near: list[Case]) -> Candidate | None:
-    current = state.record.candidates[0]
-    assert current.train is not None
-    better = [c for c in state.record.candidates[1:]
-              if c.train is not None and c.train.unrun == 0 and c.train.key() > current.train.key()]
-    better.sort(key=lambda c: c.train.key() if c.train else (0, 0), reverse=True)  # stable: earlier first on ties
+def check_neighbours(inputs: Inputs, workspace: Workspace, state: State, near: list[Case], candidate: Candidate
+                     ) -> NeighbourCheck:
     uids = [c.uid for c in near]
-    for candidate in better[: inputs.bounds.finalists]:
-        if not uids:
-            candidate.neighbours = NeighbourCheck(state="no-cases")
-            return candidate
-        if remaining_usd(state.ledger) <= 0:
-            candidate.neighbours = NeighbourCheck(state="unrun")
-            state.stop = state.stop or "budget-cap"
-            return None
-        if state.record.neighbour_baseline is None:
-            state.record.neighbour_baseline = run_cases(inputs, workspace, state.ledger, None, uids,
-                                                        "neighbours-current")
-        score = run_cases(inputs, workspace, state.ledger, candidate.description, uids, f"{candidate.id}-neighbours")
-        candidate.neighbours = neighbour_check(state.record.neighbour_baseline, score)
-        if candidate.neighbours.state == "passed":
-            return candidate
-    return None
+    if not uids:
+        return NeighbourCheck(state="no-cases")
+    record = state.record
+    if remaining_usd(state.ledger) <= 0:
+        return NeighbourCheck(state="unrun")
+    if record.neighbour_baseline is None:  # once per loop: the current description does not change
+        record.neighbour_baseline = run_cases(inputs, workspace, state.ledger, None, uids, "neighbours-current")
+        record.neighbour_unchecked = [c.uid for c in record.neighbour_baseline.cases if c.state not in DECIDED]
+    if record.neighbour_baseline.stop_reason == "budget-cap" or remaining_usd(state.ledger) <= 0:
+        return NeighbourCheck(state="unrun")  # a baseline the cap cut short would leave most cases unchecked
+    score = run_cases(inputs, workspace, state.ledger, candidate.description, uids, f"{candidate.id}-neighbours")
+    check = neighbour_check(record.neighbour_baseline, score)
+    if score.stop_reason == "budget-cap" and check.state != "rejected":  # a break seen before the cap still counts
+        check.state = "unrun"
+    return check
 
 
 def neighbour_check(baseline: Score, candidate: Score) -> NeighbourCheck:
     before = {c.uid: c.state for c in baseline.cases}
     broke = [c.uid for c in candidate.cases if before.get(c.uid) == "PASS" and c.state == "FAIL"]
-    unsure = [c.uid for c in candidate.cases if before.get(c.uid) == "PASS" and c.state not in ("PASS", "FAIL")]
-    state: NeighbourState = "rejected" if broke else ("error" if unsure else "passed")
-    return NeighbourCheck(state=state, broke=broke, unsure=unsure, score=candidate)
+    unsure = [c.uid for c in candidate.cases if before.get(c.uid) == "PASS" and c.state not in DECIDED]
+    # No result with the current description: whether the candidate breaks the case cannot be told.
+    unchecked = [c.uid for c in candidate.cases if before.get(c.uid) not in DECIDED]
+    state: NeighbourState = "rejected" if broke else "error" if unsure else "partial" if unchecked else "passed"
+    return NeighbourCheck(state=state, broke=broke, unsure=unsure, unchecked=unchecked, score=candidate)
 
+
+# ---- after the rounds: the test split ----------------------------------------------------------------------------
 
 def held_out(inputs: Inputs, workspace: Workspace, ledger: Ledger, chosen: Candidate, test: list[str]
              ) -> HeldOutComparison:
@@ -459,8 +537,8 @@ def outcome_of(record: Improve) -> Outcome:
     comparison = record.test_comparison
     if comparison is not None:
         return Outcome(state="DONE", verdict=comparison.verdict, chosen=comparison.candidate,
-                       summary=f"{comparison.candidate} on the held-out test cases: {comparison.verdict} "
-                               f"({comparison.why})")
+                       summary=f"{comparison.candidate} on the held-out test cases (counted in cases, not attempts): "
+                               f"{comparison.verdict} ({comparison.why}){partial_note(record, comparison.candidate)}")
     if errored is not None and not any(c.train for c in record.candidates[1:]):
         return Outcome(state="ERROR", reason=f"proposer: {errored.error}",
                        summary=f"ERROR: the proposer call of round {errored.round} failed ({errored.error}); no "
@@ -470,6 +548,15 @@ def outcome_of(record: Improve) -> Outcome:
     return Outcome(state="DONE", summary=f"no candidate was better than the current description on train and safe "
                                          f"for the neighbours{note} (stop: {record.stop_reason}); the test split "
                                          "was not run")
+
+
+def partial_note(record: Improve, chosen: str) -> str:
+    """Said with the verdict when the chosen candidate's neighbour check could not cover every case."""
+    check = next((c.neighbours for c in record.candidates if c.id == chosen), None)
+    if check is None or check.state != "partial":
+        return ""
+    return f"; the neighbour check was partial: {len(check.unchecked)} neighbour case(s) had no result with the " \
+           f"current description and are unchecked ({', '.join(check.unchecked)})"
 
 
 # ---- without a key: the plan -------------------------------------------------------------------------------------
@@ -498,7 +585,7 @@ def plan_only(inputs: Inputs, reason: str, proposer: Proposer) -> Improve:
         sessions_per_train_evaluation=(estimate.sessions_min, estimate.sessions_max),
         worst_session_usd=estimate.worst_session_usd, expected_session_usd=estimate.expected_session_usd,
         train_evaluations_max=1 + bounds.rounds * bounds.candidates,
-        neighbour_runs_max=(1 + bounds.finalists) if near else 0, test_runs=2, proposer_calls_max=bounds.rounds,
+        neighbour_runs_max=(1 + bounds.rounds * bounds.finalists) if near else 0, test_runs=2, proposer_calls_max=bounds.rounds,
         proposer_worst_usd=round(proposer.worst_case_usd(proposer.params(request)), 6))
     record.outcome = Outcome(state="UNRUN", reason=reason,
                              summary=f"UNRUN ({reason}): nothing was run or proposed; no result is claimed")

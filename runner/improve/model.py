@@ -15,7 +15,7 @@ SCHEMA_VERSION = 1
 DESCRIPTION_LIMIT = 1024  # the Agent Skills specification's limit on `description`
 
 CandidateState = Literal["evaluated", "duplicate", "too-long", "empty", "listing-budget", "unrun", "error"]
-NeighbourState = Literal["passed", "rejected", "error", "unrun", "no-cases"]
+NeighbourState = Literal["passed", "partial", "rejected", "error", "unrun", "no-cases"]
 Verdict = Literal["better", "no better", "worse", "undecided"]
 StopReason = Literal["round-limit", "no-improvement", "all-train-pass", "budget-cap", "proposer-error",
                      "evaluation-error", "no-proposals"]
@@ -33,8 +33,12 @@ class CaseScore(BaseModel):
 
 
 class Score(BaseModel):
-    """One description on one set of cases: one ordinary run (its folder is `run_dir`)."""
+    """One description on one set of cases: one ordinary run (its folder is `run_dir`). Every count is of CASES,
+    each decided by its k-of-N quorum; attempts (sessions) are in the run's results.json."""
 
+    unit: Literal["cases"] = Field(default="cases", description="What passed / failed / errored / unrun and the "
+                                                                "Wilson interval count: cases (one quorum verdict "
+                                                                "each over N attempts), not attempts.")
     run_dir: str
     passed: int
     failed: int
@@ -56,11 +60,18 @@ class Score(BaseModel):
 
 
 class NeighbourCheck(BaseModel):
+    """The neighbours' cases with the candidate in place, against the same cases with the current description.
+    passed: nothing that passed fails; partial: the same, but some cases had no result with the current description
+    (`unchecked`), so the check did not cover them; rejected: a case that passed fails; error: a case that passed
+    has no result with the candidate; unrun: the cap left nothing for the run; no-cases: the neighbours have none."""
+
     state: NeighbourState
     broke: list[str] = Field(default=[], description="Neighbour cases that PASSed with the current description and "
                                                      "FAIL with the candidate.")
     unsure: list[str] = Field(default=[], description="Cases that passed before and have no result now (error, "
                                                       "unrun): the check cannot pass with them.")
+    unchecked: list[str] = Field(default=[], description="Cases with no result with the current description (error, "
+                                                         "unrun): whether the candidate breaks them is not known.")
     score: Score | None = None
 
 
@@ -86,6 +97,8 @@ class ProposalCall(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     train_uids: list[str] = Field(default=[], description="The cases the prompt was built from (train only).")
+    neighbour_uids: list[str] = Field(default=[], description="Neighbour cases (never this skill's) that an earlier "
+                                                              "candidate broke, shown as the reason it was rejected.")
     proposed: int = 0
 
 
@@ -126,7 +139,8 @@ class PlannedWork(BaseModel):
     worst_session_usd: float
     expected_session_usd: float
     train_evaluations_max: int = Field(description="The current description, then rounds × candidates.")
-    neighbour_runs_max: int
+    neighbour_runs_max: int = Field(description="The current description once, then at most "
+                                                "neighbour_checks_per_round candidates in each round.")
     test_runs: int
     proposer_calls_max: int
     proposer_worst_usd: float
@@ -162,6 +176,10 @@ class Improve(BaseModel):
     split_by_kind: dict[str, tuple[int, int]] = Field(description="kind -> (train, test) case counts.")
     neighbours: list[str]
     neighbour_cases: list[str]
+    neighbour_checks_per_round: int = Field(default=2, description="At most this many candidates per round, best "
+                                                                   "on train first, get the neighbour check.")
+    neighbour_unchecked: list[str] = Field(default=[], description="Neighbour cases with no result with the current "
+                                                                   "description: no candidate was checked on them.")
     rounds: list[Round] = []
     candidates: list[Candidate] = []
     stop_reason: StopReason | None = None
@@ -172,4 +190,8 @@ class Improve(BaseModel):
     outcome: Outcome
     diff: str | None = Field(default=None, description="Unified diff of SKILL.md with the chosen candidate.")
     not_shown_to_proposer: str = ("The test cases, their prompts and their verdicts are never part of a proposer "
-                                  "request; the test split is run only after the last round, once per description.")
+                                  "request; the test split is run only after the last round, once per description. "
+                                  "A request holds the train cases and, for a rejected candidate, the neighbour "
+                                  "cases it broke (never cases of this skill).")
+    score_unit: str = ("Every score counts cases, not attempts: a case is one k-of-N quorum verdict over N attempts; "
+                       "the Wilson intervals are over decided cases.")

@@ -2,9 +2,10 @@
 
 What it sees is built here and nowhere else, from exactly: the skill's name and current description, the TRAIN
 cases with their train verdicts (what fired instead, for a failure), the neighbours' descriptions (so a fix does not
-take a neighbour's cases), and the earlier candidates with their TRAIN scores. `build_request` takes no test case
-and no score of one, so no test prompt or verdict can reach the proposer (tests/test_improve.py asserts it on the
-fake's request log).
+take a neighbour's cases), the earlier candidates with their TRAIN scores, and for a candidate the neighbour check
+rejected, the neighbour cases it broke — the neighbours' own cases, never this skill's (split.neighbour_cases leaves
+them out, and the loop drops any test uid besides). A request takes no test case and no score of one, so no test
+prompt or verdict can reach the proposer (tests/test_improve.py asserts it on the fake's request log).
 
 The call reserves its worst case (the request's characters / 4 as input tokens, max_tokens as output) against the
 loop's Ledger before it is made and settles at the usage the API reports. Any failure — an HTTP error after the
@@ -40,7 +41,8 @@ requests it is not for — above all those a neighbouring skill handles.
 
 You are given the skill's current description, its neighbours' descriptions, and training cases with what happened \
 when each was run with the current description (PASS: right; FAIL: the skill fired when it should not, or did not \
-fire when it should). Earlier candidates and their training scores may follow.
+fire when it should). Earlier candidates and their training scores may follow; a candidate marked rejected scored \
+well on training but made a neighbour's own requests fire this skill: do not repeat what it claimed.
 
 Write descriptions that generalise: describe the kind of request and the user's intent, not the wording of the \
 examples. Never copy a case prompt. Do not claim a neighbour's territory: where a neighbour fits a request better, \
@@ -84,11 +86,21 @@ class TrainCase:
 
 
 @dataclass(frozen=True)
+class NeighbourCase:
+    """A neighbour's case that a rejected candidate made fail (the reason it was rejected)."""
+    uid: str
+    prompt: str
+    expected: str  # e.g. "yak-groomer must fire"
+    result: str  # with the candidate in place, e.g. "FAIL (fired instead: zoo-keeper)"
+
+
+@dataclass(frozen=True)
 class Tried:
-    """An earlier candidate and its TRAIN score."""
+    """An earlier candidate and its TRAIN score; `rejected` holds the neighbour cases it broke, when it was."""
     description: str
     passed: int
     failed: int
+    rejected: tuple[NeighbourCase, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,15 @@ def _case_line(case: TrainCase) -> str:
     return json.dumps({"prompt": case.prompt, "expected": expect, "result": result}, ensure_ascii=False)
 
 
+def _tried_line(tried: Tried) -> str:
+    entry: dict[str, Any] = {"description": tried.description, "passed": tried.passed, "failed": tried.failed}
+    if tried.rejected:
+        entry["rejected"] = "it made these neighbour prompts fire it (a neighbour's case that passed now fails)"
+        entry["neighbour_prompts"] = [{"prompt": c.prompt, "expected": c.expected, "result": c.result}
+                                      for c in tried.rejected]
+    return json.dumps(entry, ensure_ascii=False)
+
+
 def user_message(request: ProposalRequest) -> str:
     """The whole user message; built from train cases only (module docstring)."""
     failing = [c for c in request.train if c.state != "PASS"]
@@ -128,8 +149,7 @@ def user_message(request: ProposalRequest) -> str:
              "</train-cases>"]
     if request.tried:
         parts.append("Earlier candidates and their training scores:\n" + "\n".join(
-            json.dumps({"description": t.description, "passed": t.passed, "failed": t.failed}, ensure_ascii=False)
-            for t in request.tried))
+            _tried_line(t) for t in request.tried))
     parts.append(f"Propose {request.count} different descriptions, each at most {DESCRIPTION_LIMIT} characters.")
     return "\n\n".join(parts)
 
@@ -168,7 +188,8 @@ class Proposer:
     async def propose(self, request: ProposalRequest, ledger: Ledger, round_index: int) -> Proposal:
         params = self.params(request)
         call = ProposalCall(round=round_index, model=self.model, state="UNRUN",
-                            train_uids=[c.uid for c in request.train])
+                            train_uids=[c.uid for c in request.train],
+                            neighbour_uids=[c.uid for t in request.tried for c in t.rejected])
         worst = self.worst_case_usd(params)
         reservation = await ledger.reserve(worst, f"proposer round {round_index}")
         if reservation is None:

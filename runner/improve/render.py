@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from runner.improve.model import Improve, PlannedWork, Score
+from runner.improve.model import Improve, NeighbourCheck, PlannedWork, Score
 
 
 def _score(score: Score | None) -> str:
@@ -14,6 +14,13 @@ def _score(score: Score | None) -> str:
     interval = f" [{score.wilson_95[0]:.2f}, {score.wilson_95[1]:.2f}]" if score.wilson_95 else ""
     extra = "".join(f", {n} {what}" for n, what in ((score.errored, "error"), (score.unrun, "unrun")) if n)
     return f"{score.passed}/{score.decided}{interval}{extra}"
+
+
+def _check(check: NeighbourCheck) -> str:
+    """The counts only: the cases are listed in improve.json (a narrow terminal cuts a list)."""
+    counts = [f"{len(uids)} {what}" for uids, what in ((check.broke, "broke"), (check.unsure, "no result"),
+                                                      (check.unchecked, "unchecked")) if uids]
+    return check.state + (f" ({', '.join(counts)})" if counts else "")
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -29,13 +36,13 @@ def print_improve(record: Improve, console: Console) -> None:
     if record.planned is not None:
         print_plan(record.planned, record.spend.cap_usd, console)
     else:
-        table = Table(title="Candidates (train scores: cases passed / decided, Wilson 95%)")
+        # Cases, not attempts: each case is one k-of-N quorum verdict; the attempts are in each run's folder.
+        table = Table(title=f"Candidates (train: cases passed / decided — cases, not attempts; each case a "
+                            f"{record.quorum}-of-{record.repeats} quorum verdict; Wilson 95%)")
         for column in ("id", "state", "train", "neighbours", "chars", "description"):
             table.add_column(column)
         for c in record.candidates:
-            # The count only: the cases it broke are listed in improve.json (a narrow terminal cuts a list).
-            check = c.neighbours.state + (f" ({len(c.neighbours.broke)} broke)" if c.neighbours.broke else "") \
-                if c.neighbours else "—"
+            check = _check(c.neighbours) if c.neighbours else "—"
             state = c.state + (f": {c.reason}" if c.reason else "")
             table.add_row(c.id, _short(state, 40), _score(c.train), _short(check, 40), str(c.chars),
                           _short(c.description))
@@ -45,7 +52,8 @@ def print_improve(record: Improve, console: Console) -> None:
                 console.print(f"Round {r.index}: proposer {r.proposal.state}: {r.proposal.error}", markup=False)
         comparison = record.test_comparison
         if comparison is not None:
-            console.print(f"Held-out test: current {_score(comparison.current)}, {comparison.candidate} "
+            console.print(f"Held-out test (cases passed / decided, not attempts): current "
+                          f"{_score(comparison.current)}, {comparison.candidate} "
                           f"{_score(comparison.proposed)} → {comparison.verdict}", markup=False)
         console.print(f"Stop: {record.stop_reason}. Spend ${record.spend.usd:.4f} of ${record.spend.cap_usd:.2f} "
                       f"(sessions ${record.spend.sessions_usd:.4f}, proposer ${record.spend.proposer_usd:.4f})",
