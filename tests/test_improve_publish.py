@@ -229,7 +229,9 @@ def test_any_other_verdict_posts_nothing_and_the_summary_says_why(tmp_path: Path
         gh.add_pull_file(PR, IN_REPO, patch_around(1, 9))
         ctx = context(gh, tmp_path)
         outcome = publish(record(verdict), ctx, root)
-        assert gh.requests == [] and outcome.posted == "nothing" and outcome.action == "skipped"
+        # It looks for an earlier suggestion to withdraw (GETs only); with none there, it writes nothing.
+        assert gh.writes() == [] and outcome.posted == "nothing" and outcome.action == "skipped"
+        assert outcome.withdrawn == []
     summary = ctx.step_summary.read_text(encoding="utf-8")  # type: ignore[union-attr]
     assert "no suggestion was posted" in summary
     assert (repr(verdict) in summary) if verdict else ("none was better on train" in summary)
@@ -240,8 +242,86 @@ def test_a_skill_md_that_changed_since_improve_posts_nothing(tmp_path: Path) -> 
     with FakeGitHub(token=TOKEN) as gh:
         gh.add_pull_file(PR, IN_REPO, patch_around(1, 9))
         outcome = publish(record(), context(gh, tmp_path), root)
-        assert gh.requests == [] and outcome.posted == "nothing"
+        assert gh.writes() == [] and outcome.posted == "nothing"
         assert any("no longer carries the description" in n for n in outcome.notes)
+
+
+# ---- a suggestion that is no longer true is withdrawn, never deleted -------------------------------------------------
+
+def assert_withdrawn(body: str, why: str) -> None:
+    """The comment still carries the marker (a later `better` finds it again), says it is withdrawn and why, and holds
+    no suggestion block, so it cannot be accepted in one click."""
+    assert body.startswith(suggestion.marker("demo")) and "withdrawn" in body and why in body
+    assert "suggestion" not in [line.lstrip("`") for line in body.splitlines() if line.startswith("```")]
+    assert description_line(NEW) not in body
+
+
+@pytest.mark.parametrize("later", ["no better", "worse", "undecided", None, "UNRUN"])
+def test_a_later_verdict_that_is_not_better_withdraws_the_earlier_review_comment(tmp_path: Path,
+                                                                                 later: str | None) -> None:
+    root = library(tmp_path)
+    with FakeGitHub(token=TOKEN) as gh:
+        gh.add_pull_file(PR, IN_REPO, patch_around(1, 9))
+        gh.add_review_comment(PR, "Nice change", IN_REPO, 3)  # a reviewer's, left alone
+        ctx = context(gh, tmp_path)
+        first = publish(record(), ctx, root)
+        assert first.posted == "review-comment"
+        if later == "UNRUN":  # the later improve found nothing at all (no key, the kill switch, no cap)
+            rec = record(None)
+            rec.outcome = Outcome(state="UNRUN", reason="no-credentials", summary="nothing ran")
+        else:
+            rec = record(later)
+        before = len(gh.requests)
+        outcome = publish(rec, ctx, root)
+        assert (outcome.posted, outcome.action) == ("nothing", "updated")
+        assert outcome.withdrawn == [first.comment_url]
+        # Edited in place (PATCH), never deleted; the reviewer's comment untouched.
+        writes = [(r.method, r.path) for r in gh.requests[before:] if r.method != "GET"]
+        assert writes == [("PATCH", f"/repos/acme/skills/pulls/comments/{first.comment_id}")]
+        assert len(gh.review_comments_on(PR)) == 2
+        mine = gh.review_comments[first.comment_id]
+        why = {"no better": "'no better'", "worse": "'worse'", "undecided": "'undecided'",
+               None: "none was better on train", "UNRUN": "improve ended UNRUN"}[later]
+        assert_withdrawn(mine["body"], why)
+        assert any(c["body"] == "Nice change" for c in gh.review_comments_on(PR))
+        # A second publish with the same verdict writes nothing more (already withdrawn, for the same reason).
+        again = len(gh.requests)
+        assert publish(rec, ctx, root).withdrawn == [] and [r for r in gh.requests[again:] if r.method != "GET"] == []
+        # A later `better` brings the suggestion back in the same comment.
+        back = publish(record(), ctx, root)
+        assert (back.action, back.comment_id) == ("updated", first.comment_id)
+        assert suggested(gh.review_comments[first.comment_id]["body"]) == [description_line(NEW)]
+        assert_in_contract(gh)
+    summary = ctx.step_summary.read_text(encoding="utf-8")  # type: ignore[union-attr]
+    assert "the earlier suggestion" in summary and "was withdrawn" in summary
+
+
+def test_a_withdrawn_pr_comment_loses_its_diff(tmp_path: Path) -> None:
+    """The fallback PR comment (the line was not in the diff) is withdrawn the same way."""
+    root = library(tmp_path)
+    with FakeGitHub(token=TOKEN) as gh:
+        gh.add_pull_file(PR, IN_REPO, patch_around(7, 9))
+        ctx = context(gh, tmp_path)
+        first = publish(record(), ctx, root)
+        assert first.posted == "pr-comment"
+        outcome = publish(record("worse"), ctx, root)
+        assert outcome.withdrawn == [first.comment_url] and outcome.action == "updated"
+        (comment,) = gh.comments_on(PR)
+        assert_withdrawn(comment["body"], "'worse'") and "```diff" not in comment["body"]
+        assert_in_contract(gh)
+
+
+def test_a_description_the_author_changed_since_withdraws_the_suggestion(tmp_path: Path) -> None:
+    """The suggestion would replace text the author has since rewritten: withdrawn, not left to be accepted."""
+    root = library(tmp_path)
+    with FakeGitHub(token=TOKEN) as gh:
+        gh.add_pull_file(PR, IN_REPO, patch_around(1, 9))
+        ctx = context(gh, tmp_path)
+        first = publish(record(), ctx, root)
+        (root / SKILL_MD).write_text(ONE_LINE.replace(OLD, "Something the author wrote since."), encoding="utf-8")
+        outcome = publish(record(), ctx, root)
+        assert outcome.withdrawn == [first.comment_url]
+        assert_withdrawn(gh.review_comments[first.comment_id]["body"], "no longer carries the description")
 
 
 # ---- the command, and the token ---------------------------------------------------------------------------------

@@ -14,6 +14,12 @@ Where it goes:
   description's lines are not in one hunk (the PR did not touch that part of SKILL.md, or GitHub left the patch out),
   the suggestion goes into a PR (issue) comment instead, with the diff, and the outcome says so.
 
+Withdrawn, never deleted: when a later publish for the same skill posts nothing (any verdict but `better`, an improve
+that ended ERROR/UNRUN, a description the author has changed since), an earlier comment with the skill's marker would
+still offer a one-click change the evidence no longer supports. It is edited (PATCH) to say it is withdrawn and why,
+with the suggestion block or diff removed; the marker stays, so a later `better` brings the suggestion back in the
+same comment. Deleting it silently would erase what the reviewers saw.
+
 Idempotent: the body starts with a hidden marker naming the skill. A later publish edits the comment carrying it
 (PATCH) when it sits on the same path and lines; a comment GitHub has moved off those lines (a new push) is edited
 to say it was superseded, without the marker, and a new one is made.
@@ -55,6 +61,7 @@ class SuggestionOutcome(BaseModel):
     comment_url: str | None = None
     path: str | None = None
     lines: tuple[int, int] | None = None
+    withdrawn: list[str] = []  # URLs of earlier suggestions edited to say they are withdrawn
     notes: list[str] = []
 
 
@@ -200,6 +207,33 @@ def _pr_comment(repo: Any, number: int, text: str, outcome: SuggestionOutcome) -
         outcome.comment_id, outcome.comment_url, outcome.action = ours.id, ours.html_url, "updated"
 
 
+def withdrawn_body(skill: str, reason: str) -> str:
+    """An earlier suggestion, withdrawn: the marker (so a later `better` edits this comment again), what happened and
+    why, and no suggestion block or diff, so nothing is left to accept in one click."""
+    return gh.clip_bytes("\n".join([
+        marker(skill),
+        f"**skill-evals improve: the earlier suggestion for {markdown.escape(skill)} is withdrawn.**", "",
+        f"A later improve run for this skill does not support it: {markdown.escape(reason)}.", "",
+        "The suggested change was removed from this comment so it cannot be accepted by mistake; that run's "
+        "improve.json (in the workflow run's run folder artifact) has the figures. skill-evals never commits or pushes.",
+    ]) + "\n")
+
+
+def _withdraw(client: Any, ctx: gh.Context, skill: str, reason: str, outcome: SuggestionOutcome) -> None:
+    """Edit every comment of this pull request that carries the skill's marker (review comments and the PR-comment
+    fallback) to the withdrawn text; one already saying exactly that is left alone, so a re-run writes nothing."""
+    assert ctx.repository and ctx.pr_number is not None
+    repo = client.get_repo(ctx.repository)
+    mine, text = marker(skill), withdrawn_body(skill, reason)
+    comments = [*repo.get_pull(ctx.pr_number).get_review_comments(), *repo.get_issue(ctx.pr_number).get_comments()]
+    for comment in comments:
+        if (comment.body or "").startswith(mine) and comment.body != text:
+            comment.edit(text)
+            outcome.withdrawn.append(comment.html_url)
+    if outcome.withdrawn:
+        outcome.action = "updated"
+
+
 def _post(client: Any, ctx: gh.Context, record: Improve, target: Target, outcome: SuggestionOutcome) -> None:
     assert ctx.repository and ctx.pr_number is not None and ctx.head_sha
     repo = client.get_repo(ctx.repository)
@@ -224,6 +258,8 @@ def _summary_line(outcome: SuggestionOutcome) -> str:
         said = f"the suggested change was {outcome.action} as a PR comment"
     else:
         said = "no suggestion was posted"
+    if outcome.withdrawn:
+        said += "; the earlier suggestion (" + ", ".join(outcome.withdrawn) + ") was withdrawn"
     why = "; ".join(markdown.escape(n) for n in outcome.notes)
     return f"> **skill-evals improve {markdown.escape(outcome.skill)}:** {said}" + (f". Why: {why}" if why else "")
 
@@ -246,6 +282,15 @@ def publish_suggestion(record: Improve, ctx: gh.Context, token: str | None, libr
             outcome.path, outcome.lines = target.path, (target.first, target.last)
         except (OSError, ValueError) as exc:
             reason = f"the description's line could not be placed, so nothing was posted: {exc}"
+    if blocked is None and ctx.pr_number is not None and (reason is not None or target is None):
+        # Nothing to suggest now: an earlier suggestion for this skill must not stay acceptable (module docstring).
+        client = gh._client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        try:
+            _withdraw(client, ctx, record.skill, reason or "no target", outcome)
+        except (GithubException, requests.RequestException) as exc:
+            notes.append(gh._why(exc, "withdrawing the earlier suggestion", "pull-requests"))
+        finally:
+            client.close()
     if reason is not None or target is None:
         notes.append(reason or "no target")
     elif blocked is not None:
