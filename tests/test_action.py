@@ -173,6 +173,22 @@ def test_example_workflows_are_safe() -> None:
     assert "skill-evals merge" in merge_text and "--format markdown" in merge_text and "skill-evals publish" in merge_text
 
 
+def test_improve_output_goes_into_the_uploaded_run_folder() -> None:
+    """improve: true — the run step writes each skill's improve folder inside the run folder, which the upload step
+    uploads (before the publish step, which links it): improve.json, SKILL.md.diff and their runs reach the artifact.
+    No step keeps improve output outside it (the work folder is not uploaded)."""
+    steps = {s.get("id"): s for s in steps_of(load_action())}
+    ids = list(steps)
+    run_script = (REPO / "scripts" / "action" / "run.sh").read_text(encoding="utf-8")
+    publish_script = (REPO / "scripts" / "action" / "publish.sh").read_text(encoding="utf-8")
+    assert '--out "$RUN_DIR/improve/$skill"' in run_script and "WORK_DIR" not in run_script
+    assert "WORK_DIR" not in steps["run"]["env"] and "WORK_DIR" not in steps["publish"]["env"]
+    assert steps["upload-run"]["with"]["path"] == "${{ steps.run.outputs.run-dir }}"
+    assert ids.index("run") < ids.index("upload-run") < ids.index("publish")
+    assert steps["publish"]["env"]["RUN_FOLDER_URL"] == "${{ steps.upload-run.outputs.artifact-url }}"
+    assert '"$RUN_DIR"/improve/*/improve.json' in publish_script and "RUN_FOLDER_URL" in publish_script
+
+
 # ---- (b) the simulated job --------------------------------------------------------------------------------
 
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -232,7 +248,11 @@ class SimulatedRunner:
     """Runs a composite action's steps the way a GitHub-hosted runner does, for the expressions it uses."""
 
     def __init__(self, tmp: Path, workspace: Path, inputs: dict[str, str], event_name: str, event: dict,
-                 job_env: dict[str, str] | None = None, action_path: Path = REPO) -> None:
+                 job_env: dict[str, str] | None = None, action_path: Path = REPO,
+                 artifact_urls: bool = False) -> None:
+        # artifact_urls: an upload step gets the `artifact-url` output actions/upload-artifact gives, so the publish
+        # step's links can be checked (off by default: the other tests assert publish's exact arguments without them).
+        self.artifact_urls = artifact_urls
         self.action_path = action_path  # the action's checkout ($GITHUB_ACTION_PATH); a copy when a test may harm it
         self.action = load_action(action_path / "action.yml")
         self.tmp, self.workspace = tmp, workspace
@@ -337,7 +357,12 @@ class SimulatedRunner:
                 continue
             if "uses" in step:
                 resolved = {k: self.resolve(v) for k, v in (step.get("with") or {}).items()}
-                results.append(StepRun(name, step_id, "uses", with_=resolved, condition=True))
+                outputs = {}
+                if self.artifact_urls and step_id and str(step["uses"]).startswith("actions/upload-artifact@"):
+                    outputs = {"artifact-id": str(index),
+                               "artifact-url": f"https://github.com/acme/skills/actions/runs/1/artifacts/{index}"}
+                    self.step_outputs[step_id] = outputs
+                results.append(StepRun(name, step_id, "uses", outputs=outputs, with_=resolved, condition=True))
                 continue
             files = {kind: self.tmp / f"step{index}_{kind}" for kind in ("output", "summary", "env", "path")}
             for path in files.values():
@@ -1064,3 +1089,131 @@ def test_the_digest_names_what_changed_and_trusts_no_manifest(tmp_path: Path) ->
     assert forged.returncode == 1 and "manifest" in forged.stdout and "missing or was changed" in forged.stdout
     other = verify("check", digest, "--dir", str(temp), "--bin", "/usr/bin/skill-evals", "--action", str(action))
     assert other.returncode == 1
+
+
+# ---- improve: true, a whole simulated job against the fake Messages API and the fake GitHub ---------------------------
+
+IMPROVE_KEY = "sk-ant-improve-job-3b9d72"
+IMPROVE_TOKEN = "ghs-improve-job-c41e88"
+
+
+def improve_workspace(root: Path) -> tuple[Path, str, str, str]:
+    """A git repository holding test_improve's zoo library (settings: the api host, in the base commit so the pr tier
+    selects by skill); the pull request rewrites zoo-keeper's description. Returns the workspace, base, head and the
+    patch of zoo-keeper's SKILL.md as GitHub lists it (the hunks of `git diff`)."""
+    from tests.test_improve import CURRENT, ZOO, make_library
+
+    workspace = make_library(root / "workspace")
+    (workspace / ".skill-evals.toml").write_text('[run]\nhost = "api"\n', encoding="utf-8")
+    skill_md = workspace / ".claude" / "skills" / ZOO / "SKILL.md"
+    text = skill_md.read_text(encoding="utf-8")
+    skill_md.write_text(text.replace(json.dumps(CURRENT), json.dumps("Looks after animals.")), encoding="utf-8")
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "base")
+    base = git(workspace, "rev-parse", "HEAD")
+    skill_md.write_text(text, encoding="utf-8")
+    git(workspace, "commit", "-q", "-am", "head: zoo-keeper's description")
+    head = git(workspace, "rev-parse", "HEAD")
+    diff = git(workspace, "diff", base, head, "--", f".claude/skills/{ZOO}/SKILL.md")
+    return workspace, base, head, diff[diff.index("@@"):] + "\n"
+
+
+@pytest.fixture(scope="module")
+def improve_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, Path, object, object]:
+    """The whole action (every step of action.yml, in order, with the env it gives each) on a pull request, improve:
+    true, a key input and a token input; the Messages API is the fake on 127.0.0.1, scripted as test_improve's model
+    (zoo-keeper fires on a zebra prompt only when its description says "zebra"; the proposer offers that fix); the
+    GitHub API is the fake on 127.0.0.1 holding the PR's real diff."""
+    from runner.improve.propose import PROPOSER_MATCH
+    from runner.testing.fake_anthropic import FakeAnthropic, dynamic
+    from runner.testing.fake_github import FakeGitHub
+    from tests.test_improve import GOOD, ZOO, choose, proposals
+
+    tmp = tmp_path_factory.mktemp("action_improve")
+    workspace, base, head, patch = improve_workspace(tmp)
+    inputs = {"library": ".", "anthropic-api-key": IMPROVE_KEY, "github-token": IMPROVE_TOKEN, "improve": "true",
+              "comment": "false", "max-usd": "8", **HOST}
+    with FakeAnthropic() as messages, FakeGitHub(token=IMPROVE_TOKEN, repository="acme/skills") as github:
+        messages.default(dynamic(choose))
+        messages.script(PROPOSER_MATCH, proposals(GOOD))
+        github.add_pull_file(7, f".claude/skills/{ZOO}/SKILL.md", patch)
+        job_env = {"ANTHROPIC_BASE_URL": messages.url, "GITHUB_API_URL": github.url}
+        job = SimulatedRunner(tmp, workspace, inputs, "pull_request", pr_event(base, head), job_env,
+                              artifact_urls=True).run()
+    return job, tmp, messages, github
+
+
+def test_improve_runs_for_the_changed_skill_only_within_what_the_run_left(improve_job) -> None:
+    job, _, _, _ = improve_job
+    assert not job.failed, "\n".join(f"{s.name}:\n{s.output}" for s in job.steps)
+    selection = json.loads(Path(job.step("select").outputs["selection-path"]).read_text(encoding="utf-8"))
+    assert selection["changed_skills"] == ["zoo-keeper"]
+    assert {c["skill"] for c in selection["cases"]} > {"zoo-keeper"}  # its neighbours' cases ran too
+    improves = [c for c in job.calls if c["argv"][0] == "improve"]
+    assert [c["argv"][1] for c in improves] == ["zoo-keeper"], improves
+    (call,) = improves
+    assert call["ANTHROPIC_API_KEY"] == IMPROVE_KEY and call["GITHUB_TOKEN"] is None
+    argv = call["argv"]
+    run_dir = Path(job.outputs["run-dir"])
+    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    assert results["spend"]["cap_usd"] == 8 and results["spend"]["usd"] > 0  # the run did spend
+    left = float(argv[argv.index("--max-usd") + 1])
+    assert left == pytest.approx(8 - results["spend"]["usd"], abs=1e-4)
+    assert ["--host", "api"] == argv[argv.index("--host"):][:2] and "--untrusted-settings" in argv
+    record = json.loads((run_dir / "improve" / "zoo-keeper" / "improve.json").read_text(encoding="utf-8"))
+    assert record["spend"]["cap_usd"] == pytest.approx(left) and 0 < record["spend"]["usd"] <= left
+    assert record["outcome"]["verdict"] == "better"
+
+
+def test_improve_output_is_inside_the_uploaded_run_folder_and_the_summary_links_it(improve_job) -> None:
+    job, _, _, _ = improve_job
+    run_dir = Path(job.outputs["run-dir"])
+    upload = job.step("upload-run")
+    assert upload.kind == "uses" and upload.with_["path"] == str(run_dir)
+    folder = run_dir / "improve" / "zoo-keeper"
+    assert (folder / "improve.json").is_file() and (folder / "SKILL.md.diff").is_file()
+    assert (folder / "runs" / "r0-current-train" / "results.json").is_file()
+    assert "improve/zoo-keeper/" in job.summary and upload.outputs["artifact-url"] in job.summary
+
+
+def test_improve_posts_one_suggestion_to_github_within_its_contract(improve_job) -> None:
+    from runner.testing import github_contract
+    from tests.test_improve import GOOD
+
+    job, _, _, github = improve_job
+    comments = [c for c in github.review_comments_on(7) if "skill-evals-improve:zoo-keeper" in c["body"]]
+    assert len(comments) == 1 and len(github.review_comments) == 1 and not github.comments
+    (made,) = comments
+    assert (made["path"], made["line"], made["commit_id"]) == (".claude/skills/zoo-keeper/SKILL.md", 3,
+                                                                job.step("context").outputs["head"])
+    assert f"```suggestion\ndescription: {json.dumps(GOOD)}\n```" in made["body"]
+    contract = github_contract.load()
+    for request in github.requests:
+        operation, problems = contract.check(request.method, request.path, request.query, request.raw)
+        assert operation is not None and problems == [], (request.method, request.path, problems)
+    assert github.rejected == []
+    publishes = [c for c in job.calls if c["argv"][0] == "publish"]
+    assert ["--improve", str(Path(job.outputs["run-dir"]) / "improve" / "zoo-keeper")] == \
+        publishes[-1]["argv"][1:3]
+
+
+def test_improve_the_key_stays_in_the_run_step_and_the_token_out_of_it(improve_job) -> None:
+    job, tmp, messages, github = improve_job
+    for call in job.calls:
+        if call["argv"][0] in ("run", "improve"):
+            assert call["GITHUB_TOKEN"] is None, call["argv"]
+        else:
+            assert call["ANTHROPIC_API_KEY"] is None, call["argv"]
+    # The harness's own spy log records which secret each call could see (that is how the lines above know): it is
+    # the test's instrument, not a file of the job.
+    assert [f for f in files_holding(tmp, IMPROVE_KEY, IMPROVE_TOKEN) if not f.startswith(f"{tmp / 'spy.jsonl'} ")] == []
+    everything = "\n".join(s.output for s in job.steps) + job.summary + json.dumps(job.outputs)
+    assert IMPROVE_KEY not in everything and IMPROVE_TOKEN not in everything
+    for request in github.requests:
+        assert IMPROVE_KEY not in request.raw + request.path + json.dumps(request.headers)
+    # The key did reach the Messages API (the run and improve sent real requests), only there.
+    assert messages.message_requests
+    # (the SDK sends it as x-api-key or, on the host's auth path, in the Authorization header)
+    assert all(IMPROVE_KEY in r.headers.get("x-api-key", "") + r.headers.get("authorization", "")
+               for r in messages.message_requests)

@@ -50,18 +50,6 @@ elif [ "${PUBLISH:-true}" = "true" ]; then
     if [ -n "${RUN_FOLDER_URL:-}" ]; then args+=(--link "run folder=$RUN_FOLDER_URL"); fi
     skill-evals "${args[@]}" || status=$?
 fi
-# improve: true — the description suggestions the run step's `skill-evals improve` left (a `better` one only; any
-# other verdict posts nothing and the job summary says why). Never a commit.
-if [ "${IMPROVE:-false}" = "true" ] && [ "${PUBLISH:-true}" = "true" ] && [ -d "${WORK_DIR:-}/improve" ]; then
-    folders=()
-    for record in "$WORK_DIR"/improve/*/improve.json; do
-        if [ -f "$record" ]; then folders+=(--improve "$(dirname "$record")"); fi
-    done
-    if [ "${#folders[@]}" -gt 0 ]; then
-        skill-evals publish "${folders[@]}" --library "${LIBRARY:-.}" \
-            || echo "::warning::skill-evals publish --improve exited $?"
-    fi
-fi
 if [ "$status" -ne 0 ]; then
     echo "::warning::skill-evals publish exited $status"
 fi
@@ -69,6 +57,30 @@ fi
 # before writing) the report is rendered here from the same results.json.
 if [ -f "$RUN_DIR/results.json" ] && [ ! -s "$GITHUB_STEP_SUMMARY" ]; then
     skill-evals report "$RUN_DIR" --format markdown >> "$GITHUB_STEP_SUMMARY" || true
+fi
+# improve: true — the description suggestions the run step's `skill-evals improve` left in the run folder
+# ($RUN_DIR/improve/<skill>/): a `better` one is posted, any other verdict posts nothing (and withdraws an earlier
+# suggestion for that skill); the job summary says why. Never a commit. After the report above, so its lines never
+# stand in for the report in the summary check. The summary then says where the evidence is: the run folder artifact.
+if [ "${IMPROVE:-false}" = "true" ] && [ -d "$RUN_DIR/improve" ]; then
+    folders=()
+    names=()
+    for record in "$RUN_DIR"/improve/*/improve.json; do
+        if [ -f "$record" ]; then
+            folders+=(--improve "$(dirname "$record")")
+            names+=("improve/$(basename "$(dirname "$record")")/")
+        fi
+    done
+    if [ "${#folders[@]}" -gt 0 ] && [ "${PUBLISH:-true}" = "true" ]; then
+        skill-evals publish "${folders[@]}" --library "${LIBRARY:-.}" \
+            || echo "::warning::skill-evals publish --improve exited $?"
+    fi
+    if [ "${#names[@]}" -gt 0 ]; then
+        where="the run folder artifact"
+        if [ -n "${RUN_FOLDER_URL:-}" ]; then where="the [run folder artifact]($RUN_FOLDER_URL)"; fi
+        printf '> **skill-evals improve output** (improve.json, SKILL.md.diff and the runs behind them): %s of %s.\n\n' \
+            "${names[*]}" "$where" >> "$GITHUB_STEP_SUMMARY"
+    fi
 fi
 echo "status=$status" >> "$GITHUB_OUTPUT"
 exit 0

@@ -32,7 +32,7 @@ status=0
 skill-evals "${args[@]}" || status=$?
 echo "exit-code=$status" >> "$GITHUB_OUTPUT"
 if [ "$status" -ne 0 ]; then
-    echo "::warning::skill-evals run exited $status (mode ${MODE}); see above"
+    echo "::warning::skill-evals run exited $status (mode ${MODE:-}); see above"
 fi
 
 # improve: true — look for a better description of each skill the pr tier's selection touched, in this step
@@ -40,6 +40,8 @@ fi
 # Each skill gets what the skills before it left. The API host: improve has no container mode, and that host
 # executes nothing from the repository (its tools only read), so no repository code runs beside the key.
 # The suggestions are posted by the publish step (`skill-evals publish --improve`), which holds the token.
+# Each skill's output goes into the run folder ($RUN_DIR/improve/<skill>/: improve.json, SKILL.md.diff, runs/), so
+# the run folder artifact carries the evidence behind a suggestion (or behind withdrawing one).
 if [ "${IMPROVE:-false}" = "true" ]; then
     if [ "${TIER:-}" != "pr" ] || [ -z "${ANTHROPIC_API_KEY:-}" ] || [ ! -f "$RUN_DIR/results.json" ] \
             || [ ! -f "${SELECTION:-}" ]; then
@@ -56,7 +58,7 @@ for name in data.get("changed_skills") or []:
 PY
 )
     for skill in "${skills[@]}"; do
-        left=$(python3 - "$RUN_DIR/results.json" "$WORK_DIR/improve" <<'PY'
+        left=$(python3 - "$RUN_DIR/results.json" "$RUN_DIR/improve" <<'PY'
 import json, pathlib, sys
 spend = json.load(open(sys.argv[1], encoding="utf-8"))["spend"]
 left = float(spend["cap_usd"]) - float(spend["usd"])
@@ -66,7 +68,7 @@ print(f"{max(left, 0.0):.4f}")
 PY
 ) || left="0"
         if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$left"; then
-            improve=(improve "$skill" --library "$LIBRARY" --out "$WORK_DIR/improve/$skill" --max-usd "$left"
+            improve=(improve "$skill" --library "$LIBRARY" --out "$RUN_DIR/improve/$skill" --max-usd "$left"
                      --host api --no-library-validator --untrusted-settings)
             if [ -n "${MODEL:-}" ]; then improve+=(--model "$MODEL"); fi
             skill-evals "${improve[@]}" || echo "::warning::skill-evals improve $skill exited $?; no suggestion for it"
