@@ -416,15 +416,20 @@ def _check_run(repo: Any, results: Results, mode: Mode, verdict: Conclusion, hea
         outcome.annotations_sent += len(batch)
 
 
-def _comment(repo: Any, ctx: Context, body: str, outcome: PublishOutcome) -> None:
-    issue = repo.get_issue(ctx.pr_number)
-    ours = next((c for c in issue.get_comments() if (c.body or "").startswith(MARKER)), None)
+def upsert_comment(repo: Any, number: int, marker: str, body: str) -> tuple[Any, Literal["created", "updated"]]:
+    """The PR's one comment that starts with `marker`: edited in place when it exists, made otherwise (one comment
+    per marker however often the job runs)."""
+    issue = repo.get_issue(number)
+    ours = next((c for c in issue.get_comments() if (c.body or "").startswith(marker)), None)
     if ours is None:
-        made = issue.create_comment(body)
-        outcome.comment_id, outcome.comment_url, outcome.comment_action = made.id, made.html_url, "created"
-    else:
-        ours.edit(body)
-        outcome.comment_id, outcome.comment_url, outcome.comment_action = ours.id, ours.html_url, "updated"
+        return issue.create_comment(body), "created"
+    ours.edit(body)
+    return ours, "updated"
+
+
+def _comment(repo: Any, pr_number: int, body: str, outcome: PublishOutcome) -> None:
+    comment, action = upsert_comment(repo, pr_number, MARKER, body)
+    outcome.comment_id, outcome.comment_url, outcome.comment_action = comment.id, comment.html_url, action
 
 
 def _footer(verdict: Conclusion, mode: Mode) -> str:
@@ -508,7 +513,7 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
                 notes.append(f"not a pull request event ({ctx.event_name or 'unknown'}): no PR comment was posted")
             else:
                 try:
-                    _comment(repo, ctx, clip_bytes(report + footer), outcome)
+                    _comment(repo, ctx.pr_number, clip_bytes(report + footer), outcome)
                 except (GithubException, requests.RequestException) as exc:
                     notes.append(_why(exc, "PR comment", "pull-requests"))
         finally:

@@ -196,15 +196,8 @@ def _review_comment(pull: Any, head: str, target: Target, text: str, outcome: Su
 
 
 def _pr_comment(repo: Any, number: int, text: str, outcome: SuggestionOutcome) -> None:
-    issue = repo.get_issue(number)
-    mine = marker(outcome.skill)
-    ours = next((c for c in issue.get_comments() if (c.body or "").startswith(mine)), None)
-    if ours is None:
-        made = issue.create_comment(text)
-        outcome.comment_id, outcome.comment_url, outcome.action = made.id, made.html_url, "created"
-    else:
-        ours.edit(text)
-        outcome.comment_id, outcome.comment_url, outcome.action = ours.id, ours.html_url, "updated"
+    comment, action = gh.upsert_comment(repo, number, marker(outcome.skill), text)
+    outcome.comment_id, outcome.comment_url, outcome.action = comment.id, comment.html_url, action
 
 
 def withdrawn_body(skill: str, reason: str) -> str:
