@@ -247,6 +247,10 @@ run_options = stacked(
                        "the cap may allow fewer."),
     click.option("--no-early-stop", "early_stop", flag_value=False, default=None,
                  help="Run every repeat (fixed N) instead of stopping once the quorum is decided."),
+    click.option("--baseline", "baseline", flag_value=True, default=None,
+                 help="Uplift: every output case (assertions about the answer) also runs a control arm, the same "
+                      "session without the skill under test, judged by the same rubric; both arms run every repeat "
+                      "(default [tiers.<tier>] baseline, else [run] baseline)."),
     click.option("--max-turns", type=TURNS, default=None,
                  help=f"Model turns per session, 1 to {settings_mod.MAX_TURNS:,} (default [run] max_turns, 6); "
                       "a session cut by it counts only for what is already certain."),

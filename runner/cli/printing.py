@@ -78,6 +78,11 @@ def print_plan(plan: plan_mod.Plan, console: Console) -> None:
     print_held_back(plan, console)
     console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
                   f"repeat runs) = runnable cases × N")
+    if e.baseline_cases:
+        console.print(f"Baseline (uplift): {e.baseline_cases} output case(s) also run a control arm, the same session "
+                      f"without the skill under test: {e.baseline_sessions} more session(s), worst case "
+                      f"+${e.baseline_worst_usd:.2f}; both arms run every repeat (no early stop: the pass rates are "
+                      "the result), so these cases' sessions double; the cap covers both arms", markup=False)
     console.print(f"Tokens: first turn ≈ {e.first_turn_input_tokens:,} input tokens ({e.token_basis})")
     console.print(f"Prices ({e.price_read_on}): {e.model} ${e.price_input_per_mtok}/M input, "
                   f"${e.price_output_per_mtok}/M output, cache ${e.price_cache_write_per_mtok}/M write, "

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 # What a resume keeps from its plan: the selection, the host, the model, N and k, every bound of a session and the
 # run folder. Changing any of them would mix two plans in one results file. Only the cap may be given again.
 RESUME_KEEPS = ("tier", "skills", "cases", "neighbours", "base", "head", "period", "selection_file", "shard", "host",
-                "model", "repeats", "quorum", "concurrency", "early_stop", "max_turns", "timeout_s", "listing_budget",
-                "judge_model", "no_judge", "batch", "out")
+                "model", "repeats", "quorum", "concurrency", "early_stop", "baseline", "max_turns", "timeout_s",
+                "listing_budget", "judge_model", "no_judge", "batch", "out")
 
 
 def _refuse_plan_options_on_resume(ctx: click.Context, resume_dir: Path) -> None:

@@ -96,6 +96,9 @@ MAX_SESSION_S = 86_400.0  # a day
 class TierSettings(_Strict):
     repeats: int = Field(default=3, ge=1, le=MAX_REPEATS, description="N, odd.")
     quorum: int = Field(default=2, ge=1, description="k, more than N/2.")
+    baseline: bool | None = Field(default=None, description="Run every output case of this tier with a control arm "
+                                                             "too (the same session without the skill under test): "
+                                                             "uplift. Empty: [run] baseline.")
 
     @model_validator(mode="after")
     def _odd_majority(self) -> "TierSettings":
@@ -152,6 +155,11 @@ class RunSettings(_Strict):
     early_stop: bool = Field(default=True, description="Stop starting a case's repeats once the quorum is decided "
                                                        "(the verdict is the same as with every repeat run); false runs "
                                                        "all N.")
+    baseline: bool = Field(default=False, description="Every executed output case (assertions about the answer) "
+                                                      "also runs a control arm, the same session without the skill "
+                                                      "under test, judged by the same rubric; both arms run every "
+                                                      "repeat. results.json shows the uplift. Doubles those cases' "
+                                                      "sessions. [tiers.<tier>] baseline overrides it.")
     host_max_retries: int = Field(default=2, ge=0, description="Transport retries of the host's own client "
                                                                 "(CLAUDE_CODE_MAX_RETRIES; the anthropic SDK's default "
                                                                 "is 2). An error after them is ERROR.")

@@ -34,6 +34,7 @@ from runner.judge.prose import Grader, JudgeCall
 from runner.plan.build import Plan, PlannedCase
 from runner.probes import arms as probes_mod
 from runner.probes.arms import ARMS, Arm, ProbeGrade
+from runner.results import uplift
 from runner.results.quorum import QuorumRule, Tally, starts_allowed
 from runner.results.verdicts import AttemptOutcome, apply_judgement, attempt_outcome, mark_unjudged, needs_judge
 
@@ -188,13 +189,16 @@ class Executor:
         if self.limiter.adaptive:
             middleware.append(RateLimitMiddleware(self.limiter))
 
-    def spec(self, planned: PlannedCase, repeat: int) -> SessionSpec:
+    def spec(self, planned: PlannedCase, repeat: int, arm: str = "main") -> SessionSpec:
+        """A case's session; its `control` arm (run --baseline) is the same session without the skill under
+        test, left out as a probe's control arm leaves it out (SessionSpec.exclude_skills)."""
         case = self.cases[planned.uid]
         return SessionSpec(
-            attempt_id=attempt_id(planned.uid, "main", repeat), uid=planned.uid, prompt=case.prompt,
+            attempt_id=attempt_id(planned.uid, arm, repeat), uid=planned.uid, prompt=case.prompt,
             model=self.plan.model, max_turns=self.plan.max_turns, timeout_s=self.plan.timeout_s,
             max_output_tokens=self.plan.max_output_tokens, max_usd=self.plan.estimate.worst_session_usd,
-            case_files=case.files, case_files_dir=case.files_dir)
+            case_files=case.files, case_files_dir=case.files_dir,
+            exclude_skills=[case.skill] if arm == uplift.CONTROL else [])
 
     def probe_spec(self, planned: PlannedCase, arm: Arm, repeat: int) -> SessionSpec:
         return probes_mod.session_spec(
@@ -206,26 +210,32 @@ class Executor:
         """A session's worst case; a probe attempt also reserves its judge call, so that every session
         that ran can be graded (an ungraded probe start would be a start without a result)."""
         worst = self.plan.estimate.worst_session_usd
-        if planned.arms and self.judge is not None:
+        if planned.kind == "probe" and self.judge is not None:
             worst += probes_mod.judge_worst_usd(self.judge, self.probes[planned.uid], self.plan.max_output_tokens)
         return worst
 
     async def graded(self, planned: PlannedCase, arm: str, obs: Observation
                      ) -> tuple[AttemptOutcome, JudgeCall | None, ProbeGrade | None]:
-        if arm == "main":
-            outcome, call = await self.judged(self.cases[planned.uid], obs)
+        if planned.kind != "probe":
+            outcome, call = await self.judged(self.cases[planned.uid], obs, arm, planned.baselined)
             return outcome, call, None
         assert self.judge is not None  # the plan leaves a probe UNRUN without a judge
         grade, call = await probes_mod.grade(self.probes[planned.uid], probe_arm(arm), obs, self.judge)
         return probes_mod.attempt_outcome(grade), call, grade
 
-    async def judged(self, case: Case, obs: Observation) -> tuple[AttemptOutcome, JudgeCall | None]:
-        """The attempt's outcome with its prose assertions judged, when the judge may be called."""
+    async def judged(self, case: Case, obs: Observation, arm: str = "main", baselined: bool = False
+                     ) -> tuple[AttemptOutcome, JudgeCall | None]:
+        """The attempt's outcome with its prose assertions judged, when the judge may be called. A baselined case
+        (run --baseline) grades both arms on the rubric: its control arm on the rubric only, and its main arm's
+        rubric even when the activation alone lost (the uplift compares the answers of every attempt)."""
         outcome = attempt_outcome(case, obs, self.known)
+        rubric = uplift.rubric_indexes(case) if baselined else []
+        if arm == uplift.CONTROL:
+            outcome = uplift.control_outcome(outcome, case.skill, rubric)
         pending = needs_judge(outcome)
         if not pending or outcome.activation == "ERROR":
             return outcome, None
-        if outcome.state == "FAIL":
+        if outcome.state == "FAIL" and (not baselined or uplift.rubric_failed(outcome, rubric)):
             # Already a loss (wrong activation or a failed check): no money is spent judging the rest.
             return mark_unjudged(outcome, "attempt-already-failed"), None
         if obs.final_answer is None:
@@ -269,7 +279,8 @@ class Executor:
             if reservation is None:
                 self.state.stop(STOP_BUDGET)
                 return None
-            spec = self.spec(planned, repeat) if arm == "main" else self.probe_spec(planned, probe_arm(arm), repeat)
+            probe = planned.kind == "probe"
+            spec = self.probe_spec(planned, probe_arm(arm), repeat) if probe else self.spec(planned, repeat, arm)
             self.state.in_flight[spec.attempt_id] = planned
             started = time.monotonic()
             try:
@@ -283,10 +294,10 @@ class Executor:
                 raise
             finally:
                 self.state.in_flight.pop(spec.attempt_id, None)
-            if arm == "main":
+            if not probe:
                 await self.state.ledger.settle(reservation, obs.cost_usd)
             outcome, judge_call, grade = await self.graded(planned, arm, obs)
-            if arm != "main":  # the probe's judge call was inside the session's reservation
+            if probe:  # the probe's judge call was inside the session's reservation
                 await self.state.ledger.settle(reservation, obs.cost_usd + (judge_call.cost_usd if judge_call else 0))
             record = self.record(planned, spec, arm, repeat, obs, reservation.amount_usd, outcome, judge_call, grade,
                                  reservation.id)
@@ -312,7 +323,8 @@ class Executor:
         return self.plan.estimate.repeats_read_first_turn and self.dispatch.first_alone
 
     def case_starts(self, planned: PlannedCase, prior: list[AttemptRecord]) -> CaseStarts:
-        # Probes run both arms N times (their catch rates are the result, semantics §8); so does fixed N.
+        # Probes and baselined cases run both arms N times (their rates are the result, semantics §8); so does
+        # fixed N.
         every_repeat = bool(planned.arms) or not self.plan.early_stop
         return CaseStarts(planned, prior, every_repeat, self.first_alone)
 
@@ -395,7 +407,7 @@ class Rounds:
 
     async def run(self, executor: Executor, cases: list[PlannedCase], prior: dict[str, list[AttemptRecord]]
                   ) -> None:
-        ordered = [c for c in cases if c.arms] + [c for c in cases if not c.arms]
+        ordered = [c for c in cases if c.kind == "probe"] + [c for c in cases if c.kind != "probe"]
         starts_of = [executor.case_starts(planned, prior.get(planned.uid, [])) for planned in ordered]
         try:
             while not executor.state.stop_reason:

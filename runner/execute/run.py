@@ -80,6 +80,7 @@ class Options:
     max_usd: float | None = None
     concurrency: int | None = None
     early_stop: bool | None = None
+    baseline: bool | None = None
     batch: bool = False
     max_turns: int | None = None
     timeout_s: float | None = None
@@ -142,7 +143,7 @@ def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierS
     quorum = options.quorum if options.quorum is not None else (
         base.quorum if options.repeats is None else repeats // 2 + 1)
     try:
-        tier = TierSettings(repeats=repeats, quorum=quorum)
+        tier = TierSettings(repeats=repeats, quorum=quorum, baseline=baseline_of(settings, options))
     except ValidationError:
         source = "--repeats" if options.repeats is not None else f"[tiers.{options.tier}] repeats"
         if options.quorum is None or not 1 <= repeats <= MAX_REPEATS or repeats % 2 == 0:
@@ -151,6 +152,14 @@ def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierS
         raise ValueError(f"--quorum {quorum}: k must be more than half of N and at most N (N = {repeats}, from "
                          f"{source})") from None
     return settings.model_copy(update={"run": run, "listing": listing, "judge": judge}), tier
+
+
+def baseline_of(settings: Settings, options: Options) -> bool:
+    """--baseline, else [tiers.<tier>] baseline, else [run] baseline."""
+    if options.baseline is not None:
+        return options.baseline
+    tier = getattr(settings.tiers, options.tier).baseline
+    return tier if tier is not None else settings.run.baseline
 
 
 def make_host(name: str, library: Library, settings: Settings, credentials: Credentials,

@@ -91,7 +91,7 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judg
         if call is not None and call.spend_limit:
             state.stop(STOP_SPEND_LIMIT)  # the calls not yet made stay UNRUN (spend-limit): they could only be refused
         case = planned[record.uid]
-        spec = executor.spec(case, record.repeat) if record.arm == "main" else executor.probe_spec(
+        spec = executor.spec(case, record.repeat, record.arm) if case.kind != "probe" else executor.probe_spec(
             case, probe_arm(record.arm), record.repeat)
         new = executor.record(case, spec, record.arm, record.repeat, obs, record.reserved_usd, outcome, call, grade)
         # The transcript stays in the original run folder, one level up.
@@ -101,7 +101,7 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judg
     async def main() -> None:
         try:
             await asyncio.gather(*(one(r) for r in records if r.uid in planned
-                                   and (r.arm == "main" or r.uid in executor.probes)))
+                                   and (r.arm == "main" or r.uid in executor.probes or planned[r.uid].baselined)))
         finally:
             await judge.aclose()
 

@@ -49,6 +49,7 @@ from runner.floor.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Su
 from runner.judge.prose import prompt_version
 from runner.plan.prices import PriceTable
 from runner.plan.quarantine import QuarantineEntry
+from runner.results.uplift import is_output_case
 
 SCHEMA_VERSION = 1
 # Claude Code's Read tool returns at most about 25,000 tokens of a file; a skill body or a
@@ -76,14 +77,21 @@ class PlannedCase(BaseModel):
                                                                "message`).")
     why: str = Field(description="Why the case was selected.")
     warnings: list[str] = []
-    arms: list[str] = Field(default=[], description="Tier-2 probes: `control` and `treatment`, N repeats each, no "
-                                                    "early stop (the rates are the result).")
+    arms: list[str] = Field(default=[], description="Tier-2 probes: `control` and `treatment`; a baselined output "
+                                                    "case (`run --baseline`): `main` and `control` (without the "
+                                                    "skill). N repeats each, no early stop (the rates are the "
+                                                    "result).")
     explicit_invocation: bool = Field(default=False, description="Probes: the treatment prompt starts with /<skill>.")
     calibration: str | None = Field(default=None, description="Probes: the calibration verdict and version used.")
 
     @property
     def sessions(self) -> int:
         return self.repeats * max(1, len(self.arms))
+
+    @property
+    def baselined(self) -> bool:
+        """An output case that also runs a control arm (runner.results.uplift)."""
+        return self.kind != "probe" and "control" in self.arms
 
 
 
@@ -126,7 +134,9 @@ PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_toke
                      "expected_uncached_session_usd", "expected_usd")
 # Left out of the hash too: judge_calls_planned follows from the cases and the library's content (both hashed), and
 # a plan written before the field existed keeps the hash its attempts carry (resume, merge).
-UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned")
+# So are the baseline figures: they follow from the cases' arms (hashed).
+UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned", "baseline_cases", "baseline_sessions",
+                            "baseline_worst_usd")
 
 
 class CostEstimate(BaseModel):
@@ -176,6 +186,11 @@ class CostEstimate(BaseModel):
                                                             "case with prose assertions (probes: every session). "
                                                             "The same with and without a key.")
     judge_note: str
+    baseline_cases: int = Field(default=0, description="`run --baseline`: runnable output cases that also run a "
+                                                       "control arm (without the skill under test).")
+    baseline_sessions: int = Field(default=0, description="The control arms' sessions (N per baselined case); "
+                                                          "in sessions_max too.")
+    baseline_worst_usd: float = Field(default=0.0, description="The control arms' worst case (in worst_usd too).")
 
 
 class PlanLibrary(BaseModel):
@@ -637,6 +652,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             planned.unrun_reason = probe_unrun_reason(gate, settings, None if judge_unavailable == "no-credentials"
                                                       else judge_unavailable)
             planned.calibration = f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None
+        elif tier_rule.baseline and is_output_case(case):
+            planned.arms = ["main", "control"]  # both arms every repeat: their pass rates are the result
         if floor is not None and (held := floor.hold_case(case)) is not None:
             apply_hold(planned, held)
             if held.skill is not None:
@@ -659,8 +676,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
                               runs_folder)
     sessions_max = sum(c.sessions for c in runnable)
     expected = found.session_usd
-    judged = sum(c.sessions for c in runnable if c.arms or any(a.assertion_class == "semantic"
-                                                                for a in by_uid[c.uid].assertions))
+    judged = sum(c.sessions for c in runnable if c.kind == "probe" or any(a.assertion_class == "semantic"
+                                                                           for a in by_uid[c.uid].assertions))
+    baseline_sessions = sum(c.repeats for c in runnable if c.baselined)
     estimate = CostEstimate(
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
         price_cache_write_per_mtok=write_price, price_cache_read_per_mtok=read_price, cache_min_tokens=minimum,
@@ -676,6 +694,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
         judge_calls=judged if judge_unavailable is None and unrun_all is None else 0, judge_calls_planned=judged,
         judge_note=judge_note(judged, settings.judge.model, judge_unavailable, unrun_all),
+        baseline_cases=sum(1 for c in runnable if c.baselined), baseline_sessions=baseline_sessions,
+        baseline_worst_usd=round(worst * baseline_sessions, 4),
     )
     return Plan(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), tier=tier, host=host,

@@ -23,6 +23,7 @@ from runner.plan.build import KindBasis, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.results.quorum import QuorumRule, decide
+from runner.results.uplift import TREATMENT, SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.verdicts import (
     CASE_STATES,
     ActivationResult,
@@ -70,6 +71,10 @@ class CaseResult(BaseModel):
     quarantine: QuarantineEntry | None = None
     probe: ProbeRunResult | None = Field(default=None, description="Tier-2 probes: per-arm catch rates, the "
                                                                    "difference, band scores, cost per arm.")
+    uplift: Uplift | None = Field(default=None, description="`run --baseline`: the case's rubric pass rate with the "
+                                                            "skill (its own attempts) and without it (the control "
+                                                            "arm), the difference, tokens, turns and duration per "
+                                                            "arm (runner.results.uplift).")
 
 
 class PlanSummary(BaseModel):
@@ -167,7 +172,7 @@ def kind_basis(kind: str, records: list[AttemptRecord], per_case: float) -> Kind
 
 
 def cost_summary(plan: Plan, finished: list[AttemptRecord]) -> CostSummary:
-    kinds = {c.uid: ("probe" if c.arms else c.kind) for c in plan.cases}
+    kinds = {c.uid: c.kind for c in plan.cases}
     total = Usage()
     for record in finished:
         total = total.add(record.usage)
@@ -232,6 +237,8 @@ class Results(BaseModel):
     cost: CostSummary | None = Field(default=None, description="Planned against spent per session, the prompt "
                                                                "cache's share, the run's distinct prefixes.")
     not_executed: str
+    uplift: list[SkillUplift] = Field(default=[], description="`run --baseline`: per skill with baselined cases, "
+                                                              "both arms' attempts pooled (runner.results.uplift).")
     repairs: list[TailRepair] = Field(default=[], description="Torn last lines cut from the run folder's "
                                                               "append-only files before appending (a process killed "
                                                               "mid-write): which file, where, how many bytes, and "
@@ -273,8 +280,12 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
     finished = [r for r in records if r.status == "finished" and r.outcome is not None]
     if not finished:
         return _unrun(planned, stop_reason or "not-started", warnings)
-    if planned.arms:
+    if planned.kind == "probe":
         return probe_case_result(planned, finished, stop_reason, warnings)
+    # A baselined case's control attempts (runner.results.uplift) never count towards its state.
+    every_arm, finished = finished, [r for r in finished if r.arm == TREATMENT]
+    if not finished:
+        return _unrun(planned, stop_reason or "not-started", warnings)
     outcomes = [r.outcome for r in finished if r.outcome is not None]
     rule = QuorumRule(planned.repeats, planned.quorum)
     tally = tally_of(outcomes)
@@ -311,9 +322,9 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
         pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if case.kind == "discrimination" else [],
-        assertions=assertions, attempts=[r.attempt_id for r in finished],
-        cost_usd=round(sum(r.total_cost_usd for r in finished), 6),
-        warnings=warnings)
+        assertions=assertions, attempts=[r.attempt_id for r in every_arm],
+        cost_usd=round(sum(r.total_cost_usd for r in every_arm), 6),
+        warnings=warnings, uplift=case_uplift(case, every_arm) if "control" in planned.arms else None)
 
 
 def probe_case_result(planned: PlannedCase, finished: list[AttemptRecord], stop_reason: str | None,
@@ -397,6 +408,8 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     unrun = Counter(r.reason or "unknown" for r in results
                     if r.state == "UNRUN" or r.underlying_state == "UNRUN")
     finished = [r for r in records if r.status == "finished"]
+    baselined = [(cases[p.uid], [r for r in by_uid.get(p.uid, []) if r.status == "finished" and r.outcome])
+                 for p, result in zip(plan.cases, results) if result.uplift is not None]
     return Results(
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         shard=f"{shard[0]}/{shard[1]}" if shard else None,
@@ -421,5 +434,6 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                     lost_in_flight_reservations=lost.reservations, lost_in_flight_attempts=list(lost.attempts)),
         cost=cost_summary(plan, finished),
         not_executed=NOT_EXECUTED.format(n=sum(unrun.values())),
+        uplift=skill_uplifts(baselined),
         repairs=repairs or [],
     )

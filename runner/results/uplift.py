@@ -1,0 +1,208 @@
+"""Uplift (`run --baseline`): does the skill help? An output case's two arms, judged by the same rubric.
+
+A baselined output case runs every repeat twice: the `main` arm (the treatment: the whole library, the case's
+ordinary attempt, whose verdict is the case's state) and the `control` arm (the same session without the skill
+under test: its folder is left out, as a tier-2 probe's control arm). Both arms are graded on the case's RUBRIC:
+its assertions about the answer (artifact_shape and semantic; activation assertions measure routing, which the
+control arm cannot do, and unjudgeable ones decide nothing). An attempt passes the rubric when every rubric
+assertion passed; one that errored, or whose judge could not decide or was not called, counts for neither side.
+
+The rates: passes / (passes + fails) per arm with their 95% Wilson intervals; the difference (treatment -
+control) with a conservative interval from the two Wilson intervals (treatment low - control high, treatment
+high - control low), wider than a difference interval needs to be, so a claimed uplift is never an artefact of
+the interval. When that interval spans 0 the run shows "no measurable uplift".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+from pydantic import BaseModel, Field
+
+from runner.corpus.library import Case
+from runner.results.quorum import wilson_interval
+from runner.results.verdicts import AssertionOutcome, AttemptOutcome
+
+if TYPE_CHECKING:  # the plan reads which cases are output cases without the run folder's modules
+    from runner.execute.rundir import AttemptRecord
+
+RUBRIC_CLASSES = ("artifact_shape", "semantic")
+CONTROL = "control"
+TREATMENT = "main"  # the case's own attempts are the treatment arm
+RubricState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "UNRUN"]
+UpliftVerdict = Literal["uplift", "no measurable uplift", "worse with the skill", "not measured"]
+NO_UPLIFT: UpliftVerdict = "no measurable uplift"
+INTERVAL_RULE = ("conservative: treatment Wilson low - control Wilson high, treatment Wilson high - control "
+                 "Wilson low")
+
+
+def rubric_indexes(case: Case) -> list[int]:
+    """The assertions both arms are graded on: those about the answer."""
+    return [a.index for a in case.assertions if a.assertion_class in RUBRIC_CLASSES]
+
+
+def is_output_case(case: Case) -> bool:
+    """An output case: not a tier-2 probe (it has arms of its own), with at least one assertion about the answer."""
+    return case.kind != "probe" and bool(rubric_indexes(case))
+
+
+def rubric_state(outcome: AttemptOutcome, rubric: Iterable[int]) -> RubricState:
+    """One attempt on the rubric alone. A host error is ERROR; any rubric FAIL is FAIL; an assertion not
+    decided (not judged, cut short) leaves the attempt UNRUN: neither a pass nor a fail."""
+    if outcome.state == "ERROR" and outcome.target_fired is None:
+        return "ERROR"  # the host could not observe the session
+    wanted = set(rubric)
+    states = {a.state for a in outcome.assertions if a.index in wanted}
+    if not states:
+        return "UNRUN"
+    for state in ("FAIL", "ERROR", "JUDGE-ERROR"):
+        if state in states:
+            return state
+    if states - {"PASS"}:
+        return "UNRUN"
+    return "PASS"
+
+
+def rubric_failed(outcome: AttemptOutcome, rubric: Iterable[int]) -> bool:
+    """A rubric assertion a script already failed: judging the rest could not make the attempt pass."""
+    wanted = set(rubric)
+    return any(a.state == "FAIL" and a.index in wanted for a in outcome.assertions)
+
+
+def control_outcome(outcome: AttemptOutcome, skill: str, rubric: Iterable[int]) -> AttemptOutcome:
+    """A control attempt's outcome from `attempt_outcome`'s: its activation part is whether the skill under test
+    stayed out (the arm's precondition), never whether the case's target fired (it cannot). A skill that fired
+    anyway makes the attempt ERROR: it is no baseline. Only the rubric's assertions are kept."""
+    wanted = set(rubric)
+    assertions = [a for a in outcome.assertions if a.index in wanted]
+    if outcome.target_fired is None:  # the host could not observe the session
+        return outcome.model_copy(update={"assertions": assertions})
+    if skill in outcome.fired:
+        return outcome.model_copy(update={
+            "state": "ERROR", "activation": "ERROR", "assertions": assertions,
+            "error": f"{skill} fired in the control arm: the session is no baseline"})
+    return outcome.model_copy(update={"activation": "PASS", "assertions": assertions, "error": None,
+                                      "state": _combined(assertions)})
+
+
+def _combined(assertions: list[AssertionOutcome]) -> Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR"]:
+    states = {a.state for a in assertions}
+    if "FAIL" in states:
+        return "FAIL"
+    if "ERROR" in states:
+        return "ERROR"
+    if "JUDGE-ERROR" in states:
+        return "JUDGE-ERROR"
+    return "PASS"
+
+
+# ---- results.json ---------------------------------------------------------------------------------
+
+class UpliftArm(BaseModel):
+    """One arm over its attempts."""
+
+    attempts: int = 0
+    passes: int = 0
+    fails: int = 0
+    undecided: int = Field(default=0, description="Attempts the rubric could not decide: ERROR, JUDGE-ERROR, an "
+                                                 "assertion not judged. Neither a pass nor a fail.")
+    pass_rate: float | None = Field(default=None, description="passes / (passes + fails); None when none decided.")
+    wilson_95: tuple[float, float] | None = None
+    cost_usd: float = Field(default=0.0, description="Sessions and judge calls of this arm.")
+    input_tokens: int = Field(default=0, description="Every input token (cache writes and reads included).")
+    output_tokens: int = 0
+    turns: int = 0
+    duration_s: float = 0.0
+    mean_tokens: float | None = Field(default=None, description="Input + output tokens per attempt.")
+    mean_turns: float | None = None
+    mean_duration_s: float | None = None
+
+
+class Uplift(BaseModel):
+    """Treatment (the case's own attempts, whole library) against control (without the skill), same rubric."""
+
+    rubric: list[int] = Field(default=[], description="The assertion indexes both arms are graded on (the answer's).")
+    treatment: UpliftArm
+    control: UpliftArm
+    difference: float | None = Field(default=None, description="Treatment pass rate minus control pass rate.")
+    difference_interval: tuple[float, float] | None = Field(default=None, description=INTERVAL_RULE + ".")
+    verdict: UpliftVerdict = Field(description="uplift: the interval is above 0; worse with the skill: below 0; "
+                                               "no measurable uplift: it spans 0; not measured: an arm decided "
+                                               "no attempt.")
+
+
+class SkillUplift(BaseModel):
+    """A skill's baselined cases, their attempts pooled per arm (each attempt counted as one observation)."""
+
+    skill: str
+    cases: int
+    uplift: Uplift
+
+
+Graded: TypeAlias = "tuple[AttemptRecord, list[int]]"  # an attempt and the rubric of its case
+
+
+def arm_of(graded: list[Graded]) -> UpliftArm:
+    """One arm over its attempts, each graded on its own case's rubric."""
+    states = [rubric_state(r.outcome, rubric) for r, rubric in graded if r.outcome is not None]
+    records = [r for r, _ in graded]
+    passes, fails = states.count("PASS"), states.count("FAIL")
+    decided, n = passes + fails, len(records)
+    tokens_in = sum(r.usage.input_tokens + r.usage.cache_creation_input_tokens + r.usage.cache_read_input_tokens
+                    for r in records)
+    tokens_out = sum(r.usage.output_tokens for r in records)
+    turns, duration = sum(r.turns for r in records), sum(r.duration_s for r in records)
+    interval = wilson_interval(passes, decided)
+    return UpliftArm(
+        attempts=n, passes=passes, fails=fails, undecided=n - decided,
+        pass_rate=round(passes / decided, 4) if decided else None,
+        wilson_95=(round(interval[0], 4), round(interval[1], 4)) if interval else None,
+        cost_usd=round(sum(r.total_cost_usd for r in records), 6), input_tokens=tokens_in, output_tokens=tokens_out,
+        turns=turns, duration_s=round(duration, 3),
+        mean_tokens=round((tokens_in + tokens_out) / n, 1) if n else None,
+        mean_turns=round(turns / n, 3) if n else None, mean_duration_s=round(duration / n, 3) if n else None)
+
+
+def compare(treatment: UpliftArm, control: UpliftArm, rubric: list[int]) -> Uplift:
+    difference = interval = None
+    verdict: UpliftVerdict = "not measured"
+    if treatment.pass_rate is not None and control.pass_rate is not None and treatment.wilson_95 \
+            and control.wilson_95:
+        difference = round(treatment.pass_rate - control.pass_rate, 4)
+        low = round(treatment.wilson_95[0] - control.wilson_95[1], 4)
+        high = round(treatment.wilson_95[1] - control.wilson_95[0], 4)
+        interval = (low, high)
+        verdict = "uplift" if low > 0 else ("worse with the skill" if high < 0 else NO_UPLIFT)
+    return Uplift(rubric=rubric, treatment=treatment, control=control, difference=difference,
+                  difference_interval=interval, verdict=verdict)
+
+
+def case_uplift(case: Case, records: list[AttemptRecord]) -> Uplift:
+    """A baselined case's uplift from its finished attempts of both arms."""
+    rubric = rubric_indexes(case)
+    return compare(arm_of([(r, rubric) for r in records if r.arm == TREATMENT]),
+                   arm_of([(r, rubric) for r in records if r.arm == CONTROL]), rubric)
+
+
+def skill_uplifts(cases: list[tuple[Case, list[AttemptRecord]]]) -> list[SkillUplift]:
+    """Per skill: its baselined cases with their finished records, attempts pooled per arm."""
+    by_skill: dict[str, list[tuple[Case, list[AttemptRecord]]]] = {}
+    for case, records in cases:
+        by_skill.setdefault(case.skill, []).append((case, records))
+    out = []
+    for skill in sorted(by_skill):
+        arms = {arm: arm_of([(r, rubric_indexes(case)) for case, records in by_skill[skill] for r in records
+                             if r.arm == arm]) for arm in (TREATMENT, CONTROL)}
+        out.append(SkillUplift(skill=skill, cases=len(by_skill[skill]),
+                               uplift=compare(arms[TREATMENT], arms[CONTROL], [])))
+    return out
+
+
+def describe(uplift: Uplift) -> str:
+    """One cell: the difference with its interval, or what was not measured."""
+    if uplift.difference is None or uplift.difference_interval is None:
+        return "not measured"
+    low, high = uplift.difference_interval
+    text = f"{100 * uplift.difference:+.0f} pts [{100 * low:+.0f}, {100 * high:+.0f}]"
+    return f"{text} {uplift.verdict}" if uplift.verdict != "uplift" else text
