@@ -48,6 +48,9 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
     console.print(f"Judge {record.model} (prompt {record.prompt_version}) on {record.items} labelled item(s): "
                   f"agreement {record.agreement}, false PASS {record.false_pass_rate}, false FAIL "
                   f"{record.false_fail_rate}, JUDGE-ERROR {record.judge_error_rate}; cost ${record.cost_usd:.4f}")
+    for name, by in record.by_class.items():  # the thresholds gate the whole; a class is shown, not gated
+        console.print(f"  class {name}: {by.items} item(s), agreement {by.agreement}, false PASS "
+                      f"{by.false_pass_rate}, false FAIL {by.false_fail_rate}, JUDGE-ERROR {by.judge_error_rate}")
     console.print("PASSED the thresholds" if record.passed else "FAILED: " + "; ".join(record.failures))
     if not no_record:
         console.print(f"Recorded in {calibration.append_record(at.root, record)}")

@@ -64,17 +64,24 @@ class _ReportCommand(click.Command):
               type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Earlier run folders, oldest first, after RUN_DIR: `--previous A B` or `--previous A --previous "
                    "B`. Adds state changes, flips, quarantine candidates and the stability record.")
+@click.option("--history", "history_dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              default=None, help="A folder of earlier run folders (each with its results.json): the newest "
+                                 "--last of them, by finished_at, are compared as --previous would be.")
+@click.option("--last", type=options.AT_LEAST_ONE, default=9, show_default=True,
+              help="With --history: how many earlier runs to take (the current run comes on top).")
 @click.option("--limit", type=options.AT_LEAST_ONE, default=65_000, show_default=True,
               help="Markdown: fit this many characters (GitHub comments take 65,535).")
-def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...], limit: int) -> None:
+def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...], limit: int,
+           history_dir: Path | None = None, last: int = 9) -> None:
     """Render a finished run from its results.json: terminal, Markdown, JUnit XML, HTML or JSON."""
     results = read_results(run_dir)
     history = None
-    if previous:
+    earlier = list(previous) + (history_runs(history_dir, run_dir, last) if history_dir is not None else [])
+    if earlier:
         from runner.results import history as history_mod
         # Labelled by folder: two runs that finished in the same second stay apart.
-        history = history_mod.compare(results, [read_results(p) for p in previous],
-                                      labels=[str(p) for p in previous], current_label=str(run_dir))
+        history = history_mod.compare(results, [read_results(p) for p in earlier],
+                                      labels=[str(p) for p in earlier], current_label=str(run_dir))
     chosen = formats.FORMATS[fmt]
     rendered = formats.Report(results=results, run_dir=run_dir, history=history, limit=limit)
     if chosen.show is not None and out is None:
@@ -90,6 +97,16 @@ def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...]
     else:
         click.echo(text)
     sys.exit(EXIT_OK)
+
+
+def history_runs(folder: Path, current: Path, last: int) -> list[Path]:
+    """The run folders directly under `folder` (those with a results.json, not the current run), the newest
+    `last` by finished_at."""
+    from runner.results.build import moment
+
+    found = [(moment(read_results(p).finished_at), p) for p in sorted(folder.iterdir())
+             if p.is_dir() and (p / "results.json").is_file() and p.resolve() != current.resolve()]
+    return [p for _, p in sorted(found, key=lambda pair: pair[0])[-last:]]
 
 
 @click.command(short_help="Post the check run, the PR comment and the job summary.", epilog=PUBLISH_ENVIRONMENT)

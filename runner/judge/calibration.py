@@ -4,8 +4,13 @@ live reps"): run the judge on labelled answers and compare.
 A labels file is JSON Lines (or a JSON list) of items:
     {"id": "...", "prompt": "...", "answer": "...", "assertion": "...", "label": "PASS" | "FAIL",
      "tool_calls": [{"name": "Skill", "input": "{...}"}]}          # tool_calls optional
+and, optional, what the HTML report's review mode writes beside them (runner/report/html.py):
+    "assertion_class": "semantic" | "artifact_shape" (the rubric class; default semantic),
+    "run_verdict": "PASS" | "FAIL" (what the judge said in the run the person reviewed),
+    "case": "<uid>", "attempt": "<attempt id>", "note": "<the person's note>".
 Rates: agreement = matches / items the judge decided; false PASS = judge PASS among label-FAIL
-items; false FAIL = judge FAIL among label-PASS items; JUDGE-ERROR = errors / all items. The
+items; false FAIL = judge FAIL among label-PASS items; JUDGE-ERROR = errors / all items; the
+same rates per rubric class (`by_class`). The
 record is appended to `.skill-evals/judge-calibration.json` with the judge model and prompt
 version; `[judge] require_calibration` makes a run judge only with a passing record for both.
 """
@@ -48,6 +53,12 @@ class LabelledItem(BaseModel):
     assertion: str = Field(min_length=1)
     label: Literal["PASS", "FAIL"]
     tool_calls: list[LabelledTool] = []
+    # Written by the HTML report's review mode; the judge never sees them (it is measured, not told).
+    assertion_class: str = Field(default="semantic", min_length=1)
+    run_verdict: Literal["PASS", "FAIL"] | None = None
+    case: str | None = None
+    attempt: str | None = None
+    note: str = ""
 
 
 class ItemResult(BaseModel):
@@ -55,6 +66,16 @@ class ItemResult(BaseModel):
     label: str
     judged: str
     cause: str | None = None
+    assertion_class: str = "semantic"
+
+
+class Rates(BaseModel):
+    """The rates of one group of items (see the module docstring)."""
+    items: int
+    agreement: float | None
+    false_pass_rate: float | None
+    false_fail_rate: float | None
+    judge_error_rate: float
 
 
 class CalibrationRecord(BaseModel):
@@ -67,6 +88,7 @@ class CalibrationRecord(BaseModel):
     false_pass_rate: float | None
     false_fail_rate: float | None
     judge_error_rate: float
+    by_class: dict[str, Rates] = Field(default={}, description="The same rates per rubric (assertion) class.")
     thresholds: CalibrationThresholds
     passed: bool
     failures: list[str] = []
@@ -122,7 +144,8 @@ async def _judge_all(judge: Judge, items: list[LabelledItem], concurrency: int) 
         async with gate:
             outcomes, call = await judge.judge(item.prompt, item.answer, calls, [assertion])
         cost += call.cost_usd
-        return ItemResult(id=item.id, label=item.label, judged=outcomes[0].state, cause=call.error)
+        return ItemResult(id=item.id, label=item.label, judged=outcomes[0].state, cause=call.error,
+                          assertion_class=item.assertion_class)
 
     try:
         results = await asyncio.gather(*(one(item) for item in items))
@@ -131,21 +154,26 @@ async def _judge_all(judge: Judge, items: list[LabelledItem], concurrency: int) 
     return list(results), cost
 
 
-def calibrate(judge: Judge, items: list[LabelledItem], labels_file: str, thresholds: CalibrationThresholds,
-              concurrency: int = 4) -> CalibrationRecord:
-    results, cost = asyncio.run(_judge_all(judge, items, concurrency))
+def rates(results: list[ItemResult]) -> Rates:
     errors = sum(1 for r in results if r.judged == "JUDGE-ERROR")
     decided = [r for r in results if r.judged != "JUDGE-ERROR"]
     label_fail = [r for r in results if r.label == "FAIL"]
     label_pass = [r for r in results if r.label == "PASS"]
+    return Rates(items=len(results), agreement=_rate(sum(1 for r in decided if r.judged == r.label), len(decided)),
+                 false_pass_rate=_rate(sum(1 for r in label_fail if r.judged == "PASS"), len(label_fail)),
+                 false_fail_rate=_rate(sum(1 for r in label_pass if r.judged == "FAIL"), len(label_pass)),
+                 judge_error_rate=round(errors / len(results), 4) if results else 0.0)
+
+
+def calibrate(judge: Judge, items: list[LabelledItem], labels_file: str, thresholds: CalibrationThresholds,
+              concurrency: int = 4) -> CalibrationRecord:
+    results, cost = asyncio.run(_judge_all(judge, items, concurrency))
+    classes = sorted({r.assertion_class for r in results})
     record = CalibrationRecord(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), model=judge.settings.model,
-        prompt_version=judge.version, labels_file=labels_file, items=len(results),
-        agreement=_rate(sum(1 for r in decided if r.judged == r.label), len(decided)),
-        false_pass_rate=_rate(sum(1 for r in label_fail if r.judged == "PASS"), len(label_fail)),
-        false_fail_rate=_rate(sum(1 for r in label_pass if r.judged == "FAIL"), len(label_pass)),
-        judge_error_rate=round(errors / len(results), 4), thresholds=thresholds, passed=False,
-        cost_usd=round(cost, 6), results=results)
+        prompt_version=judge.version, labels_file=labels_file, **rates(results).model_dump(),
+        by_class={c: rates([r for r in results if r.assertion_class == c]) for c in classes},
+        thresholds=thresholds, passed=False, cost_usd=round(cost, 6), results=results)
     failures = []
     if record.agreement is None or record.agreement < thresholds.min_agreement:
         failures.append(f"agreement {record.agreement} < {thresholds.min_agreement}")

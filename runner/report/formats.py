@@ -49,9 +49,11 @@ def _history_markdown(history: History) -> str:
 
 def _markdown(report: Report) -> str:
     from runner.report import markdown
+    from runner.results import history as history_mod
     extra = "\n\n" + _history_markdown(report.history) if report.history is not None else ""
+    changed = tuple(history_mod.changed_since_lines(report.history)) if report.history is not None else ()
     try:
-        return markdown.render(report.results, limit=report.limit - len(extra)) + extra
+        return markdown.render(report.results, limit=report.limit - len(extra), changed=changed) + extra
     except ValueError as exc:
         raise LimitTooSmall(str(exc)) from exc
 
@@ -70,7 +72,7 @@ def _junit(report: Report) -> str:
 
 def _html(report: Report) -> str:
     from runner.report import html
-    return html.render(report.results, report.run_dir)
+    return html.render(report.results, report.run_dir, history=report.history)
 
 
 def _json(report: Report) -> str:

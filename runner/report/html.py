@@ -35,6 +35,7 @@ from typing import Any
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
 from runner.results.build import CaseResult, Results, kill_note
+from runner.results.history import History, TrendPoint
 from runner.results.verdicts import CASE_STATES, CaseState
 
 TRANSCRIPT_CAP = 200_000       # bytes of embedded JSON per attempt's transcript
@@ -165,6 +166,78 @@ def _attempt_data(record: AttemptRecord | None, attempt_id: str) -> dict[str, An
     return data
 
 
+# ---- what the review mode needs (labels in the format `calibrate-judge` reads) ----------------------
+
+JUDGED_CLASSES = ("semantic", "artifact_shape")  # the classes the judge decides (runner.results.verdicts)
+TOOL_CALLS_CAP = 50            # tool calls embedded per attempt for the labels (the judge sees them)
+TOOL_INPUT_CAP = 2_000         # characters of each tool call's input
+
+
+def _text_of(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [str(b["text"]) for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        return "\n".join(texts) if texts else None
+    return None
+
+
+def prompt_of(messages: list[Any]) -> str | None:
+    """The case prompt as the session received it: the transcript's first user text (the api host writes
+    `{"role": "user", ...}`, claude-code's SDK messages `{"_type": "UserMessage", "content": ...}`)."""
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "user" or message.get("_type") == "UserMessage":
+            text = _text_of(message.get("content"))
+            if text is not None:
+                return text
+    return None
+
+
+def _read_prompt(run_dir: Path, record: AttemptRecord) -> str | None:
+    _, path = _transcript_path(run_dir, record)
+    if path is None or not path.is_file() or path.stat().st_size > READ_LIMIT:
+        return None
+    try:
+        messages = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except ValueError:
+        return None
+    return prompt_of(messages if isinstance(messages, list) else [messages])
+
+
+def judged_by_the_judge(assertion_class: str, outcome_state: str, evidence: str | None) -> bool:
+    """Whether the judge gave this attempt's verdict on the assertion (what a person can agree with). An
+    artifact-shape assertion whose literal was missing failed by script, before any judge."""
+    if assertion_class not in JUDGED_CLASSES or outcome_state not in ("PASS", "FAIL"):
+        return False
+    return not (assertion_class == "artifact_shape" and (evidence or "").startswith("missing: "))
+
+
+def _add_review(entry: dict[str, Any], record: AttemptRecord, case: CaseResult, run_dir: Path) -> None:
+    """What a label needs beyond the final answer (already in the entry): the assertion's text and class,
+    the prompt (from the transcript file, whole, whatever the page embeds of it) and the tool calls, capped."""
+    if record.judge is None or record.outcome is None:
+        return
+    texts = {a.index: a for a in case.assertions}
+    reviewable = 0
+    for item in entry.get("assertions", []):
+        known = texts.get(item["index"])
+        if known is None:
+            continue
+        item["class"] = known.assertion_class
+        item["text"] = _cut(known.text, 4000)
+        item["judged"] = judged_by_the_judge(known.assertion_class, item["state"], item.get("evidence"))
+        reviewable += item["judged"]
+    if not reviewable:
+        return
+    entry["prompt"] = _cut(_read_prompt(run_dir, record))
+    entry["tool_calls"] = [{"name": _clean(c.name), "input": _cut(c.input, TOOL_INPUT_CAP)}
+                           for c in record.tool_calls[:TOOL_CALLS_CAP]]
+    if len(record.tool_calls) > TOOL_CALLS_CAP:
+        entry["tool_calls_cut"] = len(record.tool_calls) - TOOL_CALLS_CAP
+
+
 _PRIORITY: dict[CaseState, int] = {"FAIL": 0, "ERROR": 1, "JUDGE-ERROR": 1, "QUARANTINED": 2, "UNRUN": 3, "PASS": 4}
 
 
@@ -187,6 +260,7 @@ def attempts_data(results: Results, run_dir: Path | None, transcript_cap: int, t
             record = records.get(attempt_id)
             entry = _attempt_data(record, attempt_id)
             if record is not None:
+                _add_review(entry, record, case, run_dir)
                 if used >= total_cap:
                     relative, _ = _transcript_path(run_dir, record)
                     entry["transcript"] = {"file": relative, "truncated": True,
@@ -395,6 +469,78 @@ def _filters(results: Results) -> str:
             f'<p id="shown" aria-live="polite"></p>')
 
 
+SVG_W, SVG_H, SVG_PAD = 180, 46, 6
+
+
+def trend_svg(points: list[TrendPoint], metric: str, title: str) -> str:
+    """A small line chart of one metric (0–1) across the runs, built here and escaped: one <circle> per run, its
+    value in data-value (empty where the run had nothing to count: a hollow mark on the axis, no line)."""
+    n = len(points)
+    step = (SVG_W - 2 * SVG_PAD) / max(1, n - 1)
+    inner = SVG_H - 2 * SVG_PAD
+    marks, line = [], []
+    for i, point in enumerate(points):
+        value = getattr(point, metric)
+        x = SVG_PAD + (i * step if n > 1 else (SVG_W - 2 * SVG_PAD) / 2)
+        y = SVG_PAD + inner * (1 - value) if value is not None else SVG_H - SVG_PAD
+        shown = "nothing to count" if value is None else f"{100 * value:.0f}%"
+        label = f"{point.run}{' (this run)' if point.current else ''}, {point.finished_at}: {title} {shown}"
+        fill = "none" if value is None else ("#0969da" if point.current else "#1b1f24")
+        marks.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{fill}" stroke="#1b1f24" '
+                     f'data-run="{e(point.run)}" data-value="{"" if value is None else value}">'
+                     f"<title>{e(label)}</title></circle>")
+        if value is not None:
+            line.append(f"{x:.1f},{y:.1f}")
+    path = f'<polyline points="{" ".join(line)}" fill="none" stroke="#0969da" stroke-width="1.5"/>' \
+        if len(line) > 1 else ""
+    axis = (f'<line x1="{SVG_PAD}" y1="{SVG_H - SVG_PAD}" x2="{SVG_W - SVG_PAD}" y2="{SVG_H - SVG_PAD}" '
+            f'stroke="#8c959f"/><line x1="{SVG_PAD}" y1="{SVG_PAD}" x2="{SVG_W - SVG_PAD}" y2="{SVG_PAD}" '
+            f'stroke="#8c959f" stroke-dasharray="2 3"/>')
+    return (f'<svg class="trend" data-metric="{e(metric)}" width="{SVG_W}" height="{SVG_H}" '
+            f'viewBox="0 0 {SVG_W} {SVG_H}" role="img" aria-label="{e(title)}, {n} run(s)">'
+            f"<title>{e(title)} across {n} run(s), oldest to newest</title>{axis}{path}{''.join(marks)}</svg>")
+
+
+def _latest(points: list[TrendPoint], wins: str, total: str) -> str:
+    now = points[-1]
+    return f"{getattr(now, wins)}/{getattr(now, total)}" if getattr(now, total) else "–"
+
+
+def _trends(history: History | None) -> str:
+    if history is None or not history.trends:
+        return ""
+    runs = history.stability.runs_in_window
+    rows = "".join(
+        f'<tr data-skill="{e(t.skill)}"><td>{e(t.skill)}</td>'
+        f'<td>{trend_svg(t.points, "trigger_accuracy", "trigger accuracy")} '
+        f'<small>now {_latest(t.points, "trigger_wins", "trigger_run")}</small></td>'
+        f'<td>{trend_svg(t.points, "pass_rate", "pass rate")} <small>now {_latest(t.points, "passed", "decided")}'
+        f"</small></td></tr>" for t in history.trends)
+    return (f'<section id="trends"><h2>Trends across {runs} run(s)</h2><p class="hint">Oldest on the left, this run '
+            f"on the right (blue). Trigger accuracy as in the per-skill table; pass rate = PASS among cases decided "
+            f"PASS or FAIL (quarantined left out). A hollow mark on the axis: nothing to count in that run. Hover a "
+            f'point for its run.</p><table id="trend-table"><thead><tr><th>skill</th><th>trigger accuracy</th>'
+            f"<th>pass rate</th></tr></thead><tbody>{rows}</tbody></table></section>")
+
+
+def _review_panel(has_run_dir: bool) -> str:
+    if not has_run_dir:
+        explain = ("Review needs the attempts: render the page from the run folder "
+                   "(<code>skill-evals report RUN_DIR --format html</code>).")
+    else:
+        explain = ("Turn review on, open a case: under each attempt, every assertion the judge decided has "
+                   "<b>agree</b> / <b>disagree</b> and a note. <b>Download labels</b> saves <code>labels.json</code> "
+                   "(agree = the judge's verdict is the label, disagree = the other one) for "
+                   "<code>skill-evals calibrate-judge labels.json</code>, which re-runs the judge on them and reports "
+                   "agreement, false PASS and false FAIL per rubric class. Marks live in this page only: download "
+                   "before closing it. Answers and prompts longer than the page's caps are cut, and so are their "
+                   "labels.")
+    return (f'<section id="review"><h2>Review the judge</h2><p class="hint">{explain}</p>'
+            '<div id="review-bar"><label><input type="checkbox" id="review-toggle"> review mode</label>'
+            '<span id="review-count"></span><button type="button" id="download-labels" disabled>Download labels'
+            '</button><span id="review-status" class="hint" aria-live="polite"></span></div></section>')
+
+
 CSS = """
 :root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--soft:#f6f8fa;
 --pass:#1a7f37;--fail:#cf222e;--error:#9a6700;--judge:#8250df;--quar:#0969da;--unrun:#6e7781}
@@ -443,6 +589,15 @@ pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;font:12px/1.4 ui-mon
 Consolas,monospace}
 .cut{color:var(--fail);font-weight:600}
 meter{width:120px;vertical-align:middle}
+.review-controls{display:none;gap:6px;align-items:center;margin:4px 0 8px;flex-wrap:wrap}
+body.reviewing .review-controls{display:flex}
+.review-controls button{font:inherit;font-size:12px;padding:1px 8px;cursor:pointer;border:1px solid var(--line);
+border-radius:6px;background:#fff}
+.review-controls button.review-agree[aria-pressed=true]{background:var(--pass);color:#fff}
+.review-controls button.review-disagree[aria-pressed=true]{background:var(--fail);color:#fff}
+.review-note{font:inherit;font-size:12px;min-width:260px}
+#review-bar{display:flex;gap:14px;align-items:center;flex-wrap:wrap}
+svg.trend{vertical-align:middle}svg.trend text{font:10px system-ui,sans-serif;fill:var(--muted)}
 footer{margin-top:24px;color:var(--muted);font-size:12px}
 """
 
@@ -528,7 +683,77 @@ JS = r"""
     dl.appendChild(el("dt", null, key));
     dl.appendChild(el("dd", null, Array.isArray(value) ? value.join(", ") : value));
   }
-  function renderAttempt(a) {
+  // ---- review mode: a person's agree/disagree with the judge, downloaded as calibrate-judge labels ----
+  var REVIEW = {};
+  var reviewToggle = document.getElementById("review-toggle");
+  var reviewCount = document.getElementById("review-count");
+  var downloadButton = document.getElementById("download-labels");
+  var reviewable = 0;
+  Object.keys(DATA.attempts).forEach(function (k) {
+    DATA.attempts[k].forEach(function (a) {
+      (a.assertions || []).forEach(function (x) { if (x.judged) { reviewable += 1; } });
+    });
+  });
+  function opposite(verdict) { return verdict === "PASS" ? "FAIL" : "PASS"; }
+  function updateReview() {
+    var marked = Object.keys(REVIEW).filter(function (id) { return REVIEW[id].mark; }).length;
+    reviewCount.textContent = marked + " of " + reviewable + " judged assertion(s) marked";
+    downloadButton.disabled = !marked;
+  }
+  function setReviewing(on) {
+    reviewToggle.checked = on;
+    document.body.classList.toggle("reviewing", on);
+  }
+  function labelItem(entry) {
+    var a = entry.attempt, x = entry.assertion;
+    return {id: a.id + "#" + x.index, prompt: a.prompt || "", answer: a.final_answer || "", assertion: x.text,
+            label: entry.mark === "agree" ? x.state : opposite(x.state),
+            tool_calls: (a.tool_calls || []).map(function (c) { return {name: c.name, input: c.input}; }),
+            assertion_class: x["class"], run_verdict: x.state, "case": entry.uid, attempt: a.id, note: entry.note};
+  }
+  function downloadLabels() {
+    var items = Object.keys(REVIEW).sort().filter(function (id) { return REVIEW[id].mark; })
+      .map(function (id) { return labelItem(REVIEW[id]); });
+    var blob = new Blob([JSON.stringify(items, null, 1) + "\n"], {type: "application/json"});
+    var link = el("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = "labels.json";
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    document.getElementById("review-status").textContent = "labels.json: " + items.length + " label(s). " +
+      "Next: skill-evals calibrate-judge labels.json --library <library>";
+  }
+  function reviewControls(uid, a, x) {
+    var id = a.id + "#" + x.index;
+    var entry = REVIEW[id] || (REVIEW[id] = {uid: uid, attempt: a, assertion: x, mark: null, note: ""});
+    var box = el("div", "review-controls");
+    box.setAttribute("data-review-id", id);
+    box.appendChild(el("span", "hint", "The judge said " + x.state + ":"));
+    var buttons = ["agree", "disagree"].map(function (mark) {
+      var b = el("button", "review-" + mark, mark === "agree" ? "agree" : "disagree (it is " + opposite(x.state) + ")");
+      b.type = "button";
+      b.setAttribute("aria-pressed", entry.mark === mark ? "true" : "false");
+      b.addEventListener("click", function () {
+        entry.mark = entry.mark === mark ? null : mark;
+        buttons.forEach(function (other, i) {
+          other.setAttribute("aria-pressed", entry.mark === ["agree", "disagree"][i] ? "true" : "false");
+        });
+        updateReview();
+      });
+      box.appendChild(b);
+      return b;
+    });
+    var note = el("input", "review-note");
+    note.type = "text";
+    note.placeholder = "note (optional)";
+    note.value = entry.note;
+    note.addEventListener("input", function () { entry.note = note.value; });
+    box.appendChild(note);
+    if (!a.prompt) { box.appendChild(el("span", "hint", " (the prompt is not in the transcript: the label has none)")); }
+    return box;
+  }
+  function renderAttempt(a, uid) {
     var box = el("section", "attempt");
     var head = el("h5", null, a.id + (a.state ? " — " : ""));
     if (a.state) { head.appendChild(el("span", "badge st-" + a.state, a.state)); }
@@ -554,8 +779,10 @@ JS = r"""
       a.assertions.forEach(function (x) {
         var li = el("li");
         li.appendChild(el("span", "badge st-" + x.state, x.state));
-        li.appendChild(document.createTextNode(" [" + x.index + "]" + (x.reason ? " " + x.reason : "")));
+        li.appendChild(document.createTextNode(" [" + x.index + "]" + (x.text ? " " + x.text : "") +
+          (x.reason ? " — " + x.reason : "")));
         if (x.evidence) { li.appendChild(el("blockquote", "evidence", x.evidence)); }
+        if (x.judged) { li.appendChild(reviewControls(uid, a, x)); }
         ul.appendChild(li);
       });
       box.appendChild(ul);
@@ -573,7 +800,8 @@ JS = r"""
     holder.setAttribute("data-filled", "1");
     var list = DATA.attempts[holder.getAttribute("data-index")] || [];
     if (!list.length) { holder.appendChild(el("p", "hint", "No attempt of this case is in the run folder.")); }
-    list.forEach(function (a) { holder.appendChild(renderAttempt(a)); });
+    var uid = document.getElementById("c" + holder.getAttribute("data-index")).getAttribute("data-uid");
+    list.forEach(function (a) { holder.appendChild(renderAttempt(a, uid)); });
   }
   function setOpen(row, open) {
     var detail = document.getElementById("d" + row.getAttribute("data-index"));
@@ -606,6 +834,7 @@ JS = r"""
     var states = selectedStates();
     if (states.length !== STATES.length) { parts.push("state=" + states.map(encodeURIComponent).join(",")); }
     if (uidInput.value.trim()) { parts.push("q=" + encodeURIComponent(uidInput.value.trim())); }
+    if (reviewToggle.checked) { parts.push("review=1"); }
     try { history.replaceState(null, "", parts.length ? "#" + parts.join("&") : location.pathname + location.search); }
     catch (err) { /* a file: URL that refuses replaceState keeps its old fragment */ }
   }
@@ -619,6 +848,7 @@ JS = r"""
     skillSel.value = skill && known ? skill : "";
     boxes.forEach(function (b) { b.checked = !wanted.length || wanted.indexOf(b.value) >= 0; });
     uidInput.value = params.get("q") || "";
+    setReviewing(params.get("review") === "1");
     apply();
     var target = null, uid = params.get("case");
     if (uid) {
@@ -652,6 +882,9 @@ JS = r"""
       document.getElementById("filters").scrollIntoView({block: "start"});
     });
   });
+  reviewToggle.addEventListener("change", function () { setReviewing(reviewToggle.checked); writeHash(); });
+  downloadButton.addEventListener("click", downloadLabels);
+  updateReview();
   window.addEventListener("hashchange", fromHash);
   fromHash();
   document.documentElement.setAttribute("data-ready", "1");
@@ -664,14 +897,14 @@ def _hash(text: str) -> str:
 
 
 def render(results: Results, run_dir: Path | None = None, *, transcript_cap: int = TRANSCRIPT_CAP,
-           total_cap: int = TOTAL_CAP) -> str:
+           total_cap: int = TOTAL_CAP, history: History | None = None) -> str:
     roll = rollup.build(results)
     data = {"attempts": attempts_data(results, run_dir, transcript_cap, total_cap)}
     csp = (f"default-src 'none'; script-src '{_hash(JS)}'; style-src '{_hash(CSS)}'; img-src data:; "
            f"base-uri 'none'; form-action 'none'")
     body = "".join([
         _header(results, roll), _counts(results), _unrun(results), _skills(roll), _notes(results, roll),
-        '<section><h2>Cases</h2>', _filters(results),
+        _trends(history), _review_panel(run_dir is not None), '<section><h2>Cases</h2>', _filters(results),
         '<table id="cases"><thead><tr><th></th><th>case</th><th>skill</th><th>kind</th><th>state</th>'
         '<th class=num>wins/losses/errors · run of N</th><th class=num>cost</th></tr></thead><tbody>',
         _case_rows(results, run_dir is not None), "</tbody></table></section>",

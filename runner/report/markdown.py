@@ -452,7 +452,7 @@ def truncation_note(shape: Shape, omitted: int, limit: int) -> list[str]:
             "complete; results.json has every case in full.", ""]
 
 
-def compose(results: Results, roll: Rollup, shape: Shape, limit: int) -> str:
+def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: tuple[str, ...] = ()) -> str:
     budget = Budget(shape.items)
     body: list[str] = []
     body += case_section("Failing cases", "", roll.failing, shape, budget)
@@ -469,6 +469,7 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int) -> str:
                          "about these skills or cases (the first finding is shown). The floor held back nothing "
                          "else.", roll.held_back, shape, budget)
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
+    lines += list(changed)  # "Changed since last run" (runner.results.history), read right after the counts
     lines += skill_table(roll, shape) + body + probe_section(results) + unrun_section(roll, shape)
     lines.append(escape(roll.not_executed_sentence))
     return "\n".join(lines) + "\n"
@@ -488,8 +489,9 @@ def _largest(fits, high: int) -> int | None:
     return low
 
 
-def render(results: Results, limit: int = DEFAULT_LIMIT) -> str:
-    """The Markdown report of `results`, at most `limit` characters.
+def render(results: Results, limit: int = DEFAULT_LIMIT, changed: tuple[str, ...] = ()) -> str:
+    """The Markdown report of `results`, at most `limit` characters. `changed`: the "Changed since last run"
+    lines (runner.results.history.changed_since_lines, already escaped and capped), kept at every step.
 
     Truncation, in order, stopping at the first rendering that fits:
     1. everything (all assertions, all evidence quoted in full);
@@ -505,15 +507,16 @@ def render(results: Results, limit: int = DEFAULT_LIMIT) -> str:
     """
     roll = rollup_mod.build(results)
     for level in range(4):
-        text = compose(results, roll, Shape(level=level), limit)
+        text = compose(results, roll, Shape(level=level), limit, changed)
         if len(text) <= limit:
             return text
     total = (len(roll.failing) + len(roll.erroring) + len(roll.judge_erroring) + len(roll.quarantined)
              + len(roll.unjudgeable) + len(roll.surface_warnings) + len(roll.held_back))
-    items = _largest(lambda n: len(compose(results, roll, Shape(3, n), limit)) <= limit, total)
+    items = _largest(lambda n: len(compose(results, roll, Shape(3, n), limit, changed)) <= limit, total)
     if items is not None:
-        return compose(results, roll, Shape(3, items), limit)
-    skills = _largest(lambda n: len(compose(results, roll, Shape(3, 0, n), limit)) <= limit, len(roll.skills))
+        return compose(results, roll, Shape(3, items), limit, changed)
+    skills = _largest(lambda n: len(compose(results, roll, Shape(3, 0, n), limit, changed)) <= limit,
+                      len(roll.skills))
     if skills is None:
         raise ValueError(f"a limit of {limit} characters cannot hold even the counts of this run")
-    return compose(results, roll, Shape(3, 0, skills), limit)
+    return compose(results, roll, Shape(3, 0, skills), limit, changed)

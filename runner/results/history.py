@@ -14,6 +14,10 @@ given), followed by the current run, which is always the newest whatever its tim
 - Quarantine candidates: cases with at least `flip_threshold` flips. Nothing is quarantined
   automatically (semantics §3, seed 002 flake policy): the model lists candidates, and a person
   adds them to `.skill-evals/quarantine.json` with a dated reason.
+- Trends: per skill and per run of the window, trigger accuracy (the per-skill table's number: activation
+  decided PASS among trigger and refusal cases, quarantined cases left out) and pass rate (PASS among the
+  cases decided PASS or FAIL, quarantined left out); None where a run had nothing to count. The HTML page
+  draws them as small SVG charts, the Markdown rollup lists what changed since the newest previous run.
 - Stability record (per run): judge-error rate (JUDGE-ERROR / judged semantic assertions of the
   cases that are not quarantined, the definition the report's rollup uses), spend against the
   cap, the stop reason; and which runs were planned differently (plan hash) or against another
@@ -94,6 +98,24 @@ class Stability(BaseModel):
                                                 "current run's; comparisons across them are flagged, not hidden.")
 
 
+class TrendPoint(BaseModel):
+    run: str = Field(description="The run's label (its folder).")
+    finished_at: str
+    current: bool
+    present: bool = Field(description="The skill had cases in this run.")
+    trigger_wins: int = 0
+    trigger_run: int = 0
+    trigger_accuracy: float | None = Field(default=None, description="trigger_wins / trigger_run; None when 0.")
+    passed: int = 0
+    decided: int = 0
+    pass_rate: float | None = Field(default=None, description="passed / decided; None when nothing was decided.")
+
+
+class SkillTrend(BaseModel):
+    skill: str
+    points: list[TrendPoint] = Field(description="One per run of the window, oldest → newest (the current last).")
+
+
 class History(BaseModel):
     current: str
     compared_with: str | None = Field(description="The newest previous run (None when there is none).")
@@ -102,6 +124,7 @@ class History(BaseModel):
     flip_threshold: int
     candidates: list[Candidate]
     stability: Stability
+    trends: list[SkillTrend] = []
     note: str = NEVER_AUTOMATIC
 
 
@@ -141,6 +164,31 @@ def _record(position: int, label: str, results: Results, current: Results, is_cu
         judge_error_rate=round(errors / judged, 4) if judged else None,
         spend_usd=results.spend.usd, cap_usd=cap, spend_of_cap=round(results.spend.usd / cap, 4) if cap else None,
         stop_reason=results.stop_reason)
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return round(numerator / denominator, 4) if denominator else None
+
+
+def trends(window: list[tuple[str, Results]]) -> list[SkillTrend]:
+    """Per skill, its trigger accuracy and pass rate in each run of `window` (oldest → newest)."""
+    from runner.report.rollup import skill_rollups  # the per-skill table's definition, not a second one
+
+    skills = sorted({c.skill for _, run in window for c in run.cases})
+    points: dict[str, list[TrendPoint]] = {skill: [] for skill in skills}
+    for position, (label, run) in enumerate(window):
+        rolled = {r.skill: r for r in skill_rollups(run.cases)}
+        for skill in skills:
+            roll = rolled.get(skill)
+            healthy = [c for c in run.cases if c.skill == skill and c.state != "QUARANTINED"]
+            decided = [c for c in healthy if c.state in VERDICTS]
+            passed = sum(1 for c in decided if c.state == "PASS")
+            wins, run_n = (roll.trigger_wins, roll.trigger_run) if roll else (0, 0)
+            points[skill].append(TrendPoint(
+                run=label, finished_at=run.finished_at, current=position == len(window) - 1, present=roll is not None,
+                trigger_wins=wins, trigger_run=run_n, trigger_accuracy=_ratio(wins, run_n), passed=passed,
+                decided=len(decided), pass_rate=_ratio(passed, len(decided))))
+    return [SkillTrend(skill=skill, points=points[skill]) for skill in skills]
 
 
 def compare(current: Results, previous: list[Results], flip_threshold: int = 2, *,
@@ -206,7 +254,8 @@ def compare(current: Results, previous: list[Results], flip_threshold: int = 2, 
         flip_threshold=flip_threshold, candidates=candidates,
         stability=Stability(runs_in_window=len(window), total_flips=sum(flips_by_case.values()),
                             flipping_cases=len(flips_by_case), flips_by_case=flips_by_case, runs=records,
-                            flagged_runs=[r.label for r in records if r.flagged]))
+                            flagged_runs=[r.label for r in records if r.flagged]),
+        trends=trends(window))
 
 
 def read_run(folder: Path) -> Results:
@@ -237,6 +286,38 @@ def _pct(value: float | None) -> str:
 
 def _state(state: str, reason: str | None) -> str:
     return escape(f"{state} ({reason})" if reason and state.startswith("UNRUN") else state)
+
+
+def _fraction(wins: int, total: int) -> str:
+    return f"{wins}/{total}" if total else "–"
+
+
+def changed_since_lines(history: History, max_items: int = 20) -> list[str]:
+    """The rollup's "Changed since last run" list: each case whose state changed, then each skill whose trigger
+    accuracy or pass rate changed, against the newest previous run. Empty when there is no previous run."""
+    if history.compared_with is None:
+        return []
+    lines = [f"#### Changed since last run ({escape(history.compared_with)})", ""]
+    if not history.comparable:
+        lines += ["Flagged: that run had another plan or library hash; a change may come from them.", ""]
+    items = [f"- {escape(c.uid)}: {_state(c.before, c.before_reason)} → {_state(c.after, c.after_reason)}"
+             for c in history.changes]
+    for trend in history.trends:
+        before, now = trend.points[-2], trend.points[-1]
+        moved = []
+        if (before.trigger_wins, before.trigger_run) != (now.trigger_wins, now.trigger_run):
+            moved.append(f"trigger accuracy {_fraction(before.trigger_wins, before.trigger_run)} → "
+                         f"{_fraction(now.trigger_wins, now.trigger_run)}")
+        if (before.passed, before.decided) != (now.passed, now.decided):
+            moved.append(f"pass rate {_fraction(before.passed, before.decided)} → {_fraction(now.passed, now.decided)}")
+        if moved:
+            items.append(f"- skill {escape(trend.skill)}: {'; '.join(moved)}")
+    if not items:
+        return lines + ["Nothing changed: no case changed state, no skill's trigger accuracy or pass rate moved.", ""]
+    shown = items[:max_items]
+    if len(items) > max_items:
+        shown.append(f"- …and {len(items) - max_items} more (the history section and JSON have each).")
+    return lines + shown + [""]
 
 
 def render_markdown(history: History, max_rows: int = MAX_CHANGE_ROWS) -> str:
