@@ -12,6 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from runner.report import markdown, terminal
+from runner.report.markdown import UPLIFT_HEAD
+from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids
 from tests.conftest import EXAMPLE, fake_env, run_cli
@@ -60,6 +65,14 @@ def scripted(fake: FakeAnthropic) -> None:
                                        f"MIGRATION PLAN\n{MARK} expand, migrate, contract"))
 
 
+def reports(out: Path) -> tuple[str, str]:
+    """The Markdown and the terminal report of a run folder's results.json."""
+    results = Results.model_validate_json((out / "results.json").read_text())
+    console = Console(record=True, width=400, color_system=None)
+    terminal.render(results, console)
+    return markdown.render(results), console.export_text()
+
+
 def run(fake: FakeAnthropic, out: Path, *args: str) -> dict:
     done = run_cli("run", "--library", str(EXAMPLE), "--out", str(out), "--timeout", "20", "--host", "api",
                    "--case", HELPS, "--case", SAME, "--repeats", REPEATS, *args, env=fake_env(fake, KEY))
@@ -93,6 +106,12 @@ def test_a_skill_that_helps_shows_uplift_and_one_that_does_not_shows_none(tmp_pa
     by_skill = {row["skill"]: row for row in results["uplift"]}
     assert by_skill[TRIAGE]["uplift"]["verdict"] == "uplift"
     assert by_skill["migration-planner"]["uplift"]["verdict"] == "no measurable uplift"
+    # The reports: an uplift column per skill and a row per baselined case, "no measurable uplift" said.
+    md, term = reports(tmp_path / "run")
+    for report, shown in ((md, markdown.escape), (term, str)):
+        assert UPLIFT_HEAD in report and "Uplift per case" in report
+        assert shown("+100 pts [+13, +100]") in report and shown("+0 pts [-44, +44] no measurable uplift") in report
+    assert "5/5 100% (56–100%)" in md and "0/5 0% (0–44%)" in md
 
 
 def test_costs_per_arm_add_up_to_the_spend_and_control_never_saw_the_skill(tmp_path: Path) -> None:
@@ -124,6 +143,8 @@ def test_without_baseline_nothing_changes(tmp_path: Path) -> None:
     for uid in (HELPS, SAME):
         assert case(results, uid)["uplift"] is None
     assert all(r["arm"] == "main" for r in attempts(tmp_path / "run"))
+    for report in reports(tmp_path / "run"):
+        assert UPLIFT_HEAD not in report and "Uplift per case" not in report
 
 
 def plan_json(*args: str, config: Path | None = None) -> dict:

@@ -26,6 +26,8 @@ from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
 from runner.results.build import CaseResult, Results, kill_note
 from runner.results.quorum import wilson_interval
+from runner.results.uplift import Uplift, UpliftArm
+from runner.results.uplift import describe as uplift_text
 from runner.results.verdicts import CASE_STATES
 
 MARKER = "<!-- skill-evals-report -->"
@@ -229,12 +231,15 @@ def badness(skill: SkillRollup) -> tuple:
             -skill.pairs_lost, -(skill.refusal_run - skill.refusal_compliant), skill.skill)
 
 
-def skill_row(name: str, skills: list[SkillRollup]) -> list[str]:
+def skill_row(name: str, skills: list[SkillRollup], baselined: bool = False) -> list[str]:
     states = [str(sum(s.states[state] for s in skills)) for state in CASE_STATES]
     wins, run = sum(s.trigger_wins for s in skills), sum(s.trigger_run for s in skills)
-    return [name, *states, accuracy(wins, run),
-            pairs_cell(sum(s.pairs_won for s in skills), sum(s.pairs_lost for s in skills)),
-            refusal_cell(sum(s.refusal_compliant for s in skills), sum(s.refusal_run for s in skills))]
+    row = [name, *states, accuracy(wins, run),
+           pairs_cell(sum(s.pairs_won for s in skills), sum(s.pairs_lost for s in skills)),
+           refusal_cell(sum(s.refusal_compliant for s in skills), sum(s.refusal_run for s in skills))]
+    if baselined:  # one skill's uplift; rows that sum several skills claim none
+        row.append(escape(uplift_cell(skills[0].uplift)) if len(skills) == 1 else "")
+    return row
 
 
 def skill_table(roll: Rollup, shape: Shape) -> list[str]:
@@ -242,20 +247,35 @@ def skill_table(roll: Rollup, shape: Shape) -> list[str]:
     shown = ordered if shape.skills is None else ordered[: shape.skills]
     rest = ordered[len(shown):]
     cut = None if shape.level == 0 else NOTE_CUT
-    rows = [skill_row(escape(clip(s.skill, cut)), [s]) for s in shown]
+    up = roll.baselined
+    rows = [skill_row(escape(clip(s.skill, cut)), [s], up) for s in shown]
     if rest:
-        rows.append(skill_row(f"*{len(rest)} other skills (totals)*", rest))
-    rows.append(skill_row(f"**All {len(ordered)} skills**", ordered))
+        rows.append(skill_row(f"*{len(rest)} other skills (totals)*", rest, up))
+    rows.append(skill_row(f"**All {len(ordered)} skills**", ordered, up))
     title = "### Per skill (most problems first)"
     lines = [title, ""]
-    lines += table(["Skill", *CASE_STATES, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance"],
-                   rows, ["---", *["---:"] * len(CASE_STATES), "---", "---:", "---:"])
+    lines += table(["Skill", *CASE_STATES, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance",
+                    *([UPLIFT_HEAD] if up else [])],
+                   rows, ["---", *["---:"] * len(CASE_STATES), "---", "---:", "---:", *(["---"] if up else [])])
     lines += ["", "Trigger accuracy, pairs and refusal compliance leave quarantined cases out; the state "
                   "counts do not."]
+    if up:
+        lines.append(UPLIFT_NOTE)
     if rest:
         lines.append(f"The {len(rest)} skills with the fewest problems are summed in one row to fit the comment "
                      "limit; results.json has each of them.")
     return lines + [""]
+
+
+UPLIFT_HEAD = "Uplift (rubric pass rate with - without the skill)"
+UPLIFT_NOTE = ("Uplift (`run --baseline`): each output case also ran without the skill under test, judged by the same "
+               "rubric; the difference of pass rates in points with a conservative 95% interval (treatment Wilson "
+               "low - control Wilson high, treatment high - control low); an interval that spans 0 is no "
+               "measurable uplift. results.json `uplift` has each arm's tokens, turns and duration.")
+
+
+def uplift_cell(uplift: Uplift | None) -> str:
+    return uplift_text(uplift) if uplift is not None else ""
 
 
 def assertion_lines(case: CaseResult, level: int) -> list[str]:
@@ -423,6 +443,28 @@ def probe_section(results: Results) -> list[str]:
     return ["### Tier-2 probes", "", intro, ""] + table(head, rows) + [""]
 
 
+def uplift_arm_cell(arm: UpliftArm) -> str:
+    rate = "n/a" if arm.pass_rate is None else f"{100 * arm.pass_rate:.0f}% ({percent_interval(arm.wilson_95)})"
+    extra = f"; {arm.undecided} undecided" if arm.undecided else ""
+    return (f"{arm.passes}/{arm.passes + arm.fails} {rate}{extra} · {arm.mean_tokens or 0:,.0f} tok, "
+            f"{arm.mean_turns or 0:.1f} turns, {arm.mean_duration_s or 0:.1f}s per attempt · {usd(arm.cost_usd)}")
+
+
+def uplift_section(results: Results, shape: Shape) -> list[str]:
+    """run --baseline: each baselined case's two arms (a short report keeps the per-skill column only)."""
+    cases = [c for c in results.cases if c.uplift is not None]
+    if not cases:
+        return []
+    if shape.level >= 3:
+        return ["### Uplift per case", "", f"{len(cases)} baselined case(s): left out to fit the comment limit; "
+                "results.json `cases[].uplift` has each.", ""]
+    rows = [[escape(clip(c.uid, None if shape.level == 0 else NOTE_CUT)), uplift_arm_cell(c.uplift.treatment),
+             uplift_arm_cell(c.uplift.control), escape(uplift_text(c.uplift))] for c in cases if c.uplift]
+    return (["### Uplift per case", "", "Rubric pass rate with the skill (the case's own attempts) and without it "
+             "(the control arm), Wilson 95%; tokens, turns and duration per attempt; cost per arm.", ""]
+            + table(["Case", "With the skill", "Without the skill", "Difference (conservative 95%)"], rows) + [""])
+
+
 def _share(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.0f}%"
 
@@ -470,7 +512,8 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
                          "else.", roll.held_back, shape, budget)
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
     lines += list(changed)  # "Changed since last run" (runner.results.history), read right after the counts
-    lines += skill_table(roll, shape) + body + probe_section(results) + unrun_section(roll, shape)
+    lines += skill_table(roll, shape) + body + probe_section(results) + uplift_section(results, shape)
+    lines += unrun_section(roll, shape)
     lines.append(escape(roll.not_executed_sentence))
     return "\n".join(lines) + "\n"
 

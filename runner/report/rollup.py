@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results
 from runner.results.quorum import wilson_interval
+from runner.results.uplift import Uplift
 from runner.results.verdicts import CASE_STATES
 
 
@@ -26,6 +27,7 @@ class SkillRollup(BaseModel):
     pairs_lost: int = 0
     refusal_compliant: int = 0
     refusal_run: int = 0
+    uplift: Uplift | None = None  # run --baseline: the skill's baselined cases pooled (results.json `uplift`)
 
 
 class Note(BaseModel):
@@ -39,6 +41,7 @@ class Rollup(BaseModel):
     executed: int
     not_executed: int
     skills: list[SkillRollup]
+    baselined: bool = False  # run --baseline: the per-skill tables gain an uplift column
     failing: list[CaseResult]
     erroring: list[CaseResult]
     judge_erroring: list[CaseResult]
@@ -104,6 +107,12 @@ def held_back(results: Results) -> list[Note]:
     return notes
 
 
+def with_uplift(skills: list[SkillRollup], results: Results) -> list[SkillRollup]:
+    """Each skill's uplift row (run --baseline), when results.json has one."""
+    found = {row.skill: row.uplift for row in results.uplift}
+    return [s.model_copy(update={"uplift": found.get(s.skill)}) for s in skills]
+
+
 def build(results: Results) -> Rollup:
     plan = results.plan
     cases = results.cases
@@ -121,7 +130,7 @@ def build(results: Results) -> Rollup:
     judge_errors = sum(1 for a in judged if a.state == "JUDGE-ERROR")
     return Rollup(
         header=header, counts=dict(results.counts), executed=len(cases) - unrun, not_executed=unrun,
-        skills=skill_rollups(cases),
+        skills=with_uplift(skill_rollups(cases), results), baselined=bool(results.uplift),
         failing=[c for c in cases if c.state == "FAIL"], erroring=[c for c in cases if c.state == "ERROR"],
         judge_erroring=[c for c in cases if c.state == "JUDGE-ERROR"],
         quarantined=[c for c in cases if c.state == "QUARANTINED"],

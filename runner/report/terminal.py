@@ -25,7 +25,17 @@ from rich.table import Table
 from rich.text import Text
 
 from runner.report import rollup as rollup_mod
-from runner.report.markdown import accuracy, arm_cell, badness, pairs_cell, percent_interval, refusal_cell
+from runner.report.markdown import (
+    UPLIFT_HEAD,
+    accuracy,
+    arm_cell,
+    badness,
+    pairs_cell,
+    percent_interval,
+    refusal_cell,
+    uplift_arm_cell,
+    uplift_cell,
+)
 from runner.report.rollup import Rollup
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, kill_note
@@ -191,6 +201,8 @@ def skill_table(roll: Rollup, console: Console) -> None:
     columns.append(Column("Refusal compliance", [refusal_cell(s.refusal_compliant, s.refusal_run) for s in skills]
                           + [refusal_cell(sum(s.refusal_compliant for s in skills),
                                           sum(s.refusal_run for s in skills))], justify="right"))
+    if roll.baselined:  # run --baseline; the total row claims no uplift of all skills together
+        columns.append(Column(UPLIFT_HEAD, [_e(uplift_cell(s.uplift)) for s in skills] + [""]))
     print_fitted(console, "Per skill (most problems first)", columns, total_row=True)
     console.print("Trigger accuracy, pairs and refusal compliance leave quarantined cases out; the state counts "
                   "do not.", style="dim")
@@ -284,6 +296,18 @@ def probe_table(results: Results, console: Console) -> None:
     print_fitted(console, "Tier-2 probes (control without the skill, treatment with it)", columns)
 
 
+def uplift_table(results: Results, console: Console) -> None:
+    """run --baseline: each baselined case with and without the skill, judged by the same rubric."""
+    rows = [(case, case.uplift) for case in results.cases if case.uplift is not None]
+    if not rows:
+        return
+    columns = [Column("Case", [_e(case.uid) for case, _ in rows], name=True),
+               Column("With the skill", [_e(uplift_arm_cell(u.treatment)) for _, u in rows]),
+               Column("Without the skill", [_e(uplift_arm_cell(u.control)) for _, u in rows]),
+               Column("Difference (conservative 95%)", [_e(uplift_cell(u)) for _, u in rows])]
+    print_fitted(console, "Uplift per case (rubric pass rate, Wilson 95%)", columns)
+
+
 def render(results: Results, console: Console) -> None:
     """Print the report of `results` to `console`."""
     roll = rollup_mod.build(results)
@@ -294,5 +318,6 @@ def render(results: Results, console: Console) -> None:
     quarantine_table(roll, console)
     notes(roll, console)
     probe_table(results, console)
+    uplift_table(results, console)
     unrun_table(roll, console)
     console.print(f"[bold]{_e(roll.not_executed_sentence)}[/]")

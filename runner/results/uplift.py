@@ -15,6 +15,7 @@ the interval. When that interval spans 0 the run shows "no measurable uplift".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
@@ -204,5 +205,6 @@ def describe(uplift: Uplift) -> str:
     if uplift.difference is None or uplift.difference_interval is None:
         return "not measured"
     low, high = uplift.difference_interval
-    text = f"{100 * uplift.difference:+.0f} pts [{100 * low:+.0f}, {100 * high:+.0f}]"
+    # Whole points rounded outwards: the shown interval is never narrower than the computed one.
+    text = f"{100 * uplift.difference:+.0f} pts [{math.floor(100 * low + 1e-9):+d}, {math.ceil(100 * high - 1e-9):+d}]"
     return f"{text} {uplift.verdict}" if uplift.verdict != "uplift" else text
