@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
-from runner.report import markdown, terminal
+from runner.report import html, markdown, terminal
 from runner.report.markdown import UPLIFT_HEAD
 from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
@@ -65,12 +65,12 @@ def scripted(fake: FakeAnthropic) -> None:
                                        f"MIGRATION PLAN\n{MARK} expand, migrate, contract"))
 
 
-def reports(out: Path) -> tuple[str, str]:
-    """The Markdown and the terminal report of a run folder's results.json."""
+def reports(out: Path) -> tuple[str, str, str]:
+    """The Markdown, the terminal and the HTML report of a run folder's results.json."""
     results = Results.model_validate_json((out / "results.json").read_text())
     console = Console(record=True, width=400, color_system=None)
     terminal.render(results, console)
-    return markdown.render(results), console.export_text()
+    return markdown.render(results), console.export_text(), html.render(results, out)
 
 
 def run(fake: FakeAnthropic, out: Path, *args: str) -> dict:
@@ -107,7 +107,8 @@ def test_a_skill_that_helps_shows_uplift_and_one_that_does_not_shows_none(tmp_pa
     assert by_skill[TRIAGE]["uplift"]["verdict"] == "uplift"
     assert by_skill["migration-planner"]["uplift"]["verdict"] == "no measurable uplift"
     # The reports: an uplift column per skill and a row per baselined case, "no measurable uplift" said.
-    md, term = reports(tmp_path / "run")
+    md, term, page = reports(tmp_path / "run")
+    assert "uplift (with − without the skill" in page and "+0 pts [-44, +44] no measurable uplift" in page
     for report, shown in ((md, markdown.escape), (term, str)):
         assert UPLIFT_HEAD in report and "Uplift per case" in report
         assert shown("+100 pts [+13, +100]") in report and shown("+0 pts [-44, +44] no measurable uplift") in report
@@ -143,8 +144,10 @@ def test_without_baseline_nothing_changes(tmp_path: Path) -> None:
     for uid in (HELPS, SAME):
         assert case(results, uid)["uplift"] is None
     assert all(r["arm"] == "main" for r in attempts(tmp_path / "run"))
-    for report in reports(tmp_path / "run"):
+    md, term, page = reports(tmp_path / "run")
+    for report in (md, term):
         assert UPLIFT_HEAD not in report and "Uplift per case" not in report
+    assert "uplift (with" not in page
 
 
 def plan_json(*args: str, config: Path | None = None) -> dict:

@@ -36,6 +36,7 @@ from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, 
 from runner.report import rollup
 from runner.results.build import CaseResult, Results, kill_note
 from runner.results.history import History, TrendPoint
+from runner.results.uplift import describe as uplift_text
 from runner.results.verdicts import CASE_STATES, CaseState
 
 TRANSCRIPT_CAP = 200_000       # bytes of embedded JSON per attempt's transcript
@@ -206,12 +207,13 @@ def _read_prompt(run_dir: Path, record: AttemptRecord) -> str | None:
     return prompt_of(messages if isinstance(messages, list) else [messages])
 
 
-def judged_by_the_judge(assertion_class: str, outcome_state: str, evidence: str | None) -> bool:
-    """Whether the judge gave this attempt's verdict on the assertion (what a person can agree with). An
-    artifact-shape assertion whose literal was missing failed by script, before any judge."""
+def judged_by_the_judge(assertion_class: str, outcome_state: str, reason: str | None) -> bool:
+    """Whether the judge gave this attempt's verdict on the assertion (what a person can agree with). The judge
+    always gives a reason (a string, maybe empty); an artifact-shape assertion the script decided (its literal
+    missing, or shape only) has none."""
     if assertion_class not in JUDGED_CLASSES or outcome_state not in ("PASS", "FAIL"):
         return False
-    return not (assertion_class == "artifact_shape" and (evidence or "").startswith("missing: "))
+    return assertion_class == "semantic" or reason is not None
 
 
 def _add_review(entry: dict[str, Any], record: AttemptRecord, case: CaseResult, run_dir: Path) -> None:
@@ -227,7 +229,7 @@ def _add_review(entry: dict[str, Any], record: AttemptRecord, case: CaseResult, 
             continue
         item["class"] = known.assertion_class
         item["text"] = _cut(known.text, 4000)
-        item["judged"] = judged_by_the_judge(known.assertion_class, item["state"], item.get("evidence"))
+        item["judged"] = judged_by_the_judge(known.assertion_class, item["state"], item.get("reason"))
         reviewable += item["judged"]
     if not reviewable:
         return
@@ -346,11 +348,14 @@ def _skills(roll: rollup.Rollup) -> str:
                 trigger += f" <small>(95% {s.trigger_wilson[0]:.2f}–{s.trigger_wilson[1]:.2f})</small>"
         pairs = f"{s.pairs_won} won / {s.pairs_lost} lost" if s.pairs_won or s.pairs_lost else "–"
         refusal = f"{s.refusal_compliant}/{s.refusal_run}" if s.refusal_run else "–"
+        # run --baseline only: the uplift column (runner.results.uplift), absent without baseline data.
+        up = f"<td>{e(uplift_text(s.uplift)) if s.uplift else '–'}</td>" if roll.baselined else ""
         rows.append(f"<tr><td>{e(s.skill)}</td><td>{states}</td><td>{trigger}</td><td>{pairs}</td>"
-                    f"<td>{refusal}</td></tr>")
+                    f"<td>{refusal}</td>{up}</tr>")
+    up_head = "<th>uplift (with − without the skill, conservative 95%)</th>" if roll.baselined else ""
     return ('<section><h2>Per skill</h2><p class="hint">Health numbers leave quarantined cases out; counts do '
             'not.</p><table id="skills"><thead><tr><th>skill</th><th>cases by state</th><th>trigger accuracy</th>'
-            '<th>discrimination pairs</th><th>refusal compliance</th></tr></thead><tbody>'
+            f'<th>discrimination pairs</th><th>refusal compliance</th>{up_head}</tr></thead><tbody>'
             + "".join(rows) + "</tbody></table></section>")
 
 
