@@ -43,13 +43,16 @@ def test_the_page_carries_what_a_label_needs(tmp_path: Path) -> None:
     data = html_report.attempts_data(results, run, html_report.TRANSCRIPT_CAP, html_report.TOTAL_CAP)
     attempts = [a for entries in data.values() for a in entries]
     judged = [x for a in attempts for x in a["assertions"] if x.get("judged")]
-    assert len(attempts) == 2 and len(judged) >= 3
+    assert len(attempts) == 2 and len(judged) == 4
     for a in attempts:
         assert a["prompt"] == PROMPTS[NIGHTLY], "the prompt is read from the transcript"
         assert a["final_answer"] == ANSWER
         assert a["tool_calls"] and a["tool_calls"][0]["name"] == "Skill"
-    # Decided by script (the activation assertion), never offered for review.
-    assert all(not x["judged"] for a in attempts for x in a["assertions"] if x["class"] == "activation")
+    # Decided by script (activation; the shape-only "Output starts with the `TEST REPORT TRIAGE` block."), never
+    # offered for review; the judge's two are.
+    for a in attempts:
+        assert [(x["index"], x["judged"]) for x in a["assertions"]] == [(1, False), (2, True), (3, True)]
+        assert a["assertions"][0]["class"] == "artifact_shape" and a["assertions"][0]["state"] == "PASS"
 
 
 def test_review_in_chromium_downloads_labels_that_calibrate_judge_reads(tmp_path: Path) -> None:
