@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+from jsonschema import Draft202012Validator
+
 from runner.judge.calibration import load_labels
 from runner.report import html as html_report
 from runner.results.build import Results
@@ -17,6 +19,7 @@ from tests.conftest import EXAMPLE, run_cli
 from tests.test_run import KEY, PROMPTS, TRIAGE, key_of, skill_evals_run
 
 NIGHTLY = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
+SCHEMAS = Path(__file__).resolve().parent.parent / "runner" / "schemas"
 ANSWER = "TEST REPORT TRIAGE — nightly\n[NOT PROVEN] api skipped (flaky on runner, see #882)"
 
 
@@ -90,6 +93,8 @@ def test_review_in_chromium_downloads_labels_that_calibrate_judge_reads(tmp_path
         browser.close()
 
     items = load_labels(labels)  # exactly the format calibrate-judge reads
+    schema = json.loads((SCHEMAS / "labels.schema.json").read_text())
+    Draft202012Validator(schema).validate(json.loads(labels.read_text()))
     assert len(items) == 3
     assert [i.label for i in items] == ["PASS", "PASS", "FAIL"] and {i.run_verdict for i in items} == {"PASS"}
     assert items[2].note == "the skip is named but <b>not</b> its reason"

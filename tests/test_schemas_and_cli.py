@@ -43,6 +43,18 @@ def test_results_schema_matches_the_model() -> None:
     assert shipped == generated, "regenerate runner/schemas/results.schema.json from runner.results.build.Results"
 
 
+def test_labels_schema_matches_the_model() -> None:
+    """labels.json (the review mode's download, calibrate-judge's input) is a list of LabelledItem."""
+    from pydantic import TypeAdapter
+
+    from runner.judge.calibration import LabelledItem
+    shipped = json.loads(resources.files("runner").joinpath("schemas", "labels.schema.json").read_text())
+    generated = TypeAdapter(list[LabelledItem]).json_schema()
+    for key in ("$schema", "title"):
+        shipped.pop(key)
+    assert shipped == generated, "regenerate runner/schemas/labels.schema.json: python scripts/regen_schemas.py"
+
+
 def test_example_files_match_their_schemas() -> None:
     skills = EXAMPLE / ".claude" / "skills"
     for path in skills.glob("*/evals/evals.json"):

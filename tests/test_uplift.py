@@ -18,7 +18,7 @@ from runner.report import html, markdown, terminal
 from runner.report.markdown import UPLIFT_HEAD
 from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
-from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids
+from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
 from tests.conftest import EXAMPLE, fake_env, run_cli
 from tests.test_run import attempts, case, key_of, results_of
 
@@ -182,3 +182,69 @@ def test_the_plan_doubles_the_baselined_cases_and_says_so(tmp_path: Path) -> Non
     assert plan_json(config=config)["estimate"]["baseline_cases"] == 0
     config.write_text("[run]\nbaseline = true\n")
     assert plan_json(config=config)["estimate"]["baseline_cases"] == len(doubled)
+
+
+def cli_session(name: str, with_skill: str, without_skill: str) -> tuple[Any, ...]:
+    """The real Claude Code CLI's sessions: the listing is a system-reminder in the first user message, and the
+    Skill tool's result comes back as a user message. Calls `name` when it is listed, answers `with_skill` once a
+    tool result is in the conversation, `without_skill` when the session has no such skill."""
+    def reply(body: dict[str, Any]) -> Any:
+        messages = json.dumps(body.get("messages", []))
+        if '"tool_result"' in messages:
+            return text(with_skill)
+        if listed(name, messages):
+            return skill(name)
+        return text(without_skill)
+    return (dynamic(reply),) * 3
+
+
+def listed(name: str, messages: str) -> bool:
+    """The CLI lists a skill as `- name: description`, or as `- name` alone once its listing budget is spent."""
+    return f"- {name}:" in messages or f"- {name}\\n" in messages
+
+
+def test_baseline_on_the_claude_code_host_leaves_the_skill_out_of_the_real_cli(tmp_path: Path) -> None:
+    """The control arm on the real host: the CLI's own listing has no entry for the skill (its folder is left out
+    of the session's project, as a probe's control arm), and the uplift is measured from the CLI's answers."""
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, marker_judge())
+        fake.script(key_of(HELPS), *cli_session(TRIAGE, f"TEST REPORT TRIAGE — nightly\n{MARK} api skipped",
+                                                "All green, ship it."))
+        done = run_cli("run", "--library", str(EXAMPLE), "--out", str(out), "--timeout", "60",
+                       "--host", "claude-code", "--case", HELPS, "--repeats", REPEATS, "--baseline",
+                       env=fake_env(fake, KEY))
+        assert done.returncode == 0, done.stdout + done.stderr
+        sessions = [r for r in fake.requests_for(key_of(HELPS)) if JUDGE_MATCH not in json.dumps(r.body)]
+        firsts = [r for r in sessions if '"tool_result"' not in json.dumps(r.body["messages"])]
+    results = results_of(out)
+    assert results["plan"]["host"] == "claude-code"
+    records = attempts(out, HELPS)
+    assert sorted(r["arm"] for r in records) == ["control"] * 5 + ["main"] * 5
+    assert all(TRIAGE not in r["outcome"]["fired"] for r in records if r["arm"] == "control")
+    assert all(TRIAGE in r["outcome"]["fired"] for r in records if r["arm"] == "main")
+    # Ten first requests from the CLI: five listed the skill (treatment), five did not (control).
+    with_skill = [r for r in firsts if listed(TRIAGE, json.dumps(r.body["messages"]))]
+    assert len(firsts) == 10 and len(with_skill) == 5
+    up = case(results, HELPS)["uplift"]
+    assert (up["treatment"]["passes"], up["control"]["passes"]) == (5, 0) and up["verdict"] == "uplift"
+    assert abs(up["treatment"]["cost_usd"] + up["control"]["cost_usd"] - results["spend"]["usd"]) < 1e-5
+    assert KEY not in done.stdout + done.stderr
+
+
+def test_rejudging_a_baselined_run_judges_both_arms_again(tmp_path: Path) -> None:
+    """`judge RUN_DIR` keeps the arms: a judge that now fails everything leaves no uplift to claim."""
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        scripted(fake)
+        assert case(run(fake, out, "--baseline"), HELPS)["uplift"]["verdict"] == "uplift"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, verdicts("FAIL"))
+        done = run_cli("judge", str(out), "--library", str(EXAMPLE), env=fake_env(fake, KEY))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not [r for r in fake.message_requests if JUDGE_MATCH not in json.dumps(r.body)], "no session"
+    rejudged = results_of(next(out.glob("rejudged-*")))
+    up = case(rejudged, HELPS)["uplift"]
+    assert (up["treatment"]["passes"], up["treatment"]["fails"]) == (0, 5)
+    assert (up["control"]["passes"], up["control"]["fails"]) == (0, 5)
+    assert up["verdict"] == "no measurable uplift"

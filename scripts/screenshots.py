@@ -1,0 +1,70 @@
+"""Regenerate the review-mode and trend screenshots under docs/images in headless Chromium (issue 19).
+
+    python scripts/screenshots.py [WORK_DIR]
+
+The pages are the tests' own: a real run against the fake Messages API (tests/test_review_mode.py) and a history of
+run folders (tests/test_trends.py). Needs Chromium (`chromium`, `chromium-browser` or `google-chrome` on PATH).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.browser import Browser  # noqa: E402
+from tests.conftest import run_cli  # noqa: E402
+from tests.test_review_mode import NIGHTLY, judged_run, page  # noqa: E402
+from tests.test_trends import write_runs  # noqa: E402
+
+IMAGES = ROOT / "docs" / "images"
+SETTLE_S = 0.3  # let the layout settle after scrolling, before the capture
+
+
+def review_mode(work: Path) -> None:
+    """Two assertions agreed with, one disagreed with and a note being typed."""
+    report = page(judged_run(work), work)
+    browser = Browser(work / "profile-review", report.as_uri() + f"#review=1&case={NIGHTLY}", size=(1280, 1500))
+    try:
+        browser.wait_for("document.documentElement.getAttribute('data-ready') === '1'")
+        browser.wait_for("document.querySelectorAll('.review-controls').length")
+        for index, mark in ((0, "agree"), (1, "agree"), (2, "disagree")):
+            browser.js(f"document.querySelectorAll('.review-controls')[{index}]"
+                       f".querySelector('button.review-{mark}').click()")
+        browser.js("document.querySelectorAll('.review-controls')[2].querySelector('.review-note').focus()")
+        browser.call("Input.insertText", text="the skip is listed, but not why it does not cover the release")
+        browser.js("document.querySelectorAll('ol.transcript').forEach(function(o){o.style.maxHeight='90px'});"
+                   "document.getElementById('review').scrollIntoView({block:'start'})")
+        time.sleep(SETTLE_S)
+        browser.screenshot(IMAGES / "review-mode.png")
+    finally:
+        browser.close()
+
+
+def trends(work: Path) -> None:
+    """The trend charts of a run with two earlier runs in its history folder."""
+    history, current = write_runs(work / "trends")
+    out = work / "trends.html"
+    done = run_cli("report", str(current), "--history", str(history), "--format", "html", "--out", str(out))
+    if done.returncode != 0:
+        raise SystemExit(done.stdout + done.stderr)
+    browser = Browser(work / "profile-trends", out.as_uri(), size=(1280, 900))
+    try:
+        browser.wait_for("document.documentElement.getAttribute('data-ready') === '1'")
+        browser.js("document.getElementById('trends').scrollIntoView({block:'start'})")
+        time.sleep(SETTLE_S)
+        browser.screenshot(IMAGES / "trends.png")
+    finally:
+        browser.close()
+
+
+if __name__ == "__main__":
+    work = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="skill-evals-shots-"))
+    work.mkdir(parents=True, exist_ok=True)
+    review_mode(work)
+    trends(work)
+    print(f"wrote {IMAGES / 'review-mode.png'} and {IMAGES / 'trends.png'}")
