@@ -155,6 +155,11 @@ class RunSettings(_Strict):
     early_stop: bool = Field(default=True, description="Stop starting a case's repeats once the quorum is decided "
                                                        "(the verdict is the same as with every repeat run); false runs "
                                                        "all N.")
+    decide_early: bool = Field(default=True, description="An activation-only case's session ends as soon as its "
+                                                        "outcome can no longer change (the target fired, a forbidden "
+                                                        "skill fired: runner.plan.decide); false runs every session "
+                                                        "to its end. Cases with assertions about the answer always "
+                                                        "run to the end.")
     baseline: bool = Field(default=False, description="Every executed output case (assertions about the answer) "
                                                       "also runs a control arm, the same session without the skill "
                                                       "under test, judged by the same rubric; both arms run every "

@@ -198,7 +198,8 @@ class Executor:
             model=self.plan.model, max_turns=self.plan.max_turns, timeout_s=self.plan.timeout_s,
             max_output_tokens=self.plan.max_output_tokens, max_usd=self.plan.estimate.worst_session_usd,
             case_files=case.files, case_files_dir=case.files_dir,
-            exclude_skills=[case.skill] if arm == uplift.CONTROL else [])
+            exclude_skills=[case.skill] if arm == uplift.CONTROL else [],
+            decide_when=planned.decide_when if arm == "main" else [])
 
     def probe_spec(self, planned: PlannedCase, arm: Arm, repeat: int) -> SessionSpec:
         return probes_mod.session_spec(
@@ -266,6 +267,7 @@ class Executor:
             host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, reservation_id=reservation_id,
             duration_s=obs.duration_s, prefix_hash=obs.prefix_hash, session_path=obs.session_path,
             first_turn_input_tokens=obs.first_turn_input_tokens, model_calls=obs.model_calls,
+            decided=obs.decided, first_turn=obs.first_turn,
             transcript=transcript, final_answer=obs.final_answer, tool_calls=obs.tool_calls, judge=judge_call)
 
     async def one_attempt(self, planned: PlannedCase, repeat: int, arm: str = "main") -> AttemptRecord | None:

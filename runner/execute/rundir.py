@@ -41,7 +41,7 @@ from pydantic_core import PydanticSerializationError
 
 from runner.corpus.errors import UsageError
 from runner.corpus.findings import is_unicode, printable_tree
-from runner.execute.hosts.base import Bound, ToolCall, Usage
+from runner.execute.hosts.base import Bound, Decided, FirstTurn, ToolCall, Usage
 from runner.judge.prose import JudgeCall
 from runner.probes.arms import ProbeGrade
 from runner.results.verdicts import AttemptOutcome
@@ -83,6 +83,8 @@ class AttemptRecord(BaseModel):
     session_path: str | None = None
     first_turn_input_tokens: int | None = None
     model_calls: int | None = None
+    decided: Decided | None = None  # the host ended the session once its outcome was certain (issue 21)
+    first_turn: FirstTurn | None = None  # first-turn host: decided by the first reply, or handed off
     transcript: str | None = None
     final_answer: str | None = None
     tool_calls: list[ToolCall] = []

@@ -47,6 +47,7 @@ from runner.floor import listing as listing_mod
 from runner.floor.gate import INVALID_CASE, FloorGate, Hold, describe
 from runner.floor.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Surface
 from runner.judge.prose import prompt_version
+from runner.plan import decide
 from runner.plan.prices import PriceTable
 from runner.plan.quarantine import QuarantineEntry
 from runner.results.uplift import is_output_case
@@ -83,6 +84,9 @@ class PlannedCase(BaseModel):
                                                     "result).")
     explicit_invocation: bool = Field(default=False, description="Probes: the treatment prompt starts with /<skill>.")
     calibration: str | None = Field(default=None, description="Probes: the calibration verdict and version used.")
+    decide_when: list[list[str]] = Field(default=[], description="Activation-only cases with [run] decide_early: "
+                                                                 "the session ends once every name of one set "
+                                                                 "fired (runner.plan.decide).")
 
     @property
     def sessions(self) -> int:
@@ -221,6 +225,8 @@ class Plan(BaseModel):
     max_output_tokens: int
     concurrency: int
     early_stop: bool = Field(default=True, description="False: every repeat of every case runs (fixed N).")
+    decide_early: bool = Field(default=False, description="[run] decide_early: activation-only sessions end once "
+                                                          "their outcome is certain (PlannedCase.decide_when).")
     batch: bool = Field(default=False, description="Model turns (api host) and judge calls go through the Message "
                                                    "Batches API, at half the price the estimate shows.")
     rate_limit_pause_s: float = 30.0
@@ -636,6 +642,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
           runs_folder: Path | None = None) -> Plan:
     run = settings.run
     subagents = subagents_callable(host, run.allowed_tools)
+    names = library.names()
     cases = []
     held_back: dict[str, str] = {}
     for case, why in selected:
@@ -654,6 +661,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             planned.calibration = f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None
         elif tier_rule.baseline and is_output_case(case):
             planned.arms = ["main", "control"]  # both arms every repeat: their pass rates are the result
+        if run.decide_early and not planned.arms:
+            planned.decide_when = decide.decide_when(case, names)
         if floor is not None and (held := floor.hold_case(case)) is not None:
             apply_hold(planned, held)
             if held.skill is not None:
@@ -705,7 +714,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         judge_unavailable=judge_unavailable,
         library=PlanLibrary(root=library.root, skills_dir=library.skills_dir, content_hash=library.content_hash),
         repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
-        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, early_stop=run.early_stop, batch=batch,
+        max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, early_stop=run.early_stop,
+        decide_early=run.decide_early, batch=batch,
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,

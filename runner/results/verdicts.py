@@ -9,14 +9,13 @@ are decided here; those that need the judge stay UNRUN (`not-judged`).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Literal, get_args
 
 from pydantic import BaseModel
 
-from runner.corpus import classify
+from runner.corpus.claims import activation_claims
 from runner.corpus.library import ANY_SKILL, Assertion, Case, is_subagent
 from runner.execute.hosts.base import Observation
 from runner.results.quorum import QuorumRule, Tally, decide, wilson_interval
@@ -52,39 +51,12 @@ class AttemptOutcome(BaseModel):
 
 # ---- one attempt ------------------------------------------------------------------------------
 
-_NEGATIVE = re.compile(r"(?i)\b(does\s+not|doesn't|must\s+not|should\s+not|never|not)\b")
-_SELF = re.compile(r"(?i)\b(this|the)\s+skill\b")
-
-
-def _named_targets(text: str, case: Case, known: Collection[str]) -> list[str]:
-    """Skills an activation assertion names, in order: known names (found exactly as the classifier
-    finds them), or 'this skill' / 'the skill' = the target."""
-    names = classify.skill_mentions(text, frozenset(known))
-    if not names and _SELF.search(text):
-        names.append(case.target)
-    return names
-
-
-def _claims(text: str, case: Case, known: Collection[str]) -> list[tuple[str, bool]]:
-    """(skill, must fire) for each clause of the assertion that makes an activation claim."""
-    claims = classify.activation_claims(text, classify.packaged_rules(), frozenset(known))
-    if claims:
-        return [(claim.name or case.target, claim.must_fire) for claim in claims]
-    # Classed activation by an override, in words no rule reads: the first named skill, negative
-    # when a negation comes before it.
-    names = _named_targets(text, case, known)
-    if not names:
-        return []
-    before = text.split(names[0])[0] if names[0] in text else text
-    return [(names[0], not _NEGATIVE.search(before))]
-
-
 def check_activation_assertion(assertion: Assertion, case: Case, fired: list[str], known: Collection[str]
                                ) -> AssertionOutcome:
     """`known`: the library's names; as a mapping (Library.names) it also turns an alias the assertion uses
     (a frontmatter name) into the folder name the host reports as fired."""
     canonical = known if isinstance(known, Mapping) else {}
-    claims = [(canonical.get(name, name), must_fire) for name, must_fire in _claims(assertion.text, case, known)]
+    claims = [(canonical.get(name, name), must_fire) for name, must_fire in activation_claims(assertion.text, case, known)]
     if not claims:
         return AssertionOutcome(index=assertion.index, state="UNJUDGEABLE",
                                 reason="activation assertion names no skill of the library")

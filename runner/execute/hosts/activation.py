@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import PurePosixPath
 
 from runner.execute.hosts.base import Activation, Mechanism
@@ -93,6 +93,14 @@ def slash_command(text: str) -> Activation | None:
     """The skill a `/name` prompt expanded, from the first user message's text (turn 0), or None."""
     match = COMMAND_NAME.search(text)
     return Activation(name=match.group(1), mechanism="slash-command", turn=0) if match else None
+
+
+def decided(sets: Sequence[Sequence[str]], fired: Collection[str]) -> list[str] | None:
+    """The first set of SessionSpec.decide_when of which every name fired (runner.plan.decide), or None."""
+    for names in sets:
+        if names and all(name in fired for name in names):
+            return list(names)
+    return None
 
 
 class Turns:

@@ -51,6 +51,10 @@ class SessionSpec(BaseModel):
                                                         "relative to it.")
     case_files_dir: str | None = Field(default=None, description="The folder `case_files` are relative to in the "
                                                                  "library (the case's skill folder), absolute.")
+    decide_when: list[list[str]] = Field(
+        default=[], description="An activation-only attempt's outcome is certain once every name of one of these sets "
+                                "fired (runner.plan.decide): a host may end the session there. Empty: the session "
+                                "runs to its end.")
 
 
 class Activation(BaseModel):
@@ -78,6 +82,27 @@ class Usage(BaseModel):
 
     def add(self, other: "Usage") -> "Usage":
         return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+
+
+class Decided(BaseModel):
+    """Why and where a host ended a session before the session ended itself (issue 21, runner.plan.decide)."""
+
+    names: list[str] = Field(description="The set of SessionSpec.decide_when that had fired.")
+    event: str = Field(description="The event the decision was taken at, e.g. `PostToolUse Skill(pdf), turn 0`.")
+    turn: int
+
+
+class FirstTurn(BaseModel):
+    """The first-turn host's part in an attempt (runner.execute.hosts.first_turn)."""
+
+    capture_hash: str = Field(description="Hash of the Claude Code request the attempt's first turn was built from.")
+    cli_version: str
+    outcome: Literal["decided", "handed-off", "not-eligible"] = Field(
+        description="decided: the first reply decided the attempt; handed-off: it did not, and a real Claude Code "
+                    "session ran the attempt; not-eligible: not activation-only, run on Claude Code from the start.")
+    reason: str = ""
+    usage: Usage | None = Field(default=None, description="The first-turn request's own usage (also in the "
+                                                          "attempt's usage, with the hand-off session's).")
 
 
 class ListingSeen(BaseModel):
@@ -116,6 +141,9 @@ class Observation(BaseModel):
     session_path: str | None = Field(default=None, description="claude-code: how the session saw its folder "
                                                                "(runner.execute.hosts.sessionpath: mount-namespace, "
                                                                "user-namespace, per-session-path).")
+    decided: Decided | None = Field(default=None, description="Set when the host ended the session once its "
+                                                              "outcome could no longer change (issue 21).")
+    first_turn: FirstTurn | None = Field(default=None, description="first-turn host: what its first turn did.")
     transcript: list[dict] = Field(default=[], description="The host's messages, secrets removed.")
 
     @property

@@ -48,6 +48,7 @@ import claude_agent_sdk
 from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
+    HookMatcher,
     Message,
     ResultMessage,
     SystemMessage,
@@ -60,8 +61,10 @@ from claude_agent_sdk import (
 from claude_agent_sdk import _errors as sdk_errors
 
 from runner.execute.hosts import sessionpath, workspace
-from runner.execute.hosts.activation import Turns, apply_result, recognise, slash_command
-from runner.execute.hosts.base import Activation, Bound, ErrorKind, Observation, SessionSpec, ToolCall, Usage, utf8_safe
+from runner.execute.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_TOOLS, Turns, apply_result, decided, \
+    recognise, slash_command
+from runner.execute.hosts.base import (Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage,
+                                      utf8_safe)
 from runner.floor.surface import CaptureServer, Surface, surface_from_request
 from runner.plan.prices import PriceTable
 
@@ -206,6 +209,66 @@ class _Recorder:
         text = " ".join(block.text for block in message.content if isinstance(block, TextBlock)).strip()
         if self.spend_limit is None:
             self.spend_limit = cli_spend_limit(message.error, None, text)
+
+
+# The tools whose call can be an activation (runner.execute.hosts.activation.recognise): the hook's matcher.
+DECIDING_TOOLS = "|".join((SKILL_TOOL, READ_TOOL, *SUBAGENT_TOOLS))
+STOP_REASON = "skill-evals: the attempt's outcome can no longer change"
+
+
+class _Decider:
+    """Ends a session once its outcome is certain (SessionSpec.decide_when, runner.plan.decide; issue 21).
+
+    The CLI calls this PostToolUse hook after each call of a tool that can be an activation has run and
+    before it sends the next request; answering `continue: false` ends the session there, with a result message
+    whose usage counts every reply the session got (measured on CLI 2.1.332: one request for a Skill call that
+    decides, where the session would have gone on to a second). After the call ran, not before: the CLI
+    accepted it (PostToolUse follows a call that succeeded; a refused one gets PostToolUseFailure), so what the
+    hook counts as fired is what the recorder counts, which `observe` checks once more."""
+
+    def __init__(self, spec: SessionSpec, recorder: "_Recorder", aliases: dict[str, str]):
+        self.sets = spec.decide_when
+        self.recorder = recorder
+        self.aliases = aliases
+        self.fired: list[str] = []
+        self.decided: Decided | None = None
+        self.tool_use_id: str | None = None
+
+    def hooks(self) -> dict[Any, list[HookMatcher]]:
+        return {"PostToolUse": [HookMatcher(matcher=DECIDING_TOOLS, hooks=[self.post_tool_use])]}
+
+    async def post_tool_use(self, data: Any, tool_use_id: str | None, context: Any) -> Any:
+        if self.decided is None:
+            self.decide(str(data.get("tool_name", "")), data.get("tool_input"), data.get("tool_response"),
+                        tool_use_id)
+        if self.decided is None:
+            return {}
+        return {"continue_": False, "stopReason": STOP_REASON}
+
+    def decide(self, tool: str, tool_input: object, response: object, tool_use_id: str | None) -> None:
+        activation = recognise(tool, tool_input, tool_use_id, 0, aliases=self.aliases)
+        if activation is None or (isinstance(response, dict) and response.get("success") is False):
+            return
+        self.fired.append(activation.name)
+        # The recorder may not have read every earlier message yet: the hook's own list is complete for the
+        # tools it matches, the recorder adds a slash command (no tool call).
+        names = {a.name for a in self.recorder.activations if not a.rejected} | set(self.fired)
+        hit = decided(self.sets, names)
+        if hit is not None:
+            self.tool_use_id = tool_use_id
+            self.decided = Decided(names=hit, event=f"PostToolUse {tool}({activation.name})", turn=0)
+
+    def settle(self, obs_fired: list[str]) -> tuple[Decided | None, str | None]:
+        """The decision with the turn the recorder saw the deciding call in, or the reason it cannot stand (the
+        recorder saw the call rejected after all: the session ended on something that did not fire)."""
+        if self.decided is None:
+            return None, None
+        turn = next((a.turn for a in self.recorder.activations if a.tool_use_id == self.tool_use_id), 0)
+        found = self.decided.model_copy(update={"turn": turn, "event": f"{self.decided.event}, turn {turn}"})
+        if decided(self.sets, obs_fired) is None:
+            return found, (f"the session was ended at {found.event}, but the host rejected that call: the outcome "
+                           "was not certain")
+        return found, None
 
 
 # What the CLI's init event reports of the text it sends before the case prompt: the system prompt and tools
@@ -413,8 +476,10 @@ class ClaudeCodeHost:
             env["SLASH_COMMAND_TOOL_CHAR_BUDGET"] = str(self.listing_budget_chars)
         return env
 
-    def options(self, spec: SessionSpec, ws: workspace.Workspace, stderr: list[str]) -> ClaudeAgentOptions:
+    def options(self, spec: SessionSpec, ws: workspace.Workspace, stderr: list[str],
+                decider: _Decider | None = None) -> ClaudeAgentOptions:
         return ClaudeAgentOptions(
+            hooks=decider.hooks() if decider is not None else None,
             system_prompt={"type": "preset", "preset": "claude_code"}, cwd=str(ws.project),
             setting_sources=["project"], allowed_tools=list(self.allowed_tools), tools=list(self.allowed_tools),
             permission_mode="dontAsk", max_turns=spec.max_turns, model=spec.model, env=self.environment(ws, spec.max_output_tokens),
@@ -438,10 +503,11 @@ class ClaudeCodeHost:
         self._mark(spec, "workspace")
         stderr: list[str] = []
         recorder = _Recorder(spec, self.aliases)
+        decider = _Decider(spec, recorder, self.aliases) if spec.decide_when else None
         error_kind: ErrorKind | None = None
         error_message: str | None = None
         # query() is an async generator function (its annotation says AsyncIterator): aclose() below ends it.
-        stream = cast(AsyncGenerator[Message, None], query(prompt=spec.prompt, options=self.options(spec, ws, stderr)))
+        stream = cast(AsyncGenerator[Message, None], query(prompt=spec.prompt, options=self.options(spec, ws, stderr, decider)))
         try:
             async with asyncio.timeout(spec.timeout_s):
                 async for message in stream:
@@ -461,10 +527,10 @@ class ClaudeCodeHost:
             finally:
                 await asyncio.to_thread(ws.remove)
             self._mark(spec, "removed")
-        return self.observe(spec, recorder, error_kind, error_message, stderr, time.monotonic() - started)
+        return self.observe(spec, recorder, error_kind, error_message, stderr, time.monotonic() - started, decider)
 
     def observe(self, spec: SessionSpec, recorder: _Recorder, error_kind: ErrorKind | None, error_message: str | None,
-                stderr: list[str], duration: float) -> Observation:
+                stderr: list[str], duration: float, decider: _Decider | None = None) -> Observation:
         result = recorder.result
         bounds: list[Bound] = []
         usage = Usage()
@@ -497,6 +563,12 @@ class ClaudeCodeHost:
             error_kind, error_message = "malformed", recorder.unreadable
         if error_kind and stderr and error_kind in ("host-crash", "ambiguous"):
             error_message = f"{error_message} | stderr: {' '.join(stderr[-5:])[:500]}"
+        fired = [a.name for a in recorder.activations if not a.rejected]
+        early, unfounded = decider.settle(fired) if decider is not None else (None, None)
+        if early is not None:
+            final = None  # the session was ended before an answer: no verdict of an activation-only case reads one
+            if error_kind is None and unfounded is not None:
+                error_kind, error_message = "ambiguous", unfounded
         cost = self.prices.cost(spec.model, usage)
         return utf8_safe(Observation(
             attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind, error_message=error_message,
@@ -505,5 +577,5 @@ class ClaudeCodeHost:
             bounds_hit=bounds, duration_s=round(duration, 3), prefix_hash=prefix_fingerprint(recorder.init,
                                                                                              recorder.init_date),
             session_path=self.session_path.mode, first_turn_input_tokens=recorder.first_turn_input,
-            model_calls=len(recorder.replies),
+            model_calls=len(recorder.replies), decided=early,
             transcript=_redact(recorder.transcript, self.api_key)))

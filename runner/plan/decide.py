@@ -1,0 +1,65 @@
+"""When an attempt's outcome can no longer change: the sets of names whose activation decides it (issue 21).
+
+A host may end a session as soon as its outcome is certain, instead of letting the model go on (a skill's whole
+workflow, turn after turn) to an answer no verdict reads. That is only true of an **activation-only** case — a
+trigger, no_trigger or discrimination case whose assertions are all activation claims (or unjudgeable as written):
+nothing about the answer, a file or a script is checked. Every other case runs to its end.
+
+`decide_when(case, known)` gives the sets (PlannedCase.decide_when, handed to the host as SessionSpec.decide_when;
+a host checks them with runner.execute.hosts.activation.decided); the outcome is certain once every name of one
+set fired, because activations only ever add to what fired (runner.results.verdicts.attempt_outcome):
+- trigger: the target fired -> the activation part is PASS whatever follows;
+- no_trigger: the target fired -> FAIL whatever follows (`(any skill)`: any one of the library's skills fired);
+- discrimination: the target and every should_not_trigger neighbour fired -> every pair is lost and the case FAILs
+  (a target that fired alone is not certain: a neighbour may still fire later and lose its pair);
+- each activation assertion: every skill it names fired (a claim on a skill that has not fired may still turn).
+tests/test_decide.py checks, for every kind, that no continuation of a decided sequence changes the outcome.
+
+What an early end leaves out, and says: the names that would have fired after the decision (`fired instead` then
+lists what fired up to it), the final answer (none: no verdict of the case reads it), and any fault of the API
+after the decision (the session no longer makes the request that would have met it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from runner.corpus.library import ANY_SKILL, Case, is_subagent
+from runner.corpus.claims import activation_claims
+
+ACTIVATION_ONLY_KINDS = ("trigger", "no_trigger", "discrimination")
+READS_NOTHING_ELSE = ("activation", "unjudgeable")
+
+
+def activation_only(case: Case) -> bool:
+    """True when no verdict of the case reads more than which skills fired."""
+    return case.kind in ACTIVATION_ONLY_KINDS and all(a.assertion_class in READS_NOTHING_ELSE
+                                                      for a in case.assertions)
+
+
+def decide_when(case: Case, known: Collection[str]) -> list[list[str]]:
+    """The sets of names whose activation decides the case's attempt; [] when none does (run to the end)."""
+    if not activation_only(case):
+        return []
+    canonical = known if isinstance(known, Mapping) else {}
+    claimed: list[str] = []
+    for assertion in case.assertions:
+        if assertion.assertion_class == "activation":
+            for name, _ in activation_claims(assertion.text, case, known):
+                name = canonical.get(name, name)
+                if name not in claimed:
+                    claimed.append(name)
+    if case.kind == "discrimination":
+        bases = [[case.target, *case.should_not_trigger]]
+    elif case.target == ANY_SKILL:
+        bases = [[name] for name in sorted(set(canonical.values() if canonical else known))
+                 if not is_subagent(name)]
+    else:
+        bases = [[case.target]]
+    sets = []
+    for base in bases:
+        names = list(dict.fromkeys([*base, *claimed]))
+        if names not in sets:
+            sets.append(names)
+    return sets
+
