@@ -19,6 +19,8 @@ from runner.corpus.settings import Settings
 from runner.execute.hosts.activation import decided
 from runner.execute.hosts.base import Activation, Observation
 from runner.plan.decide import activation_only, decide_when
+from runner.report import html, junit, markdown
+from runner.results.build import Results
 from runner.results.verdicts import attempt_outcome
 from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
@@ -117,6 +119,11 @@ def test_the_real_cli_stops_once_decided_and_runs_the_rest_to_the_end(tmp_path: 
         record = got[f"{trigger_set.SKILL}/trigger/q{i}"]
         assert record["decided"] is None and record["final_answer"] == "Here you go."
     assert abs(sum(r["cost_usd"] for r in got.values()) - results["spend"]["usd"]) < 1e-6
+    assert (results["cost"]["decided_early"], results["cost"]["model_calls"]) == (3, 6)
+    shown = Results.model_validate(results)
+    for report in (markdown.render(shown), html.render(shown, tmp_path / "run")):
+        assert "1.00 request(s) per session" in report and "3 session(s) ended once their outcome was certain" in report
+    assert ("decided_early", "3") in junit.cost_properties(shown)
 
     # [run] decide_early = false: every session runs to its end (the trigger ones take their second turn).
     (root / ".skill-evals.toml").write_text("[run]\nearly_stop = false\ndecide_early = false\n")

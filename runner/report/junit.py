@@ -22,7 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
-from runner.results.build import CaseResult, Results
+from runner.results.build import CaseResult, CostSummary, Results
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -161,7 +161,20 @@ def cost_properties(results: Results) -> list[tuple[str, str]]:
     return [("planned_session_usd", f"{cost.planned_session_usd:.6f}"),
             ("spent_session_usd", f"{cost.spent_session_usd:.6f}"),
             ("planned_over_spent", f"{cost.ratio:.4f}" if cost.ratio is not None else ""),
-            ("cache_read_share", f"{cost.cache_read_share:.4f}"), ("prefixes", str(cost.prefixes))]
+            ("cache_read_share", f"{cost.cache_read_share:.4f}"), ("prefixes", str(cost.prefixes)),
+            ("requests_per_session", f"{cost.model_calls / cost.sessions:.4f}"),
+            ("decided_early", str(cost.decided_early)),
+            *first_turn_properties(cost)]
+
+
+def first_turn_properties(cost: CostSummary) -> list[tuple[str, str]]:
+    """first-turn host: the capture and what its first turns did (named as what it is, not as Claude Code)."""
+    first = cost.first_turn
+    if first is None:
+        return []
+    return [("first_turn_cli_version", first.cli_version), ("first_turn_capture", ",".join(first.capture_hashes)),
+            ("first_turn_decided", str(first.decided)), ("first_turn_handed_off", str(first.handed_off)),
+            ("first_turn_not_eligible", str(first.not_eligible))]
 
 
 def properties(results: Results) -> list[tuple[str, str]]:

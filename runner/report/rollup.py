@@ -53,6 +53,7 @@ class Rollup(BaseModel):
     judge_error_rate: float | None
     not_executed_sentence: str
     cost_line: str | None = None
+    first_turn_line: str | None = None
 
 
 def cost_line(results: Results) -> str | None:
@@ -63,12 +64,26 @@ def cost_line(results: Results) -> str | None:
     ratio = f"{cost.ratio:.2f}" if cost.ratio is not None else "n/a (nothing spent)"
     parts = [f"planned ${cost.planned_session_usd:.4f}/session, spent ${cost.spent_session_usd:.4f}/session "
              f"(planned/spent {ratio}) over {cost.sessions} session(s)",
-             f"cache read {100 * cost.cache_read_share:.1f}% of input tokens"]
+             f"cache read {100 * cost.cache_read_share:.1f}% of input tokens",
+             f"{cost.model_calls / cost.sessions:.2f} request(s) per session"]
+    if cost.decided_early:
+        parts.append(f"{cost.decided_early} session(s) ended once their outcome was certain")
     if cost.sessions_with_prefix_hash:
         parts.append(f"{cost.prefixes} distinct prefix(es) before the case prompt")
     if cost.session_path:
         parts.append("session path " + ", ".join(f"{mode} {n}" for mode, n in cost.session_path.items()))
     return " · ".join(parts)
+
+
+def first_turn_line(results: Results) -> str | None:
+    """How the first-turn host ran the attempts, named as what it is (every report shows it on that host)."""
+    first = results.cost.first_turn if results.cost is not None else None
+    if first is None:
+        return None
+    captures = ", ".join(first.capture_hashes)
+    return (f"Claude Code {first.cli_version}'s first turn sent directly (capture {captures}): "
+            f"{first.decided} attempt(s) decided by the first reply, {first.handed_off} handed off to a Claude Code "
+            f"session, {first.not_eligible} not activation-only (run on Claude Code)")
 
 
 def _activation_decided(case: CaseResult) -> bool:
@@ -141,4 +156,5 @@ def build(results: Results) -> Rollup:
         unrun_by_reason=dict(results.unrun_by_reason),
         judge_error_rate=round(judge_errors / len(judged), 4) if judged else None,
         not_executed_sentence=results.not_executed, cost_line=cost_line(results),
+        first_turn_line=first_turn_line(results),
     )

@@ -168,6 +168,8 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
     console.print(" · ".join(facts))
     if roll.cost_line:
         console.print(f"Cost: {_e(roll.cost_line)}")
+    if roll.first_turn_line:
+        console.print(f"Host: {_e(roll.first_turn_line)}")
     if (note := kill_note(results)) is not None:
         console.print(f"[bold yellow]Killed before:[/] {_e(note)}")
     if results.stop_reason:

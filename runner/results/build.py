@@ -122,6 +122,18 @@ class Spend(BaseModel):
                                                                        "never settled (they run again on resume).")
 
 
+class FirstTurnSummary(BaseModel):
+    """first-turn host: Claude Code's own first request sent directly, and what it decided
+    (runner.execute.hosts.first_turn)."""
+
+    cli_version: str = Field(description="The Claude Code version whose first request was captured.")
+    capture_hashes: list[str] = Field(description="Hash of each capture the attempts were built from (one per run).")
+    decided: int = Field(description="Attempts the first reply decided: no Claude Code session ran.")
+    handed_off: int = Field(description="Attempts whose first reply left the outcome open: a real Claude Code "
+                                        "session ran them (the first turn is paid for too).")
+    not_eligible: int = Field(description="Attempts that were not activation-only: run on Claude Code from the start.")
+
+
 class CostSummary(BaseModel):
     """What the run's sessions cost against what the plan expected, and how much the prompt cache served."""
 
@@ -146,6 +158,11 @@ class CostSummary(BaseModel):
                                                         "plan's estimate of it (characters / 4): a later plan's "
                                                         "[cost] basis scales its token figures by it.")
     by_kind: list[KindBasis] = Field(default=[], description="Measured per case kind; a later plan's [cost] basis.")
+    model_calls: int = Field(default=0, description="Requests the sessions' models answered (first-turn requests "
+                                                    "included).")
+    decided_early: int = Field(default=0, description="Sessions a host ended once their outcome could no longer "
+                                                      "change ([run] decide_early; runner.plan.decide).")
+    first_turn: FirstTurnSummary | None = None
 
 
 def model_calls(record: AttemptRecord) -> int:
@@ -191,6 +208,8 @@ def cost_summary(plan: Plan, finished: list[AttemptRecord]) -> CostSummary:
     planned_first = plan.estimate.typical_first_turn_input_tokens
     scale = (sum(firsts) / len(firsts)) / planned_first if firsts and planned_first else 1.0
     return CostSummary(
+        model_calls=sum(model_calls(r) for r in finished), decided_early=sum(1 for r in finished if r.decided),
+        first_turn=first_turn_summary(finished),
         sessions=sessions, token_scale=round(scale, 4), planned_session_usd=planned_each, spent_session_usd=round(spent_each, 6),
         ratio=round(planned_each / spent_each, 4) if spent_each else None,
         planned_usd=round(planned_each * sessions, 6), spent_usd=round(spent, 6), input_tokens=total.input_tokens,
@@ -201,6 +220,17 @@ def cost_summary(plan: Plan, finished: list[AttemptRecord]) -> CostSummary:
         session_path=dict(Counter(r.session_path for r in finished if r.session_path).most_common()),
         by_kind=[kind_basis(kind, records, sessions_per_case(kind, kinds, finished))
                  for kind, records in sorted(clean.items())])
+
+
+def first_turn_summary(finished: list[AttemptRecord]) -> FirstTurnSummary | None:
+    """What the first-turn host's first turns did, when it ran the attempts; None on any other host."""
+    mine = [r.first_turn for r in finished if r.first_turn is not None]
+    if not mine:
+        return None
+    outcomes = Counter(f.outcome for f in mine)
+    return FirstTurnSummary(cli_version=mine[0].cli_version, capture_hashes=sorted({f.capture_hash for f in mine}),
+                            decided=outcomes["decided"], handed_off=outcomes["handed-off"],
+                            not_eligible=outcomes["not-eligible"])
 
 
 def sessions_per_case(kind: str, kinds: Mapping[str, str], finished: list[AttemptRecord]) -> float:
