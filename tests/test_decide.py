@@ -156,3 +156,33 @@ def test_a_forbidden_skill_that_fires_decides_a_should_not_case_and_faults_stay_
     # Another skill first, then the target: decided at the target's call, in the second turn.
     second = got[f"{trigger_set.SKILL}/trigger/q2"]
     assert states["q2"] == "PASS" and second["decided"]["turn"] == 1 and second["model_calls"] == 2
+
+
+def test_the_plan_compares_the_hosts_and_names_what_the_first_turn_would_decide(tmp_path: Path) -> None:
+    root = trigger_set.write_library(tmp_path / "lib", 20)
+    library, _ = load_library(EXAMPLE, Settings())
+
+    def plan(*args: str, at: Path = root) -> dict:
+        done = run_cli("plan", "--library", str(at), "--no-surface", "--format", "json", *args, env=fake_env(None, None))
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    found = plan()
+    cc, ft = found["estimate"]["by_host"]
+    assert (cc["host"], ft["host"]) == ("claude-code", "first-turn")
+    assert cc["sessions_max"] == ft["sessions_max"] == 60 and ft["decided_cases"] == 20
+    assert ft["requests_per_session"] == 1.0 and ft["expected_usd"] < cc["expected_usd"]
+    assert all(c["decide_when"] == [[trigger_set.SKILL]] for c in found["cases"])
+    # The example library: only its activation-only cases are decided early; the others run to the end on both.
+    example = plan(at=EXAMPLE)
+    decidable = [c["uid"] for c in example["cases"] if c["decide_when"] and c["unrun_reason"] is None]
+    assert decidable and all(activation_only(next(x for x in library.cases if x.uid == uid)) for uid in decidable)
+    assert example["estimate"]["by_host"][1]["decided_cases"] <= len(decidable)
+    assert example["estimate"]["by_host"][1]["requests_per_session"] > 1.0
+    # The first-turn host reserves one request more per session: its first turn, then perhaps a whole session.
+    assert plan("--host", "first-turn")["estimate"]["worst_session_usd"] > found["estimate"]["worst_session_usd"]
+    text = run_cli("plan", "--library", str(root), "--no-surface", env=fake_env(None, None)).stdout
+    assert "Hosts (the same sessions):" in text and "claude-code (this run): 60 sessions" in text
+    assert "first-turn would decide from Claude Code's first request" in text
+    (root / ".skill-evals.toml").write_text("[run]\ndecide_early = false\n")
+    assert all(c["decide_when"] == [] for c in plan()["cases"])

@@ -96,6 +96,7 @@ def print_plan(plan: plan_mod.Plan, console: Console) -> None:
                   f" → ${e.expected_usd:.2f} for {e.sessions_max} sessions; worst case ${e.worst_session_usd:.4f}/"
                   f"session (no cache; reserved before each start) → ${e.worst_usd:.2f}")
     console.print(cap_line(plan.cap_usd, e.worst_session_usd, e.sessions_max))
+    print_hosts(plan, console)
     if e.expected_usd > plan.cap_usd:
         console.print(f"[yellow]The expected cost (${e.expected_usd:.2f}) is above the cap: the run will stop at "
                       f"${plan.cap_usd:.2f} and the rest will be UNRUN (budget-cap). Narrow the selection or raise "
@@ -114,6 +115,24 @@ def print_plan(plan: plan_mod.Plan, console: Console) -> None:
         console.print(f"[bold]Nothing will start: the {runnable} runnable case(s) are UNRUN ({plan.unrun_all})"
                       + (f"; the other {own} keep their own reason (not runnable, above)" if own else "")
                       + ".[/bold]")
+
+
+def print_hosts(plan: plan_mod.Plan, console: Console) -> None:
+    """The same work on claude-code and on first-turn, and which cases the first-turn host would decide."""
+    rows = plan.estimate.by_host
+    if not rows:
+        return
+    console.print("Hosts (the same sessions):", markup=False)
+    for row in rows:
+        mark = " (this run)" if row.host == plan.host else ""
+        console.print(f"  {row.host}{mark}: {row.sessions_max} sessions, ≈{row.requests_per_session:.2f} "
+                      f"request(s)/session, expected ${row.expected_usd:.2f}; {row.note}", markup=False)
+    first = next((row for row in rows if row.host == "first-turn"), None)
+    decided = [c.uid for c in plan.cases if c.decide_when and c.unrun_reason is None]
+    if first is not None and first.decided_cases:
+        shown = ", ".join(decided[:8]) + (f" and {len(decided) - 8} more" if len(decided) > 8 else "")
+        console.print(f"  first-turn would decide from Claude Code's first request, when the first reply settles "
+                      f"them: {shown}", markup=False)
 
 
 def print_surface(surface: Surface, console: Console, brief: bool = False) -> None:

@@ -140,7 +140,23 @@ PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_toke
 # a plan written before the field existed keeps the hash its attempts carry (resume, merge).
 # So are the baseline figures: they follow from the cases' arms (hashed).
 UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned", "baseline_cases", "baseline_sessions",
-                            "baseline_worst_usd")
+                            "baseline_worst_usd", "by_host")
+# Hosts whose sessions are Claude Code's (the first-turn host runs a case on Claude Code unless its first request,
+# sent directly, decides it): the session path, the subagent rule and the CLI's request shape apply to both.
+CLAUDE_CODE_HOSTS = ("claude-code", "first-turn")
+
+
+class HostEstimate(BaseModel):
+    """The plan's work on one host that runs Claude Code, so `plan` can compare them (issue 21)."""
+
+    host: str
+    sessions_max: int
+    requests_per_session: float = Field(description="Expected requests per session (the kinds' expected turns; "
+                                                    "one for an attempt the first-turn host sends directly).")
+    expected_usd: float
+    decided_cases: int = Field(description="claude-code: cases whose sessions end once their outcome is certain; "
+                                           "first-turn: cases its first request may decide (activation-only).")
+    note: str
 
 
 class CostEstimate(BaseModel):
@@ -195,6 +211,7 @@ class CostEstimate(BaseModel):
     baseline_sessions: int = Field(default=0, description="The control arms' sessions (N per baselined case); "
                                                           "in sessions_max too.")
     baseline_worst_usd: float = Field(default=0.0, description="The control arms' worst case (in worst_usd too).")
+    by_host: list[HostEstimate] = Field(default=[], description="The same work on claude-code and first-turn.")
 
 
 class PlanLibrary(BaseModel):
@@ -304,7 +321,7 @@ def judge_note(planned: int, model: str, judge_unavailable: str | None, unrun_al
 def subagents_callable(host: str, allowed_tools: list[str]) -> bool:
     """Whether a session can start a subagent at all: only Claude Code has subagents, and only with the Agent (or
     Task) tool allowed; otherwise the model is not even offered the tool."""
-    return host == "claude-code" and any(tool in allowed_tools for tool in SUBAGENT_TOOLS)
+    return host in CLAUDE_CODE_HOSTS and any(tool in allowed_tools for tool in SUBAGENT_TOOLS)
 
 
 def unrun_reason(case: Case, library: Library, subagents: bool = True) -> str | None:
@@ -634,6 +651,49 @@ def estimate_expected(runnable: list[PlannedCase], library: Library, settings: S
                     repeat_kind == "repeat")
 
 
+def first_turn_eligible(planned: PlannedCase, case: Case) -> bool:
+    """Whether the first-turn host may send this case's first request itself (runner.execute.hosts.first_turn):
+    activation-only, with no files of its own and no slash command (the CLI expands one before its request)."""
+    return bool(planned.decide_when) and not case.files and not case.prompt.startswith("/")
+
+
+def host_estimates(runnable: list[PlannedCase], cases: dict[str, Case], found: Expected, estimate: CostEstimate,
+                   price: Price | None, first_turn: float, shared: int, layout: CacheLayout,
+                   decide_early: bool) -> list[HostEstimate]:
+    """claude-code and first-turn side by side: the same sessions, the requests and the expected cost of each. A
+    first-turn attempt is one request (a first turn that reads the shared prefix) unless its reply hands it off,
+    which the plan cannot know: the note says so and the worst case reserves a whole session more."""
+    sessions = sum(c.sessions for c in runnable)
+    kinds = {row.kind: row for row in found.by_kind}
+    turns = {c.uid: kinds[c.kind].turns if c.kind in kinds else 1.0 for c in runnable}
+    cc_requests = sum(turns[c.uid] * c.sessions for c in runnable)
+    decided = [c for c in runnable if c.decide_when]
+    eligible = [c for c in decided if first_turn_eligible(c, cases[c.uid])]
+    one_turn = SessionShape(first_turn * found.token_scale, shared * found.token_scale, 0.0, 1.0,
+                            min(kinds[eligible[0].kind].output_tokens_per_turn, 1000) if eligible else 0)
+    one_usd = session_usd(one_turn, layout, price, "first") if price else 0.0
+    eligible_sessions = sum(c.sessions for c in eligible)
+    others = sessions - eligible_sessions
+    ft_requests = eligible_sessions + sum(turns[c.uid] * c.sessions for c in runnable if c not in eligible)
+    def per(requests: float) -> float:
+        return round(requests / sessions, 3) if sessions else 0.0
+
+    return [
+        HostEstimate(host="claude-code", sessions_max=sessions, requests_per_session=per(cc_requests),
+                     expected_usd=estimate.expected_usd, decided_cases=len(decided),
+                     note=("activation-only sessions end once their outcome is certain" if decide_early
+                           else "every session runs to its end ([run] decide_early = false)")
+                     + f"; turns per kind: {found.basis}"),
+        HostEstimate(host="first-turn", sessions_max=sessions, requests_per_session=per(ft_requests),
+                     expected_usd=round(eligible_sessions * one_usd + others * estimate.expected_session_usd, 4),
+                     decided_cases=len(eligible),
+                     note=(f"{len(eligible)} activation-only case(s) sent as Claude Code's first request, one request "
+                           "each unless the first reply leaves the outcome open (then a Claude Code session runs the "
+                           f"attempt too, not in this figure); {len(runnable) - len(eligible)} other case(s) on "
+                           "Claude Code")),
+    ]
+
+
 def build(library: Library, selected: list[tuple[Case, str]], settings: Settings, tier: str, tier_rule: TierSettings,
           host: str, versions: dict[str, str], prices: PriceTable, surface: Surface | None,
           unrun_all: str | None, judge_unavailable: str | None = None,
@@ -678,9 +738,11 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     price = prices.price(run.model)
     price_in, price_out = (price.input, price.output) if price else (0.0, 0.0)
     write_price, read_price, minimum = cache_prices(price) if price else (0.0, 0.0, 1024)
-    worst = worst_session_usd(first_turn, run.max_turns, run.max_output_tokens, price_in, price_out)
+    # The first-turn host may send a case's first request itself and then hand the attempt to a whole session.
+    turns_at_most = run.max_turns + (1 if host == "first-turn" else 0)
+    worst = worst_session_usd(first_turn, turns_at_most, run.max_output_tokens, price_in, price_out)
     layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
-    fixed_path = host == "claude-code" and session_path is not None and session_path.path is not None
+    fixed_path = host in CLAUDE_CODE_HOSTS and session_path is not None and session_path.path is not None
     found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, fixed_path,
                               runs_folder)
     sessions_max = sum(c.sessions for c in runnable)
@@ -706,6 +768,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         baseline_cases=sum(1 for c in runnable if c.baselined), baseline_sessions=baseline_sessions,
         baseline_worst_usd=round(worst * baseline_sessions, 4),
     )
+    if host in CLAUDE_CODE_HOSTS:
+        estimate.by_host = host_estimates(runnable, by_uid, found, estimate, price, typical_first_turn, shared,
+                                          layout, run.decide_early)
     return Plan(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), tier=tier, host=host,
         approximation=API_HOST_NOTE if host == "api" else None, versions=versions, model=run.model,
@@ -719,7 +784,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
-        session_path=session_path if host == "claude-code" else None,
+        session_path=session_path if host in CLAUDE_CODE_HOSTS else None,
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
         held_back=dict(sorted(held_back.items())),
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
