@@ -431,20 +431,26 @@ class ClaudeCodeHost:
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
 
+    async def capture(self, url: str, spec: SessionSpec) -> Observation:
+        """Run `spec` as one session of this host against a capture endpoint at `url` (CaptureServer): the real
+        first request, no model, no key. The same session path, CLI wrapper and library snapshot as the run's
+        sessions, so what it sends is what they send but for the prompt (the surface audit; the first-turn host,
+        runner.execute.hosts.first_turn, keeps the whole request)."""
+        probe = ClaudeCodeHost(self.files, self.prices, api_key="skill-evals-surface-audit-no-key", base_url=url,
+                               listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
+                               cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0,
+                               auto_memory=self.auto_memory)
+        probe.session_path = self.session_path
+        probe.wrapper = self.wrapper
+        probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
+        return await probe.run(spec)
+
     async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
         """Run one session against a capture endpoint: the real first request, no model, no key."""
         with CaptureServer() as capture:
-            probe = ClaudeCodeHost(self.files, self.prices,
-                                   api_key="skill-evals-surface-audit-no-key", base_url=capture.url,
-                                   listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
-                                   cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0,
-                                   auto_memory=self.auto_memory)
-            probe.session_path = self.session_path
-            probe.wrapper = self.wrapper
-            probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
-            obs = await probe.run(SessionSpec(attempt_id="surface-audit", uid="surface-audit", model=model,
-                                              prompt="Surface audit: this session only records its first request.",
-                                              max_turns=1, timeout_s=120))
+            obs = await self.capture(capture.url, SessionSpec(
+                attempt_id="surface-audit", uid="surface-audit", model=model,
+                prompt="Surface audit: this session only records its first request.", max_turns=1, timeout_s=120))
         if not capture.captured:
             return Surface(host=self.name, listing_budget_chars=self.listing_budget_chars,
                            error=f"the CLI sent no request to the capture endpoint ({obs.error_kind}: "

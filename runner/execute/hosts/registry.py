@@ -24,10 +24,11 @@ if TYPE_CHECKING:  # types only: this module is imported where no host is made (
     from runner.corpus.library import Library
     from runner.corpus.settings import Settings
     from runner.execute.hosts.base import Host
+    from runner.execute.hosts.claude_code import ClaudeCodeHost
     from runner.plan.prices import PriceTable
 
 # The one spelling of the host names: settings ([run] host) type their field with it, the CLI offers HOST_NAMES.
-HostName = Literal["claude-code", "api"]
+HostName = Literal["claude-code", "api", "first-turn"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 
 
@@ -45,6 +46,10 @@ class HostInputs:
 
 
 def _claude_code(inputs: HostInputs) -> Host:
+    return _claude_code_host(inputs)
+
+
+def _claude_code_host(inputs: HostInputs) -> ClaudeCodeHost:
     """A claude-code host keeps its session folders under the run folder's own session-folder parent, emptied
     first of what a killed process of the same run folder left (workspace.claim_run_parent) and removed when the
     host goes."""
@@ -74,10 +79,25 @@ def _api(inputs: HostInputs) -> Host:
                    max_retries=settings.run.host_max_retries)
 
 
+def _first_turn(inputs: HostInputs) -> Host:
+    """Claude Code's first request sent directly, around a real claude-code host (its hand-offs and the capture).
+    Not the `replay` host (re-judging a run folder). A run folder whose capture was made with another CLI version
+    than the installed one is refused (first_turn.FirstTurnCaptureError, a usage error)."""
+    from runner.execute.hosts.claude_code import cli_version
+    from runner.execute.hosts.first_turn import FirstTurnHost, load_capture
+
+    real = _claude_code_host(inputs)
+    saved = load_capture(inputs.run_folder, cli_version(real.cli)) if inputs.run_folder is not None else None
+    run = inputs.settings.run
+    return FirstTurnHost(real, inputs.library, inputs.api_key, inputs.base_url, max_retries=run.host_max_retries,
+                         max_output_tokens=run.max_output_tokens, run_folder=inputs.run_folder, saved=saved)
+
+
 # Every name of HOST_NAMES, and no other (tests/test_host_registry.py holds them to it).
 FACTORIES: dict[str, Callable[[HostInputs], Host]] = {
     "claude-code": _claude_code,
     "api": _api,
+    "first-turn": _first_turn,
 }
 
 
