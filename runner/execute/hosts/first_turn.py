@@ -21,9 +21,9 @@ measured on CLI 2.1.332):
   bundled JS SDK there, the Python SDK here); `accept-encoding` is the HTTP client's; the key is the run's, sent
   as `x-api-key` by the CLI and as `authorization: Bearer` by the Python SDK.
 - the body's key order (the Python SDK writes its own), hence `content-length`; the parsed bodies are equal.
-The billing block's `cc_version=<version>.<3 hex>` suffix is a fingerprint the CLI computes from characters 4, 7
-and 20 of the prompt (`billing_fingerprint`); the host computes it the same way when it reproduces the capture's
-own suffix for the sentinel, else it leaves the captured suffix (Capture.billing_fingerprint says which).
+- the billing block's `cc_version=<version>.<3 hex>` suffix: the CLI derives it from a few characters of each
+  prompt. The host sends the captured block as it is: it does not reproduce the CLI's internal derivation (that
+  would mean copying a constant out of the CLI's bundle), and the block says which client version was captured.
 
 Not covered (unmeasured: no key and no internet here): the capture is made against 127.0.0.1. Sent to Anthropic's
 own endpoint the CLI adds first-party attribution fields to that billing block (e.g. `cch=`); the captured block
@@ -89,10 +89,6 @@ SENTINEL = "skill-evals first-turn capture: a case's prompt goes in this block."
 CAPTURE_TIMEOUT_S = 120.0
 TOOL_INPUT_CHARS = 300
 
-# The billing block's fingerprint (CLI 2.1.332): sha256 of this salt, the prompt's UTF-16 code units at these
-# indexes ("0" past its end) and the CLI version, first 3 hex. Checked against every capture's own suffix.
-BILLING_SALT = "59cf53e54c78"
-FINGERPRINT_AT = (4, 7, 20)
 BILLING_VERSION = re.compile(r"cc_version=([^;\s]+)\.([0-9a-f]{3});")
 WORKING_DIRECTORY = re.compile(r"Primary working directory: ([^\n]+)")
 
@@ -127,8 +123,6 @@ class Capture(BaseModel):
     max_output_tokens: int
     max_usd: float | None = Field(description="The session budget the capture was made with: the CLI shows it to "
                                               "the model in a reminder.")
-    billing_fingerprint: bool = Field(description="Whether the billing block's prompt fingerprint is computed per "
-                                                  "prompt (it reproduced the capture's own); else it is the capture's.")
     body: dict[str, Any]
     headers: dict[str, str] = Field(description="The CLI's headers, x-api-key left out.")
 
@@ -175,34 +169,6 @@ def capture_hash(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def billing_fingerprint(prompt: str, version: str) -> str:
-    """The CLI's 3-hex fingerprint of a prompt. JavaScript indexes a string by UTF-16 code unit, and hashing half
-    a surrogate pair hashes U+FFFD."""
-    units = prompt.encode("utf-16-le", "surrogatepass")
-    picked = ""
-    for index in FINGERPRINT_AT:
-        if index * 2 + 1 >= len(units):
-            picked += "0"
-            continue
-        unit = int.from_bytes(units[index * 2:index * 2 + 2], "little")
-        picked += "\ufffd" if 0xD800 <= unit <= 0xDFFF else chr(unit)
-    return hashlib.sha256(f"{BILLING_SALT}{picked}{version}".encode()).hexdigest()[:3]
-
-
-def _billing_block(body: dict[str, Any]) -> dict[str, Any] | None:
-    system = body.get("system")
-    for block in system if isinstance(system, list) else []:
-        if isinstance(block, dict) and BILLING_VERSION.search(str(block.get("text", ""))):
-            return block
-    return None
-
-
-def reproduces_fingerprint(body: dict[str, Any]) -> bool:
-    block = _billing_block(body)
-    match = BILLING_VERSION.search(str(block.get("text", ""))) if block is not None else None
-    return match is not None and billing_fingerprint(SENTINEL, match.group(1)) == match.group(2)
-
-
 def user_id(raw: str, session_id: str, device_id: str) -> str:
     """The CLI's metadata.user_id (compact JSON: device_id, account_uuid, session_id) with this session's ids."""
     fields = json.loads(raw)
@@ -219,10 +185,6 @@ def request_body(capture: Capture, prompt: str, session_id: str, device_id: str)
     i, j = prompt_slot(body)
     body["messages"][i]["content"][j]["text"] = prompt
     body["model"] = capture.model
-    block = _billing_block(body)
-    if capture.billing_fingerprint and block is not None:
-        block["text"] = BILLING_VERSION.sub(lambda m: f"cc_version={m.group(1)}.{billing_fingerprint(prompt, m.group(1))};",
-                                            block["text"], count=1)
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str):
         metadata["user_id"] = user_id(metadata["user_id"], session_id, device_id)
@@ -298,7 +260,7 @@ async def capture(real: ClaudeCodeHost, model: str, max_output_tokens: int, max_
             raise CaptureFailed(f"the captured metadata.user_id is not the JSON object it was: {exc}") from None
     headers = {k: v for k, v in headers.items() if k != "x-api-key"}
     return Capture(cli_version=cli_version(real.cli), hash=capture_hash(body), model=model,
-                   max_output_tokens=max_output_tokens, max_usd=max_usd, billing_fingerprint=reproduces_fingerprint(body),
+                   max_output_tokens=max_output_tokens, max_usd=max_usd,
                    body=body, headers=headers)
 
 
