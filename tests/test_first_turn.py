@@ -18,7 +18,7 @@ from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
 from runner.execute.hosts.base import Observation, SessionSpec
 from runner.execute.hosts.claude_code import bundled_cli, cli_version
-from runner.execute.hosts.first_turn import CAPTURE_FILE, SENTINEL, FirstTurnHost, ineligible
+from runner.execute.hosts.first_turn import CAPTURE_FILE, SENTINEL, FirstTurnHost, breakpoints, ineligible
 from runner.execute.hosts.registry import HostInputs, make_host
 from runner.plan.prices import load as load_prices
 from runner.testing import trigger_set
@@ -96,6 +96,16 @@ def comparable_body(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def without_added_marker(body: dict[str, Any]) -> dict[str, Any]:
+    """The first-turn request without the one cache breakpoint the host adds, on the block before the prompt."""
+    out = copy.deepcopy(body)
+    i, j = next((i, j) for i, m in enumerate(out["messages"]) for j, b in enumerate(m["content"])
+                if isinstance(b, dict) and b.get("type") == "text" and "cache_control" in b
+                and j + 1 < len(m["content"]))
+    del out["messages"][i]["content"][j]["cache_control"]
+    return out
+
+
 def comparable_headers(headers: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if not listed_header(name)}
 
@@ -130,7 +140,8 @@ def test_the_first_turn_request_is_the_clis_own_but_for_the_listed_fields(tmp_pa
         theirs, ours = requests
         assert (theirs.method, theirs.path, theirs.query) == (ours.method, ours.path, ours.query) == \
             ("POST", "/v1/messages", "beta=true")
-        assert comparable_body(ours.body) == comparable_body(theirs.body), prompt
+        assert comparable_body(without_added_marker(ours.body)) == comparable_body(theirs.body), prompt
+        assert breakpoints(ours.body) == breakpoints(theirs.body) + 1 <= 4  # the one marker the host adds
         assert comparable_headers(ours.headers) == comparable_headers(theirs.headers), prompt
         # The listed fields: the same shape, this session's own values, the header naming the body's session.
         mine, cli_ids = user_id(ours.body), user_id(theirs.body)
@@ -241,21 +252,20 @@ def test_skill_evals_run_on_the_first_turn_host(tmp_path: Path) -> None:
     assert cut["usage"]["cache_read_input_tokens"] + cut["usage"]["cache_creation_input_tokens"] > 0
     assert cut["cost_usd"] > 0 and [by_python_sdk(r) for r in sent[cut_uid]] == [True] and cut["first_turn"] is None
 
-    # The cache: the first attempt writes, every later first turn reads what the CLI's breakpoints cover — the
-    # tools and system blocks; the first message's blocks before the prompt (environment, listing, date) carry
-    # no breakpoint of their own, so each first turn writes them again with its prompt.
+    # The cache: the first attempt writes, every later first turn reads the tools, the system blocks and the first
+    # message's blocks before the prompt (environment, listing, date: the breakpoint the host adds before the
+    # prompt); only the prompt itself is new.
     order = sorted(decided, key=lambda uid: sent[uid][0].time)
     reads = []
     for uid in order[1:]:
         used = records[uid]["first_turn"]["usage"]
         body = sent[uid][0].body
-        assert body["system"][-1].get("cache_control")  # the CLI's last system block is a breakpoint
         system_tokens = len(json.dumps([]) + json.dumps(body["system"])) // 4  # as the fake counts that prefix
-        assert used["cache_read_input_tokens"] == system_tokens > 0, uid
+        assert used["cache_read_input_tokens"] > system_tokens > 0, uid
         reads.append((used["cache_read_input_tokens"],
                       used["input_tokens"] + used["cache_read_input_tokens"] + used["cache_creation_input_tokens"]))
     share = sum(r for r, _ in reads) / sum(t for _, t in reads)
-    assert 0.5 < share < 0.8, share  # measured 0.63 on CLI 2.1.332 (docs/hosts.md)
+    assert share >= 0.9, share
 
     # A run folder whose capture is another CLI version's is refused, in one line, before anything runs.
     capture_file = out / CAPTURE_FILE

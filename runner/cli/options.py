@@ -236,7 +236,9 @@ run_options = stacked(
     head_option,
     period_option("--tier cadence: the period key that picks the rotating slot (default [select] period, else this "
                   "ISO week, e.g. 2026-W48)."),
-    host_option("Default from [run] host (claude-code)."),
+    host_option("claude-code (the real host), first-turn (Claude Code's own first request sent directly for "
+                "activation-only cases, the rest on claude-code; not the replay `judge` uses) or api (an "
+                "approximation). Default from [run] host (claude-code)."),
     model_option("The model every session runs on (default [run] model, claude-sonnet-4-6); its price comes from "
                  "runner/data/prices.json or [prices]."),
     click.option("--repeats", type=REPEATS, default=None, help=f"N (odd, at most {settings_mod.MAX_REPEATS:,})."),

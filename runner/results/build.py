@@ -223,12 +223,13 @@ def cost_summary(plan: Plan, finished: list[AttemptRecord]) -> CostSummary:
 
 
 def first_turn_summary(finished: list[AttemptRecord]) -> FirstTurnSummary | None:
-    """What the first-turn host's first turns did, when it ran the attempts; None on any other host."""
+    """What the first-turn host's first turns did, when it ran the attempts; None on any other host. An attempt whose
+    first request failed has no first_turn record: it is ERROR like any other, counted with the errors."""
     mine = [r.first_turn for r in finished if r.first_turn is not None]
     if not mine:
         return None
     outcomes = Counter(f.outcome for f in mine)
-    return FirstTurnSummary(cli_version=mine[0].cli_version, capture_hashes=sorted({f.capture_hash for f in mine}),
+    return FirstTurnSummary(cli_version=mine[0].cli_version, capture_hashes=sorted({f.capture_hash for f in mine if f.capture_hash}),
                             decided=outcomes["decided"], handed_off=outcomes["handed-off"],
                             not_eligible=outcomes["not-eligible"])
 

@@ -24,6 +24,8 @@ measured on CLI 2.1.332):
 - the billing block's `cc_version=<version>.<3 hex>` suffix: the CLI derives it from a few characters of each
   prompt. The host sends the captured block as it is: it does not reproduce the CLI's internal derivation (that
   would mean copying a constant out of the CLI's bundle), and the block says which client version was captured.
+- one cache breakpoint more, on the block before the prompt (mark_before_prompt): no text the model reads, and
+  the reason every attempt after the first reads the listing from the cache.
 
 Not covered (unmeasured: no key and no internet here): the capture is made against 127.0.0.1. Sent to Anthropic's
 own endpoint the CLI adds first-party attribution fields to that billing block (e.g. `cch=`); the captured block
@@ -89,7 +91,7 @@ SENTINEL = "skill-evals first-turn capture: a case's prompt goes in this block."
 CAPTURE_TIMEOUT_S = 120.0
 TOOL_INPUT_CHARS = 300
 
-BILLING_VERSION = re.compile(r"cc_version=([^;\s]+)\.([0-9a-f]{3});")
+MAX_BREAKPOINTS = 4  # the prompt-caching docs: up to 4 cache_control breakpoints per request
 WORKING_DIRECTORY = re.compile(r"Primary working directory: ([^\n]+)")
 
 SESSION_HEADER = "x-claude-code-session-id"
@@ -180,10 +182,33 @@ def user_id(raw: str, session_id: str, device_id: str) -> str:
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
 
+def breakpoints(body: dict[str, Any]) -> int:
+    """The request's cache_control markers (the API allows at most MAX_BREAKPOINTS)."""
+    system = body.get("system")
+    blocks: list[Any] = [*(body.get("tools") or []), *(system if isinstance(system, list) else [])]
+    blocks += [block for message in body.get("messages") or [] if isinstance(message, dict)
+               for block in _blocks(message)]
+    return sum(1 for block in blocks if isinstance(block, dict) and isinstance(block.get("cache_control"), dict))
+
+
+def mark_before_prompt(body: dict[str, Any], i: int, j: int) -> None:
+    """A cache breakpoint on the block before the prompt, with the marker the CLI puts on the prompt's own block.
+    The CLI's breakpoints cover the tools and system only: the first message's blocks before the prompt (the
+    environment, the skill listing, the date) would be written again by every attempt. The marker is no text the
+    model reads; it is the one marker this host adds, and tests/test_first_turn.py lists it."""
+    content = body["messages"][i]["content"]
+    marker = content[j].get("cache_control") if isinstance(content[j], dict) else None
+    if j == 0 or not isinstance(content[j - 1], dict) or "cache_control" in content[j - 1]:
+        return
+    if breakpoints(body) < MAX_BREAKPOINTS:
+        content[j - 1]["cache_control"] = dict(marker) if isinstance(marker, dict) else {"type": "ephemeral"}
+
+
 def request_body(capture: Capture, prompt: str, session_id: str, device_id: str) -> dict[str, Any]:
     body = copy.deepcopy(capture.body)
     i, j = prompt_slot(body)
     body["messages"][i]["content"][j]["text"] = prompt
+    mark_before_prompt(body, i, j)
     body["model"] = capture.model
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str):
