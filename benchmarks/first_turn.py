@@ -1,0 +1,469 @@
+"""Issue 21 side by side: the claude-code host before and after deciding early, the first-turn host, and the CLI's
+own floor, on skill-creator's kind of trigger set.
+
+    python -m benchmarks.first_turn [--short] [--concurrency 1,4,10] [--latency 0.3] [--out FILE.json] [--md FILE.md]
+
+The set is runner/testing/trigger_set.py: one skill under test (invoice-scanner) and two neighbours, 20 queries (10
+should trigger, 10 should not), each run 3 times = 60 sessions, against the fake Messages API
+(runner/testing/fake_anthropic.py, in this process, a fresh one per row so no row reads another's cache, 0.3 s per
+request) scripted by `trigger_set.script` as a keyword model: a query naming an invoice calls the Skill tool, then
+answers; any other query is answered without a tool. The Claude Code CLI is the one bundled in claude-agent-sdk.
+
+Rows, each at every concurrency:
+- `claude-code before`: `skill-evals run --library LIB --host claude-code --repeats 3 --quorum 2`, a config file with
+  `[run] decide_early = false`, `early_stop = false`: every session runs to its end, all 60 run.
+- `claude-code after`: the same with `decide_early = true` (the default): a session ends once its outcome is certain.
+- `first-turn`: `--host first-turn`, the same config as `after`; only when runner.execute.hosts.registry.HOST_NAMES
+  has it (else the row is skipped and the report says why).
+- `bare claude -p`: the CLI-CPU floor. One `claude -p QUERY --output-format stream-json --verbose` per session, each
+  in a fresh temporary project holding the same library under .claude/skills, with a fresh HOME and
+  CLAUDE_CONFIG_DIR and only PATH, HOME, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, CLAUDE_CONFIG_DIR and
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 in its environment; its fake answers every request with text (one
+  request per session); a thread pool of `concurrency` subprocesses.
+And one fault row: `claude-code after` at concurrency 4 with an HTTP 500 scripted for every should-not query; those
+cases must come out ERROR, never PASS.
+
+Figures per row:
+- wall: the whole command (skill-evals' start-up, validation, surface audit and plan included); sessions/s = sessions
+  / wall.
+- CPU: resource.getrusage(RUSAGE_CHILDREN) before and after. skill-evals runs as a subprocess, so its own CPU and
+  every CLI it started are counted (a child's reaped children count for it); the bare row counts the CLIs only. The
+  fake runs in this process and is never counted. `1-session CPU` is the same `skill-evals run` (same host and
+  config, concurrency 1) of one session (case q1, one repeat), measured once per row: the run's fixed cost
+  (interpreter, validation, surface audit, plan, the first-turn host's capture of the CLI's first request, the
+  reports) plus one session. `CPU/session` = CPU / sessions (what a user pays, start-up included); `marginal
+  CPU/session` = (CPU - 1-session CPU) / (sessions - 1), what one more session costs: the figure the issue's per
+  session targets are read against.
+- requests/session: the fake's message requests whose body holds no judge rubric (runner.testing.fake_judge
+  .JUDGE_MATCH) over the sessions recorded.
+- input tokens/session: input + cache_creation + cache_read (attempts.jsonl's usage; the bare rows: the stream-json
+  result's usage); cache read = cache_read / all input; `after 1st wave` leaves out the first `concurrency` attempts
+  recorded (attempts.jsonl is in finish order; the bare rows: the first started), the ones that found the cache
+  empty.
+- verdicts: results.json's PASS/FAIL/ERROR counts, and how many of the cases' majority outcomes (fired in more than
+  half of the runs observed, errors not counted) match the query's should_trigger in trigger-evals.json; an ERROR
+  case never matches.
+The short mode (4 queries x 1 repeat, concurrency 2, every row) only shows the benchmark works; tests run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from runner.execute.hosts.claude_code import bundled_cli, cli_version
+from runner.testing import trigger_set
+from runner.testing.fake_anthropic import FakeAnthropic, error, text
+from runner.testing.fake_judge import JUDGE_MATCH
+
+REPO = Path(__file__).resolve().parent.parent
+KEY = "sk-bench-not-a-real-key"
+LATENCY_S = 0.3
+BARE_ENV = ("PATH",)  # what the bare CLI inherits from this process; the rest is set per session
+
+
+@dataclass(frozen=True)
+class Shape:
+    queries: int
+    repeats: int
+    quorum: int
+    concurrency: tuple[int, ...]
+    fault_concurrency: int
+
+
+FULL = Shape(queries=20, repeats=3, quorum=2, concurrency=(1, 4, 10), fault_concurrency=4)
+SHORT = Shape(queries=4, repeats=1, quorum=1, concurrency=(2,), fault_concurrency=2)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One skill-evals row: its name, host and [run] settings."""
+    row: str
+    host: str
+    decide_early: bool
+
+
+BEFORE = Variant("claude-code before", "claude-code", decide_early=False)
+AFTER = Variant("claude-code after", "claude-code", decide_early=True)
+FIRST_TURN = Variant("first-turn", "first-turn", decide_early=True)
+FAULT = "claude-code after, 500 on should-not"
+BARE = "bare claude -p"
+
+
+# ---- measuring -------------------------------------------------------------------------------------
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def new_fake(latency: float, script: Callable[[FakeAnthropic], None]) -> FakeAnthropic:
+    fake = FakeAnthropic()
+    script(fake)
+    fake.set_latency(latency)
+    return fake
+
+
+def keyword_model(fake: FakeAnthropic) -> None:
+    trigger_set.script(fake)
+
+
+def failing_should_not(fake: FakeAnthropic) -> None:
+    # The first registered match wins, so the 500s go in before the keyword model's scripts.
+    for query in trigger_set.SHOULD_NOT:
+        fake.script(query, error(500, "api_error", "Internal server error (scripted by the benchmark)"))
+    trigger_set.script(fake)
+
+
+def text_only(fake: FakeAnthropic) -> None:
+    fake.default(text("Here you go."))
+
+
+def agent_requests(fake: FakeAnthropic) -> int:
+    """Message requests of the sessions (the judge's, recognised by their rubric, are not a session's)."""
+    return sum(1 for r in fake.message_requests if JUDGE_MATCH not in json.dumps(r.body))
+
+
+def token_figures(usages: list[dict[str, Any]], first_wave: int) -> dict[str, Any]:
+    def totals(part: list[dict[str, Any]]) -> tuple[int, int]:
+        read = sum(int(u.get("cache_read_input_tokens") or 0) for u in part)
+        every = read + sum(int(u.get("input_tokens") or 0) + int(u.get("cache_creation_input_tokens") or 0)
+                           for u in part)
+        return read, every
+    read, every = totals(usages)
+    later_read, later_every = totals(usages[first_wave:])
+    return {"input_tokens_per_session": every / len(usages) if usages else None,
+            "cache_read_share": read / every if every else None,
+            "cache_read_share_after_first_wave": later_read / later_every if later_every else None}
+
+
+# ---- skill-evals rows ------------------------------------------------------------------------------
+
+def write_config(path: Path, decide_early: bool) -> Path:
+    # [cost] basis "": the default (auto) would plan from the earlier rows' run folders beside this one; each row
+    # plans as a first run does.
+    path.write_text(f"[run]\ndecide_early = {str(decide_early).lower()}\nearly_stop = false\n\n[cost]\nbasis = \"\"\n",
+                    encoding="utf-8")
+    return path
+
+
+def skill_evals_args(library: Path, variant: Variant, repeats: int, quorum: int, concurrency: int, config: Path,
+                     out: Path) -> list[str]:
+    # --max-usd: the default $10 cap admits only 5 concurrent worst-case reservations, which would bound
+    # concurrency 10 by the cap instead of by the machine.
+    return [sys.executable, "-m", "runner", "run", "--library", str(library), "--host", variant.host,
+            "--repeats", str(repeats), "--quorum", str(quorum), "--concurrency", str(concurrency),
+            "--config", str(config), "--max-usd", "1000", "--timeout", "120", "--no-library-validator",
+            "--out", str(out)]
+
+
+def fake_env(fake: FakeAnthropic) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update({"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CI": "true", "PYTHONPATH": str(REPO)})
+    return env
+
+
+def timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    wall0, cpu0 = time.perf_counter(), children_cpu()
+    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=3600, check=False)
+    return done, time.perf_counter() - wall0, children_cpu() - cpu0
+
+
+def one_session_cpu(library: Path, variant: Variant, work: Path, latency: float) -> float:
+    """The CPU of the same run with one session (case q1, one repeat): its fixed cost plus one session."""
+    out = work / f"one-{variant.row.replace(' ', '-')}"
+    config = write_config(work / f"{out.name}.toml", variant.decide_early)
+    args = [*skill_evals_args(library, variant, 1, 1, 1, config, out), "--case", f"{trigger_set.SKILL}/trigger/q1"]
+    with new_fake(latency, keyword_model) as fake:
+        done, _, cpu = timed(args, fake_env(fake), work)
+    if done.returncode != 0 or attempt_figures(out, 1)["sessions"] != 1:
+        raise RuntimeError(f"the one-session run failed ({variant.row}): {done.stderr[-2000:]}")
+    return cpu
+
+
+def expected_triggers(library: Path) -> dict[str, bool]:
+    """Case uid -> should_trigger, from the set's own file (skill-creator's layout: case qN is its N-th entry)."""
+    entries = json.loads((library / ".claude" / "skills" / trigger_set.SKILL / "evals" / "trigger-evals.json")
+                         .read_text(encoding="utf-8"))
+    return {f"{trigger_set.SKILL}/trigger/q{n}": bool(e["should_trigger"]) for n, e in enumerate(entries, 1)}
+
+
+def matches(case: dict[str, Any], should: bool) -> bool:
+    activation = case.get("activation") or {}
+    observed, fired = activation.get("observed_runs") or 0, activation.get("fired_runs") or 0
+    if case["state"] not in ("PASS", "FAIL") or observed == 0:
+        return False
+    return (2 * fired > observed) == should
+
+
+def verdict_figures(out: Path, expected: dict[str, bool]) -> dict[str, Any]:
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    cases = {c["uid"]: c for c in results["cases"]}
+    states = {uid: case["state"] for uid, case in cases.items()}
+    should_not_states = sorted({states.get(uid, "missing") for uid, should in expected.items() if not should})
+    return {"verdicts": {k: results["counts"].get(k, 0) for k in ("PASS", "FAIL", "ERROR")},
+            "cases": len(cases), "matching": sum(1 for uid, should in expected.items()
+                                                 if uid in cases and matches(cases[uid], should)),
+            "states": states, "should_not_states": should_not_states}
+
+
+def attempt_figures(out: Path, first_wave: int) -> dict[str, Any]:
+    attempts = [json.loads(line) for line in (out / "attempts.jsonl").read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+    outcomes: dict[str, int] = {}
+    for attempt in attempts:
+        first = attempt.get("first_turn") or {}
+        if first.get("outcome"):
+            outcomes[first["outcome"]] = outcomes.get(first["outcome"], 0) + 1
+    return {"sessions": len(attempts), "errored": sum(1 for a in attempts if a.get("error_kind")),
+            "decided_early": sum(1 for a in attempts if a.get("decided")), "first_turn_outcomes": outcomes,
+            **token_figures([a.get("usage") or {} for a in attempts], first_wave)}
+
+
+def skill_evals_row(library: Path, variant: Variant, shape: Shape, concurrency: int, work: Path, latency: float,
+                    script: Callable[[FakeAnthropic], None], row: str) -> dict[str, Any]:
+    out = work / f"{row.replace(' ', '-').replace(',', '')}-c{concurrency}"
+    config = write_config(work / f"{out.name}.toml", variant.decide_early)
+    args = skill_evals_args(library, variant, shape.repeats, shape.quorum, concurrency, config, out)
+    load = os.getloadavg()[0]
+    with new_fake(latency, script) as fake:
+        done, wall, cpu = timed(args, fake_env(fake), work)
+        requests = agent_requests(fake)
+    if not (out / "results.json").exists():
+        raise RuntimeError(f"skill-evals run wrote no results ({row}, c={concurrency}): {done.stderr[-2000:]}")
+    found = attempt_figures(out, concurrency)
+    return {"row": row, "variant": variant.row, "host": variant.host, "concurrency": concurrency, "exit_code": done.returncode,
+            "wall_s": wall, "cpu_s": cpu, "requests": requests,
+            "requests_per_session": requests / found["sessions"] if found["sessions"] else None,
+            **found, **verdict_figures(out, expected_triggers(library)),
+            "load_1min_before": load, "load_1min_after": os.getloadavg()[0]}
+
+
+# ---- the bare CLI ----------------------------------------------------------------------------------
+
+def bare_session(cli: Path, query: str, fake_url: str, queries: int) -> dict[str, Any]:
+    """One `claude -p` in a fresh project and home; the usage of its stream-json result (None when it has none)."""
+    with tempfile.TemporaryDirectory(prefix="bench-bare-") as tmp:
+        project = trigger_set.write_library(Path(tmp) / "project", queries)
+        home = Path(tmp) / "home"
+        home.mkdir()
+        env = {name: os.environ[name] for name in BARE_ENV if name in os.environ}
+        env.update({"HOME": str(home), "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": fake_url,
+                    "CLAUDE_CONFIG_DIR": str(home / ".claude"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+        done = subprocess.run([str(cli), "-p", query, "--output-format", "stream-json", "--verbose"], cwd=project,
+                              env=env, capture_output=True, text=True, timeout=300, check=False)
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    results = [e for e in events if e.get("type") == "result"]
+    usage = results[-1].get("usage") if results else None
+    return {"ok": done.returncode == 0 and bool(results) and not results[-1].get("is_error"), "usage": usage}
+
+
+def bare_row(shape: Shape, concurrency: int, latency: float) -> dict[str, Any]:
+    cli = bundled_cli()
+    queries = [q for q in (*trigger_set.SHOULD[:(shape.queries + 1) // 2], *trigger_set.SHOULD_NOT[:shape.queries // 2])
+               for _ in range(shape.repeats)]
+    load = os.getloadavg()[0]
+    with new_fake(latency, text_only) as fake:
+        wall0, cpu0 = time.perf_counter(), children_cpu()
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            # map keeps submission order: the first `concurrency` sessions are the ones that started first.
+            sessions = list(pool.map(lambda q: bare_session(cli, q, fake.url, shape.queries), queries))
+        wall, cpu = time.perf_counter() - wall0, children_cpu() - cpu0
+        requests = agent_requests(fake)
+    usages = [s["usage"] for s in sessions if s["usage"] is not None]
+    return {"row": BARE, "variant": BARE, "host": "bare CLI", "concurrency": concurrency, "exit_code": 0, "wall_s": wall, "cpu_s": cpu,
+            "requests": requests, "requests_per_session": requests / len(sessions), "sessions": len(sessions),
+            "errored": sum(1 for s in sessions if not s["ok"]), "decided_early": 0, "first_turn_outcomes": {},
+            **token_figures(usages, concurrency), "verdicts": None, "cases": None, "matching": None,
+            "states": {}, "should_not_states": [],
+            "load_1min_before": load, "load_1min_after": os.getloadavg()[0]}
+
+
+# ---- the report ------------------------------------------------------------------------------------
+
+def per_session(rows: list[dict[str, Any]], one_session: dict[str, float]) -> None:
+    for r in rows:
+        one = one_session.get(r["variant"])
+        r["one_session_cpu_s"] = one
+        r["cpu_per_session_s"] = r["cpu_s"] / r["sessions"]
+        # The bare rows have no start-up of their own: every session is the same process.
+        r["marginal_cpu_per_session_s"] = ((r["cpu_s"] - one) / (r["sessions"] - 1) if one is not None
+                                           else r["cpu_per_session_s"])
+        r["sessions_per_s"] = r["sessions"] / r["wall_s"]
+
+
+def fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("| row | c | sessions | wall s | CPU s | 1-session CPU s | CPU/session s | marginal CPU/session s | sessions/s "
+            "| requests/session | input tokens/session | cache read | after 1st wave | PASS/FAIL/ERROR | match |")
+    lines = [head, "|" + " --- |" * 2 + " ---: |" * 13]
+    for r in rows:
+        v = r["verdicts"]
+        verdicts = f"{v['PASS']}/{v['FAIL']}/{v['ERROR']}" if v else "—"
+        match = f"{r['matching']}/{r['cases']}" if r["cases"] is not None else "—"
+        share = r["cache_read_share"]
+        later = r["cache_read_share_after_first_wave"]
+        lines.append(
+            f"| {r['row']} | {r['concurrency']} | {r['sessions']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | "
+            f"{fmt(r['one_session_cpu_s'], '.2f')} | {r['cpu_per_session_s']:.3f} | {r['marginal_cpu_per_session_s']:.3f} | "
+            f"{r['sessions_per_s']:.2f} | {fmt(r['requests_per_session'], '.2f')} | "
+            f"{fmt(r['input_tokens_per_session'], ',.0f')} | {fmt(None if share is None else 100 * share, '.1f', ' %')} "
+            f"| {fmt(None if later is None else 100 * later, '.1f', ' %')} | {verdicts} | {match} |")
+    return "\n".join(lines)
+
+
+def check(label: str, ok: bool, measured: str) -> dict[str, Any]:
+    return {"target": label, "met": ok, "measured": measured}
+
+
+def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's 'Done when' figures, per concurrency, against what this run measured."""
+    by = {(r["row"], r["concurrency"]): r for r in rows}
+    found: list[dict[str, Any]] = []
+    for c in sorted({r["concurrency"] for r in rows}):
+        before, after, first, bare = (by.get((name, c)) for name in (BEFORE.row, AFTER.row, FIRST_TURN.row, BARE))
+        if after and bare:
+            ratio = after["marginal_cpu_per_session_s"] / bare["cpu_per_session_s"]
+            gross = after["cpu_per_session_s"] / bare["cpu_per_session_s"]
+            found.append(check(f"c={c} claude-code after: <= 1.2 requests/session", after["requests_per_session"] <= 1.2,
+                               f"{after['requests_per_session']:.3f}"))
+            found.append(check(f"c={c} claude-code after: CPU/session <= 1.1x bare", ratio <= 1.1,
+                               f"{ratio:.2f}x marginal ({gross:.2f}x all-in)"))
+        if after and before:
+            found.append(check(f"c={c} claude-code after: same verdicts as before", after["states"] == before["states"],
+                               f"{after['matching']}/{after['cases']} match (before {before['matching']}/{before['cases']})"))
+        if first and bare and after:
+            ratio = first["marginal_cpu_per_session_s"] / bare["cpu_per_session_s"]
+            later = first["cache_read_share_after_first_wave"]
+            found.append(check(f"c={c} first-turn: same verdicts as claude-code after",
+                               first["states"] == after["states"], f"{first['matching']}/{first['cases']} match"))
+            found.append(check(f"c={c} first-turn: <= 1.05 requests/session", first["requests_per_session"] <= 1.05,
+                               f"{first['requests_per_session']:.3f}"))
+            found.append(check(f"c={c} first-turn: CPU/attempt <= 15% of bare", ratio <= 0.15,
+                               f"{100 * ratio:.1f} % marginal "
+                               f"({100 * first['cpu_per_session_s'] / bare['cpu_per_session_s']:.1f} % all-in)"))
+            found.append(check(f"c={c} first-turn: >= 90% cache read after the first wave",
+                               later is not None and later >= 0.9, fmt(None if later is None else 100 * later, ".1f", " %")))
+    for r in rows:
+        if r["row"] == FAULT:
+            bad = [s for s in r["should_not_states"] if s != "ERROR"]
+            found.append(check(f"c={r['concurrency']} faults: every should-not case ERROR, none PASS", not bad,
+                               f"should-not states {r['should_not_states']}"))
+    return found
+
+
+def tree() -> dict[str, Any]:
+    """The commit measured, and the files that differed from it (others edit this tree as it runs)."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "changed": [line[3:] for line in git("status", "--porcelain").splitlines() if not line.startswith("??")]}
+
+
+def machine() -> dict[str, Any]:
+    return {"nproc": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "cli_version": cli_version(bundled_cli()),
+            "claude_agent_sdk": importlib.metadata.version("claude-agent-sdk"),
+            "anthropic": importlib.metadata.version("anthropic")}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = [
+        "# Issue 21: claude-code before/after, first-turn host, bare `claude -p` (benchmarks/first_turn.py)", "",
+        f"Measured {report['measured_at']} with `{report['command']}`; {m['nproc']} cores, {m['platform']}, Python "
+        f"{m['python']}, Claude Code CLI {m['cli_version']} (claude-agent-sdk {m['claude_agent_sdk']}), anthropic "
+        f"{m['anthropic']}. {report['queries']} queries x {report['repeats']} repeats, quorum {report['quorum']}; "
+        f"the fake answers after {report['latency_s']} s. Tree: {report['tree']['commit']}"
+        + (f" with uncommitted changes to {', '.join(report['tree']['changed'])}" if report["tree"]["changed"] else "")
+        + ". The method is the module docstring of benchmarks/first_turn.py.", "",
+        table(report["rows"]), "",
+    ]
+    lines += [f"- {r['row']} c={r['concurrency']}: {r['decided_early']} of {r['sessions']} sessions decided early"
+              + (f"; first turn: {r['first_turn_outcomes']}" if r["first_turn_outcomes"] else "")
+              + (f"; {r['errored']} errored" if r["errored"] else "") for r in report["rows"] if r["row"] != BARE]
+    lines.append("")
+    if report["skipped"]:
+        lines += [f"Skipped: {report['skipped']}", ""]
+    lines += ["Targets of the issue, as measured:", ""]
+    lines += [f"- {'met' if t['met'] else '**missed**'}: {t['target']} — {t['measured']}" for t in report["targets"]]
+    lines += ["", "Load average (1 min) before each row: " + ", ".join(
+        f"{r['row']} c={r['concurrency']} {r['load_1min_before']:.2f}" for r in report["rows"]), ""]
+    return "\n".join(lines)
+
+
+# ---- main ------------------------------------------------------------------------------------------
+
+def first_turn_available() -> tuple[bool, str]:
+    from runner.execute.hosts.registry import HOST_NAMES
+    if FIRST_TURN.host in HOST_NAMES:
+        return True, ""
+    return False, (f"the first-turn row: no host named {FIRST_TURN.host!r} in runner.execute.hosts.registry"
+                   f".HOST_NAMES {HOST_NAMES} (not built yet in this tree)")
+
+
+def run(shape: Shape, concurrencies: tuple[int, ...], latency: float, work: Path) -> dict[str, Any]:
+    library = trigger_set.write_library(work / "library", shape.queries)
+    has_first_turn, skipped = first_turn_available()
+    if skipped:
+        print(f"skipped {skipped}", flush=True)
+    variants = [BEFORE, AFTER, *([FIRST_TURN] if has_first_turn else [])]
+    one_session = {v.row: one_session_cpu(library, v, work, latency) for v in variants}
+    rows: list[dict[str, Any]] = []
+    for c in concurrencies:
+        for variant in variants:
+            rows.append(skill_evals_row(library, variant, shape, c, work, latency, keyword_model, variant.row))
+            print(f"{variant.row} c={c}: done", flush=True)
+        rows.append(bare_row(shape, c, latency))
+        print(f"{BARE} c={c}: done", flush=True)
+    rows.append(skill_evals_row(library, AFTER, shape, shape.fault_concurrency, work, latency, failing_should_not, FAULT))
+    per_session(rows, one_session)
+    return {"rows": rows, "skipped": skipped, "one_session_cpu_s": one_session}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.first_turn", description=__doc__.split("\n")[0])
+    parser.add_argument("--short", action="store_true", help="4 queries x 1 repeat at concurrency 2: shows it works")
+    parser.add_argument("--concurrency", default=None, help="comma-separated (default 1,4,10; --short: 2)")
+    parser.add_argument("--latency", type=float, default=LATENCY_S, help="seconds the fake waits per request")
+    parser.add_argument("--out", type=Path, default=None, help="the report as JSON")
+    parser.add_argument("--md", type=Path, default=None, help="the report as Markdown")
+    args = parser.parse_args(argv)
+    shape = SHORT if args.short else FULL
+    concurrencies = tuple(int(c) for c in args.concurrency.split(",")) if args.concurrency else shape.concurrency
+    with tempfile.TemporaryDirectory(prefix="bench-first-turn-") as tmp:
+        measured = run(shape, concurrencies, args.latency, Path(tmp))
+    report = {"benchmark": "first_turn", "command": "python -m benchmarks.first_turn " + " ".join(argv or sys.argv[1:]),
+              "short": args.short, "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+              "machine": machine(), "tree": tree(), "queries": shape.queries, "repeats": shape.repeats, "quorum": shape.quorum,
+              "latency_s": args.latency, **measured}
+    report["targets"] = targets(report["rows"])
+    print(markdown(report))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.md:
+        args.md.parent.mkdir(parents=True, exist_ok=True)
+        args.md.write_text(markdown(report), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""benchmarks/first_turn.py --short still runs every row (real skill-evals runs and bare `claude -p` sessions against
+the fake Messages API) and its verdicts are right: the trigger set's cases match should_trigger, deciding early
+changes no verdict, and a scripted 500 makes a case ERROR, never PASS. No figure of time or CPU is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from runner.execute.hosts.registry import HOST_NAMES
+from tests.conftest import REPO
+
+BARE = "bare claude -p"
+ROWS = ("claude-code before", "claude-code after", BARE)
+FAULT = "claude-code after, 500 on should-not"
+
+
+def test_first_turn_short_mode_has_every_row_and_the_verdicts_match(tmp_path: Path) -> None:
+    out, md = tmp_path / "first_turn.json", tmp_path / "first_turn.md"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.first_turn", "--short", "--out", str(out), "--md", str(md)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == "first_turn" and report["short"] is True
+    rows = {r["row"]: r for r in report["rows"]}
+    expected = {*ROWS, FAULT} | ({"first-turn"} if "first-turn" in HOST_NAMES else set())
+    assert set(rows) == expected
+    assert bool(report["skipped"]) == ("first-turn" not in HOST_NAMES)
+    table = md.read_text()
+    for name in expected:
+        assert f"| {name} | " in table
+
+    for name in expected - {BARE, FAULT}:
+        row = rows[name]
+        assert row["sessions"] == 4 and row["errored"] == 0, row
+        assert row["matching"] == row["cases"] == 4 and row["verdicts"] == {"PASS": 4, "FAIL": 0, "ERROR": 0}
+        assert row["states"] == rows["claude-code before"]["states"]  # deciding early changes no verdict
+        assert row["requests_per_session"] >= 1 and row["input_tokens_per_session"] > 0
+    # Deciding early: the two sessions that call the skill stop after that one request.
+    assert rows["claude-code after"]["decided_early"] == 2 and rows["claude-code before"]["decided_early"] == 0
+    assert rows[BARE]["sessions"] == 4 and rows[BARE]["errored"] == 0 and rows[BARE]["requests_per_session"] == 1
+    assert rows[BARE]["input_tokens_per_session"] > 0
+
+    fault = rows[FAULT]
+    assert fault["should_not_states"] == ["ERROR"] and fault["verdicts"] == {"PASS": 2, "FAIL": 0, "ERROR": 2}
+    assert all(t["met"] for t in report["targets"] if "faults" in t["target"])
+    assert {"nproc", "cli_version"} <= set(report["machine"])
