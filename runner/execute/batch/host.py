@@ -157,7 +157,7 @@ class _BatchSession(api_mod._Session):  # noqa: SLF001 - the api host's own loop
         except BatchFailure as exc:
             # A spend limit stops the run (runner.execute.executor).
             kind: ErrorKind = "spend-limit" if exc.spend_limit else "api-error"
-            self.fail(api_mod._SessionError(kind, exc.cause))  # noqa: SLF001
+            self.fail(api_mod.SessionError(kind, exc.cause))  # noqa: SLF001
 
 
 class _Wrapping:

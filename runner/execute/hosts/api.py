@@ -137,7 +137,7 @@ TOOLS: list[dict[str, Any]] = [SKILL_TOOL, READ_TOOL]
 TOOLS_CHARS = len(json.dumps(TOOLS))
 
 
-class _SessionError(Exception):
+class SessionError(Exception):
     """An observed failure of the session (not a runner bug): becomes the Observation's error."""
 
     def __init__(self, kind: ErrorKind, message: str, bound: Bound | None = None):
@@ -147,28 +147,28 @@ class _SessionError(Exception):
         self.bound = bound
 
 
-def _classify(exc: BaseException) -> _SessionError | None:
+def classify_error(exc: BaseException) -> SessionError | None:
     """The error kind of an exception from one `messages.create` call; None = not the API's doing."""
     if isinstance(exc, SpendLimitReached):
-        return _SessionError("spend-limit", exc.cause)
+        return SessionError("spend-limit", exc.cause)
     if isinstance(exc, anthropic.APITimeoutError):
-        return _SessionError("timeout", f"the API request timed out after the client's retries: {exc}", "timeout")
+        return SessionError("timeout", f"the API request timed out after the client's retries: {exc}", "timeout")
     if isinstance(exc, anthropic.APIStatusError):
         # A client built without SpendLimitMiddleware still tells a spend limit apart (after its retries).
         cause = spend_limit_cause(exc.status_code, exc.response.headers, exc.body)
         if cause is not None:
-            return _SessionError("spend-limit", cause)
+            return SessionError("spend-limit", cause)
         if isinstance(exc, anthropic.RateLimitError):
             retry_after = exc.response.headers.get("retry-after-ms") or exc.response.headers.get("retry-after")
-            return _SessionError("rate-limited",
+            return SessionError("rate-limited",
                                  f"HTTP 429 (retry-after {retry_after}) after the client's retries: {exc}")
-        return _SessionError("api-error", f"HTTP {exc.status_code}: {exc}")
+        return SessionError("api-error", f"HTTP {exc.status_code}: {exc}")
     if isinstance(exc, anthropic.APIConnectionError):
         underlying = exc.__cause__ or exc.__context__
         detail = f" ({type(underlying).__name__}: {underlying})" if underlying else ""
-        return _SessionError("api-error", f"connection to the API failed after the client's retries: {exc}{detail}")
+        return SessionError("api-error", f"connection to the API failed after the client's retries: {exc}{detail}")
     if isinstance(exc, (anthropic.APIResponseValidationError, ValueError)):
-        return _SessionError("malformed", f"the API response could not be read: {type(exc).__name__}: {exc}")
+        return SessionError("malformed", f"the API response could not be read: {type(exc).__name__}: {exc}")
     return None
 
 
@@ -273,6 +273,23 @@ def reply_record(response: object) -> dict[str, Any]:
     return {"unreadable": str(response)[:4000]}
 
 
+Clients = weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic]
+
+
+def loop_client(clients: Clients, api_key: str, base_url: str | None, max_retries: int,
+                middleware: list[anthropic.Middleware]) -> anthropic.AsyncAnthropic:
+    """The running event loop's client, made on first use (an HTTP client belongs to the loop it was made in).
+    SpendLimitMiddleware last = innermost: a spend limit raises before the rate limiter (runner.execute.executor adds
+    it to the host's middleware) pauses for it and before the SDK retries it."""
+    loop = asyncio.get_running_loop()
+    client = clients.get(loop)
+    if client is None:
+        client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=max_retries,
+                                          middleware=[*middleware, SpendLimitMiddleware()])
+        clients[loop] = client
+    return client
+
+
 class ApiHost:
     name = HOST_NAME
     session_path: SessionPath | None = None  # no session folder: the session's tools read the library in-process
@@ -294,7 +311,7 @@ class ApiHost:
         # anthropic SDK client middleware (runner.execute.executor adds the run's rate limiter before the first call).
         self.middleware: list[anthropic.Middleware] = []
         # One client per event loop: a client is bound to the loop its connections were made in.
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = \
+        self._clients: Clients = \
             weakref.WeakKeyDictionary()
         self._systems: dict[tuple[str, ...], tuple[SystemParam, list[str], list[str]]] = {}
         self._views: dict[frozenset[str], LibraryView] = {}
@@ -344,16 +361,7 @@ class ApiHost:
 
     def client(self) -> anthropic.AsyncAnthropic:
         """This event loop's client (per-request timeouts are passed with each call)."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            # SpendLimitMiddleware last = innermost: a spend limit raises before the rate limiter (runner.execute.executor
-            # adds it to self.middleware) pauses for it and before the SDK retries it.
-            client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
-                                              max_retries=self.max_retries,
-                                              middleware=[*self.middleware, SpendLimitMiddleware()])
-            self._clients[loop] = client
-        return client
+        return loop_client(self._clients, self._api_key, self.base_url, self.max_retries, self.middleware)
 
     async def aclose(self) -> None:
         """Close this event loop's client (call it before the loop ends)."""
@@ -390,7 +398,7 @@ class ApiHost:
             async with asyncio.timeout(spec.timeout_s):
                 await session.loop(self.client())
         except TimeoutError:
-            session.fail(_SessionError("timeout", f"the session outlived its {spec.timeout_s:g} s wall-clock "
+            session.fail(SessionError("timeout", f"the session outlived its {spec.timeout_s:g} s wall-clock "
                                                   "bound", "timeout"))
         session.fill(obs)
         obs.duration_s = time.monotonic() - started
@@ -418,12 +426,12 @@ class _Session:
         self.turns = 0
         self.final_answer: str | None = None
         self.bounds: list[Bound] = []
-        self.error: _SessionError | None = None
+        self.error: SessionError | None = None
         self.last_input_tokens = 0
         self.chars_at_last_call = 0
         self.first_turn_input: int | None = None
 
-    def fail(self, error: _SessionError) -> None:
+    def fail(self, error: SessionError) -> None:
         self.error = error
         if error.bound and error.bound not in self.bounds:
             self.bounds.append(error.bound)
@@ -467,14 +475,14 @@ class _Session:
                     tools=TOOLS, messages=self.messages,  # type: ignore[arg-type]
                     timeout=max(0.05, deadline - time.monotonic()))
             except Exception as exc:  # noqa: BLE001 - classified below; anything else is a runner bug
-                error = _classify(exc)
+                error = classify_error(exc)
                 if error is None:
                     raise
                 self.fail(error)
                 return
             problem = self.take_reply(response, chars)
             if problem is not None:
-                self.fail(_SessionError("malformed", f"the API's reply could not be read: {problem}"))
+                self.fail(SessionError("malformed", f"the API's reply could not be read: {problem}"))
                 return
             turn = self.turns
             self.turns += 1

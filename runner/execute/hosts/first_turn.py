@@ -45,7 +45,7 @@ when that tool is allowed. Anything else (another tool call, an activation that 
 cut at max_tokens) hands the attempt to a real Claude Code session from scratch, with the session's budget less
 what the first turn cost; its usage and cost include the first turn's.
 
-Faults are the api host's (`api._classify`): an HTTP error, a cut stream, a spend limit is an error kind, never a
+Faults are the api host's (`api.classify_error`): an HTTP error, a cut stream, a spend limit is an error kind, never a
 verdict; a first turn that fails is not handed off (its attempt has no `first_turn` record: nothing was decided).
 
 Why one long module: the capture, the request built from it, the reading of the reply and the rule for what it
@@ -76,12 +76,11 @@ from pydantic import BaseModel, Field
 from runner.corpus.errors import UsageError
 from runner.corpus.library import Library
 from runner.execute.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_SUFFIX, SUBAGENT_TOOLS, decided, recognise
-from runner.execute.hosts.api import _classify, _SessionError, reply_usage
+from runner.execute.hosts.api import Clients, classify_error, SessionError, loop_client, reply_usage
 from runner.execute.hosts.base import (Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage,
                                       utf8_safe)
 from runner.execute.hosts.claude_code import ClaudeCodeHost, cli_version
 from runner.execute.hosts.sessionpath import SessionPath
-from runner.execute.ratelimit import SpendLimitMiddleware
 from runner.floor.surface import CaptureServer, Surface, _CaptureHandler, surface_from_request
 
 HOST_NAME = "first-turn"
@@ -534,7 +533,7 @@ class FirstTurnHost:
         self.cli_version = cli_version(real.cli)
         # anthropic SDK client middleware: the executor adds the run's rate limiter (as for the api host).
         self.middleware: list[anthropic.Middleware] = []
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = \
+        self._clients: Clients = \
             weakref.WeakKeyDictionary()
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
         self._captures: dict[tuple[str, int, float | None], Capture] = {}
@@ -555,15 +554,7 @@ class FirstTurnHost:
         return {**self.real.versions(), "anthropic": anthropic.__version__}
 
     def client(self) -> anthropic.AsyncAnthropic:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            # As ApiHost.client: SpendLimitMiddleware innermost, after the run's rate limiter.
-            client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url,
-                                              max_retries=self.max_retries,
-                                              middleware=[*self.middleware, SpendLimitMiddleware()])
-            self._clients[loop] = client
-        return client
+        return loop_client(self._clients, self._api_key, self.base_url, self.max_retries, self.middleware)
 
     def _lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
@@ -626,7 +617,7 @@ class FirstTurnHost:
         session_id, device_id = str(uuid.uuid4()), secrets.token_hex(32)
         body = request_body(found, spec.prompt, session_id, device_id)
         reply = _Reply()
-        error: _SessionError | None = None
+        error: SessionError | None = None
         try:
             async with asyncio.timeout(spec.timeout_s):
                 # The CLI's path is /v1/messages?beta=true; this SDK's beta resource posts to /v1/messages alone.
@@ -637,16 +628,16 @@ class FirstTurnHost:
                     async for event in stream:
                         reply.on_event(event)
         except TimeoutError:
-            error = _SessionError("timeout", f"the first turn outlived the session's {spec.timeout_s:g} s bound",
+            error = SessionError("timeout", f"the first turn outlived the session's {spec.timeout_s:g} s bound",
                                   "timeout")
         except httpx2.TransportError as exc:  # the stream broke off after it began: the SDK retries no such thing
-            error = _SessionError("api-error", f"the API's event stream broke off: {type(exc).__name__}: {exc}")
+            error = SessionError("api-error", f"the API's event stream broke off: {type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - classified as ApiHost classifies; anything else is a runner bug
-            error = _classify(exc)
+            error = classify_error(exc)
             if error is None:
                 raise
         if error is None and reply.unreadable() is not None:
-            error = _SessionError("malformed", f"the API's reply could not be read: {reply.unreadable()}")
+            error = SessionError("malformed", f"the API's reply could not be read: {reply.unreadable()}")
         transcript = [{"role": "user", "content": spec.prompt, "first_turn": {"capture_hash": found.hash}},
                       reply.record()]
         base = self.observation(spec, found, reply.usage, transcript)
