@@ -18,7 +18,7 @@ from runner.corpus.library import Case, load_library
 from runner.corpus.settings import Settings
 from runner.execute.hosts.activation import decided
 from runner.execute.hosts.base import Activation, Observation
-from runner.plan.decide import activation_only, decide_when
+from runner.plan.decide import activation_only, decide_when, first_turn_ineligible
 from runner.report import html, junit, markdown
 from runner.results.build import Results
 from runner.results.verdicts import attempt_outcome
@@ -177,7 +177,10 @@ def test_the_plan_compares_the_hosts_and_names_what_the_first_turn_would_decide(
     example = plan(at=EXAMPLE)
     decidable = [c["uid"] for c in example["cases"] if c["decide_when"] and c["unrun_reason"] is None]
     assert decidable and all(activation_only(next(x for x in library.cases if x.uid == uid)) for uid in decidable)
-    assert example["estimate"]["by_host"][1]["decided_cases"] <= len(decidable)
+    first = [c["uid"] for c in example["cases"] if c["first_turn"] and c["unrun_reason"] is None]
+    assert example["estimate"]["by_host"][1]["decided_cases"] == len(first) and set(first) < set(decidable)
+    assert "test-report-triage/trigger/triage-wins-here" in decidable and "test-report-triage/trigger/triage-wins-here" \
+        not in first  # two neighbours: no first reply can settle it
     assert example["estimate"]["by_host"][1]["requests_per_session"] > 1.0
     # The first-turn host reserves one request more per session: its first turn, then perhaps a whole session.
     assert plan("--host", "first-turn")["estimate"]["worst_session_usd"] > found["estimate"]["worst_session_usd"]
@@ -186,3 +189,18 @@ def test_the_plan_compares_the_hosts_and_names_what_the_first_turn_would_decide(
     assert "first-turn would decide from Claude Code's first request" in text
     (root / ".skill-evals.toml").write_text("[run]\ndecide_early = false\n")
     assert all(c["decide_when"] == [] for c in plan()["cases"])
+
+
+def test_the_first_turn_host_takes_only_cases_a_first_reply_can_settle() -> None:
+    """A discrimination case with neighbours is certain only once they all fired: a first reply that calls the
+    target would hand every passing attempt off (a first turn paid for nothing), so it runs on Claude Code."""
+    library, _ = load_library(EXAMPLE, Settings())
+    by_uid = {case.uid: case for case in library.cases}
+    for uid, eligible in (("incident-postmortem-writer/trigger/postmortem-wins-here", True),  # no neighbours
+                          ("incident-postmortem-writer/evals/edge-no-single-root-cause", True),
+                          ("test-report-triage/trigger/triage-wins-here", False),  # two neighbours
+                          ("test-report-triage/evals/positive-nightly-summary-with-skip", False)):  # checks the answer
+        case = by_uid[uid]
+        why = first_turn_ineligible(decide_when(case, library.names()), [], case.files, case.prompt)
+        assert (why is None) == eligible, (uid, why)
+    assert "several skills" in (first_turn_ineligible([["a", "b"]], [], [], "p") or "")

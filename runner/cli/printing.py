@@ -128,7 +128,7 @@ def print_hosts(plan: plan_mod.Plan, console: Console) -> None:
         console.print(f"  {row.host}{mark}: {row.sessions_max} sessions, ≈{row.requests_per_session:.2f} "
                       f"request(s)/session, expected ${row.expected_usd:.2f}; {row.note}", markup=False)
     first = next((row for row in rows if row.host == "first-turn"), None)
-    decided = [c.uid for c in plan.cases if c.decide_when and c.unrun_reason is None]
+    decided = [c.uid for c in plan.cases if c.first_turn and c.unrun_reason is None]
     if first is not None and first.decided_cases:
         shown = ", ".join(decided[:8]) + (f" and {len(decided) - 8} more" if len(decided) > 8 else "")
         console.print(f"  first-turn would decide from Claude Code's first request, when the first reply settles "

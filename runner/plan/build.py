@@ -84,6 +84,8 @@ class PlannedCase(BaseModel):
                                                     "result).")
     explicit_invocation: bool = Field(default=False, description="Probes: the treatment prompt starts with /<skill>.")
     calibration: str | None = Field(default=None, description="Probes: the calibration verdict and version used.")
+    first_turn: bool = Field(default=False, description="The first-turn host may send this case's first request "
+                                                        "itself (runner.plan.decide.first_turn_ineligible).")
     decide_when: list[list[str]] = Field(default=[], description="Activation-only cases with [run] decide_early: "
                                                                  "the session ends once every name of one set "
                                                                  "fired (runner.plan.decide).")
@@ -652,12 +654,11 @@ def estimate_expected(runnable: list[PlannedCase], library: Library, settings: S
 
 
 def first_turn_eligible(planned: PlannedCase, case: Case) -> bool:
-    """Whether the first-turn host may send this case's first request itself (runner.execute.hosts.first_turn):
-    activation-only, with no files of its own and no slash command (the CLI expands one before its request)."""
-    return bool(planned.decide_when) and not case.files and not case.prompt.startswith("/")
+    """Whether the first-turn host may send this case's first request itself (the host's own rule)."""
+    return decide.first_turn_ineligible(planned.decide_when, [], case.files, case.prompt) is None
 
 
-def host_estimates(runnable: list[PlannedCase], cases: dict[str, Case], found: Expected, estimate: CostEstimate,
+def host_estimates(runnable: list[PlannedCase], found: Expected, estimate: CostEstimate,
                    price: Price | None, first_turn: float, shared: int, layout: CacheLayout,
                    decide_early: bool) -> list[HostEstimate]:
     """claude-code and first-turn side by side: the same sessions, the requests and the expected cost of each. A
@@ -668,7 +669,7 @@ def host_estimates(runnable: list[PlannedCase], cases: dict[str, Case], found: E
     turns = {c.uid: kinds[c.kind].turns if c.kind in kinds else 1.0 for c in runnable}
     cc_requests = sum(turns[c.uid] * c.sessions for c in runnable)
     decided = [c for c in runnable if c.decide_when]
-    eligible = [c for c in decided if first_turn_eligible(c, cases[c.uid])]
+    eligible = [c for c in decided if c.first_turn]
     one_turn = SessionShape(first_turn * found.token_scale, shared * found.token_scale, 0.0, 1.0,
                             min(kinds[eligible[0].kind].output_tokens_per_turn, 1000) if eligible else 0)
     one_usd = session_usd(one_turn, layout, price, "first") if price else 0.0
@@ -723,6 +724,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             planned.arms = ["main", "control"]  # both arms every repeat: their pass rates are the result
         if run.decide_early and not planned.arms:
             planned.decide_when = decide.decide_when(case, names)
+            planned.first_turn = first_turn_eligible(planned, case)
         if floor is not None and (held := floor.hold_case(case)) is not None:
             apply_hold(planned, held)
             if held.skill is not None:
@@ -769,7 +771,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         baseline_worst_usd=round(worst * baseline_sessions, 4),
     )
     if host in CLAUDE_CODE_HOSTS:
-        estimate.by_host = host_estimates(runnable, by_uid, found, estimate, price, typical_first_turn, shared,
+        estimate.by_host = host_estimates(runnable, found, estimate, price, typical_first_turn, shared,
                                           layout, run.decide_early)
     return Plan(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), tier=tier, host=host,

@@ -22,6 +22,7 @@ after the decision (the session no longer makes the request that would have met 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 
 from runner.corpus.library import ANY_SKILL, Case, is_subagent
@@ -63,3 +64,34 @@ def decide_when(case: Case, known: Collection[str]) -> list[list[str]]:
             sets.append(names)
     return sets
 
+
+# Prompts the CLI does not send as written (measured on CLI 2.1.332 against the fake Messages API).
+MENTION = re.compile(r"(^|\s)@\S")
+ULTRATHINK = re.compile(r"\bultrathink\b", re.IGNORECASE)
+
+
+def first_turn_ineligible(decide_when: list[list[str]], exclude_skills: list[str], case_files: list[str],
+                          prompt: str) -> str | None:
+    """Why the first-turn host (runner.execute.hosts.first_turn) runs an attempt on Claude Code from the start, or
+    None: it sends Claude Code's captured first request with only the prompt put in, so the attempt must be
+    activation-only, its session the captured one, its prompt sent as written, and its first reply able to decide
+    it — a set of one name (a discrimination case with neighbours is certain only once they all fired, which a first
+    reply that calls the target never shows: every passing attempt would be handed off, paying a first turn more)."""
+    if not decide_when:
+        return "not activation-only: the outcome depends on more than the activations"
+    if not any(len(names) == 1 for names in decide_when):
+        return ("no first reply can settle it: the outcome is certain only once several skills fired (a "
+                "discrimination case's neighbours)")
+    if exclude_skills:
+        return "skills are left out of the session (a control arm): its listing is not the captured one"
+    if case_files:
+        return "the case copies files into the session folder"
+    if prompt.startswith("/"):
+        return "a slash command: the CLI expands it before its first request"
+    if not prompt.strip():
+        return "an empty prompt: the CLI sends its own placeholder"
+    if MENTION.search(prompt):
+        return "an @ mention: the CLI attaches the file it names"
+    if ULTRATHINK.search(prompt):
+        return "the keyword ultrathink: the CLI adds a reminder for it"
+    return None

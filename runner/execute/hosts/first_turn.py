@@ -31,8 +31,8 @@ Not covered (unmeasured: no key and no internet here): the capture is made again
 own endpoint the CLI adds first-party attribution fields to that billing block (e.g. `cch=`); the captured block
 lacks them. The tests compare both requests against the same local endpoint.
 
-Which attempts (`ineligible`): activation-only ones (SessionSpec.decide_when not empty) without excluded skills
-or case files, and whose prompt the CLI sends as written (measured: a `/name` prompt is expanded, an `@path`
+Which attempts (`ineligible`, runner.plan.decide.first_turn_ineligible): activation-only ones that one skill
+firing can settle (a set of one name in SessionSpec.decide_when), without excluded skills or case files, and whose prompt the CLI sends as written (measured: a `/name` prompt is expanded, an `@path`
 mention attaches the file, the keyword "ultrathink" adds a reminder, an empty prompt is sent as "(no content)").
 Any other attempt runs on `self.real` from the start (FirstTurn outcome not-eligible).
 
@@ -82,6 +82,7 @@ from runner.execute.hosts.base import (Activation, Decided, FirstTurn, Observati
 from runner.execute.hosts.claude_code import ClaudeCodeHost, cli_version
 from runner.execute.hosts.sessionpath import SessionPath
 from runner.floor.surface import CaptureServer, Surface, _CaptureHandler, surface_from_request
+from runner.plan.decide import first_turn_ineligible
 
 HOST_NAME = "first-turn"
 CAPTURE_FILE = "first-turn-capture.json"
@@ -101,9 +102,6 @@ NOT_COPIED = frozenset({"x-api-key", "authorization", "user-agent", "host", "con
                         "accept-encoding", "transfer-encoding", "content-type", "accept", SESSION_HEADER})
 CLIENT_PREFIX = "x-stainless-"
 
-# Prompts the CLI does not send as written (measured on CLI 2.1.332 against the fake Messages API).
-MENTION = re.compile(r"(^|\s)@\S")
-ULTRATHINK = re.compile(r"\bultrathink\b", re.IGNORECASE)
 
 
 class FirstTurnCaptureError(UsageError):
@@ -224,22 +222,9 @@ def request_headers(capture: Capture, session_id: str) -> dict[str, str]:
 
 
 def ineligible(spec: SessionSpec) -> str | None:
-    """Why the attempt runs on Claude Code from the start, or None."""
-    if not spec.decide_when:
-        return "not activation-only: the outcome depends on more than the activations"
-    if spec.exclude_skills:
-        return "skills are left out of the session (a control arm): its listing is not the captured one"
-    if spec.case_files:
-        return "the case copies files into the session folder"
-    if spec.prompt.startswith("/"):
-        return "a slash command: the CLI expands it before its first request"
-    if not spec.prompt.strip():
-        return "an empty prompt: the CLI sends its own placeholder"
-    if MENTION.search(spec.prompt):
-        return "an @ mention: the CLI attaches the file it names"
-    if ULTRATHINK.search(spec.prompt):
-        return "the keyword ultrathink: the CLI adds a reminder for it"
-    return None
+    """Why the attempt runs on Claude Code from the start, or None (runner.plan.decide.first_turn_ineligible, which
+    the plan also shows)."""
+    return first_turn_ineligible(spec.decide_when, spec.exclude_skills, spec.case_files, spec.prompt)
 
 
 # ---- capturing ---------------------------------------------------------------------------------
