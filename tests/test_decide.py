@@ -92,6 +92,19 @@ def run(fake: FakeAnthropic, root: Path, out: Path, *args: str) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
+def processes_talking_to(url: str) -> list[int]:
+    """Processes whose environment points them at this fake (a CLI left running after its session ended)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if url.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 def records(out: Path) -> dict[str, dict]:
     lines = (out / "attempts.jsonl").read_text().splitlines()
     return {r["uid"]: r for r in map(json.loads, lines) if r["status"] == "finished"}
@@ -104,6 +117,7 @@ def test_the_real_cli_stops_once_decided_and_runs_the_rest_to_the_end(tmp_path: 
         trigger_set.script(fake)
         results = run(fake, root, tmp_path / "run", "--repeats", "1", "--quorum", "1")
         sessions = [r for r in fake.message_requests]
+        assert processes_talking_to(fake.url) == []  # every CLI the hook stopped has exited: no orphan
     got = records(tmp_path / "run")
     assert {c["uid"]: c["state"] for c in results["cases"]} == {
         f"{trigger_set.SKILL}/trigger/q{i}": "PASS" for i in range(1, 7)}
