@@ -66,7 +66,7 @@ from typing import Any, Callable
 
 from runner.execute.hosts.claude_code import bundled_cli, cli_version
 from runner.testing import trigger_set
-from runner.testing.fake_anthropic import FakeAnthropic, error, text
+from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text, tool
 from runner.testing.fake_judge import JUDGE_MATCH
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,6 +100,7 @@ BEFORE = Variant("claude-code before", "claude-code", decide_early=False)
 AFTER = Variant("claude-code after", "claude-code", decide_early=True)
 FIRST_TURN = Variant("first-turn", "first-turn", decide_early=True)
 FAULT = "claude-code after, 500 on should-not"
+HAND_OFF = "first-turn, one query reads a file first"
 BARE = "bare claude -p"
 
 
@@ -125,6 +126,14 @@ def failing_should_not(fake: FakeAnthropic) -> None:
     # The first registered match wins, so the 500s go in before the keyword model's scripts.
     for query in trigger_set.SHOULD_NOT:
         fake.script(query, error(500, "api_error", "Internal server error (scripted by the benchmark)"))
+    trigger_set.script(fake)
+
+
+def reads_first(fake: FakeAnthropic) -> None:
+    # One should query whose model reads a file before it calls the skill: the first reply settles nothing, so the
+    # first-turn host hands each of its attempts to a real Claude Code session (which reads, then calls the skill).
+    fake.script(trigger_set.SHOULD[0], tool("Read", {"file_path": "README.md"}), skill(trigger_set.SKILL),
+                text("Invoice read."))
     trigger_set.script(fake)
 
 
@@ -245,7 +254,8 @@ def skill_evals_row(library: Path, variant: Variant, shape: Shape, concurrency: 
     if not (out / "results.json").exists():
         raise RuntimeError(f"skill-evals run wrote no results ({row}, c={concurrency}): {done.stderr[-2000:]}")
     found = attempt_figures(out, concurrency)
-    return {"row": row, "variant": variant.row, "host": variant.host, "concurrency": concurrency, "exit_code": done.returncode,
+    return {"row": row, "variant": variant.row, "host": variant.host, "concurrency": concurrency, "repeats": shape.repeats,
+            "exit_code": done.returncode,
             "wall_s": wall, "cpu_s": cpu, "requests": requests,
             "requests_per_session": requests / found["sessions"] if found["sessions"] else None,
             **found, **verdict_figures(out, expected_triggers(library)),
@@ -361,6 +371,11 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             found.append(check(f"c={c} first-turn: >= 90% cache read after the first wave",
                                later is not None and later >= 0.9, fmt(None if later is None else 100 * later, ".1f", " %")))
     for r in rows:
+        if r["row"] == HAND_OFF:
+            handed = r["first_turn_outcomes"].get("handed-off", 0)
+            found.append(check(f"c={r['concurrency']} first-turn: the read-first query is handed off, counted and "
+                               "decided on Claude Code", handed == r["repeats"] and r["matching"] == r["cases"],
+                               f"{handed} handed off of {r['repeats']} attempts; {r['matching']}/{r['cases']} match"))
         if r["row"] == FAULT:
             bad = [s for s in r["should_not_states"] if s != "ERROR"]
             found.append(check(f"c={r['concurrency']} faults: every should-not case ERROR, none PASS", not bad,
@@ -434,6 +449,9 @@ def run(shape: Shape, concurrencies: tuple[int, ...], latency: float, work: Path
         rows.append(bare_row(shape, c, latency))
         print(f"{BARE} c={c}: done", flush=True)
     rows.append(skill_evals_row(library, AFTER, shape, shape.fault_concurrency, work, latency, failing_should_not, FAULT))
+    if has_first_turn:
+        rows.append(skill_evals_row(library, FIRST_TURN, shape, shape.fault_concurrency, work, latency, reads_first,
+                                    HAND_OFF))
     per_session(rows, one_session)
     return {"rows": rows, "skipped": skipped, "one_session_cpu_s": one_session}
 

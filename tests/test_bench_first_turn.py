@@ -15,6 +15,7 @@ from tests.conftest import REPO
 BARE = "bare claude -p"
 ROWS = ("claude-code before", "claude-code after", BARE)
 FAULT = "claude-code after, 500 on should-not"
+HAND_OFF = "first-turn, one query reads a file first"
 
 
 def test_first_turn_short_mode_has_every_row_and_the_verdicts_match(tmp_path: Path) -> None:
@@ -25,14 +26,14 @@ def test_first_turn_short_mode_has_every_row_and_the_verdicts_match(tmp_path: Pa
     report = json.loads(out.read_text())
     assert report["benchmark"] == "first_turn" and report["short"] is True
     rows = {r["row"]: r for r in report["rows"]}
-    expected = {*ROWS, FAULT} | ({"first-turn"} if "first-turn" in HOST_NAMES else set())
+    expected = {*ROWS, FAULT} | ({"first-turn", HAND_OFF} if "first-turn" in HOST_NAMES else set())
     assert set(rows) == expected
     assert bool(report["skipped"]) == ("first-turn" not in HOST_NAMES)
     table = md.read_text()
     for name in expected:
         assert f"| {name} | " in table
 
-    for name in expected - {BARE, FAULT}:
+    for name in expected - {BARE, FAULT, HAND_OFF}:
         row = rows[name]
         assert row["sessions"] == 4 and row["errored"] == 0, row
         assert row["matching"] == row["cases"] == 4 and row["verdicts"] == {"PASS": 4, "FAIL": 0, "ERROR": 0}
@@ -47,3 +48,8 @@ def test_first_turn_short_mode_has_every_row_and_the_verdicts_match(tmp_path: Pa
     assert fault["should_not_states"] == ["ERROR"] and fault["verdicts"] == {"PASS": 2, "FAIL": 0, "ERROR": 2}
     assert all(t["met"] for t in report["targets"] if "faults" in t["target"])
     assert {"nproc", "cli_version"} <= set(report["machine"])
+    if HAND_OFF in rows:  # the read-first query: its attempt went to a real Claude Code session and was counted
+        hand_off = rows[HAND_OFF]
+        assert hand_off["first_turn_outcomes"] == {"handed-off": 1, "decided": 3}
+        assert hand_off["matching"] == hand_off["cases"] == 4 and hand_off["errored"] == 0
+        assert all(t["met"] for t in report["targets"] if "handed off" in t["target"])
