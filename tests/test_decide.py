@@ -197,7 +197,13 @@ def test_the_plan_compares_the_hosts_and_names_what_the_first_turn_would_decide(
         not in first  # two neighbours: no first reply can settle it
     assert example["estimate"]["by_host"][1]["requests_per_session"] > 1.0
     # The first-turn host reserves one request more per session: its first turn, then perhaps a whole session.
-    assert plan("--host", "first-turn")["estimate"]["worst_session_usd"] > found["estimate"]["worst_session_usd"]
+    on_first_turn = plan("--host", "first-turn")["estimate"]
+    assert on_first_turn["worst_session_usd"] > found["estimate"]["worst_session_usd"]
+    # The same request shape either way (Claude Code's own): the same rows, whichever host the run picks.
+    figures = ("host", "sessions_max", "requests_per_session", "expected_usd", "decided_cases")
+    assert [{k: row[k] for k in figures} for row in on_first_turn["by_host"]] == \
+        [{k: row[k] for k in figures} for row in found["estimate"]["by_host"]]
+    assert on_first_turn["cache_layout"] == found["estimate"]["cache_layout"] == "conversation"
     text = run_cli("plan", "--library", str(root), "--no-surface", env=fake_env(None, None)).stdout
     assert "Hosts (the same sessions):" in text and "claude-code (this run): 60 sessions" in text
     assert "first-turn would decide from Claude Code's first request" in text

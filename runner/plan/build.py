@@ -391,7 +391,8 @@ def first_request(library: Library, settings: Settings, host: str, surface: Surf
                             f"the surface audit's captured first request ({surface.request_chars:,} characters) / "
                             f"{CHARS_PER_TOKEN}")
     allowed = settings.run.allowed_tools
-    known = KNOWN_REQUESTS.get(host)
+    # The first-turn host sends Claude Code's own first request: its shape is the claude-code host's.
+    known = KNOWN_REQUESTS.get("claude-code" if host in CLAUDE_CODE_HOSTS else host)
     if known is not None:
         shown = listing_mod.estimate(library, settings.listing, "claude-code")
         entries = shown.listed + len(shown.host_entries)
