@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli.printing import cap_line as _cap_line
-from runner.corpus import classify
+from runner.corpus import claims, classify
 from runner.corpus.library import Assertion, Case
 from runner.results import verdicts
 from tests.conftest import cli, cli_imports
@@ -114,7 +114,7 @@ def test_activation_verdicts(text: str, fired: list[str], state: str) -> None:
     "Never loads _template or pdf-tools.", "Invokes `document-skills:pdf`.",
 ])
 def test_classifier_and_verdict_name_the_same_skills(text: str) -> None:
-    assert verdicts._named_targets(text, _case(), set(NAMES)) == classify.skill_mentions(text, NAMES)
+    assert claims._named_targets(text, _case(), set(NAMES)) == classify.skill_mentions(text, NAMES)
 
 
 def test_an_override_to_activation_still_reads_the_negation() -> None:
