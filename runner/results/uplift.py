@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from runner.corpus.library import Case
 from runner.results.quorum import wilson_interval
-from runner.results.verdicts import AssertionOutcome, AttemptOutcome
+from runner.results.verdicts import AttemptOutcome, combine
 
 if TYPE_CHECKING:  # the plan reads which cases are output cases without the run folder's modules
     from runner.execute.rundir import AttemptRecord
@@ -84,18 +84,7 @@ def control_outcome(outcome: AttemptOutcome, skill: str, rubric: Iterable[int]) 
             "state": "ERROR", "activation": "ERROR", "assertions": assertions,
             "error": f"{skill} fired in the control arm: the session is no baseline"})
     return outcome.model_copy(update={"activation": "PASS", "assertions": assertions, "error": None,
-                                      "state": _combined(assertions)})
-
-
-def _combined(assertions: list[AssertionOutcome]) -> Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR"]:
-    states = {a.state for a in assertions}
-    if "FAIL" in states:
-        return "FAIL"
-    if "ERROR" in states:
-        return "ERROR"
-    if "JUDGE-ERROR" in states:
-        return "JUDGE-ERROR"
-    return "PASS"
+                                      "state": combine("PASS", assertions)})
 
 
 # ---- results.json ---------------------------------------------------------------------------------
