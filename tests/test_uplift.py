@@ -17,6 +17,7 @@ from rich.console import Console
 from runner.report import html, markdown, terminal
 from runner.report.markdown import UPLIFT_HEAD
 from runner.results.build import Results
+from runner.testing.trigger_set import listed
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
 from tests.conftest import EXAMPLE, fake_env, run_cli
@@ -192,15 +193,10 @@ def cli_session(name: str, with_skill: str, without_skill: str) -> tuple[Any, ..
         messages = json.dumps(body.get("messages", []))
         if '"tool_result"' in messages:
             return text(with_skill)
-        if listed(name, messages):
+        if listed(name, body):
             return skill(name)
         return text(without_skill)
     return (dynamic(reply),) * 3
-
-
-def listed(name: str, messages: str) -> bool:
-    """The CLI lists a skill as `- name: description`, or as `- name` alone once its listing budget is spent."""
-    return f"- {name}:" in messages or f"- {name}\\n" in messages
 
 
 def test_baseline_on_the_claude_code_host_leaves_the_skill_out_of_the_real_cli(tmp_path: Path) -> None:
@@ -224,7 +220,7 @@ def test_baseline_on_the_claude_code_host_leaves_the_skill_out_of_the_real_cli(t
     assert all(TRIAGE not in r["outcome"]["fired"] for r in records if r["arm"] == "control")
     assert all(TRIAGE in r["outcome"]["fired"] for r in records if r["arm"] == "main")
     # Ten first requests from the CLI: five listed the skill (treatment), five did not (control).
-    with_skill = [r for r in firsts if listed(TRIAGE, json.dumps(r.body["messages"]))]
+    with_skill = [r for r in firsts if listed(TRIAGE, r.body)]
     assert len(firsts) == 10 and len(with_skill) == 5
     up = case(results, HELPS)["uplift"]
     assert (up["treatment"]["passes"], up["control"]["passes"]) == (5, 0) and up["verdict"] == "uplift"

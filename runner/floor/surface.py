@@ -110,6 +110,7 @@ class _CaptureHandler(BaseHTTPRequestHandler):
             body = None
         if isinstance(body, dict) and self.path.split("?")[0].endswith("/v1/messages"):
             self.server.captured.append(body)
+            self.server.captured_headers.append({k.lower(): v for k, v in self.headers.items()})
         self.end_session(bool(isinstance(body, dict) and body.get("stream")))
 
     def end_session(self, stream: bool) -> None:
@@ -136,6 +137,7 @@ class CaptureServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _CaptureHandler)
         self.captured: list[dict[str, Any]] = []
+        self.captured_headers: list[dict[str, str]] = []  # of each captured request, lower-case names
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property

@@ -670,13 +670,14 @@ def host_estimates(runnable: list[PlannedCase], found: Expected, estimate: CostE
     turns = {c.uid: kinds[c.kind].turns if c.kind in kinds else 1.0 for c in runnable}
     cc_requests = sum(turns[c.uid] * c.sessions for c in runnable)
     decided = [c for c in runnable if c.decide_when]
-    eligible = [c for c in decided if c.first_turn]
+    eligible = [c for c in runnable if c.first_turn]  # first_turn implies decide_when (first_turn_ineligible)
     one_turn = SessionShape(first_turn * found.token_scale, shared * found.token_scale, 0.0, 1.0,
                             min(kinds[eligible[0].kind].output_tokens_per_turn, 1000) if eligible else 0)
     one_usd = session_usd(one_turn, layout, price, "first") if price else 0.0
     eligible_sessions = sum(c.sessions for c in eligible)
     others = sessions - eligible_sessions
-    ft_requests = eligible_sessions + sum(turns[c.uid] * c.sessions for c in runnable if c not in eligible)
+    ft_requests = eligible_sessions + sum(turns[c.uid] * c.sessions for c in runnable if not c.first_turn)
+
     def per(requests: float) -> float:
         return round(requests / sessions, 3) if sessions else 0.0
 

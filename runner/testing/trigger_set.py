@@ -85,11 +85,11 @@ def _prompt(body: dict[str, Any]) -> str:
     return ""
 
 
-def _listed(body: dict[str, Any]) -> bool:
+def listed(name: str, body: dict[str, Any]) -> bool:
     """Whether the request lists the skill (Claude Code: a system-reminder in the messages; the api host: the
-    system prompt), with a description or by name alone."""
+    system prompt), as `- name: description` or as `- name` alone once the listing budget is spent."""
     shown = json.dumps(body.get("messages", [])) + json.dumps(body.get("system", ""))
-    return f"- {SKILL}:" in shown or f"- {SKILL}\\n" in shown
+    return f"- {name}:" in shown or f"- {name}\\n" in shown
 
 
 def reply(body: dict[str, Any]) -> Any:
@@ -98,7 +98,7 @@ def reply(body: dict[str, Any]) -> Any:
     messages = json.dumps(body.get("messages", []))
     if '"tool_result"' in messages:
         return text("Invoice read: total 1,240.00 EUR, due 2026-12-31.")
-    if KEYWORD in _prompt(body).lower() and _listed(body):
+    if KEYWORD in _prompt(body).lower() and listed(SKILL, body):
         return skill(SKILL)
     return text("Here you go.")
 

@@ -81,7 +81,7 @@ from runner.execute.hosts.base import (Activation, Decided, FirstTurn, Observati
                                       utf8_safe)
 from runner.execute.hosts.claude_code import ClaudeCodeHost, cli_version
 from runner.execute.hosts.sessionpath import SessionPath
-from runner.floor.surface import CaptureServer, Surface, _CaptureHandler, surface_from_request
+from runner.floor.surface import CaptureServer, Surface, surface_from_request
 from runner.plan.decide import first_turn_ineligible
 
 HOST_NAME = "first-turn"
@@ -230,34 +230,14 @@ def ineligible(spec: SessionSpec) -> str | None:
 # ---- capturing ---------------------------------------------------------------------------------
 
 
-class _KeepHeaders(_CaptureHandler):
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        server = self.server
-        kept = len(server.captured)
-        super().do_POST()
-        if isinstance(server, _HeaderCapture) and len(server.captured) > kept:  # a Messages request's body was kept
-            server.headers_of[kept] = {k.lower(): v for k, v in self.headers.items()}
-
-
-class _HeaderCapture(CaptureServer):
-    """CaptureServer that also keeps the headers of each Messages request it keeps (`headers_of[i]` are those of
-    `captured[i]`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.RequestHandlerClass = _KeepHeaders
-        self.headers_of: dict[int, dict[str, str]] = {}
-
-
 async def capture(real: ClaudeCodeHost, model: str, max_output_tokens: int, max_usd: float | None) -> Capture:
     """Run the real CLI once with the sentinel prompt and keep its first request."""
     spec = SessionSpec(attempt_id="first-turn-capture", uid="first-turn-capture", prompt=SENTINEL, model=model,
                        max_turns=1, timeout_s=CAPTURE_TIMEOUT_S, max_output_tokens=max_output_tokens, max_usd=max_usd)
-    server = _HeaderCapture()
+    server = CaptureServer()
     with server:
         obs = await real.capture(server.url, spec)
-    headers = server.headers_of.get(0)
-    if not server.captured or headers is None:
+    if not server.captured:
         raise CaptureFailed(f"the CLI sent no request to the capture endpoint ({obs.error_kind}: {obs.error_message})")
     body = server.captured[0]
     prompt_slot(body)
@@ -267,7 +247,7 @@ async def capture(real: ClaudeCodeHost, model: str, max_output_tokens: int, max_
             user_id(metadata["user_id"], "", "")
         except ValueError as exc:
             raise CaptureFailed(f"the captured metadata.user_id is not the JSON object it was: {exc}") from None
-    headers = {k: v for k, v in headers.items() if k != "x-api-key"}
+    headers = {k: v for k, v in server.captured_headers[0].items() if k != "x-api-key"}
     return Capture(cli_version=cli_version(real.cli), hash=capture_hash(body), model=model,
                    max_output_tokens=max_output_tokens, max_usd=max_usd,
                    body=body, headers=headers)
