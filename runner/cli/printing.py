@@ -97,6 +97,8 @@ def print_plan(plan: plan_mod.Plan, console: Console) -> None:
                   f"session (no cache; reserved before each start) → ${e.worst_usd:.2f}")
     console.print(cap_line(plan.cap_usd, e.worst_session_usd, e.sessions_max))
     print_hosts(plan, console)
+    if plan.session_wall is not None:
+        console.print(f"Session wall: {plan.session_wall.describe()}", markup=False)
     if e.expected_usd > plan.cap_usd:
         console.print(f"[yellow]The expected cost (${e.expected_usd:.2f}) is above the cap: the run will stop at "
                       f"${plan.cap_usd:.2f} and the rest will be UNRUN (budget-cap). Narrow the selection or raise "

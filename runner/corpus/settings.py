@@ -174,6 +174,14 @@ class RunSettings(_Strict):
                     "namespace, so the text before the case prompt is the same in every session (a shared prompt "
                     "cache). auto: a mount namespace, else a user namespace, else a random path per session (the "
                     "fallback, recorded); mount / user: only that one, else the fallback; off: the fallback.")
+    session_confinement: Literal["auto", "required", "off"] = Field(
+        default="auto",
+        description="claude-code: confine every process of a session with Landlock (Linux 5.13+): it reads only the "
+                    "system's folders and its own folder and writes only its own folder, so nothing a session runs "
+                    "can reach the run folder, the library's answer keys or this machine's files. auto: when the "
+                    "kernel allows it, else sessions run unconfined and every report says so; required: a machine "
+                    "without it is an error; off: never (a repository's settings cannot choose this under "
+                    "--untrusted-settings).")
 
 
 class CostSettings(_Strict):

@@ -238,7 +238,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
                           prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)),
                           probe_gates(library), batch=options.batch, floor=floor,
-                          session_path=host.session_path,
+                          session_path=host.session_path, session_wall=host.session_wall,
                           runs_folder=rundir.path.parent if rundir is not None else Path("runs"))
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,

@@ -21,6 +21,7 @@ from runner.corpus import classify
 from runner.corpus.findings import Finding, display_path, error, info, warning
 from runner.corpus.library import ANY_SKILL, Case, Library, Probe, Skill, is_kebab, is_subagent, subagent_name
 from runner.corpus.settings import SETTINGS_FILE, Settings
+from runner.floor import executables
 
 DEFAULT_VALIDATOR = Path("scripts") / "validate-skills.py"
 NAME_MAX = 64
@@ -288,6 +289,8 @@ def check_library(library: Library, settings: Settings) -> list[Finding]:
         out.extend(_about(check_frontmatter(skill), skill.name))
     out.extend(check_references(library))
     out.extend(check_manual_only(library))
+    # What the host would run as a program (hooks, inline shell, MCP servers, host configuration among case files).
+    out.extend(executables.check_library(library, settings.limits.max_file_bytes))
     for probe in library.probes:
         # A broken probe holds back that probe only: the skill's other cases do not depend on it.
         out.extend(_about(check_probe(probe, settings, rules), probe.skill, probe.uid))

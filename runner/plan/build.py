@@ -43,6 +43,7 @@ from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import CostSettings, LoadedKind, Price, Settings, TierSettings
 from runner.execute.hosts.activation import SUBAGENT_TOOLS
 from runner.execute.hosts.sessionpath import SessionPath
+from runner.execute.hosts.wall import SessionWall
 from runner.floor import listing as listing_mod
 from runner.floor.gate import INVALID_CASE, FloorGate, Hold, describe
 from runner.floor.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Surface
@@ -258,6 +259,9 @@ class Plan(BaseModel):
     session_path: SessionPath | None = Field(default=None, description="claude-code: how every session sees its "
                                                                       "folder (runner.execute.hosts.sessionpath), as "
                                                                       "detected when the run was planned.")
+    session_wall: SessionWall | None = Field(default=None, description="claude-code: how every session's processes "
+                                                                      "are confined (runner.execute.hosts.wall), as "
+                                                                      "detected when the run was planned.")
     quarantine: list[QuarantineEntry] = Field(default=[], description="Entries of .skill-evals/quarantine.json "
                                                                        "in force when the run was planned.")
     cases: list[PlannedCase]
@@ -275,7 +279,10 @@ class Plan(BaseModel):
         """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
         run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
         and after another run finished, still merge. The worst case, what the cap reserves, stays in."""
-        body = self.model_dump_json(exclude={"created_at": True, "estimate": set(UNHASHED_ESTIMATE_FIELDS)})
+        # The session wall is what this machine gives (like the time): shards planned on two machines still merge,
+        # and a plan written before the field existed keeps the hash its attempts carry.
+        body = self.model_dump_json(exclude={"created_at": True, "session_wall": True,
+                                             "estimate": set(UNHASHED_ESTIMATE_FIELDS)})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -702,6 +709,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
           unrun_all: str | None, judge_unavailable: str | None = None,
           quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None,
           batch: bool = False, floor: FloorGate | None = None, session_path: SessionPath | None = None,
+          session_wall: SessionWall | None = None,
           runs_folder: Path | None = None) -> Plan:
     run = settings.run
     subagents = subagents_callable(host, run.allowed_tools)
@@ -789,6 +797,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
         session_path=session_path if host in CLAUDE_CODE_HOSTS else None,
+        session_wall=session_wall if host in CLAUDE_CODE_HOSTS else None,
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
         held_back=dict(sorted(held_back.items())),
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},

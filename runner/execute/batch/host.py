@@ -36,6 +36,7 @@ from runner.execute.batch.broker import BatchBroker, custom_id, digest
 from runner.execute.hosts import api as api_mod
 from runner.execute.hosts.base import ErrorKind, Host, ListingSeen, Observation, SessionSpec, ToolCall, utf8_safe
 from runner.execute.hosts.sessionpath import SessionPath
+from runner.execute.hosts.wall import SessionWall
 from runner.floor.surface import Surface
 from runner.judge.prose import Judge, JudgeCall, failed, read_reply
 from runner.plan.prices import PriceTable
@@ -173,6 +174,10 @@ class _Wrapping:
     @property
     def session_path(self) -> SessionPath | None:
         return self.inner.session_path
+
+    @property
+    def session_wall(self) -> SessionWall | None:
+        return self.inner.session_wall
 
     def versions(self) -> dict[str, str]:
         return self.inner.versions()

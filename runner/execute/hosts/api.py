@@ -84,9 +84,11 @@ from runner.execute.hosts.base import (
     utf8_safe,
 )
 from runner.execute.hosts.sessionpath import SessionPath
+from runner.execute.hosts.wall import SessionWall
 from runner.execute.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
 from runner.execute.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
 from runner.floor import listing
+from runner.floor.executables import without_shell
 from runner.floor.surface import LISTING_HEADER, Surface
 from runner.plan.prices import PriceTable
 
@@ -293,6 +295,7 @@ def loop_client(clients: Clients, api_key: str, base_url: str | None, max_retrie
 class ApiHost:
     name = HOST_NAME
     session_path: SessionPath | None = None  # no session folder: the session's tools read the library in-process
+    session_wall: SessionWall | None = None  # no process: nothing of the session runs outside the runner
 
     def __init__(self, library: Library, files: LibraryFiles, prices: PriceTable, api_key: str,
                  base_url: str | None, listing_budget_chars: int | None, max_description_chars: int = 1536,
@@ -558,7 +561,8 @@ class _Session:
         text = skill_md.read_text(encoding="utf-8", errors="replace")
         parts = frontmatter.split(text, name)
         body = parts[2] if isinstance(parts, tuple) else text
-        return f"Base directory for this skill: {'/'.join((*SKILLS_PREFIX, name))}\n\n{body}"
+        # Inline shell as Claude Code shows it in eval sessions (runner.execute.hosts.wall): never run, a placeholder.
+        return f"Base directory for this skill: {'/'.join((*SKILLS_PREFIX, name))}\n\n{without_shell(body)}"
 
     def skill(self, tool_input: dict[str, Any]) -> tuple[Any, bool]:
         # Which skill the call loads is this host's answer, as the CLI's is: like CLI 2.1.332 it trims the name and

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # for the Host protocol's types only: base.py is imported whe
     import anthropic
 
     from runner.execute.hosts.sessionpath import SessionPath
+    from runner.execute.hosts.wall import SessionWall
     from runner.floor.surface import Surface
 
 ErrorKind = Literal[
@@ -181,6 +182,11 @@ class Host(Protocol):
     def session_path(self) -> SessionPath | None:
         """How each session sees its own folder (runner.execute.hosts.sessionpath), recorded in the plan: where
         a fixed path lets sessions share one prompt cache. None for a host whose sessions have no folder."""
+
+    @property
+    def session_wall(self) -> SessionWall | None:
+        """How each session's processes are confined (runner.execute.hosts.wall), recorded in the plan. None for a
+        host that starts no process for a session (its tools run in the runner)."""
 
     def versions(self) -> dict[str, str]:
         """Versions that decide behaviour (SDK, CLI, model), recorded in the plan."""

@@ -35,6 +35,7 @@ import json
 import re
 import shlex
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -60,7 +61,7 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk import _errors as sdk_errors
 
-from runner.execute.hosts import sessionpath, workspace
+from runner.execute.hosts import sessionpath, wall, workspace
 from runner.execute.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_TOOLS, Turns, apply_result, decided, \
     recognise, slash_command
 from runner.execute.hosts.base import (Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage,
@@ -94,13 +95,20 @@ def cli_version(cli: Path) -> str:
     return "unknown"
 
 
-def write_env_wrapper(directory: Path, cli: Path, session_path: sessionpath.SessionPath | None = None) -> Path:
+def write_env_wrapper(directory: Path, cli: Path, session_path: sessionpath.SessionPath | None = None,
+                      session_wall: wall.SessionWall | None = None) -> Path:
     """A shell script that execs the CLI with only the KEEP variables (`env -i`), in the session's own
-    namespace with its folder at the fixed path when `session_path` has one (runner.execute.hosts.sessionpath)."""
+    namespace with its folder at the fixed path when `session_path` has one (runner.execute.hosts.sessionpath),
+    confined to that folder when `session_wall` is Landlock (runner.execute.hosts.wall)."""
     keep = " ".join(f'${{{name}:+"{name}=${name}"}}' for name in KEEP)
-    final = f"exec /usr/bin/env -i {keep} {shlex.quote(str(cli))} \"$@\""
     mode = session_path.mode if session_path is not None else sessionpath.FALLBACK
     fixed = Path(session_path.path) if session_path is not None and session_path.path else sessionpath.FIXED_PATH
+    confined = ""
+    if session_wall is not None and session_wall.mode == "landlock":
+        # The session's folder as the CLI sees it: the fixed path inside its namespace, else its own real path.
+        root = str(fixed) if mode != sessionpath.FALLBACK else f"${sessionpath.ROOT_VARIABLE}"
+        confined = wall.command(sys.executable, root, wall.cli_reads(cli)) + " -- "
+    final = f"exec /usr/bin/env -i {keep} {confined}{shlex.quote(str(cli))} \"$@\""
     script = directory / "claude-minimal-env"
     script.write_text(
         "#!/bin/sh\n"
@@ -374,7 +382,7 @@ class ClaudeCodeHost:
                  api_key: str, base_url: str | None, listing_budget_chars: int | None, allowed_tools: list[str],
                  cli_path: str | None = None, work_parent: Path | None = None, max_retries: int = 2,
                  aliases: dict[str, str] | None = None, session_namespace: sessionpath.Setting = "auto",
-                 auto_memory: bool = False):
+                 auto_memory: bool = False, session_confinement: wall.Setting = "auto"):
         self.files = files
         self.aliases = aliases or {}
         self.prices = prices
@@ -395,7 +403,9 @@ class ClaudeCodeHost:
         self.session_path = sessionpath.detect(session_namespace)
         # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the module docstring). True only to measure what it costs.
         self.auto_memory = auto_memory
-        self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli, self.session_path)
+        # Every process of a session confined to the session's folder where the kernel allows it (Landlock).
+        self.session_wall = wall.detect(session_confinement)
+        self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli, self.session_path, self.session_wall)
         self._staging: workspace.Staging | None = None
         self._staging_lock = threading.Lock()
         # Hard links are shared by all sessions: only when no allowed tool can write a file.
@@ -441,6 +451,7 @@ class ClaudeCodeHost:
                                cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0,
                                auto_memory=self.auto_memory)
         probe.session_path = self.session_path
+        probe.session_wall = self.session_wall
         probe.wrapper = self.wrapper
         probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
         return await probe.run(spec)
@@ -474,8 +485,8 @@ class ClaudeCodeHost:
         }
         if self.base_url:
             env["ANTHROPIC_BASE_URL"] = self.base_url
-        if self.session_path.path:  # for the wrapper's bind only: not in KEEP, the CLI never sees it
-            env[sessionpath.ROOT_VARIABLE] = str(ws.root)
+        # For the wrapper's bind and its confinement only: not in KEEP, the CLI never sees it.
+        env[sessionpath.ROOT_VARIABLE] = str(ws.root)
         if not self.auto_memory:
             env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] = "1"
         if self.listing_budget_chars:
@@ -487,7 +498,10 @@ class ClaudeCodeHost:
         return ClaudeAgentOptions(
             hooks=decider.hooks() if decider is not None else None,
             system_prompt={"type": "preset", "preset": "claude_code"}, cwd=str(ws.project),
-            setting_sources=["project"], allowed_tools=list(self.allowed_tools), tools=list(self.allowed_tools),
+            # Project settings: skills and subagents load from the project. No settings file is ever in the
+            # project (runner.floor.executables), and the flag settings switch hooks and inline shell off.
+            setting_sources=["project"], settings=json.dumps(wall.SESSION_SETTINGS),
+            allowed_tools=list(self.allowed_tools), tools=list(self.allowed_tools),
             permission_mode="dontAsk", max_turns=spec.max_turns, model=spec.model, env=self.environment(ws, spec.max_output_tokens),
             max_budget_usd=spec.max_usd, mcp_servers={}, strict_mcp_config=True, cli_path=str(self.wrapper),
             # Echo the user messages: the only sign of a skill the prompt invoked as `/name`.

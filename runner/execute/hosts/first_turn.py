@@ -81,6 +81,7 @@ from runner.execute.hosts.base import (Activation, Decided, FirstTurn, Observati
                                       utf8_safe)
 from runner.execute.hosts.claude_code import ClaudeCodeHost, cli_version
 from runner.execute.hosts.sessionpath import SessionPath
+from runner.execute.hosts.wall import SessionWall
 from runner.floor.surface import CaptureServer, Surface, surface_from_request
 from runner.plan.decide import first_turn_ineligible
 
@@ -514,6 +515,10 @@ class FirstTurnHost:
     @property
     def session_path(self) -> SessionPath | None:
         return self.real.session_path
+
+    @property
+    def session_wall(self) -> SessionWall | None:
+        return self.real.session_wall  # a first turn starts no process; its hand-offs are Claude Code sessions
 
     def versions(self) -> dict[str, str]:
         return {**self.real.versions(), "anthropic": anthropic.__version__}

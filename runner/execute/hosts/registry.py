@@ -62,7 +62,8 @@ def _claude_code_host(inputs: HostInputs) -> ClaudeCodeHost:
     host = ClaudeCodeHost(files, inputs.prices, inputs.api_key, inputs.base_url, settings.listing.budget_chars,
                           settings.run.allowed_tools, settings.run.cli_path, work_parent=parent,
                           max_retries=settings.run.host_max_retries, aliases=inputs.library.aliases(),
-                          session_namespace=settings.run.session_namespace)
+                          session_namespace=settings.run.session_namespace,
+                          session_confinement=settings.run.session_confinement)
     if parent is not None:  # at exit too: a clean end leaves nothing behind, not even the empty folder
         weakref.finalize(host, shutil.rmtree, str(parent), True)
     return host

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import anthropic
 
     from runner.execute.hosts.sessionpath import SessionPath
+    from runner.execute.hosts.wall import SessionWall
 
 HOST_NAME = "replay"
 RECORDED_SURFACE = "surface.json"  # runner.execute.rundir.SURFACE: the audit the recorded run wrote
@@ -110,6 +111,7 @@ def _from_transcript(transcript: list[Any], aliases: dict[str, str] | None = Non
 class ReplayHost:
     name = HOST_NAME
     session_path: SessionPath | None = None  # no session runs, so none has a folder
+    session_wall: SessionWall | None = None  # nor a process
 
     def __init__(self, run_dir: Path, aliases: dict[str, str] | None = None):
         self.run_dir = Path(run_dir)

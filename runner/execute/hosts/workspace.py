@@ -59,6 +59,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from runner.corpus.files import ReadPolicy, make_policy
+from runner.floor.executables import reserved_path
 
 if TYPE_CHECKING:
     from runner.corpus.library import Library
@@ -307,6 +308,8 @@ def build(files: LibraryFiles, exclude_skills: list[str], case_files: list[tuple
         destination = (project / relative).resolve()
         if project.resolve() not in destination.parents or not files.policy.inside(source) or not source.is_file():
             continue
+        if reserved_path(os.path.relpath(destination, project.resolve())) is not None:
+            continue  # host configuration (.claude/, .git/, .mcp.json): the floor holds such a case back
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, destination)
     return Workspace(root=root, home=home, project=project, config=config)
