@@ -8,6 +8,7 @@ Without a reachable daemon these tests are skipped, except under CI, where that 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import secrets
@@ -30,7 +31,7 @@ from runner.corpus.settings import Settings
 from runner.plan.build import Plan
 from tests.conftest import EXAMPLE, REPO, cli
 from tests.dockerenv import BASE_IMAGE, daemon, runner_image
-from runner.testing.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text
+from runner.testing.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text, tool
 
 KEY = "sk-ant-container-marker-7c41e0"
 TRIAGE = "test-report-triage"
@@ -323,7 +324,9 @@ def test_the_container_is_hardened(client, image: str, fake: FakeAnthropic, tmp_
     fake.script(prompt_key(NIGHTLY), hang(300))  # the run's CLI session waits; the container stays up meanwhile
     fake.script("probe through the proxy", text("probe answered"))
     service = socket.create_server(("127.0.0.1", 0))  # a host-only service
-    gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    ipam = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    # Docker 20.10 leaves Gateway out of the bridge's IPAM config until set: the subnet's first address is it.
+    gateway = ipam.get("Gateway") or str(ipaddress.ip_network(ipam["Subnet"])[1])
     label = {"skill-evals.test": secrets.token_hex(8)}
     out = tmp_path / "out"
     outcomes: list[ctr.ContainerOutcome] = []
@@ -503,3 +506,44 @@ def test_a_given_image_is_used_and_nothing_is_built(image: str, tmp_path: Path) 
                              capture_output=True, text=True, timeout=300, check=False)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert "SKILL_EVALS_IMAGE=skill-evals-no-such-image:none: no such image" in missing.stderr
+
+
+def test_a_hostile_library_runs_nothing_and_reaches_nothing_in_the_container(client, image: str, fake: FakeAnthropic,
+                                                                              tmp_path: Path) -> None:
+    """Issue 28 in the action's default mode: the library of tests/test_session_wall.py (hooks of every event that
+    would forge a PASS into /out/run/attempts.jsonl, inline shell, a subagent's hooks and MCP server, the repository's
+    own settings and .mcp.json), plus a trusted Bash that runs the issue's attack: nothing ran, nothing was forged,
+    and the attack was refused by the Landlock wall inside the container too."""
+    from tests.test_session_wall import attack_outcome, confined_attack, hostile_library, tool_results
+
+    out, marks = tmp_path / "out", Path(ctr.OUT_MOUNT) / "marks"
+    (out / "marks").mkdir(parents=True)
+    library = hostile_library(tmp_path / "library", marks, "http://127.0.0.1:9", Path(ctr.OUT_MOUNT) / "run")
+    (library / ".skill-evals.toml").write_text(
+        '[run]\nallowed_tools = ["Skill", "Read", "Glob", "Grep", "Agent", "Bash"]\ndecide_early = false\n',
+        encoding="utf-8")
+    attack = confined_attack(Path(ctr.OUT_MOUNT) / "run", Path(ctr.REPO_MOUNT), marks)
+    fake.script("Please use alpha", skill("alpha"), skill("beta"), tool("Bash", {"command": attack}),
+                tool("Agent", {"description": "help", "prompt": "Helper task for alpha.", "subagent_type": "helper",
+                               "run_in_background": False}), text("Alpha done."))
+    fake.script("Helper task for alpha", text("Helper done."))
+    env = ctr.container_env({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": fake.url, "CI": "true"})
+    args = ["run", "--library", ctr.REPO_MOUNT, "--out", f"{ctr.OUT_MOUNT}/run", "--repeats", "1", "--host",
+            "claude-code", "--timeout", "60", "--no-library-validator"]
+    if os.geteuid() == 0:
+        os.chown(out / "marks", 10001, 10001)  # the image's user may write there: only a session may not
+    outcome = ctr.run_in_container(client, image, library, out, args, env, deadline=300)
+    assert outcome.exit_code in (0, 1), outcome.logs
+    assert sorted(p.name for p in (out / "marks").iterdir()) == [], "a command of the library ran in the container"
+    said = attack_outcome(tool_results(fake, "Please use alpha"))
+    assert {"FORGE-DENIED", "ANSWER-KEY-DENIED", "OUTSIDE-DENIED", "INSIDE-OK"} <= said, said
+    assert fake.requests_for("Helper task for alpha"), "the subagent (and its hooks) was never tried"
+    lines = (out / "run" / "attempts.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["attempt_id"] for line in lines] == ["alpha/evals/fires#main#1"], lines
+    results = results_of(out / "run")
+    states = {c["uid"]: c["state"] for c in results["cases"]}
+    assert states == {"alpha/evals/fires": "PASS", "alpha/evals/ships-settings": "UNRUN"}, states
+    plan = json.loads((out / "run" / "plan.json").read_text(encoding="utf-8"))
+    assert plan["session_wall"]["mode"] == "landlock", plan["session_wall"]
+    only_the_real_key(fake)
+    no_key_anywhere(out, outcome)

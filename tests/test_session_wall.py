@@ -204,12 +204,21 @@ def attack_run(tmp_path: Path, confinement: str) -> tuple[set[str], Path]:
                     tool("Bash", {"command": confined_attack(out, root, marks)}), text("Alpha done."))
         done = run_cli("run", "--library", str(root), "--out", str(out), "--host", "claude-code", "--repeats", "1",
                        "--no-library-validator", "--timeout", "60", env=fake_env(fake, KEY, {"CANARY_VAR": CANARY}))
-        answers = [block for request in fake.requests_for("Please use alpha now")
-                   for message in request.body["messages"] if isinstance(message.get("content"), list)
-                   for block in message["content"] if block.get("type") == "tool_result"]
+        answers = tool_results(fake, "Please use alpha now")
     assert done.returncode in (0, 1), done.stdout + done.stderr
-    said = json.dumps(answers)
-    return {"-".join(found) for found in re.findall(r"(FORGE|ANSWER-KEY|ENVIRON|OUTSIDE|INSIDE)-(OK|DENIED)", said)}, out
+    return attack_outcome(answers), out
+
+
+def attack_outcome(tool_results: list) -> set[str]:
+    """What the attack command printed (confined_attack), read from the tool results the fake model was sent."""
+    said = json.dumps(tool_results)
+    return {"-".join(found) for found in re.findall(r"(FORGE|ANSWER-KEY|ENVIRON|OUTSIDE|INSIDE)-(OK|DENIED)", said)}
+
+
+def tool_results(fake: FakeAnthropic, prompt: str) -> list:
+    return [block for request in fake.requests_for(prompt) for message in request.body["messages"]
+            if isinstance(message.get("content"), list) for block in message["content"]
+            if block.get("type") == "tool_result"]
 
 
 def test_what_a_session_runs_cannot_reach_the_run_or_the_machine(tmp_path: Path) -> None:
