@@ -1,0 +1,129 @@
+"""What a Claude Code session cost, its lost replies included: the claude-code host's side of runner.execute.hosts.billing.
+
+The CLI makes its own requests and retries lost replies itself; its result message's usage counts only what it
+received (a reply whose usage was null counts 0 tokens, $0). What shows the rest:
+- the CLI's session log (runner.execute.hosts.cli_log): every request it sent and the usage of every reply it got,
+  so each request without a reply is a lost one, with an estimate of its input;
+- its stream-json output, when the log is missing: an `api_retry` event without an HTTP status (a connection
+  dropped, a stream cut: the request may have been billed; one with a status was refused, not billed), a reply
+  whose usage cannot be read, a session ended (its wall clock, a cancel) before its result (a request in flight).
+Each lost request is charged billing.input_bound_usd of its input estimate: the log's (the reply to the same turn
+after a retry, or the reply before it plus what was added since), else the largest reply's input and output plus
+a turn's worst growth, else the plan's first-request estimate (SessionSpec.request_input_tokens), else the session's
+whole budget (max_usd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runner.execute.hosts import billing
+from runner.execute.hosts.base import SessionSpec, Usage
+from runner.execute.hosts.cli_log import SessionLog
+from runner.plan.prices import PriceTable
+
+
+def _input(usage: Usage) -> int:
+    return usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+
+
+@dataclass
+class StreamSeen:
+    """What the stream-json output showed of the session's requests (the recorder keeps it)."""
+
+    replies: dict[str, Usage] = field(default_factory=dict)  # reply id -> message_start's usage
+    lost: int = 0  # api_retry without an HTTP status, replies whose usage could not be read, a final lost reply
+
+
+@dataclass(frozen=True)
+class Spent:
+    reported_usd: float
+    bound_usd: float
+    lost: int
+
+
+class CliCosts:
+    """The prices and bounds of one session's requests."""
+
+    def __init__(self, prices: PriceTable, spec: SessionSpec):
+        self.prices = prices
+        self.spec = spec
+
+    def cost(self, usage: Usage) -> float:
+        return self.prices.cost(self.spec.model, usage) or 0.0
+
+    def bound(self, input_tokens: int | None) -> float:
+        """One lost request's bound; its whole budget when its input is unknown (or no price says)."""
+        if input_tokens is None:
+            input_tokens = self.spec.request_input_tokens
+        found = (billing.input_bound_usd(self.prices, self.spec.model, input_tokens, self.spec.max_output_tokens)
+                 if input_tokens is not None else billing.UNKNOWN)
+        if found == billing.UNKNOWN and self.spec.max_usd is not None:
+            return self.spec.max_usd
+        return 0.0 if found == billing.UNKNOWN else found
+
+    def next_input(self, replies: list[Usage]) -> int | None:
+        """A request after these replies, when nothing else shows its size: the largest reply's input and output
+        plus the worst a turn adds (the plan's rule); None before any reply."""
+        if not replies:
+            return None
+        return max(_input(u) + u.output_tokens for u in replies) + billing.TOOL_RESULT_TOKENS
+
+    def live(self, seen: StreamSeen) -> tuple[Spent, float]:
+        """While the session runs: the replies' input as reported, their output and the retries' lost requests at
+        their bound; and the bound of the request that may be in flight."""
+        replies = list(seen.replies.values())
+        reported = sum(self.cost(u.model_copy(update={"output_tokens": 0})) for u in replies)
+        output = sum(self.cost(Usage(output_tokens=self.spec.max_output_tokens)) for _ in replies)
+        per_lost = self.bound(self.next_input(replies))
+        return Spent(reported, output + seen.lost * per_lost, seen.lost), per_lost
+
+    def final(self, log: SessionLog | None, result: Usage | None, seen: StreamSeen, ended: bool) -> Spent:
+        """The session's cost once it is over. `result`: the CLI's result usage (None: no result came); `ended`:
+        the session ended by itself (a result), not by its wall clock or a cancel with a request in flight."""
+        stream_replies = list(seen.replies.values())
+        bound = 0.0
+        if result is not None:
+            reported = self.cost(result)
+        elif log is not None:
+            reported = sum(self.cost(u) for u in log.replies)
+        else:  # only message_start's figures: every output at its bound
+            reported = sum(self.cost(u.model_copy(update={"output_tokens": 0})) for u in stream_replies)
+            bound += sum(self.cost(Usage(output_tokens=self.spec.max_output_tokens)) for _ in stream_replies)
+        stream_lost = seen.lost + (0 if ended else 1)
+        lost = 0
+        if log is not None:
+            for request in log.requests:
+                if request.reply is None:
+                    bound += self.bound(request.input_estimate)
+                    lost += 1
+        # What the stream showed lost beyond the log (a log cut short or missing): at the stream's estimate.
+        extra = max(0, stream_lost - lost)
+        replies = log.replies if log is not None and log.replies else stream_replies
+        bound += extra * self.bound(self.next_input(replies))
+        return Spent(reported, bound, lost + extra)
+
+
+# Beside each session folder while its session runs: which attempt and reservation it is (runner.execute.reconcile
+# reads it after a SIGKILL). Outside the folder the session sees, removed with it.
+MARK_SUFFIX = ".attempt.json"
+
+
+def mark_path(root: Path) -> Path:
+    return root.parent / (root.name + MARK_SUFFIX)
+
+
+def write_mark(root: Path, attempt_id: str, reservation_id: str | None) -> Path:
+    path = mark_path(root)
+    path.write_text(json.dumps({"attempt_id": attempt_id, "reservation_id": reservation_id}), encoding="utf-8")
+    return path
+
+
+def remove_mark(root: Path) -> None:
+    try:
+        os.unlink(mark_path(root))
+    except OSError:
+        pass
