@@ -311,6 +311,7 @@ class Executor:
                     obs = await self.host.run(spec)
             except asyncio.CancelledError:
                 # SIGINT/SIGTERM: what the session spent so far and the bound of what it had in flight, never $0.
+                tally.give_up()
                 cost, bound, basis = billing.charge(tally.total(), tally.bound_part(), reservation.amount_usd)
                 await self.state.ledger.settle(reservation, cost)
                 self.rundir.append_attempt(AttemptRecord(

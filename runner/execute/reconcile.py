@@ -130,9 +130,9 @@ def evidence(found: OpenReservation, recorded: dict[str, float], sessions: dict[
                 if found.progress_usd is not None else None)
     if found.id in sessions and plan is not None:
         log = from_session(sessions[found.id], plan_costs(plan, found.usd))
-        if log is not None:
-            if progress is not None and progress.reported_usd > log.reported_usd:
-                return Evidence(progress.reported_usd, max(log.usd, progress.reported_usd), log.source, log.detail)
+        # The CLI writes its log behind the session: a log that shows less reported than the killed process had
+        # journaled is stale, and the journaled figure (further on, and bounded as conservatively) stands.
+        if log is not None and (progress is None or progress.reported_usd <= log.reported_usd + 1e-9):
             return log
     if progress is not None:
         return progress

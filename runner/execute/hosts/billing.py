@@ -160,6 +160,15 @@ class Tally:
         """The request was given up without an answer (the session's wall clock ran out): billed, at its bound."""
         self.close_request(None)
 
+    def give_up(self) -> None:
+        """The attempt was cancelled: what was open or in flight is lost, at its bound."""
+        self.abandon()
+        if self.in_flight_usd > 0:
+            self.bound_usd += self.in_flight_usd
+            self.lost += 1
+            self.in_flight_usd = 0.0
+            self.changed()
+
     # ---- figures a host learns otherwise (the CLI's session) ----
 
     def add(self, reported_usd: float, bound_usd: float, lost: int) -> None:

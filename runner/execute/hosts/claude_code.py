@@ -201,6 +201,10 @@ class _Recorder:
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
                     self.on_tool_result(block)
+            # What the next request carries besides what it carried before (cli_spend: its bound).
+            self.seen.on_results(len(json.dumps(_as_dict(message), default=str)),
+                                 {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)})
+            self.spend_changed()
         elif isinstance(message, ResultMessage):
             self.result = message
         elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
@@ -217,10 +221,14 @@ class _Recorder:
     def on_reply(self, message: AssistantMessage) -> None:
         """A reply of the API (one message per content block, one id): its usage, or a lost reply when none."""
         ident = message.message_id or ""
-        if ident in self.replies:
+        calls = {block.id for block in message.content if isinstance(block, ToolUseBlock)}
+        if ident in self.replies:  # another content block of a reply already counted
+            if ident in self.seen.replies and calls:
+                self.seen.calls |= calls
+                self.spend_changed()
             return
         if _usage_problem(message) is None and isinstance(message.usage, dict):
-            self.seen.replies[ident] = _usage(message.usage)
+            self.seen.on_reply(ident, _usage(message.usage), calls)
         else:
             self.seen.lost += 1
         self.spend_changed()

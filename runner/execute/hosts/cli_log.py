@@ -35,6 +35,8 @@ CHARS_PER_TOKEN = 4
 # What the CLI adds to a turn besides its user messages (reminders, attachments): tens of tokens measured on CLI
 # 2.1.332; a lost request's estimate adds this much.
 TURN_SLACK = 1024
+# runner.plan.build.MAX_TOOL_RESULT_TOKENS: what one tool result adds to a turn at worst (the plan's worst case).
+TOOL_RESULT_TOKENS = 25_000
 MAX_FILES = 64
 MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -57,6 +59,7 @@ class LoggedRequest:
 @dataclass(frozen=True)
 class SessionLog:
     requests: tuple[LoggedRequest, ...]
+    next_input: int | None = None  # a request after the log's end (one the log did not show yet): its estimate
 
     @property
     def replies(self) -> list[Usage]:
@@ -150,13 +153,21 @@ def _events(path: Path) -> list[tuple[str, Any]]:
             if entry.get("isApiErrorMessage") is True:
                 events.append(("error", _status(entry.get("apiErrorStatus"))))
         elif kind == "assistant" and isinstance(message, dict) and isinstance(entry.get("requestRef"), str):
-            events.append(("reply", (entry["requestRef"], reply_usage(message.get("usage")))))
+            events.append(("reply", (entry["requestRef"], reply_usage(message.get("usage")), _ids(message, "tool_use",
+                                                                                                    "id"))))
         elif kind == "user" and isinstance(message, dict):
-            events.append(("content", len(json.dumps(message.get("content"), ensure_ascii=False))))
+            events.append(("content", (len(json.dumps(message.get("content"), ensure_ascii=False)),
+                                       _ids(message, "tool_result", "tool_use_id"))))
     return events
 
 
-def _requests(events: list[tuple[str, Any]]) -> list[LoggedRequest]:
+def _ids(message: dict[str, Any], block_type: str, key: str) -> frozenset[str]:
+    content = message.get("content")
+    return frozenset(block[key] for block in content if isinstance(block, dict) and block.get("type") == block_type
+                     and isinstance(block.get(key), str)) if isinstance(content, list) else frozenset()
+
+
+def _requests(events: list[tuple[str, Any]]) -> tuple[list[LoggedRequest], int | None]:
     """Each request with its reply, or lost, or refused (left out: the API bills no error response).
 
     What follows a request without a reply tells which: an error with an HTTP status (an `api_error` before a retry,
@@ -168,28 +179,37 @@ def _requests(events: list[tuple[str, Any]]) -> list[LoggedRequest]:
     replies: dict[str, Usage | None] = {}
     for kind, value in events:
         if kind == "reply":
-            ref, usage = value
+            ref, usage, _ = value
             before = replies.get(ref)
             # One line per content block of a reply, each with the reply's usage: the largest one counts.
             if ref not in replies or (usage is not None and (before is None or _total(usage) > _total(before))):
                 replies[ref] = usage
     out: list[LoggedRequest] = []
     chain: list[str] = []  # requests sent since the last event that told their fate
-    last: Usage | None = None  # the last reply's usage
+    last: Usage | None = None  # the last reply with real usage
+    last_ref: str | None = None
     added = 0  # characters of content logged since it (what the next turn adds)
+    calls: set[str] = set()  # its tool calls whose result the log has not shown yet
+    unsized: list[int] = []  # lost requests of this turn whose size nothing showed yet: a reply to it may
 
     def estimate() -> int | None:
         """A lost request's input: the reply before it, its output and what was added since (4 characters a
-        token); None before any reply."""
-        return None if last is None else _input(last) + last.output_tokens + added // CHARS_PER_TOKEN + TURN_SLACK
+        token), plus a turn's worst growth for each of its tool results the log does not show (a log written
+        behind the session); None before any reply."""
+        if last is None:
+            return None
+        growth = added // CHARS_PER_TOKEN + TURN_SLACK + len(calls) * TOOL_RESULT_TOKENS
+        return _input(last) + last.output_tokens + growth
 
-    unsized: list[int] = []  # lost requests of this turn whose size nothing showed yet: a reply to it may
     for kind, value in events:
         if kind == "request":
             chain.append(value)
         elif kind == "content":
-            added += value
+            added += value[0]
+            calls -= value[1]
             unsized = []
+        elif kind == "reply" and value[0] == last_ref and not chain:
+            calls |= value[2]  # another content-block line of the last reply: its tool calls too
         elif kind == "reply" and chain and value[0] == chain[-1]:
             usage = replies[chain[-1]]
             # The requests sent for this turn before this reply (retried, re-sent) carried its input.
@@ -200,7 +220,7 @@ def _requests(events: list[tuple[str, Any]]) -> list[LoggedRequest]:
             out.append(LoggedRequest(chain[-1], usage, None if usage is not None else same))
             chain, unsized = [], []
             if usage is not None:
-                last, added = usage, 0
+                last, last_ref, added, calls = usage, value[0], 0, set(value[2])
         elif kind == "error" and chain:
             if value is None:
                 for ident in chain:
@@ -209,7 +229,7 @@ def _requests(events: list[tuple[str, Any]]) -> list[LoggedRequest]:
                         unsized.append(len(out) - 1)
             chain = []
     out.extend(LoggedRequest(ident, None, estimate()) for ident in chain)  # in flight when the session was ended
-    return out
+    return out, estimate()
 
 
 def _input(usage: Usage) -> int:
@@ -221,11 +241,14 @@ def read(config: Path) -> SessionLog | None:
     it logged nothing readable."""
     found: list[LoggedRequest] = []
     any_event = False
+    after: int | None = None
     for path in _log_files(config):
         events = _events(path)
         any_event = any_event or bool(events)
-        found.extend(_requests(events))
-    return SessionLog(tuple(found)) if any_event else None
+        requests, next_input = _requests(events)
+        found.extend(requests)
+        after = max(after or 0, next_input) if next_input is not None else after
+    return SessionLog(tuple(found), after) if any_event else None
 
 
 def _total(usage: Usage) -> int:

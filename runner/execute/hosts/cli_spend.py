@@ -22,7 +22,7 @@ from pathlib import Path
 
 from runner.execute.hosts import billing
 from runner.execute.hosts.base import SessionSpec, Usage
-from runner.execute.hosts.cli_log import SessionLog
+from runner.execute.hosts.cli_log import TURN_SLACK, SessionLog
 from runner.plan.prices import PriceTable
 
 
@@ -36,6 +36,28 @@ class StreamSeen:
 
     replies: dict[str, Usage] = field(default_factory=dict)  # reply id -> message_start's usage
     lost: int = 0  # api_retry without an HTTP status, replies whose usage could not be read, a final lost reply
+    added: int = 0  # characters of the tool results since the last reply (what the next request adds)
+    calls: set[str] = field(default_factory=set)  # the last reply's tool calls without a result yet
+    last: Usage | None = None
+
+    def on_reply(self, ident: str, usage: Usage, calls: set[str]) -> None:
+        if ident not in self.replies:
+            self.replies[ident] = usage
+            self.last, self.added, self.calls = usage, 0, set()
+        self.calls |= calls
+
+    def on_results(self, chars: int, answered: set[str]) -> None:
+        self.added += chars
+        self.calls -= answered
+
+    def next_input(self, request_input_tokens: int | None) -> int | None:
+        """The next request's input: the last reply's input, its output at most max_tokens, the tool results since
+        (4 characters a token) and a turn's worst growth per call still without a result; before any reply, the
+        plan's first-request estimate."""
+        if self.last is None:
+            return request_input_tokens
+        return (_input(self.last) + self.added // billing.CHARS_PER_TOKEN + TURN_SLACK
+                + len(self.calls) * billing.TOOL_RESULT_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -65,12 +87,12 @@ class CliCosts:
             return self.spec.max_usd
         return 0.0 if found == billing.UNKNOWN else found
 
-    def next_input(self, replies: list[Usage]) -> int | None:
-        """A request after these replies, when nothing else shows its size: the largest reply's input and output
-        plus the worst a turn adds (the plan's rule); None before any reply."""
-        if not replies:
-            return None
-        return max(_input(u) + u.output_tokens for u in replies) + billing.TOOL_RESULT_TOKENS
+    def next_request(self, seen: StreamSeen) -> float:
+        """The bound of the session's next request (a reply's output is at most max_tokens: counted in it)."""
+        tokens = seen.next_input(None)
+        if tokens is not None:
+            tokens += self.spec.max_output_tokens
+        return self.bound(tokens)
 
     def live(self, seen: StreamSeen) -> tuple[Spent, float]:
         """While the session runs: the replies' input as reported, their output and the retries' lost requests at
@@ -78,7 +100,7 @@ class CliCosts:
         replies = list(seen.replies.values())
         reported = sum(self.cost(u.model_copy(update={"output_tokens": 0})) for u in replies)
         output = sum(self.cost(Usage(output_tokens=self.spec.max_output_tokens)) for _ in replies)
-        per_lost = self.bound(self.next_input(replies))
+        per_lost = self.next_request(seen)
         return Spent(reported, output + seen.lost * per_lost, seen.lost), per_lost
 
     def final(self, log: SessionLog | None, result: Usage | None, seen: StreamSeen, ended: bool) -> Spent:
@@ -100,10 +122,13 @@ class CliCosts:
                 if request.reply is None:
                     bound += self.bound(request.input_estimate)
                     lost += 1
-        # What the stream showed lost beyond the log (a log cut short or missing): at the stream's estimate.
+        # What the stream showed lost beyond the log (a log written behind the session, or none): at the log's
+        # estimate of a request after its end, else the stream's.
         extra = max(0, stream_lost - lost)
-        replies = log.replies if log is not None and log.replies else stream_replies
-        bound += extra * self.bound(self.next_input(replies))
+        if log is not None and log.next_input is not None:
+            bound += extra * self.bound(log.next_input)
+        else:
+            bound += extra * self.next_request(seen)
         return Spent(reported, bound, lost + extra)
 
 
