@@ -21,6 +21,7 @@ from click.core import ParameterSource
 
 from runner.corpus import files as files_mod
 from runner.corpus import settings as settings_mod
+from runner.corpus.errors import UsageError
 from runner.corpus.library import find_root
 from runner.execute.hosts.registry import HOST_NAMES
 
@@ -83,11 +84,11 @@ def recorded_library(folder: Path) -> Path:
         recorded = json.loads(raw)["library"]
         root, skills_dir = Path(recorded["root"]), str(recorded.get("skills_dir") or ".")
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        raise click.UsageError(f"{path}: no plan.json that records the library this run folder was planned for; "
+        raise UsageError(f"{path}: no plan.json that records the library this run folder was planned for; "
                                "give --library") from None
     library = root / skills_dir if not Path(skills_dir).is_absolute() else Path(skills_dir)
     if not library.exists():
-        raise click.UsageError(f"{path} records the library at {library}, which no longer exists; give --library "
+        raise UsageError(f"{path} records the library at {library}, which no longer exists; give --library "
                                "with the library's folder (its content must be the same as when it was planned)")
     return library
 
