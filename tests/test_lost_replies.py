@@ -18,7 +18,6 @@ import pytest
 
 from runner.corpus.library import Assertion, Library, load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts import billing
 from runner.execute.hosts.api import ApiHost
 from runner.execute.hosts.base import Observation, SessionSpec
 from runner.execute.hosts.workspace import LibraryFiles
@@ -102,6 +101,8 @@ def test_every_retry_of_a_lost_reply_is_counted_and_the_bound_stops_at_the_reser
         tight = roomy.bound_usd / 2
         capped = api_session(library, prices, fake, "Always cut, please", max_usd=tight)
     assert capped.lost_replies == 3 and capped.cost_usd == pytest.approx(tight) and capped.cost_basis == "reservation"
+    from runner.execute.hosts import billing
+
     assert billing.charge(1.0, 0.9, 0.5) == (0.5, 0.4, "reservation")
     assert billing.charge(1.0, 0.4, 0.5) == (0.6, 0.0, "reservation")  # reported usage alone passes it: counted
     assert billing.charge(0.3, 0.0, 0.1) == (0.3, 0.0, "reported")
