@@ -303,7 +303,8 @@ class Results(BaseModel):
 
 
 def kill_note(results: Results) -> str | None:
-    """One line for every report when a process of this run was killed: spend no record shows, torn lines cut."""
+    """One line for every report when a process of this run was killed (spend no record shows, reservations
+    reconciled, torn lines cut) or part of its spend is an upper bound (lost replies charged their bound)."""
     parts = []
     spend = results.spend
     if spend.lost_in_flight_usd > 0:

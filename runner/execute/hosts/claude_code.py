@@ -496,7 +496,8 @@ class ClaudeCodeHost:
         probe.session_path = self.session_path
         probe.wrapper = self.wrapper
         probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
-        return await probe.run(spec)
+        with billing.metering(billing.Tally()):  # no model, nothing billed: never an attempt's spend
+            return await probe.run(spec)
 
     async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
         """Run one session against a capture endpoint: the real first request, no model, no key."""
