@@ -407,14 +407,14 @@ def _live(tally: billing.Tally, start: billing.Mark, costs: CliCosts, seen: Stre
     tally.set_in_flight(in_flight)
 
 
-def _final(tally: billing.Tally, start: billing.Mark, costs: CliCosts, recorder: _Recorder, config: Path) -> Spent:
+def _final(tally: billing.Tally, start: billing.Mark, costs: CliCosts, recorder: _Recorder,
+           log: cli_log.SessionLog | None) -> Spent:
     """The session's cost once the CLI is gone (cli_spend), into the attempt's tally."""
     result = recorder.result
     seen = recorder.seen
     if result is not None and result.api_error_status is None and recorder.api_error is not None:
         seen.lost += 1  # it ended on a reply lost without an HTTP status (a connection dropped)
-    spent = costs.final(cli_log.read(config), _usage(result.usage) if result is not None else None, seen,
-                        ended=result is not None)
+    spent = costs.final(log, _usage(result.usage) if result is not None else None, seen, ended=result is not None)
     tally.set_in_flight(0.0)
     tally.settle_to(start, spent.reported_usd, spent.bound_usd, spent.lost)
     return spent
@@ -592,8 +592,10 @@ class ClaudeCodeHost:
             try:
                 await stream.aclose()
             finally:
-                # Before the folder goes: the CLI's own log shows every request it sent (cli_spend).
-                spent = _final(tally, start, costs, recorder, ws.config)
+                # Before the folder goes: the CLI's own log shows every request it sent (cli_spend). Read in a
+                # worker thread (bounded, but files of the session's folder); no log read, no log evidence.
+                log = await asyncio.to_thread(cli_log.read, ws.config)
+                spent = _final(tally, start, costs, recorder, log)
                 await asyncio.to_thread(ws.remove)
                 remove_mark(ws.root)
             self._mark(spec, "removed")

@@ -39,6 +39,7 @@ TURN_SLACK = 1024
 TOOL_RESULT_TOKENS = 25_000
 MAX_FILES = 64
 MAX_FILE_BYTES = 32 * 1024 * 1024
+MAX_TOTAL_BYTES = 64 * 1024 * 1024  # over every file of one session
 MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 4
 MAX_EVENTS = 100_000  # lines read per file
@@ -242,7 +243,14 @@ def read(config: Path) -> SessionLog | None:
     found: list[LoggedRequest] = []
     any_event = False
     after: int | None = None
+    budget = MAX_TOTAL_BYTES  # each file counts at its size (at most MAX_FILE_BYTES of it is read)
     for path in _log_files(config):
+        try:
+            budget -= min(os.lstat(path).st_size, MAX_FILE_BYTES)
+        except OSError:
+            continue
+        if budget < 0:
+            break
         events = _events(path)
         any_event = any_event or bool(events)
         requests, next_input = _requests(events)
