@@ -36,6 +36,7 @@ from runner.testing.fake_anthropic import (
     tool,
 )
 from runner.testing.fake_anthropic import Usage as FakeUsage
+from tests.billed import billed_usd
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "library"
 SKILLS = EXAMPLE / ".claude" / "skills"
@@ -315,7 +316,11 @@ def test_unreadable_body_is_malformed(library, prices, fake):
     assert obs.error_kind == "malformed" and not obs.ok and obs.final_answer is None
     # What was observed before the failure is kept.
     assert acts(obs) == [("migration-planner", "skill-tool", 0, False)] and obs.turns == 1
-    assert obs.cost_usd == prices.cost(MODEL, obs.usage) and obs.usage.input_tokens > 0
+    # The turn read is reported; the unreadable reply was billed too (issue 28): charged its bound, said so.
+    reported = prices.cost(MODEL, obs.usage)
+    assert obs.usage.input_tokens > 0 and obs.lost_replies == 1 and obs.cost_basis == "bound"
+    assert obs.cost_usd == pytest.approx(reported + obs.bound_usd) and obs.bound_usd > 0
+    assert obs.cost_usd >= billed_usd(fake, prices)
 
 
 # ---- the listing ---------------------------------------------------------------------------------------

@@ -373,3 +373,30 @@ def test_claude_code_sessions_run_directly_and_their_judge_calls_are_batched(tmp
     assert case["state"] == "PASS", case
     (record,) = [a for a in attempts_of(out) if a["status"] == "finished"]
     assert record["judge"]["error"] is None and record["judge"]["usage"]["input_tokens"] > 0
+
+
+def test_a_batch_result_without_usage_is_charged_its_bound(tmp_path: Path) -> None:
+    """A succeeded batch result was billed (at the batch discount) whatever its usage says: a session turn and a judge
+    call whose result carries `usage: null` are charged their bound (issue 28), the session is ERROR, the judge call
+    JUDGE-ERROR, and what they record covers what the fake billed for them."""
+    from runner.testing.fake_anthropic import odd_message
+    from tests.billed import billed_usd
+
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, odd_message(text(json.dumps({"verdicts": []})), usage=None))
+        fake.script(key_of(NIGHTLY), skill_call(TRIAGE), odd_message(usage=None))
+        fake.script(key_of(NEGATIVE), text("Review the changelog yourself."))
+        done = run_cli("run", "--library", str(EXAMPLE), "--out", str(out), "--host", "api", "--case", NIGHTLY,
+                       "--case", NEGATIVE, "--repeats", "1", "--batch", "--batch-poll", "0.05", fake=fake, key=KEY)
+        assert done.returncode == 0, done.stderr[-3000:]
+        session_billed = billed_usd(fake, match=key_of(NIGHTLY))
+        judge_billed = billed_usd(fake, match=JUDGE_MATCH)
+        assert all(b.batch for b in fake.billed) and session_billed > 0 and judge_billed > 0
+    records = {a["uid"]: a for a in attempts_of(out)}
+    cut = records[NIGHTLY]
+    assert cut["outcome"]["state"] == "ERROR" and cut["error_kind"] == "malformed"
+    assert cut["cost_usd"] >= session_billed and cut["cost_basis"] == "bound" and cut["lost_replies"] == 1
+    judged = records[NEGATIVE]
+    assert judged["outcome"]["state"] == "JUDGE-ERROR" and judged["judge"]["cost_basis"] in ("bound", "reservation")
+    assert judged["judge"]["cost_usd"] >= judge_billed

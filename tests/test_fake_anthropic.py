@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from runner.testing.fake_anthropic import (
+    CUT_REPLY,
     FakeAnthropic,
     Usage,
     blocks,
@@ -23,7 +24,9 @@ from runner.testing.fake_anthropic import (
     hang,
     input_tokens_for,
     malformed,
+    odd_message,
     output_tokens_for,
+    reset,
     skill,
     stream_error,
     text,
@@ -288,6 +291,35 @@ def test_hang_raises_api_timeout_error_and_does_not_block_shutdown() -> None:
         closing = time.monotonic()
         fake.close()
     assert time.monotonic() - closing < 15  # far below the 30 s hang: closing does not wait for it
+
+
+@STREAM
+def test_the_fake_bills_what_the_api_would_bill(stream: bool) -> None:
+    """The Billing rule of the fake's docstring: a request it began a reply for is billed, input plus the whole
+    reply's output, whether or not the client read it; an error status is not."""
+    with FakeAnthropic() as fake:
+        fake.script("cut", break_stream())
+        fake.script("reset", reset())
+        fake.script("null usage", odd_message(text("odd answer"), usage=None))
+        fake.script("overloaded", error(529, "overloaded_error"))
+        fake.script("fine", text("fine"))
+        c = client(fake, max_retries=0, timeout=5)
+        for prompt in ("cut", "reset", "null usage", "overloaded"):
+            try:
+                ask(c, f"{prompt} please", stream)
+            except Exception:  # noqa: BLE001 - each fault ends the call its own way; what is billed is the point
+                pass
+        assert ask(c, "fine please", stream).usage.output_tokens == output_tokens_for(text("fine"))
+        fake.script("slow", hang(30))
+        with pytest.raises(anthropic.APITimeoutError):
+            ask(client(fake, max_retries=0, timeout=0.3), "slow please", stream)
+        billed = {b.script: b for b in fake.billed}
+    assert sorted(billed) == ["cut", "fine", "null usage", "reset", "slow"]  # never the 529
+    for name, reply in (("cut", CUT_REPLY), ("reset", CUT_REPLY), ("null usage", text("odd answer")),
+                        ("slow", text("late")), ("fine", text("fine"))):
+        body = {"messages": [{"role": "user", "content": f"{name} please"}]}
+        assert billed[name].usage == Usage(input_tokens_for(body), output_tokens_for(reply)), name
+        assert billed[name].model == MODEL and not billed[name].batch
 
 
 def test_hang_shorter_than_timeout_answers_late() -> None:

@@ -23,6 +23,7 @@ from runner.execute.hosts.registry import HostInputs, make_host
 from runner.plan.prices import load as load_prices
 from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic, Recorded, break_stream, dynamic, error, text, tool
+from tests.billed import billed_usd
 from tests.conftest import fake_env, run_cli
 
 KEY = "sk-test-first-turn-21"
@@ -214,6 +215,7 @@ def test_skill_evals_run_on_the_first_turn_host(tmp_path: Path) -> None:
                        "--repeats", "1", "--concurrency", "1", "--timeout", "60", env=fake_env(fake, KEY))
         assert done.returncode == 0, done.stdout + done.stderr  # results never fail the command (docs/cli.md)
         sent = {uid: fake.requests_for(query) for uid, query in queries.items()}
+        cut_billed = billed_usd(fake, match=CUT)
     records = attempts_of(out)
     assert len(records) == 20 and all(r["prefix_hash"] for r in records.values())
     assert {r["first_turn"]["cli_version"] for r in records.values() if r["first_turn"]} == {cli_version(bundled_cli())}
@@ -251,6 +253,9 @@ def test_skill_evals_run_on_the_first_turn_host(tmp_path: Path) -> None:
     assert cut["error_kind"] == "api-error" and "broke off" in cut["error_message"]
     assert cut["usage"]["cache_read_input_tokens"] + cut["usage"]["cache_creation_input_tokens"] > 0
     assert cut["cost_usd"] > 0 and [by_python_sdk(r) for r in sent[cut_uid]] == [True] and cut["first_turn"] is None
+    # What the API billed for the cut reply (its input and the whole reply) is covered: message_start's input plus
+    # max_tokens of output, a bound, said so (issue 28).
+    assert cut["cost_usd"] >= cut_billed > 0 and cut["cost_basis"] == "bound" and cut["lost_replies"] == 1
 
     # The cache: the first attempt writes, every later first turn reads the tools, the system blocks and the first
     # message's blocks before the prompt (environment, listing, date: the breakpoint the host adds before the

@@ -25,7 +25,7 @@ from runner.execute.hosts.base import Usage as RunnerUsage
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
 from runner.plan.prices import load as load_prices
 from tests.conftest import EXAMPLE
-from runner.testing.fake_anthropic import FakeAnthropic, Usage, skill, text
+from runner.testing.fake_anthropic import FakeAnthropic, Usage, hang, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests.test_run import results_of
 
@@ -222,8 +222,14 @@ def test_three_sigkills_with_torn_lines_lose_nothing_and_keep_the_cap(tmp_path: 
         assert counted <= cap + ROUNDING, f"recorded ${spend['usd']} + lost in flight ${spend['lost_in_flight_usd']} > cap"
         assert counted >= billed - ROUNDING, f"the API billed ${billed:.6f}, the run shows only ${counted:.6f}"
         # The test is not vacuous: each kill landed inside a request's latency window (with the other session
-        # slot busy too), so at least one of the three left a reservation in flight.
-        assert spend["lost_in_flight_reservations"] >= 1 and spend["lost_in_flight_attempts"]
+        # slot busy too), so at least one of the three left a reservation in flight. The next process reconciled
+        # each from the last figure its session journaled (the api host leaves no session folder), below its worst
+        # case: what it had reported plus the request in flight at its bound.
+        reconciled = spend["reconciled"]
+        assert reconciled and spend["lost_in_flight_usd"] > 0 and spend["lost_in_flight_reservations"] == 0
+        progressed = [r for r in reconciled if r["source"] == "progress"]  # (`none`: killed before its first request)
+        assert progressed and {r["source"] for r in reconciled} <= {"progress", "none"}
+        assert all(r["usd"] < r["reserved_usd"] for r in progressed)
         report = subprocess.run([sys.executable, "-m", "runner", "report", str(out), "--format", "markdown"],
                                 capture_output=True, text=True, timeout=120, check=True).stdout
         assert "Killed before" in report and f"{spend['lost_in_flight_usd']:.4f}" in report
@@ -402,3 +408,70 @@ def test_transcripts_of_ids_that_look_alike_never_overwrite_each_other(tmp_path:
     (out / "transcripts" / "old_main_1.json").write_text('[{"role": "user", "content": "old"}]', encoding="utf-8")
     from runner.report.html import load_transcript
     assert load_transcript(out, old, 10_000)["messages"] == [{"role": "user", "content": "old"}]
+
+
+# In the plan's order: the first two start together (the cap holds two worst cases at once, not three).
+KILLED_CASES = ["migration-planner/evals/positive-add-not-null-column",
+                "test-report-triage/evals/positive-nightly-summary-with-skip",
+                "test-report-triage/evals/edge-zero-test-suite-reported-ok"]
+
+
+def test_sigkill_worst_cases_are_reconciled_from_the_killed_sessions_logs(tmp_path: Path) -> None:
+    """Two claude-code sessions wait on their second request when the run is killed with SIGKILL: their reservations
+    stay unsettled in the journal. The cap leaves room for the run's three sessions only if those two count at what
+    they really spent, not at their worst case (then it would stop at once, every case UNRUN budget-cap). The resume
+    reconciles each from its session's CLI log (the reply it got, and the request in flight at its bound), says so,
+    runs every case, and the spend it counts still covers everything the fake billed."""
+    from tests.billed import billed_usd as billed_by
+
+    library = library_copy(tmp_path)
+    out = tmp_path / "run"
+    parent = tmp_path / "session-parent"  # TMPDIR: the killed sessions' folders are found there
+    parent.mkdir()
+    prompts = {uid: prompt for uid, _, prompt in example_cases()}
+    with FakeAnthropic() as fake:
+        for number, uid in enumerate(KILLED_CASES):  # the first two sessions' second request hangs once: in
+            # flight at the kill, answered on resume
+            hung = (hang(120, times=1),) if number < 2 else ()
+            fake.script(prompts[uid][:60], skill(uid.split("/")[0]), *hung,
+                        text("TEST REPORT TRIAGE — scripted\n[NOT PROVEN] x"))
+        env = env_for(fake, TMPDIR=str(parent))
+        cases = [a for uid in KILLED_CASES for a in ("--case", uid)]
+        planned = subprocess.run([sys.executable, "-m", "runner", "plan", "--library", str(library), *cases,
+                                  "--repeats", "1", "--format", "json"], env=env, capture_output=True, text=True,
+                                 check=True)
+        worst = json.loads(planned.stdout)["estimate"]["worst_session_usd"]
+        cap = round(2.5 * worst, 6)  # two reservations at their worst case leave less than one more
+        run = start_run(["--library", str(library), "--out", str(out), *cases, "--repeats", "1", "--concurrency", "2",
+                         "--no-judge", "--timeout", "300", "--max-usd", f"{cap}"], env, tmp_path / "run.log")
+        deadline = time.monotonic() + 240
+        # Killed once both sessions wait on their second request and the CLI's logs show it (the CLI writes its log
+        # a moment behind the session; a staler log is no evidence: test_a_stale_log_leaves_the_journaled_figure).
+        while sum(1 for r in fake.message_requests if r.outcome == "hang") < 2 or sum(
+                path.read_text(errors="replace").count('"type":"api-request"') for path in parent.rglob("*.jsonl")) < 4:
+            assert run.process.poll() is None and time.monotonic() < deadline, run.output()
+            time.sleep(0.02)
+        os.killpg(run.process.pid, signal.SIGKILL)
+        run.process.wait(timeout=60)
+        assert len(list(parent.rglob("*.attempt.json"))) == 2, "the killed sessions left no marked folder"
+
+        done = subprocess.run([sys.executable, "-m", "runner", "run", "--library", str(library), "--resume", str(out)],
+                              env=env, capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        billed = billed_by(fake)
+    assert done.stderr.count("reconciled from session-log") == 2, done.stderr
+    results = results_of(out)
+    spend = results["spend"]
+    reconciled = spend["reconciled"]
+    assert [r["source"] for r in reconciled] == ["session-log"] * 2
+    assert json.loads((out / "plan.json").read_text())["cases"][0]["uid"] == KILLED_CASES[0]
+    assert sorted(r["attempt"] for r in reconciled) == sorted(f"{uid}#main#1" for uid in KILLED_CASES[:2])
+    assert all(0 < r["usd"] < r["reserved_usd"] for r in reconciled), reconciled
+    # Not starved: every case ran (none UNRUN budget-cap), each once.
+    assert "budget-cap" not in results["unrun_by_reason"] and results["stop_reason"] is None, results["unrun_by_reason"]
+    finished = sorted(r["uid"] for r in (json.loads(line) for line in (out / ATTEMPTS).read_text().splitlines())
+                      if r["status"] == "finished")
+    assert finished == sorted(KILLED_CASES)
+    counted = spend["usd"] + spend["lost_in_flight_usd"]
+    assert billed - ROUNDING <= counted <= cap + ROUNDING, (billed, spend)
+    assert list(parent.iterdir()) == [], "a killed session's folder is still there"

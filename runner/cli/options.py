@@ -8,15 +8,20 @@ and a selection file are checked the same way.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from runner.corpus import files as files_mod
 from runner.corpus import settings as settings_mod
+from runner.corpus.errors import UsageError
 from runner.corpus.library import find_root
 from runner.execute.hosts.registry import HOST_NAMES
 
@@ -61,12 +66,45 @@ TURNS = click.IntRange(min=1, max=settings_mod.MAX_TURNS)
 REPEATS = OddInt(min=1, max=settings_mod.MAX_REPEATS)
 
 
+# The parameters that name a run folder a command continues (`run --resume DIR`, `judge DIR`): without --library,
+# such a command reads the library that folder's plan recorded, not the current folder's.
+RUN_FOLDER_PARAMS = ("resume_dir", "run_dir")
+PLAN_MAX_BYTES = 256 * 1024 * 1024
+
+
+def recorded_library(folder: Path) -> Path:
+    """The library `folder`'s plan.json recorded (its root and the skills folder a run was given, joined); a usage
+    error naming the file when there is none, or when that folder is gone."""
+    path = folder / "plan.json"
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:  # a FIFO never blocks it
+            raw = handle.read(PLAN_MAX_BYTES + 1) if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else b""
+        if not 0 < len(raw) <= PLAN_MAX_BYTES:
+            raise ValueError("no plan.json within the size bound")
+        recorded = json.loads(raw)["library"]
+        root, skills_dir = Path(recorded["root"]), str(recorded.get("skills_dir") or ".")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        raise UsageError(f"{path}: no plan.json that records the library this run folder was planned for; "
+                               "give --library") from None
+    library = root / skills_dir if not Path(skills_dir).is_absolute() else Path(skills_dir)
+    if not library.exists():
+        raise UsageError(f"{path} records the library at {library}, which no longer exists; give --library "
+                               "with the library's folder (its content must be the same as when it was planned)")
+    return library
+
+
 def checked_library(ctx: click.Context, param: click.Parameter, value: Path) -> Path:
     # Checked while the options are parsed, before a command body imports the live-execution
     # modules (anthropic, claude_agent_sdk: seconds): a wrong path is refused in a fraction of one
     # (find_root raises LibraryError, a usage error the command group prints).
-    if not ctx.resilient_parsing:
-        find_root(value)
+    if ctx.resilient_parsing:
+        return value
+    # A default is processed after every option given, so a run folder given on the command line is known here.
+    if ctx.get_parameter_source(param.name or "") in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
+        folder = next((ctx.params[name] for name in RUN_FOLDER_PARAMS if ctx.params.get(name) is not None), None)
+        if folder is not None:
+            value = recorded_library(Path(folder))
+    find_root(value)
     return value
 
 

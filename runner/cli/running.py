@@ -120,7 +120,10 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         console.print(f"Resume: cap ${prepared.plan.cap_usd:.2f} for the whole run folder (the plan's was "
                       f"${runs_mod.load_plan(rundir).cap_usd:.2f}); the spend already recorded counts against it")
     if prepared.plan.unrun_all == "no-credentials":
-        console.print(runs_mod.HOW_TO_GET_RESULTS)
+        console.print(runs_mod.HOW_TO_GET_RESULTS + " " + runs_mod.HOW_TO_RESUME.format(folder=rundir.path),
+                      markup=False)
+    elif prepared.idle == "no-credentials":
+        console.print(runs_mod.RESUMED_WITHOUT_KEY.format(folder=rundir.path), markup=False)
     with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
         batch = batch or prepared.plan.batch  # a batched run resumes batched
         if batch:

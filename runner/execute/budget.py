@@ -17,6 +17,13 @@ one, and then that reservation counts at its worst case, the safe direction). `j
 reads it back on resume: a settled reservation counts at its real cost, an unsettled one at its
 reserved worst case, because nothing says what it used. Records made while journaling name their
 reservation (AttemptRecord.reservation_id), so the caller can tell the spend no record shows.
+
+Two more events make a killed run's worst cases smaller where evidence allows (issue 28): `progress` (written, not
+fsynced, each time an attempt's tally changes: what its session had spent so far, lost replies and the request in
+flight at their bounds; runner.execute.hosts.billing), and `reconcile` (fsynced, written once per unsettled
+reservation by the next process of the run folder, runner.execute.reconcile: the figure the best evidence gives,
+never below what the evidence shows billed, never above the reservation, and where it came from). A reconciled
+reservation counts at its reconciled figure and is never reconciled again.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
@@ -59,23 +66,65 @@ class Journal:
     def settled(self, ident: str, actual_usd: float) -> None:
         self.append(json.dumps({"event": "settle", "id": ident, "usd": actual_usd}), False)
 
+    def progress(self, ident: str, usd: float, bound_usd: float) -> None:
+        """What the reservation's attempt has spent so far (of it `bound_usd` a bound): the module docstring."""
+        self.append(json.dumps({"event": "progress", "id": ident, "usd": usd, "bound": bound_usd}), False)
+
+
+def reconcile_line(ident: str, usd: float, source: str, detail: str) -> str:
+    """The journal line of one reconciliation (runner.execute.reconcile writes it, fsynced)."""
+    return json.dumps({"event": "reconcile", "id": ident, "usd": usd, "from": source, "detail": detail},
+                      ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class OpenReservation:
+    """A reservation no settlement and no reconciliation followed: in flight when a process was killed."""
+
+    id: str
+    plan_hash: str | None
+    usd: float                      # reserved: its worst case
+    label: str | None               # the attempt id (None: a judge call's own reservation)
+    progress_usd: float | None = None   # the last `progress` figure, when one was written
+    progress_bound_usd: float = 0.0     # of it, the bound part
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """One reconciliation the journal holds."""
+
+    id: str
+    label: str | None
+    reserved_usd: float
+    usd: float
+    source: str
+    detail: str
+
 
 @dataclass(frozen=True)
 class JournalTotals:
     """What the journal says one plan's reservations cost, over every process of the run folder."""
 
-    usd: float = 0.0             # settled ones at their real cost + unsettled ones at their reserved amount
-    unsettled: int = 0           # reservations no settlement followed (in flight when a process was killed)
+    usd: float = 0.0             # settled and reconciled ones at their figure + unsettled ones at their reserved amount
+    unsettled: int = 0           # reservations no settlement or reconciliation followed (in flight at a kill)
     unsettled_usd: float = 0.0
     unsettled_for: tuple[str, ...] = ()  # the attempt ids of the unsettled session reservations
+    reconciled: tuple[Reconciled, ...] = ()
 
 
-def journal_totals(path: Path, plan_hash: str) -> JournalTotals:
-    """Read reservations.jsonl one line at a time; only the open reservations are held in memory."""
+@dataclass
+class _Reading:
+    open: dict[str, OpenReservation] = field(default_factory=dict)
+    settled_usd: float = 0.0
+    reconciled: list[Reconciled] = field(default_factory=list)
+
+
+def _read(path: Path, plan_hash: str | None) -> _Reading:
+    """Read reservations.jsonl one line at a time; only the open reservations are held in memory. plan_hash: only
+    that plan's reservations (None: every plan's)."""
+    reading = _Reading()
     if not path.exists():
-        return JournalTotals()
-    open_ones: dict[str, tuple[float, str | None]] = {}
-    settled_usd = 0.0
+        return reading
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             try:
@@ -83,14 +132,43 @@ def journal_totals(path: Path, plan_hash: str) -> JournalTotals:
                 ident, usd = str(entry["id"]), float(entry["usd"])
             except (ValueError, KeyError, TypeError):
                 continue  # a torn line: a reservation never made durable, so nothing was started for it
-            if entry.get("event") == "reserve" and entry.get("plan_hash") == plan_hash:
-                open_ones[ident] = (usd, entry.get("for"))
-            elif entry.get("event") == "settle" and ident in open_ones:
-                del open_ones[ident]
-                settled_usd += max(0.0, usd)
-    unsettled_usd = sum(usd for usd, _ in open_ones.values())
-    return JournalTotals(usd=settled_usd + unsettled_usd, unsettled=len(open_ones), unsettled_usd=unsettled_usd,
-                         unsettled_for=tuple(label for _, label in open_ones.values() if label))
+            event = entry.get("event")
+            if event == "reserve" and (plan_hash is None or entry.get("plan_hash") == plan_hash):
+                label = entry.get("for")
+                reading.open[ident] = OpenReservation(ident, entry.get("plan_hash"), usd,
+                                                      label if isinstance(label, str) else None)
+            elif ident not in reading.open:
+                continue
+            elif event == "settle":
+                del reading.open[ident]
+                reading.settled_usd += max(0.0, usd)
+            elif event == "reconcile":
+                found = reading.open.pop(ident)
+                reading.settled_usd += max(0.0, usd)
+                reading.reconciled.append(Reconciled(ident, found.label, found.usd, max(0.0, usd),
+                                                     str(entry.get("from")), str(entry.get("detail") or "")))
+            elif event == "progress":
+                bound = entry.get("bound")
+                reading.open[ident] = replace(reading.open[ident], progress_usd=max(0.0, usd),
+                                              progress_bound_usd=float(bound) if isinstance(bound, (int, float))
+                                              else 0.0)
+    return reading
+
+
+def journal_totals(path: Path, plan_hash: str) -> JournalTotals:
+    """What the journal says one plan's reservations cost (JournalTotals)."""
+    reading = _read(path, plan_hash)
+    open_ones = reading.open.values()
+    unsettled_usd = sum(found.usd for found in open_ones)
+    return JournalTotals(usd=reading.settled_usd + unsettled_usd, unsettled=len(open_ones),
+                         unsettled_usd=unsettled_usd,
+                         unsettled_for=tuple(found.label for found in open_ones if found.label),
+                         reconciled=tuple(reading.reconciled))
+
+
+def open_reservations(path: Path) -> list[OpenReservation]:
+    """Every plan's reservations that neither a settlement nor a reconciliation followed, in journal order."""
+    return list(_read(path, None).open.values())
 
 
 @dataclass

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runner.corpus.library import Case, Probe
-from runner.execute.budget import Ledger
+from runner.execute.budget import Ledger, Reservation
+from runner.execute.hosts import billing
 from runner.execute.hosts.base import Host, Observation, SessionSpec
 from runner.execute.ratelimit import AdaptiveLimiter, RateLimitMiddleware
 from runner.execute.rundir import AttemptRecord, RunDir
@@ -131,6 +132,21 @@ class CaseStarts:
         self.wins += state == "PASS"
         self.losses += state == "FAIL"
         self.errors += state in ("ERROR", "JUDGE-ERROR")
+
+
+def charged(obs: Observation, reservation_usd: float) -> Observation:
+    """The observation with its cost capped as billing.charge caps it at the attempt's reservation."""
+    cost, bound, basis = billing.charge(obs.cost_usd, obs.bound_usd, reservation_usd)
+    if (cost, bound, basis) == (obs.cost_usd, obs.bound_usd, obs.cost_basis):
+        return obs
+    return obs.model_copy(update={"cost_usd": cost, "bound_usd": bound, "cost_basis": basis})
+
+
+def charged_call(call: JudgeCall, reservation_usd: float) -> JudgeCall:
+    """A judge call's cost capped at its own reservation (billing.charge)."""
+    cost, bound, basis = billing.charge(call.cost_usd, call.bound_usd, reservation_usd)
+    return call.model_copy(update={"cost_usd": cost, "bound_usd": bound,
+                                   "cost_basis": basis if bound > 0 else call.cost_basis})
 
 
 class Dispatch(Protocol):
@@ -253,6 +269,7 @@ class Executor:
             self.state.stop(STOP_BUDGET)
             return mark_unjudged(outcome, STOP_BUDGET), None
         verdicts, call = await self.judge.judge(case.prompt, obs.final_answer, obs.tool_calls, assertions)
+        call = charged_call(call, reservation.amount_usd)
         await self.state.ledger.settle(reservation, call.cost_usd)
         return apply_judgement(outcome, verdicts), call
 
@@ -264,6 +281,7 @@ class Executor:
             attempt_id=spec.attempt_id, uid=planned.uid, arm=arm, repeat=repeat, plan_hash=self.plan_hash, probe=grade,
             status="finished", outcome=outcome, error_kind=obs.error_kind, error_message=obs.error_message,
             bounds_hit=obs.bounds_hit, turns=obs.turns, usage=obs.usage, cost_usd=obs.cost_usd,
+            cost_basis=obs.cost_basis, bound_usd=obs.bound_usd, lost_replies=obs.lost_replies,
             host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, reservation_id=reservation_id,
             duration_s=obs.duration_s, prefix_hash=obs.prefix_hash, session_path=obs.session_path,
             first_turn_input_tokens=obs.first_turn_input_tokens, model_calls=obs.model_calls,
@@ -283,19 +301,28 @@ class Executor:
                 return None
             probe = planned.kind == "probe"
             spec = self.probe_spec(planned, probe_arm(arm), repeat) if probe else self.spec(planned, repeat, arm)
+            # A lost reply whose request's size nothing shows is charged as the plan's first request (billing).
+            spec = spec.model_copy(update={"request_input_tokens": self.plan.estimate.first_turn_input_tokens or None})
             self.state.in_flight[spec.attempt_id] = planned
             started = time.monotonic()
+            tally = billing.Tally(reservation_id=reservation.id, on_change=self.journal_progress(reservation))
             try:
-                obs = await self.host.run(spec)
+                with billing.metering(tally):
+                    obs = await self.host.run(spec)
             except asyncio.CancelledError:
-                await self.state.ledger.settle(reservation, 0.0)
+                # SIGINT/SIGTERM: what the session spent so far and the bound of what it had in flight, never $0.
+                tally.give_up()
+                cost, bound, basis = billing.charge(tally.total(), tally.bound_part(), reservation.amount_usd)
+                await self.state.ledger.settle(reservation, cost)
                 self.rundir.append_attempt(AttemptRecord(
                     attempt_id=spec.attempt_id, uid=planned.uid, arm=arm, repeat=repeat,
                     plan_hash=self.plan_hash, status="cancelled", reservation_id=reservation.id,
-                    duration_s=time.monotonic() - started))
+                    cost_usd=cost, cost_basis=basis, bound_usd=bound, lost_replies=tally.lost,
+                    reserved_usd=reservation.amount_usd, duration_s=time.monotonic() - started))
                 raise
             finally:
                 self.state.in_flight.pop(spec.attempt_id, None)
+            obs = charged(obs, reservation.amount_usd)
             if not probe:
                 await self.state.ledger.settle(reservation, obs.cost_usd)
             outcome, judge_call, grade = await self.graded(planned, arm, obs)
@@ -314,6 +341,16 @@ class Executor:
             if self.progress:
                 self.progress(record, self.state)
             return record
+
+    def journal_progress(self, reservation: Reservation) -> billing.ProgressFn | None:
+        """Each change of an attempt's tally, journaled (not fsynced) under its reservation: after a SIGKILL the last
+        one is what its session had reached (runner.execute.reconcile)."""
+        journal = self.state.ledger.journal
+        if journal is None or reservation.id is None:
+            return None
+        ident = reservation.id
+        cap = reservation.amount_usd
+        return lambda tally: journal.progress(ident, *billing.charge(tally.total(), tally.bound_part(), cap)[:2])
 
     @property
     def first_alone(self) -> bool:

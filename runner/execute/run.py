@@ -26,7 +26,8 @@ from runner.corpus.errors import UsageError
 from runner.corpus.findings import Finding
 from runner.corpus.library import Case, Library, Probe
 from runner.corpus.settings import MAX_REPEATS, ListingSettings, RunSettings, Settings, TierSettings
-from runner.execute.budget import Journal, Ledger, journal_totals
+from runner.execute import reconcile as reconcile_mod
+from runner.execute.budget import Journal, Ledger, Reconciled, journal_totals
 from runner.execute.executor import STOP_CANCELLED, Dispatch, Executor, RunState, until_signalled
 from runner.execute.hosts import registry as host_registry
 from runner.execute.hosts.base import Host
@@ -42,12 +43,16 @@ from runner.plan.build import Plan
 from runner.plan.select import Selection, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
-from runner.results.build import LostInFlight
+from runner.results.build import LostInFlight, ReconciledSpend
 
 KILL_SWITCH_ENV = "SKILL_EVALS_DISABLED"
 HOW_TO_GET_RESULTS = ("no ANTHROPIC_API_KEY reached this run, so nothing was executed: every case that could run "
                       "is UNRUN (no-credentials), the others keep the plan's own reason. Set ANTHROPIC_API_KEY (in "
                       "CI: a repository secret passed to the action) to execute the cases.")
+HOW_TO_RESUME = "With the key set, `skill-evals run --resume {folder}` executes this run's plan."
+RESUMED_WITHOUT_KEY = ("no ANTHROPIC_API_KEY reached this resume, so nothing more was executed: the cases that "
+                       "finished keep their results, the attempts not run yet are UNRUN (no-credentials). Set "
+                       "ANTHROPIC_API_KEY and resume again: `skill-evals run --resume {folder}`.")
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,9 @@ class Prepared:
     shard: tuple[int, int] | None = None
     selection: Selection | None = None
     probes: dict[str, Probe] = field(default_factory=dict)
+    # Why this process starts no session although the plan could run (a resume without a key: no-credentials); the
+    # attempts that finished before keep their results, the others are UNRUN for it.
+    idle: str | None = None
 
 
 def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.PriceTable, root: Path
@@ -229,6 +237,8 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     # Claimed before the host exists (it empties the run folder's session parent) and before the audit runs.
     # A selection naming unknown skills is refused by `run` anyway: no folder is made for it.
     run_folder = claim(rundir) if rundir is not None and not unknown else None
+    if rundir is not None and run_folder is not None:
+        reconcile_killed(rundir, folder_plan(rundir))
     host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "",
                      run_folder)
     surface = None
@@ -321,22 +331,44 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
     listing = settings.listing.model_copy(update={"budget_chars": plan.listing_budget_chars})
     settings = settings.model_copy(update={"run": run, "listing": listing})
     prices = prices_mod.load(settings)
-    host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "", claim(rundir))
-    # The plan decided whether there is a judge: a run planned without one resumes without one.
+    plan, idle, late_judge = keyed_plan(plan, settings, credentials, prices)
+    folder = claim(rundir)
+    reconcile_killed(rundir, plan)
+    host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "", folder)
+    # The plan decided whether there is a judge: a run planned without one resumes without one (but for a plan made
+    # without a key, which could not have one: late_judge).
     judge_settings = settings.judge.model_copy(update={"model": plan.judge_model or settings.judge.model,
-                                                       "enabled": plan.judge_model is not None})
-    judge, _ = make_judge(settings.model_copy(update={"judge": judge_settings}), credentials, prices,
-                          Path(library.root))
-    if judge is not None and judge.version != plan.judge_prompt_version:
+                                                       "enabled": plan.judge_model is not None or late_judge})
+    judge, unavailable = make_judge(settings.model_copy(update={"judge": judge_settings}), credentials, prices,
+                                    Path(library.root))
+    if late_judge:
+        plan = plan.model_copy(update={"judge_model": judge.settings.model if judge else None,
+                                       "judge_prompt_version": judge.version if judge else None,
+                                       "judge_unavailable": unavailable})
+    elif judge is not None and judge.version != plan.judge_prompt_version:
         raise ResumeError(f"{rundir.path}: the judge prompt changed since this run was planned "
                           f"({plan.judge_prompt_version} then, {judge.version} now); start a new run")
-    if plan.unrun_all is None and not credentials.api_key:
-        plan = plan.model_copy(update={"unrun_all": "no-credentials"})
-        return Prepared(plan=plan, plan_hash=planned_hash, cases=cases, host=host, unknown_skills=[],
-                        known_names=known_names(library), shard=shard)
     return Prepared(plan=plan, plan_hash=planned_hash, cases=cases, host=host, unknown_skills=[],
-                    known_names=known_names(library), judge=judge, shard=shard,
-                    probes={p.uid: p for p in library.probes})
+                    known_names=known_names(library), judge=judge if idle is None else None, shard=shard,
+                    probes={p.uid: p for p in library.probes}, idle=idle)
+
+
+def keyed_plan(plan: Plan, settings: Settings, credentials: Credentials, prices: prices_mod.PriceTable
+               ) -> tuple[Plan, str | None, bool]:
+    """A resumed plan as the key of this process allows: (the plan, why nothing starts now, whether it may have the
+    judge it could not have when it was planned).
+
+    Planned without a key (unrun_all no-credentials) and resumed with one: it runs now (the README's path: run, read
+    "Set ANTHROPIC_API_KEY", set it, --resume), its model priced as any run's must be, and with the judge the
+    settings give. Resumed without a key: nothing starts, and the attempts that finished keep their results (only
+    those not run yet are UNRUN no-credentials). The plan's hash stays the planned one either way."""
+    if plan.unrun_all == "no-credentials" and credentials.api_key:
+        unpriced_model_refused(settings, prices)
+        return (plan.model_copy(update={"unrun_all": None}), None,
+                plan.judge_unavailable == "no-credentials" and settings.judge.enabled)
+    if plan.unrun_all is None and not credentials.api_key:
+        return plan, "no-credentials", False
+    return plan, None, False
 
 
 SHARD = "shard.json"
@@ -375,14 +407,44 @@ def prior_attempts(rundir: RunDir, plan_hash: str) -> dict[str, list[AttemptReco
 def lost_in_flight(rundir: RunDir, plan_hash: str, prior: dict[str, list[AttemptRecord]]) -> LostInFlight:
     """What the reservation journal says this plan spent beyond what the records show (runner.execute.budget).
 
-    Records that name a reservation are in the journal too (settled at their cost; a cancelled record costs
-    nothing), so the journal's total minus theirs is the spend no record shows: reservations in flight at a
-    kill, at their worst case, and sessions whose record was lost, at their real cost. `prior`: the finished
-    records of the plan (prior_attempts)."""
+    Records that name a reservation are in the journal too (settled at their cost; a cancelled record at what it
+    spent before it was cancelled), so the journal's total minus theirs is the spend no record shows: reservations
+    in flight at a kill, at their worst case or at the figure a later process reconciled them to, and sessions whose
+    record was lost, at their real cost. `prior`: the finished records of the plan (prior_attempts)."""
     totals = journal_totals(rundir.path / RESERVATIONS, plan_hash)
     journaled = sum(r.total_cost_usd for records in prior.values() for r in records if r.reservation_id)
+    journaled += sum(r.total_cost_usd for r in cancelled_attempts(rundir, plan_hash) if r.reservation_id)
     return LostInFlight(usd=max(0.0, totals.usd - journaled), reservations=totals.unsettled,
-                        attempts=totals.unsettled_for)
+                        attempts=totals.unsettled_for, reconciled=tuple(
+                            ReconciledSpend(reservation=r.id, attempt=r.label, reserved_usd=round(r.reserved_usd, 6),
+                                            usd=round(r.usd, 6), source=r.source, detail=r.detail)
+                            for r in totals.reconciled))
+
+
+def cancelled_attempts(rundir: RunDir, plan_hash: str) -> list[AttemptRecord]:
+    """The plan's attempts cancelled in flight (SIGINT/SIGTERM): they run again on resume, and what they spent before
+    they were cancelled is spent (runner.execute.executor)."""
+    return [r for r in rundir.iter_attempts(plan_hash=plan_hash, slim=True) if r.status == "cancelled"]
+
+
+def reconcile_killed(rundir: RunDir, plan: Plan | None) -> list[Reconciled]:
+    """Reconcile the reservations a killed process of the run folder left unsettled (runner.execute.reconcile), each
+    said on stderr. Holding the folder's lock, before the host exists (it empties the killed sessions' folders)."""
+    done = reconcile_mod.reconcile(rundir, plan)
+    for found in done:
+        what = f"attempt {found.label}" if found.label else "a judge call"
+        print(f"skill-evals: {rundir.path}: reservation {found.id} ({what}) was in flight when an earlier process "
+              f"was killed: reconciled from {found.source} at ${found.usd:.4f} (its worst case ${found.reserved_usd:.4f}"
+              f"{'' if found.source != 'none' else '; no evidence, so it stays there'})", file=sys.stderr)
+    return done
+
+
+def folder_plan(rundir: RunDir) -> Plan | None:
+    """The run folder's plan.json, when there is a readable one (an earlier run's)."""
+    try:
+        return load_plan(rundir) if (rundir.path / PLAN).exists() else None
+    except (OSError, ValueError):
+        return None
 
 
 def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str) -> tuple[dict[str, list[AttemptRecord]], Ledger]:
@@ -391,13 +453,15 @@ def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str) -> tuple[dict[str, l
     prior = prior_attempts(rundir, plan_hash)
     lost = lost_in_flight(rundir, plan_hash, prior)
     if lost.usd > 0:
+        reconciled = f", {len(lost.reconciled)} reconciled with the evidence it left" if lost.reconciled else ""
         print(f"skill-evals: {rundir.path}: ${lost.usd:.4f} of spend no attempt record shows ({lost.reservations} "
-              f"reservation(s) in flight when an earlier process of this run was killed, at their worst case); "
-              f"counted against the cap", file=sys.stderr)
+              f"reservation(s) in flight when an earlier process of this run was killed, at their worst case"
+              f"{reconciled}); counted against the cap", file=sys.stderr)
     rundir.repair_tail(RESERVATIONS)
     journal = Journal(plan_hash, lambda line, durable: rundir.append_line(RESERVATIONS, line, durable))
     ledger = Ledger(cap_usd=plan.cap_usd, journal=journal)
-    ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records) + lost.usd)
+    cancelled = sum(r.total_cost_usd for r in cancelled_attempts(rundir, plan_hash))
+    ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records) + cancelled + lost.usd)
     return prior, ledger
 
 
@@ -420,9 +484,9 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None, dispatch: 
                 await prepared.judge.aclose()
             await prepared.host.aclose()  # what the host keeps open for the run is closed in this loop
 
-    if plan.unrun_all is None:
+    if plan.unrun_all is None and prepared.idle is None:
         asyncio.run(main())
-    return finish(prepared, rundir, state.stop_reason, ledger.refused)
+    return finish(prepared, rundir, prepared.idle or state.stop_reason, ledger.refused)
 
 
 def shard_uids(plan: Plan, shard: tuple[int, int] | None) -> set[str]:

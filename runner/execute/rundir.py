@@ -41,7 +41,7 @@ from pydantic_core import PydanticSerializationError
 
 from runner.corpus.errors import UsageError
 from runner.corpus.findings import is_unicode, printable_tree
-from runner.execute.hosts.base import Bound, Decided, FirstTurn, ToolCall, Usage
+from runner.execute.hosts.base import Bound, CostBasis, Decided, FirstTurn, ToolCall, Usage
 from runner.judge.prose import JudgeCall
 from runner.probes.arms import ProbeGrade
 from runner.results.verdicts import AttemptOutcome
@@ -71,6 +71,10 @@ class AttemptRecord(BaseModel):
     turns: int = 0
     usage: Usage = Usage()
     cost_usd: float = 0.0
+    # How cost_usd was established, and its part that is a bound for lost replies (runner.execute.hosts.billing).
+    cost_basis: CostBasis = "reported"
+    bound_usd: float = 0.0
+    lost_replies: int = 0
     host_cost_usd: float | None = None
     reserved_usd: float = 0.0
     # The journal line of the session's reservation (reservations.jsonl) this record settles; None when the

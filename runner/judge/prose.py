@@ -37,8 +37,9 @@ from anthropic.types import Message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.corpus.library import Assertion
+from runner.execute.hosts import billing
 from runner.execute.hosts.api import reply_problem, reply_usage
-from runner.execute.hosts.base import ToolCall, Usage
+from runner.execute.hosts.base import CostBasis, ToolCall, Usage
 from runner.execute.ratelimit import SpendLimitMiddleware, SpendLimitReached
 from runner.plan.prices import PriceTable
 from runner.results.verdicts import AssertionOutcome
@@ -131,6 +132,9 @@ class JudgeCall(BaseModel):
     prompt_version: str
     usage: Usage = Usage()
     cost_usd: float = 0.0
+    cost_basis: CostBasis = Field(default="reported", description="How cost_usd was established "
+                                                                  "(runner.execute.hosts.billing).")
+    bound_usd: float = Field(default=0.0, description="Of cost_usd, the bound charged for replies that were lost.")
     duration_s: float = 0.0
     error: str | None = Field(default=None, description="The cause when the call produced no valid verdicts.")
     spend_limit: bool = Field(default=False, description="The API refused the call because spending must stop: "
@@ -234,9 +238,10 @@ class Judge:
         self.prices = prices
         self.prompt_caching = prompt_caching  # False: no cache breakpoints (to measure what they save)
         # A spend limit raises SpendLimitReached from its first response instead of being retried.
+        # BillingMiddleware counts each HTTP attempt, retries included, into the call's tally (a lost reply is billed).
         self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
                                                 max_retries=settings.max_retries, timeout=settings.timeout_s,
-                                                middleware=[SpendLimitMiddleware()])
+                                                middleware=[SpendLimitMiddleware(), billing.BillingMiddleware()])
         self.version = prompt_version()
 
     def __repr__(self) -> str:  # never show the key
@@ -245,6 +250,12 @@ class Judge:
     async def aclose(self) -> None:
         """Close the HTTP client inside the event loop that used it."""
         await self._client.close()
+
+    def request_bound_usd(self, params: dict[str, Any]) -> float:
+        """What one HTTP attempt of this judge call could cost, its reply lost (billing.input_bound_usd)."""
+        chars = billing.json_chars(params["system"]) + billing.json_chars(params["messages"])
+        return billing.input_bound_usd(self.prices, self.settings.model, chars // billing.CHARS_PER_TOKEN + 1,
+                                       self.settings.max_tokens)
 
     def worst_case_usd(self, prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion]) -> float:
         chars = len(SYSTEM_PROMPT) + len(build_user_message(prompt, answer, calls, assertions, "x" * 16))
@@ -271,21 +282,29 @@ class Judge:
             return [], call
         started = time.monotonic()
         params = self.request_params(prompt, answer, calls, assertions, secrets.token_hex(8))
-        try:
-            async with asyncio.timeout(self.settings.timeout_s):
-                response = await self._client.messages.create(**params)
-        except SpendLimitReached as exc:
-            call.spend_limit = True
-            return failed(assertions, call, started, f"spend limit: {exc.cause}")
-        except (TimeoutError, anthropic.APITimeoutError):
-            return failed(assertions, call, started, f"timeout after {self.settings.timeout_s:g} s")
-        except anthropic.APIStatusError as exc:
-            return failed(assertions, call, started, f"HTTP {exc.status_code} after the SDK's retries")
-        except anthropic.APIConnectionError as exc:
-            return failed(assertions, call, started, f"connection failed: {exc}")
-        except ValueError as exc:  # the SDK lets a body that is not JSON through as a decode error
-            return failed(assertions, call, started, f"unreadable response: {exc}")
-        return read_reply(response, answer, assertions, call, self.prices, started)
+        tally = billing.Tally()  # this call's own: its reservation is its own (runner.execute.executor)
+        with billing.metering(tally):
+            tally.open_request(self.request_bound_usd(params))
+            try:
+                async with asyncio.timeout(self.settings.timeout_s):
+                    response = await self._client.messages.create(**params)
+            except SpendLimitReached as exc:
+                call.spend_limit = True
+                return lost(tally, call, False, failed(assertions, call, started, f"spend limit: {exc.cause}"))
+            except (TimeoutError, anthropic.APITimeoutError):
+                return lost(tally, call, True, failed(assertions, call, started,
+                                                      f"timeout after {self.settings.timeout_s:g} s"))
+            except anthropic.APIStatusError as exc:
+                return lost(tally, call, False, failed(assertions, call, started,
+                                                       f"HTTP {exc.status_code} after the SDK's retries"))
+            except anthropic.APIConnectionError as exc:
+                return lost(tally, call, True, failed(assertions, call, started, f"connection failed: {exc}"))
+            except ValueError as exc:  # the SDK lets a body that is not JSON through as a decode error
+                return lost(tally, call, True, failed(assertions, call, started, f"unreadable response: {exc}"))
+            outcome = read_reply(response, answer, assertions, call, self.prices, started)
+            # A reply whose usage cannot be read was billed all the same: its bound.
+            tally.close_request(call.cost_usd if isinstance(reply_usage(response), Usage) else None)
+            return outcome[0], with_bound(call, tally)
 
 
 def read_reply(response: Message, answer: str, assertions: list[Assertion], call: JudgeCall, prices: PriceTable,
@@ -313,6 +332,20 @@ def read_reply(response: Message, answer: str, assertions: list[Assertion], call
         return failed(assertions, call, started, checked)
     call.duration_s = round(time.monotonic() - started, 3)
     return checked, call
+
+
+def with_bound(call: JudgeCall, tally: billing.Tally) -> JudgeCall:
+    """The call charged what its requests could have cost: reported usage plus the bound of each lost reply."""
+    if tally.bound_usd > 0:
+        call.cost_usd, call.bound_usd, call.cost_basis = tally.reported_usd + tally.bound_usd, tally.bound_usd, "bound"
+    return call
+
+
+def lost(tally: billing.Tally, call: JudgeCall, billed: bool,
+         outcome: tuple[list[AssertionOutcome], JudgeCall]) -> tuple[list[AssertionOutcome], JudgeCall]:
+    """A call that ended without a reply: billed at its bound unless the API answered with an error status."""
+    tally.close_request(None, billed=billed)
+    return outcome[0], with_bound(call, tally)
 
 
 def failed(assertions: list[Assertion], call: JudgeCall, started: float, cause: str

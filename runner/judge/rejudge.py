@@ -42,6 +42,7 @@ def observation_from_record(record: AttemptRecord) -> Observation:
         activations=[Activation(name=name, mechanism="skill-tool", turn=0) for name in fired],
         tool_calls=record.tool_calls, final_answer=record.final_answer, turns=record.turns, usage=record.usage,
         cost_usd=record.cost_usd, host_cost_usd=record.host_cost_usd, bounds_hit=record.bounds_hit,
+        cost_basis=record.cost_basis, bound_usd=record.bound_usd, lost_replies=record.lost_replies,
         duration_s=record.duration_s)
 
 

@@ -104,8 +104,29 @@ class PlanSummary(BaseModel):
                                                             "theirs was planned: the first finding of each.")
 
 
+class ReconciledSpend(BaseModel):
+    """A reservation a killed process left unsettled, reconciled by a later one (runner.execute.reconcile)."""
+
+    reservation: str = Field(description="Its id in reservations.jsonl.")
+    attempt: str | None = Field(default=None, description="The attempt it was for (None: a judge call's own).")
+    reserved_usd: float = Field(description="Its worst case, what it counted before.")
+    usd: float = Field(description="What it counts now: never below what the evidence shows billed, never above "
+                                   "the reservation.")
+    source: str = Field(description="attempt-record (its attempt's record), session-log (the CLI's own log in the "
+                                    "killed session's folder), progress (the last figure the session journaled), "
+                                    "none (no evidence: it stays at its worst case).")
+    detail: str = ""
+
+
 class Spend(BaseModel):
-    usd: float = Field(description="Sessions and judge calls of the recorded attempts.")
+    usd: float = Field(description="Sessions and judge calls of the recorded attempts (finished, and cancelled ones "
+                                   "at what they spent before they were cancelled).")
+    bound_usd: float = Field(default=0.0, description="Of `usd`, the part that is an upper bound, not usage the API "
+                                                      "reported: requests whose reply was lost (cut, reset, timed "
+                                                      "out, cancelled, usage unreadable), each charged its bound, "
+                                                      "capped at its attempt's reservation "
+                                                      "(runner.execute.hosts.billing).")
+    lost_replies: int = Field(default=0, description="Requests whose reply was lost, charged at their bound.")
     judge_usd: float = 0.0
     judge_calls: int = 0
     cap_usd: float
@@ -120,6 +141,10 @@ class Spend(BaseModel):
                                                                     "worst case).")
     lost_in_flight_attempts: list[str] = Field(default=[], description="The attempts whose session reservation was "
                                                                        "never settled (they run again on resume).")
+    reconciled: list[ReconciledSpend] = Field(default=[], description="Reservations a killed process left "
+                                                                      "unsettled, reconciled on resume with the "
+                                                                      "best evidence there was (counted in "
+                                                                      "lost_in_flight_usd at that figure).")
 
 
 class FirstTurnSummary(BaseModel):
@@ -248,6 +273,7 @@ class LostInFlight:
     usd: float = 0.0
     reservations: int = 0
     attempts: tuple[str, ...] = ()
+    reconciled: tuple[ReconciledSpend, ...] = ()
 
 
 class Results(BaseModel):
@@ -277,13 +303,23 @@ class Results(BaseModel):
 
 
 def kill_note(results: Results) -> str | None:
-    """One line for every report when a process of this run was killed: spend no record shows, torn lines cut."""
+    """One line for every report when a process of this run was killed (spend no record shows, reservations
+    reconciled, torn lines cut) or part of its spend is an upper bound (lost replies charged their bound)."""
     parts = []
     spend = results.spend
     if spend.lost_in_flight_usd > 0:
         parts.append(f"${spend.lost_in_flight_usd:.4f} spent in flight when a process of this run was killed (no "
                      f"attempt record shows it; {spend.lost_in_flight_reservations} reservation(s) counted at their "
                      f"worst case), counted against the cap with the ${spend.usd:.4f} recorded")
+    if spend.reconciled:
+        saved = sum(r.reserved_usd - r.usd for r in spend.reconciled)
+        parts.append(f"{len(spend.reconciled)} reservation(s) left in flight by a kill reconciled on resume from the "
+                     f"evidence left ({', '.join(sorted({r.source for r in spend.reconciled}))}): ${saved:.4f} below "
+                     f"their worst case (results.json spend.reconciled)")
+    if spend.bound_usd > 0:
+        parts.append(f"${spend.bound_usd:.4f} of the spend is an upper bound: {spend.lost_replies} request(s) whose "
+                     f"reply was lost (cut, reset, timed out, cancelled, usage unreadable) were charged what they "
+                     f"could have cost")
     if results.repairs:
         parts.append(f"{len(results.repairs)} torn line(s) cut from the run folder's files before appending "
                      f"(results.json `repairs`)")
@@ -439,6 +475,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     unrun = Counter(r.reason or "unknown" for r in results
                     if r.state == "UNRUN" or r.underlying_state == "UNRUN")
     finished = [r for r in records if r.status == "finished"]
+    spent = finished + [r for r in records if r.status == "cancelled"]  # a cancelled session spent too
     baselined = [(cases[p.uid], [r for r in by_uid.get(p.uid, []) if r.status == "finished" and r.outcome])
                  for p, result in zip(plan.cases, results) if result.uplift is not None]
     return Results(
@@ -458,7 +495,9 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         attempts_errored=sum(1 for r in finished if r.outcome and r.outcome.state == "ERROR"),
         cases=results,
         assertion_counts=assertion_counts(results),
-        spend=Spend(usd=round(sum(r.total_cost_usd for r in finished), 6),
+        spend=Spend(usd=round(sum(r.total_cost_usd for r in spent), 6),
+                    bound_usd=round(sum(r.bound_usd + (r.judge.bound_usd if r.judge else 0.0) for r in spent), 6),
+                    lost_replies=sum(r.lost_replies for r in spent), reconciled=list(lost.reconciled),
                     judge_usd=round(sum(r.judge.cost_usd for r in finished if r.judge), 6),
                     judge_calls=sum(1 for r in finished if r.judge), cap_usd=plan.cap_usd,
                     refused_reservations=refused, lost_in_flight_usd=round(lost.usd, 6),

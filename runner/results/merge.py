@@ -158,6 +158,9 @@ def merge(results: list[Results], labels: list[str] | None = None) -> Results:
         "lost_in_flight_usd": round(sum(r.spend.lost_in_flight_usd for r in results), 6),
         "lost_in_flight_reservations": sum(r.spend.lost_in_flight_reservations for r in results),
         "lost_in_flight_attempts": [a for r in results for a in r.spend.lost_in_flight_attempts],
+        "bound_usd": round(sum(r.spend.bound_usd for r in results), 6),
+        "lost_replies": sum(r.spend.lost_replies for r in results),
+        "reconciled": [c for r in results for c in r.spend.reconciled],
         "cap_usd": first.plan.cap_usd,
     })
     update = {

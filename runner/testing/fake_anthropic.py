@@ -52,7 +52,7 @@ Semantics
   otherwise the default script (``default(...)``; initially one ``text("ok")`` turn) is played.
 - Turn index = number of ``assistant`` messages already in ``messages``. Past the end of a script
   the reply is ``text("done")`` (stop_reason ``end_turn``).
-- Faults (``error``, ``break_stream``, ``hang``, ``malformed``) take ``times``: ``None`` = every
+- Faults (``error``, ``break_stream``, ``reset``, ``hang``, ``malformed``) take ``times``: ``None`` = every
   request for that turn index gets the fault; ``times=n`` = the first n requests for that turn
   index get it, after which the NEXT item of the script answers that same turn index. So
   ``script("x", error(529, times=1), text("ok"))`` plays 529 once, then "ok" as turn 0, and a
@@ -94,6 +94,21 @@ Semantics
   ``cache_creation_input_tokens`` (and written, readable by later requests); ``input_tokens`` is what
   follows. The three always add up to :func:`input_tokens_for` (tools count in the cache key, not in
   tokens). Entries never expire. The cache is per server: ``cache_entries`` counts them.
+- Billing (``billed``, ``billed_for(match)``: one :class:`Billed` per billed request). The rule the fake applies is
+  the API's: a request is billed once the API processed it and began a response, whether or not the client ever
+  reads that response. So the fake bills every ``POST /v1/messages`` for which it played a model turn: a reply sent
+  whole (text, tool_use, blocks; a ``dynamic`` turn), a reply whose fields it then replaced or removed
+  (``odd_message``: billed at the usage the reply had, e.g. with ``usage=None`` on the wire), a reply it hung before
+  sending (``hang``: billed when it arrived, the ``late`` reply, even if the client timed out and left), a reply cut
+  off or reset mid-stream, or not sent at all on a request without ``stream`` (``break_stream``, ``reset``: billed as
+  :data:`CUT_REPLY`, the reply the model was producing, whole), a 200 whose body is not JSON (``malformed``) and a
+  stream that began and then carried an ``error`` event (``stream_error``, ``sse_error``: billed as an empty reply).
+  Each is billed its input tokens (with the cache split the reply had) plus the output tokens of the WHOLE reply,
+  not only what reached the client. Not billed: an HTTP error status (``error``, ``detailed_error``,
+  ``spend_limit``, a rate-limit 429, ``stream_error`` on a request without ``stream``), an error body with status
+  200 (``ok_error``), count_tokens, and a request the fake cut during its latency because it was closing. In a
+  Message Batch, each ``succeeded`` result is billed (``Billed.batch``: at the batch discount), never an
+  ``errored``, ``expired`` or ``canceled`` one. Prices are the caller's: ``Billed.model`` and ``Billed.usage``.
 - ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": input_tokens_for(body)}``; any other
   path -> 404 with the Anthropic error JSON. Query strings (``?beta=true``) are ignored for routing
   (kept in ``Recorded.query``).
@@ -110,6 +125,7 @@ import json
 import math
 import re
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -122,6 +138,7 @@ from urllib.parse import urlsplit
 __all__ = [
     "FakeAnthropic", "Recorded", "Usage", "Text", "ToolUse", "Blocks", "Error", "BreakStream", "Hang",
     "Malformed", "StreamError", "Turn", "text", "tool", "skill", "blocks", "error", "break_stream", "hang", "malformed",
+    "Reset", "reset", "Billed", "CUT_REPLY",
     "stream_error", "input_tokens_for", "output_tokens_for", "first_user_text", "Dynamic", "dynamic",
     "cache_marks", "cache_units", "cache_min_tokens_for", "is_billing_block", "BILLING_HEADER", "LOOKBACK_BLOCKS",
     "DetailedError", "OkError", "SseError", "OddMessage", "detailed_error", "spend_limit", "ok_error", "sse_error",
@@ -167,6 +184,11 @@ class BreakStream:
 @dataclass(frozen=True)
 class Hang:
     seconds: float
+    times: int | None = None
+
+
+@dataclass(frozen=True)
+class Reset:
     times: int | None = None
 
 
@@ -231,9 +253,11 @@ class OddMessage:
     times: int | None = None
 
 
-Turn = Union[Text, ToolUse, Blocks, Error, BreakStream, Hang, Malformed, StreamError, Dynamic, DetailedError, OkError,
-             SseError, OddMessage]
-_FAULTS = (Error, BreakStream, Hang, Malformed, StreamError, DetailedError, OkError, SseError, OddMessage)
+Turn = Union[Text, ToolUse, Blocks, Error, BreakStream, Reset, Hang, Malformed, StreamError, Dynamic, DetailedError,
+             OkError, SseError, OddMessage]
+_FAULTS = (Error, BreakStream, Reset, Hang, Malformed, StreamError, DetailedError, OkError, SseError, OddMessage)
+# What the model was producing when a reply was cut off or reset (billed whole: Billing in the module docstring).
+CUT_REPLY = Text("Partial answer, cut off before its end.")
 _STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
               "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
               "timeout_error": 504, "overloaded_error": 529}
@@ -268,6 +292,12 @@ def error(status: int, err_type: str = "api_error", message: str = "...", retry_
 def break_stream(times: int | None = None) -> BreakStream:
     """Stream: message_start + half a text block, then the connection is cut. Non-stream: cut, no response."""
     return BreakStream(times)
+
+
+def reset(times: int | None = None) -> Reset:
+    """A connection reset (TCP RST, ECONNRESET at the client): streamed, after message_start and half a text block;
+    not streamed, before any response."""
+    return Reset(times)
 
 
 def hang(seconds: float, times: int | None = None) -> Hang:
@@ -360,6 +390,17 @@ class Recorded:
     script: str | None = None       # the matched script's `match` (None: default script / not a message call)
     turn: int | None = None         # turn index played
     outcome: str = ""               # "text", "tool_use", "error 529", "break_stream", "hang", "malformed", ...
+
+
+@dataclass(frozen=True)
+class Billed:
+    """One request the fake billed, as the API would (Billing in the module docstring)."""
+    script: str | None              # the matched script's `match` (None: the default script)
+    turn: int | None                # the turn index played (None: a batch request's)
+    model: str                      # the request's model
+    usage: Usage                    # input (with its cache split) and the whole reply's output
+    outcome: str                    # what the client got: "text", "break_stream", "hang", "odd_message", ...
+    batch: bool = False             # a succeeded request of a Message Batch (billed at the batch discount)
 
 
 # --------------------------------------------------------------------------------------------
@@ -637,6 +678,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def reset(self) -> None:
+        """Reset the connection (TCP RST: SO_LINGER 0, then close): the client reads ECONNRESET."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+
     def cut(self) -> None:
         """Drop the connection abruptly."""
         self.close_connection = True
@@ -837,20 +888,28 @@ class _BatchesMixin:
         elif isinstance(turn, (Error, StreamError, DetailedError, OkError, SseError)):
             kind, result = "errored", self._batch_failure("errored", turn.err_type, turn.message)
         elif isinstance(turn, OddMessage):
-            message = {**self._message(params, turn.answer, script.usage), **turn.set}  # type: ignore[attr-defined]
+            message = self._message(params, turn.answer, script.usage)  # type: ignore[attr-defined]
+            self._bill_batch(params, message, script.match, turn_index)
+            message = {**message, **turn.set}
             for key in turn.drop:
                 message.pop(key, None)
             kind, result = "succeeded", {"type": "succeeded", "message": message}
-        elif isinstance(turn, (BreakStream, Malformed)):
+        elif isinstance(turn, (BreakStream, Reset, Malformed)):
             kind, result = "errored", self._batch_failure("errored", "api_error", "...")
         else:
             answer = Text("late") if isinstance(turn, Hang) else turn
             assert isinstance(answer, (Text, ToolUse, Blocks))
             message = self._message(params, answer, script.usage)  # type: ignore[attr-defined]
+            self._bill_batch(params, message, script.match, turn_index)
             kind, result = "succeeded", {"type": "succeeded", "message": message}
         with self._lock:
             self._batch_state()["items"].append(BatchItem(batch_id, custom_id, params, script.match, turn_index, kind))
         return {"custom_id": custom_id, "result": result}
+
+    def _bill_batch(self, params: dict[str, Any], message: dict[str, Any], script: str | None, turn: int) -> None:
+        """A succeeded batch request is billed (errored, expired and canceled ones are not)."""
+        self._bill(Recorded("POST", "/v1/messages/batches", {}, params, time.time(), script=script, turn=turn,  # type: ignore[attr-defined]
+                            outcome="batch_succeeded"), params, message, batch=True)
 
     @staticmethod
     def _batch_failure(kind: BatchKind, err_type: str, message: str) -> dict[str, Any]:
@@ -898,6 +957,7 @@ class FakeAnthropic(_BatchesMixin):
         self._rate: _RateWindow | None = None
         self._ids = {"msg": 0, "toolu": 0, "req": 0}
         self.requests: list[Recorded] = []
+        self._billed: list[Billed] = []
         self.url = ""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -954,6 +1014,16 @@ class FakeAnthropic(_BatchesMixin):
     def requests_for(self, match: str) -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if match in first_user_text(r.body)]
+
+    @property
+    def billed(self) -> list[Billed]:
+        """Every request the fake billed so far (Billing in the module docstring), in the order it billed them."""
+        with self._lock:
+            return list(self._billed)
+
+    def billed_for(self, match: str) -> list[Billed]:
+        """The billed requests of the script whose `match` this is."""
+        return [b for b in self.billed if b.script == match]
 
     @property
     def message_requests(self) -> list[Recorded]:
@@ -1016,7 +1086,7 @@ class FakeAnthropic(_BatchesMixin):
                 self.requests.append(record)
             if not self._sleep(self._latency):
                 return h.cut()
-            return self._answer(h, body, turn, script.usage, headers, request_id)
+            return self._answer(h, body, turn, script.usage, headers, request_id, record)
 
         with self._lock:
             self.requests.append(record)
@@ -1036,38 +1106,51 @@ class FakeAnthropic(_BatchesMixin):
         return h.send_bytes(404, _error_body("not_found_error", f"fake: no route for {h.command} {path}", request_id),
                             {**headers, "Content-Type": "application/json"})
 
+    def _bill(self, record: Recorded, body: dict[str, Any], msg: dict[str, Any], batch: bool = False) -> None:
+        """Bill `msg` (the reply the fake began, before any field of it was replaced) for this request."""
+        used = msg["usage"]
+        billed = Billed(record.script, record.turn, str(body.get("model") or "claude-fake"),
+                        Usage(used["input_tokens"], used["output_tokens"], used["cache_creation_input_tokens"],
+                              used["cache_read_input_tokens"]), record.outcome, batch)
+        with self._lock:
+            self._billed.append(billed)
+
     def _answer(self, h: _Handler, body: dict[str, Any], turn: Turn, usage: Usage | None,
-                headers: dict[str, str], request_id: str) -> None:
+                headers: dict[str, str], request_id: str, record: Recorded) -> None:
         stream = bool(body.get("stream"))
         if isinstance(turn, (DetailedError, OkError, SseError, OddMessage)):
-            return self._answer_odd(h, body, turn, usage, headers, request_id)
+            return self._answer_odd(h, body, turn, usage, headers, request_id, record)
         if isinstance(turn, Error):
             extra = {**headers, "Content-Type": "application/json"}
             if turn.retry_after is not None:
                 extra["retry-after"] = str(turn.retry_after)
             message = turn.message if turn.message != "..." else _default_message(turn.err_type)
             return h.send_bytes(turn.status, _error_body(turn.err_type, message, request_id), extra)
-        if isinstance(turn, BreakStream):
+        if isinstance(turn, (BreakStream, Reset)):
+            cut = self._message(body, CUT_REPLY, usage)
+            self._bill(record, body, cut)
             if stream:
                 h.start_chunked(headers)
-                start = _start(self._message(body, Text(""), usage))
-                h.event("message_start", {"type": "message_start", "message": start})
+                h.event("message_start", {"type": "message_start", "message": _start(cut)})
                 h.event("content_block_start", {"type": "content_block_start", "index": 0,
                                                 "content_block": {"type": "text", "text": ""}})
                 h.event("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                 "delta": {"type": "text_delta", "text": "Partial ans"}})
-            return h.cut()
+            return h.cut() if isinstance(turn, BreakStream) else h.reset()
         if isinstance(turn, StreamError):
             message = turn.message if turn.message != "..." else _default_message(turn.err_type)
             if not stream:
                 return h.send_bytes(_STATUS_OF.get(turn.err_type, 500), _error_body(turn.err_type, message, request_id),
                                     {**headers, "Content-Type": "application/json"})
+            begun = self._message(body, Text(""), usage)
+            self._bill(record, body, begun)
             h.start_chunked(headers)
-            h.event("message_start", {"type": "message_start", "message": _start(self._message(body, Text(""), usage))})
+            h.event("message_start", {"type": "message_start", "message": _start(begun)})
             h.event("error", {"type": "error", "error": {"type": turn.err_type, "message": message}})
             h.end_chunked()
             return None
         if isinstance(turn, Malformed):
+            self._bill(record, body, self._message(body, Text(""), usage))
             if stream:
                 h.start_chunked(headers)
                 h.chunk(b"event: message_start\ndata: {this is not json\n\n")
@@ -1075,18 +1158,25 @@ class FakeAnthropic(_BatchesMixin):
                 return None
             return h.send_bytes(200, b"{this is not json", {**headers, "Content-Type": "application/json"})
         if isinstance(turn, Hang):
+            # Billed from its arrival: the API processes a request whether or not the client waits for the reply.
+            late = self._message(body, Text("late"), usage)
+            self._bill(record, body, late)
             if not self._sleep(turn.seconds):
                 return h.cut()
-            turn = Text("late")
+            return self._send(h, late, headers, stream)
         assert isinstance(turn, (Text, ToolUse, Blocks))
         msg = self._message(body, turn, usage)
+        self._bill(record, body, msg)
+        return self._send(h, msg, headers, stream)
+
+    def _send(self, h: _Handler, msg: dict[str, Any], headers: dict[str, str], stream: bool) -> None:
         if not stream:
             return h.send_bytes(200, json.dumps(msg).encode(), {**headers, "Content-Type": "application/json"})
         self._stream(h, msg, headers)
         return None
 
     def _answer_odd(self, h: _Handler, body: dict[str, Any], turn: DetailedError | OkError | SseError | OddMessage,
-                    usage: Usage | None, headers: dict[str, str], request_id: str) -> None:
+                    usage: Usage | None, headers: dict[str, str], request_id: str, record: Recorded) -> None:
         """The replies no well-behaved API sends on success (see the classes)."""
         json_headers = {**headers, "Content-Type": "application/json"}
         if isinstance(turn, DetailedError):
@@ -1102,8 +1192,10 @@ class FakeAnthropic(_BatchesMixin):
             return h.send_bytes(200, _error_body(turn.err_type, message, request_id), json_headers)
         if isinstance(turn, SseError):
             message = turn.message if turn.message != "..." else _default_message(turn.err_type)
+            begun = self._message(body, Text(""), usage)
+            self._bill(record, body, begun)
             h.start_chunked(headers)
-            h.event("message_start", {"type": "message_start", "message": _start(self._message(body, Text(""), usage))})
+            h.event("message_start", {"type": "message_start", "message": _start(begun)})
             h.event("content_block_start", {"type": "content_block_start", "index": 0,
                                             "content_block": {"type": "text", "text": ""}})
             h.event("content_block_delta", {"type": "content_block_delta", "index": 0,
@@ -1112,6 +1204,7 @@ class FakeAnthropic(_BatchesMixin):
             h.end_chunked()
             return None
         msg = self._message(body, turn.answer, usage)
+        self._bill(record, body, msg)  # what the reply cost, whatever fields of it are then replaced or removed
         msg.update(turn.set)
         for key in turn.drop:
             msg.pop(key, None)
@@ -1228,6 +1321,8 @@ def _outcome(turn: Turn) -> str:
         return f"error {turn.status}"
     if isinstance(turn, BreakStream):
         return "break_stream"
+    if isinstance(turn, Reset):
+        return "reset"
     if isinstance(turn, Hang):
         return "hang"
     if isinstance(turn, Malformed):

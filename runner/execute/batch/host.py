@@ -100,7 +100,12 @@ class BatchJudge:
         for retry in range(self.settings.max_retries + 1):
             result = await self.broker.submit(custom_id("j", key, str(occurrence), f"r{retry}"), params, key)
             if result.kind == "succeeded" and result.message is not None:
-                return read_reply(result.message, answer, assertions, call, self.prices, started)
+                outcomes, call = read_reply(result.message, answer, assertions, call, self.prices, started)
+                if not isinstance(api_mod.reply_usage(result.message), api_mod.Usage):
+                    # A succeeded result was billed; its usage cannot be read: its bound (runner.execute.hosts.billing).
+                    bound = self.inner.request_bound_usd(params) * BATCH_DISCOUNT
+                    call.cost_usd, call.bound_usd, call.cost_basis = call.cost_usd + bound, bound, "bound"
+                return outcomes, call
             if not (result.retryable and retry < self.settings.max_retries):
                 break
         call.spend_limit = result.spend_limit

@@ -71,6 +71,7 @@ from anthropic.types import CacheControlEphemeralParam, TextBlockParam
 from runner.corpus import frontmatter
 from runner.corpus.library import Library, Skill
 from runner.corpus.settings import HOST_DEFAULT_LISTING_BUDGET
+from runner.execute.hosts import billing
 from runner.execute.hosts.activation import recognise, slash_command
 from runner.execute.hosts.base import (
     Activation,
@@ -287,7 +288,8 @@ def loop_client(clients: Clients, api_key: str, base_url: str | None, max_retrie
     client = clients.get(loop)
     if client is None:
         client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=max_retries,
-                                          middleware=[*middleware, SpendLimitMiddleware()])
+                                          middleware=[*middleware, SpendLimitMiddleware(),
+                                                      billing.BillingMiddleware()])
         clients[loop] = client
     return client
 
@@ -397,12 +399,14 @@ class ApiHost:
         obs = Observation(attempt_id=spec.attempt_id, host=HOST_NAME,
                           listing=ListingSeen(with_description=with_description, name_only=name_only))
         session.expand_command()
-        try:
-            async with asyncio.timeout(spec.timeout_s):
-                await session.loop(self.client())
-        except TimeoutError:
-            session.fail(SessionError("timeout", f"the session outlived its {spec.timeout_s:g} s wall-clock "
-                                                  "bound", "timeout"))
+        with billing.metering(session.tally):
+            try:
+                async with asyncio.timeout(spec.timeout_s):
+                    await session.loop(self.client())
+            except TimeoutError:
+                session.tally.abandon()  # the request the wall clock cut short was billed all the same
+                session.fail(SessionError("timeout", f"the session outlived its {spec.timeout_s:g} s wall-clock "
+                                                      "bound", "timeout"))
         session.fill(obs)
         obs.duration_s = time.monotonic() - started
         return _scrub(utf8_safe(obs), self._api_key)
@@ -433,6 +437,10 @@ class _Session:
         self.last_input_tokens = 0
         self.chars_at_last_call = 0
         self.first_turn_input: int | None = None
+        # The attempt's tally when the executor opened one (its requests, lost replies included); from here on
+        # this session's figures are what it adds (runner.execute.hosts.billing).
+        self.tally = billing.current() or billing.Tally()
+        self.start = self.tally.mark()
 
     def fail(self, error: SessionError) -> None:
         self.error = error
@@ -445,15 +453,26 @@ class _Session:
     def request_chars(self) -> int:
         return self.system_chars + TOOLS_CHARS + len(json.dumps(self.messages))
 
+    def input_estimate(self, chars: int) -> int:
+        """The next request's input tokens: its characters / 4, or the last reply's input plus what was added since,
+        whichever is more."""
+        input_tokens = chars // CHARS_PER_TOKEN + 1
+        if self.turns:
+            input_tokens = max(input_tokens,
+                               self.last_input_tokens + (chars - self.chars_at_last_call) // CHARS_PER_TOKEN + 1)
+        return input_tokens
+
+    def request_bound(self, chars: int) -> float:
+        """What one HTTP attempt of the next request could cost (billing.input_bound_usd)."""
+        return billing.input_bound_usd(self.host.prices, self.spec.model, self.input_estimate(chars),
+                                       self.spec.max_output_tokens)
+
     def over_budget(self) -> bool:
         """Would the spent cost plus the worst case of one more call pass spec.max_usd?"""
         if self.spec.max_usd is None:
             return False
         chars = self.request_chars()
-        input_tokens = chars // CHARS_PER_TOKEN + 1
-        if self.turns:
-            input_tokens = max(input_tokens,
-                               self.last_input_tokens + (chars - self.chars_at_last_call) // CHARS_PER_TOKEN + 1)
+        input_tokens = self.input_estimate(chars)
         spent = self.cost()
         worst = self.host.prices.cost(self.spec.model, Usage(input_tokens=input_tokens,
                                                              output_tokens=self.spec.max_output_tokens))
@@ -470,8 +489,8 @@ class _Session:
             if self.over_budget():
                 self.bounds.append("max-budget")
                 return
-            # Only the budget check needs the request's size: no JSON of the messages otherwise.
-            chars = self.request_chars() if self.spec.max_usd is not None else 0
+            chars = self.request_chars()  # the budget check's and a lost reply's bound
+            self.tally.open_request(self.request_bound(chars))
             try:
                 response = await client.messages.create(
                     model=self.spec.model, max_tokens=self.spec.max_output_tokens, system=self.system,
@@ -479,6 +498,9 @@ class _Session:
                     timeout=max(0.05, deadline - time.monotonic()))
             except Exception as exc:  # noqa: BLE001 - classified below; anything else is a runner bug
                 error = classify_error(exc)
+                # An HTTP error status is not billed; a connection lost, a timeout or an unreadable body may be.
+                self.tally.close_request(None, billed=not isinstance(exc, (anthropic.APIStatusError,
+                                                                           SpendLimitReached)) and error is not None)
                 if error is None:
                     raise
                 self.fail(error)
@@ -504,6 +526,9 @@ class _Session:
         """Count the reply's usage (whatever else is wrong with it, what it cost is spent) and keep it in the
         transcript; why the rest cannot be read, or None."""
         used = reply_usage(response)
+        # A reply whose usage cannot be read was billed all the same: its bound (billing).
+        self.tally.close_request((self.host.prices.cost(self.spec.model, used) or 0.0) if isinstance(used, Usage)
+                                 else None)
         if isinstance(used, Usage):
             self.usage = self.usage.add(used)
             if self.first_turn_input is None:
@@ -607,7 +632,7 @@ class _Session:
         obs.tool_calls = self.tool_calls
         obs.turns = self.turns
         obs.usage = self.usage
-        obs.cost_usd = self.cost() or 0.0
+        fill_cost(obs, self.tally.since(self.start), self.spec.max_usd)
         obs.host_cost_usd = None
         obs.bounds_hit = self.bounds
         obs.transcript = self.transcript
@@ -620,6 +645,14 @@ class _Session:
             obs.final_answer = None
         else:
             obs.final_answer = self.final_answer
+
+
+def fill_cost(obs: Observation, spent: billing.Mark, max_usd: float | None) -> None:
+    """The observation's cost: what the session's requests reported, plus the bounds of its lost replies, capped
+    at the session's budget (its reservation) unless reported usage alone is more (billing.charge)."""
+    obs.cost_usd, obs.bound_usd, obs.cost_basis = billing.charge(spent.reported_usd + spent.bound_usd,
+                                                                 spent.bound_usd, max_usd)
+    obs.lost_replies = spent.lost
 
 
 def prefix_hash(model: str, system: SystemParam) -> str:

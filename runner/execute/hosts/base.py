@@ -32,6 +32,9 @@ ErrorKind = Literal[
     "malformed",      # the host or API produced output the harness cannot read
     "ambiguous",      # the session ended in a way that does not show what happened
 ]
+# How a cost was established (runner.execute.hosts.billing): the API's usage figures; with a bound for lost replies;
+# that bound capped at the reservation.
+CostBasis = Literal["reported", "bound", "reservation"]
 Mechanism = Literal["skill-tool", "skill-md-read", "subagent", "slash-command"]
 Bound = Literal["max-turns", "timeout", "max-budget"]
 
@@ -52,6 +55,10 @@ class SessionSpec(BaseModel):
                                                         "relative to it.")
     case_files_dir: str | None = Field(default=None, description="The folder `case_files` are relative to in the "
                                                                  "library (the case's skill folder), absolute.")
+    request_input_tokens: int | None = Field(
+        default=None, description="The plan's estimate of a session's first request, in input tokens: what a request "
+                                  "whose reply was lost is charged as when nothing the host saw shows its size "
+                                  "(runner.execute.hosts.billing). None: such a request is charged max_usd.")
     decide_when: list[list[str]] = Field(
         default=[], description="An activation-only attempt's outcome is certain once every name of one of these sets "
                                 "fired (runner.plan.decide): a host may end the session there. Empty: the session "
@@ -125,6 +132,13 @@ class Observation(BaseModel):
     usage: Usage = Usage()
     cost_usd: float = Field(default=0.0, description="From the run's price table and the host's usage figures.")
     host_cost_usd: float | None = Field(default=None, description="The host's own cost figure, when it gives one.")
+    cost_basis: CostBasis = Field(default="reported", description="How cost_usd was established: reported (the API's "
+                                                                  "usage figures), bound (with a bound for replies "
+                                                                  "that were lost: runner.execute.hosts.billing), "
+                                                                  "reservation (that bound, capped at max_usd).")
+    bound_usd: float = Field(default=0.0, description="Of cost_usd, the part that is a bound, not reported usage.")
+    lost_replies: int = Field(default=0, description="Requests the API may have billed whose reply was not read whole "
+                                                     "(cut, reset, timed out, usage unreadable).")
     bounds_hit: list[Bound] = []
     listing: ListingSeen | None = None
     duration_s: float = 0.0

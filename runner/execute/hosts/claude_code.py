@@ -61,7 +61,8 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk import _errors as sdk_errors
 
-from runner.execute.hosts import sessionpath, wall, workspace
+from runner.execute.hosts import billing, cli_log, sessionpath, wall, workspace
+from runner.execute.hosts.cli_spend import CliCosts, Spent, StreamSeen, remove_mark, write_mark
 from runner.execute.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_TOOLS, Turns, apply_result, decided, \
     recognise, slash_command
 from runner.execute.hosts.base import (Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage,
@@ -160,6 +161,8 @@ class _Recorder:
         self.replies: set[str] = set()  # ids of the API's replies (not the CLI's own synthetic messages)
         self.init_date = ""
         self.transcript: list[dict] = []
+        self.seen = StreamSeen()  # the requests the stream shows, for the session's cost (cli_spend)
+        self.on_spend: Callable[[], None] | None = None  # called when `seen` changed
 
     def on_tool_use(self, block: ToolUseBlock, turn: int) -> None:
         call = ToolCall(name=block.name, input=json.dumps(block.input)[:_INPUT_CHARS], turn=turn)
@@ -187,6 +190,7 @@ class _Recorder:
             elif self.unreadable is None:
                 self.unreadable = _usage_problem(message)
             if message.model != "<synthetic>" and message.message_id:
+                self.on_reply(message)
                 self.replies.add(message.message_id)
             if self.first_turn_input is None and message.model != "<synthetic>" and isinstance(message.usage, dict):
                 self.first_turn_input = sum(message.usage[name] for name in ("input_tokens", "cache_creation_input_tokens",
@@ -205,11 +209,41 @@ class _Recorder:
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
                     self.on_tool_result(block)
+            # What the next request carries besides what it carried before (cli_spend: its bound).
+            self.seen.on_results(len(json.dumps(_as_dict(message), default=str)),
+                                 {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)})
+            self.spend_changed()
         elif isinstance(message, ResultMessage):
             self.result = message
+        elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
+            # A retried request without an HTTP status lost its reply (a connection dropped, a stream cut): it may
+            # have been billed. One with a status was refused: the API bills no error.
+            data = message.data if isinstance(message.data, dict) else {}
+            if data.get("error_status") is None:
+                self.seen.lost += 1
+                self.spend_changed()
         elif isinstance(message, SystemMessage) and message.subtype == "init" and self.init is None:
             self.init = message.data if isinstance(message.data, dict) else {}
             self.init_date = datetime.now(timezone.utc).date().isoformat()
+
+    def on_reply(self, message: AssistantMessage) -> None:
+        """A reply of the API (one message per content block, one id): its usage, or a lost reply when none."""
+        ident = message.message_id or ""
+        calls = {block.id for block in message.content if isinstance(block, ToolUseBlock)}
+        if ident in self.replies:  # another content block of a reply already counted
+            if ident in self.seen.replies and calls:
+                self.seen.calls |= calls
+                self.spend_changed()
+            return
+        if _usage_problem(message) is None and isinstance(message.usage, dict):
+            self.seen.on_reply(ident, _usage(message.usage), calls)
+        else:
+            self.seen.lost += 1
+        self.spend_changed()
+
+    def spend_changed(self) -> None:
+        if self.on_spend is not None:
+            self.on_spend()
 
     def on_api_error(self, message: AssistantMessage) -> None:
         """The CLI's message for the API error that ends the session (see "What the CLI shows" below)."""
@@ -375,6 +409,25 @@ def _error_from_result(result: ResultMessage, api_error: str | None) -> tuple[Er
     return "ambiguous", f"the session ended with {result.subtype}: {detail}".strip()
 
 
+def _live(tally: billing.Tally, start: billing.Mark, costs: CliCosts, seen: StreamSeen) -> None:
+    spent, in_flight = costs.live(seen)
+    tally.settle_to(start, spent.reported_usd, spent.bound_usd, spent.lost)
+    tally.set_in_flight(in_flight)
+
+
+def _final(tally: billing.Tally, start: billing.Mark, costs: CliCosts, recorder: _Recorder,
+           log: cli_log.SessionLog | None) -> Spent:
+    """The session's cost once the CLI is gone (cli_spend), into the attempt's tally."""
+    result = recorder.result
+    seen = recorder.seen
+    if result is not None and result.api_error_status is None and recorder.api_error is not None:
+        seen.lost += 1  # it ended on a reply lost without an HTTP status (a connection dropped)
+    spent = costs.final(log, _usage(result.usage) if result is not None else None, seen, ended=result is not None)
+    tally.set_in_flight(0.0)
+    tally.settle_to(start, spent.reported_usd, spent.bound_usd, spent.lost)
+    return spent
+
+
 class ClaudeCodeHost:
     name = "claude-code"
 
@@ -454,7 +507,8 @@ class ClaudeCodeHost:
         probe.session_wall = self.session_wall
         probe.wrapper = self.wrapper
         probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
-        return await probe.run(spec)
+        with billing.metering(billing.Tally()):  # no model, nothing billed: never an attempt's spend
+            return await probe.run(spec)
 
     async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
         """Run one session against a capture endpoint: the real first request, no model, no key."""
@@ -526,6 +580,13 @@ class ClaudeCodeHost:
         decider = _Decider(spec, recorder, self.aliases) if spec.decide_when else None
         error_kind: ErrorKind | None = None
         error_message: str | None = None
+        # The attempt's tally (billing): the session's replies as they come, a request in flight at its bound.
+        tally, costs = billing.current() or billing.Tally(), CliCosts(self.prices, spec)
+        start = tally.mark()
+        write_mark(ws.root, spec.attempt_id, tally.reservation_id)
+        recorder.on_spend = lambda: _live(tally, start, costs, recorder.seen)
+        tally.set_in_flight(costs.bound(None))
+        spent = Spent(0.0, 0.0, 0)
         # query() is an async generator function (its annotation says AsyncIterator): aclose() below ends it.
         stream = cast(AsyncGenerator[Message, None], query(prompt=spec.prompt, options=self.options(spec, ws, stderr, decider)))
         try:
@@ -545,12 +606,19 @@ class ClaudeCodeHost:
             try:
                 await stream.aclose()
             finally:
+                # Before the folder goes: the CLI's own log shows every request it sent (cli_spend). Read in a
+                # worker thread (bounded, but files of the session's folder); no log read, no log evidence.
+                log = await asyncio.to_thread(cli_log.read, ws.config)
+                spent = _final(tally, start, costs, recorder, log)
                 await asyncio.to_thread(ws.remove)
+                remove_mark(ws.root)
             self._mark(spec, "removed")
-        return self.observe(spec, recorder, error_kind, error_message, stderr, time.monotonic() - started, decider)
+        return self.observe(spec, recorder, error_kind, error_message, stderr, time.monotonic() - started, decider,
+                            spent)
 
     def observe(self, spec: SessionSpec, recorder: _Recorder, error_kind: ErrorKind | None, error_message: str | None,
-                stderr: list[str], duration: float, decider: _Decider | None = None) -> Observation:
+                stderr: list[str], duration: float, decider: _Decider | None = None,
+                spent: Spent | None = None) -> Observation:
         result = recorder.result
         bounds: list[Bound] = []
         usage = Usage()
@@ -590,10 +658,16 @@ class ClaudeCodeHost:
             if error_kind is None and unfounded is not None:
                 error_kind, error_message = "ambiguous", unfounded
         cost = self.prices.cost(spec.model, usage)
+        reported = cost if cost is not None else (host_cost or 0.0)
+        if result is None and spent is not None:  # no result: the replies the log (or stream) showed
+            reported = spent.reported_usd
+        bound = spent.bound_usd if spent is not None else 0.0
+        charged, bound, basis = billing.charge(reported + bound, bound, spec.max_usd)
         return utf8_safe(Observation(
             attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind, error_message=error_message,
             activations=recorder.activations, tool_calls=recorder.calls, final_answer=final, turns=turns,
-            usage=usage, cost_usd=cost if cost is not None else (host_cost or 0.0), host_cost_usd=host_cost,
+            usage=usage, cost_usd=charged, cost_basis=basis, bound_usd=bound,
+            lost_replies=spent.lost if spent is not None else 0, host_cost_usd=host_cost,
             bounds_hit=bounds, duration_s=round(duration, 3), prefix_hash=prefix_fingerprint(recorder.init,
                                                                                              recorder.init_date),
             session_path=self.session_path.mode, first_turn_input_tokens=recorder.first_turn_input,

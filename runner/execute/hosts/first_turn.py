@@ -76,13 +76,15 @@ from pydantic import BaseModel, Field
 from runner.corpus.errors import UsageError
 from runner.corpus.library import Library
 from runner.execute.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_SUFFIX, SUBAGENT_TOOLS, decided, recognise
-from runner.execute.hosts.api import Clients, classify_error, SessionError, loop_client, reply_usage
+from runner.execute.hosts import billing
+from runner.execute.hosts.api import Clients, classify_error, fill_cost, SessionError, loop_client, reply_usage
 from runner.execute.hosts.base import (Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage,
                                       utf8_safe)
 from runner.execute.hosts.claude_code import ClaudeCodeHost, cli_version
 from runner.execute.hosts.sessionpath import SessionPath
 from runner.execute.hosts.wall import SessionWall
 from runner.floor.surface import CaptureServer, Surface, surface_from_request
+from runner.execute.ratelimit import SpendLimitReached
 from runner.plan.decide import first_turn_ineligible
 
 HOST_NAME = "first-turn"
@@ -588,29 +590,47 @@ class FirstTurnHost:
         body = request_body(found, spec.prompt, session_id, device_id)
         reply = _Reply()
         error: SessionError | None = None
-        try:
-            async with asyncio.timeout(spec.timeout_s):
-                # The CLI's path is /v1/messages?beta=true; this SDK's beta resource posts to /v1/messages alone.
-                stream = await self.client().beta.messages.create(
-                    **body, extra_headers=request_headers(found, session_id), extra_query=BETA_QUERY,
-                    timeout=spec.timeout_s)
-                async with stream:  # closes the response however the loop ends (a timeout, a cancel)
-                    async for event in stream:
-                        reply.on_event(event)
-        except TimeoutError:
-            error = SessionError("timeout", f"the first turn outlived the session's {spec.timeout_s:g} s bound",
-                                  "timeout")
-        except httpx2.TransportError as exc:  # the stream broke off after it began: the SDK retries no such thing
-            error = SessionError("api-error", f"the API's event stream broke off: {type(exc).__name__}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - classified as ApiHost classifies; anything else is a runner bug
-            error = classify_error(exc)
-            if error is None:
-                raise
+        refused = False  # an HTTP error status ended it: the API bills no error
+        tally = billing.current() or billing.Tally()  # the attempt's (billing): a lost reply is charged its bound
+        start = tally.mark()
+        prices = self.real.prices
+        chars = billing.json_chars(body.get("system")) + billing.json_chars(body.get("messages"))
+        with billing.metering(tally):
+            tally.open_request(billing.input_bound_usd(prices, spec.model, chars // billing.CHARS_PER_TOKEN + 1,
+                                                       spec.max_output_tokens))
+            try:
+                async with asyncio.timeout(spec.timeout_s):
+                    # The CLI's path is /v1/messages?beta=true; this SDK's beta resource posts to /v1/messages alone.
+                    stream = await self.client().beta.messages.create(
+                        **body, extra_headers=request_headers(found, session_id), extra_query=BETA_QUERY,
+                        timeout=spec.timeout_s)
+                    async with stream:  # closes the response however the loop ends (a timeout, a cancel)
+                        async for event in stream:
+                            reply.on_event(event)
+            except TimeoutError:
+                error = SessionError("timeout", f"the first turn outlived the session's {spec.timeout_s:g} s bound",
+                                      "timeout")
+            except httpx2.TransportError as exc:  # the stream broke off after it began: the SDK retries no such thing
+                error = SessionError("api-error", f"the API's event stream broke off: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - classified as ApiHost classifies; anything else is a runner bug
+                error = classify_error(exc)
+                refused = isinstance(exc, (anthropic.APIStatusError, SpendLimitReached))
+                if error is None:
+                    tally.close_request(None, billed=False)
+                    raise
+            # The reply's usage counts once the reply ended (message_stop); a reply cut before is billed at its
+            # message_start usage with max_tokens of output (billing).
+            final = reply.usage if reply.stopped and reply.usage is not None else None
+            lost_bound = (billing.usage_bound_usd(prices, spec.model, reply.usage, spec.max_output_tokens)
+                          if reply.usage is not None else None)
+            tally.close_request(None if final is None else (prices.cost(spec.model, final) or 0.0),
+                                billed=not refused, lost_bound_usd=lost_bound)
         if error is None and reply.unreadable() is not None:
             error = SessionError("malformed", f"the API's reply could not be read: {reply.unreadable()}")
         transcript = [{"role": "user", "content": spec.prompt, "first_turn": {"capture_hash": found.hash}},
                       reply.record()]
         base = self.observation(spec, found, reply.usage, transcript)
+        fill_cost(base, tally.since(start), spec.max_usd)
         usage = base.usage
         if error is not None:
             base.error_kind, base.error_message = error.kind, error.message
@@ -658,8 +678,11 @@ class FirstTurnHost:
         record = first_turn_record(found, "handed-off", reason, first.usage)
         session = await self.real.run(spec.model_copy(update={"max_usd": left}))
         host_cost = None if session.host_cost_usd is None else session.host_cost_usd + first.cost_usd
+        bound = first.bound_usd + session.bound_usd
+        basis = max(first.cost_basis, session.cost_basis, key=("reported", "bound", "reservation").index)
         return utf8_safe(session.model_copy(update={
             "host": self.name, "usage": first.usage.add(session.usage), "cost_usd": first.cost_usd + session.cost_usd,
+            "bound_usd": bound, "lost_replies": first.lost_replies + session.lost_replies, "cost_basis": basis,
             "host_cost_usd": host_cost, "model_calls": 1 + (session.model_calls or 0),
             "first_turn_input_tokens": first.first_turn_input_tokens, "prefix_hash": first.prefix_hash,
             "first_turn": record, "duration_s": round(time.monotonic() - started, 3),
