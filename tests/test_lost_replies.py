@@ -159,7 +159,7 @@ def test_recorded_spend_covers_what_the_api_billed_for_lost_replies(tmp_path: Pa
             fake.script(key_of(uid), *RUN_FAULTS[name])
         out = tmp_path / "run"
         done = skill_evals_run(fake, out, "--host", host, *[a for uid in uids.values() for a in ("--case", uid)],
-                               "--repeats", "1", "--concurrency", "5", "--timeout", "6", "--no-judge")
+                               "--repeats", "1", "--concurrency", "5", "--timeout", "12", "--no-judge")
         assert done.returncode == 0, done.stdout + done.stderr
         billed = {name: billed_usd(fake, match=key_of(uid)) for name, uid in uids.items()}
         total = billed_usd(fake)
