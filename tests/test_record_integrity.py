@@ -62,11 +62,13 @@ def record(prepared: runs_mod.Prepared, uid: str, repeat: int, passed: bool, cos
                          plan_hash=prepared.plan_hash, status="finished", outcome=outcome(passed), cost_usd=cost)
 
 
-def planned_folder(tmp_path: Path, signed: bool = True) -> tuple[runs_mod.Prepared, RunDir]:
+def planned_folder(tmp_path: Path, signed: bool = True, run: str = "run",
+                   shard: tuple[int, int] | None = None) -> tuple[runs_mod.Prepared, RunDir]:
     """A run folder as `skill-evals run` makes it (plan.json, and the key when the plan signs its records), N = 3."""
-    library, _ = load_library(demo_library(tmp_path / "lib"), Settings())
-    rundir = RunDir(tmp_path / "run")
-    prepared = runs_mod.prepare(library, Settings(), runs_mod.Options(host="api", repeats=3),
+    root = tmp_path / "lib"
+    library, _ = load_library(root if root.exists() else demo_library(root), Settings())
+    rundir = RunDir(tmp_path / run)
+    prepared = runs_mod.prepare(library, Settings(), runs_mod.Options(host="api", repeats=3, shard=shard),
                                 runs_mod.Credentials(api_key="sk-test-not-used", base_url="http://127.0.0.1:9"),
                                 audit=False, rundir=rundir)
     if not signed:  # a plan from before records were signed: no record_mac, no key
@@ -291,3 +293,31 @@ def test_resume_through_the_cli_refuses_forged_duplicate_and_negative_records(tm
     report = subprocess.run([sys.executable, "-m", "runner", "report", str(out), "--format", "markdown"],
                             capture_output=True, text=True, timeout=120, check=True).stdout
     assert "**Attempt log:** 5 (3 mac-missing, 1 mac-wrong, 1 duplicate) attempt record(s) refused" in report
+
+
+def test_merge_vets_each_shard_with_its_own_key_and_signs_the_merged_log_with_a_new_one(tmp_path: Path) -> None:
+    from runner.results import vetting
+    from runner.results.merge import merge_dirs
+
+    shards = []
+    for index, (uid, passed) in enumerate(((ALPHA, True), (BRAVO, False)), start=1):
+        prepared, rundir = planned_folder(tmp_path, run=f"shard-{index}", shard=(index, 2))
+        for repeat in (1, 2):
+            rundir.append_attempt(record(prepared, uid, repeat, passed))
+        shards.append((prepared, rundir))
+    assert shards[0][0].plan_hash == shards[1][0].plan_hash
+    assert shards[0][1].key != shards[1][1].key
+    # A genuine line of shard 1, replayed into shard 2: its MAC is of shard 1's key.
+    append_raw(shards[1][1], json.dumps(genuine_lines(shards[0][1])[0]))
+    for prepared, rundir in shards:
+        runs_mod.finish(prepared, rundir, None)
+
+    out = tmp_path / "merged"
+    merged = merge_dirs([rundir.path for _, rundir in shards], out)
+    assert [(r.rule, r.line, r.uid) for r in merged.refused_records] == [("mac-wrong", 3, ALPHA)]
+    assert case_of(merged, ALPHA).state == "ERROR" and case_of(merged, BRAVO).state == "FAIL"
+    assert merged.records_signed is True
+    merged_key = (out / KEY).read_bytes()
+    assert merged_key not in (shards[0][1].key, shards[1][1].key)
+    again = vetting.read(RunDir(out), shards[0][0].plan, shards[0][0].plan_hash)
+    assert again.refused == [] and len(again.accepted) == 4  # the replayed line was left out, the rest re-signed
