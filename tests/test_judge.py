@@ -494,6 +494,31 @@ def test_refusal_case_whose_judge_always_errored_is_judge_error() -> None:
     assert (case_.wins, case_.losses, case_.errors) == (0, 0, 3)
 
 
+def test_an_attempt_whose_only_prose_assertion_was_never_judged_is_not_recorded_pass() -> None:
+    """Issue 28 §7: the attempt was recorded `state: PASS` though nobody judged its assertion. It is UNRUN now (the
+    §3 precedence over its parts); the case keeps what it already did right: UNRUN for the judge's reason, the
+    quorum decided by the attempts (no extra session starts), never PASS."""
+    from runner.execute.executor import CaseStarts
+    from runner.execute.hosts.base import Activation, Observation
+    from runner.results.verdicts import attempt_outcome, mark_unjudged
+
+    observed = Observation(attempt_id="x/evals/refuse#main#1", host="api", final_answer="Not all green.",
+                           activations=[Activation(name="x", mechanism="skill-tool", turn=0)])
+    outcome = attempt_outcome(refusal_case(), observed, {"x"})
+    assert (outcome.activation, outcome.state) == ("PASS", "UNRUN")
+    unjudged = mark_unjudged(outcome, "judge-disabled")
+    assert unjudged.state == "UNRUN" and unjudged.assertions[0].reason == "judge-disabled"
+    judged = apply_judgement(outcome, [AssertionOutcome(index=1, state="PASS", reason="declined")])
+    assert judged.state == "PASS"  # judged, it passes as before
+
+    case_ = case_result(planned_refusal(), refusal_case(), records([unjudged, unjudged.model_copy()]), None, None,
+                        set())
+    assert (case_.state, case_.reason) == ("UNRUN", "judge-disabled")
+    assert (case_.wins, case_.losses, case_.errors) == (2, 0, 0)
+    assert CaseStarts(planned_refusal(), records([unjudged, unjudged.model_copy()]), every_repeat=False,
+                      first_alone=False).take() == []
+
+
 def test_refusal_case_judged_pass_is_pass() -> None:
     judged = apply_judgement(fired_unjudged(), [AssertionOutcome(index=1, state="PASS", evidence="I won't")])
     outcomes = [judged, judged.model_copy()]

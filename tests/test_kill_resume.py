@@ -347,7 +347,11 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
         assert await other.reserve(0.7, "x#main#1") is not None  # another plan's run in the same folder
 
     asyncio.run(killed_process())
-    plan = Plan.model_construct(cap_usd=2.0)
+    from runner.plan.build import PlannedCase
+    # The plan's cases: a record's id must be one the plan can produce (runner.results.vetting).
+    cases = [PlannedCase.model_construct(uid=f"s/evals/{name}", repeats=1, arms=[], unrun_reason=None)
+             for name in ("old", "done", "lost-record", "in-flight")]
+    plan = Plan.model_construct(cap_usd=2.0, cases=cases, record_mac=None)
     prior, ledger = open_ledger(rundir, plan, "h")  # type: ignore[arg-type]
     assert sorted(prior) == ["s/evals/done", "s/evals/old"]
     # recorded 0.05 + 0.02 + 0.01 judge; lost: 0.4 in flight at its worst case + 0.03 settled without a record

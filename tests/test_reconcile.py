@@ -141,7 +141,7 @@ def test_each_unsettled_reservation_is_reconciled_once_from_the_best_evidence(tm
     target = run_parent(rundir.path, tmp_path / "base")
     target.parent.mkdir()
     parent.rename(target)
-    done = {r.label: r for r in reconcile(rundir, plan(), base=tmp_path / "base")}
+    done = {r.label: r for r in reconcile(rundir, plan(), rundir.read_attempts(slim=True), base=tmp_path / "base")}
     assert set(done) == {f"s/evals/{n}#main#1" for n in ("recorded", "logged", "progressed", "nothing", "settled")}
     by = {label.split("/")[2].split("#")[0]: r for label, r in done.items() if label}
     assert (by["recorded"].source, by["recorded"].usd) == ("attempt-record", 0.07)

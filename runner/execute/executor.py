@@ -37,7 +37,14 @@ from runner.probes import arms as probes_mod
 from runner.probes.arms import ARMS, Arm, ProbeGrade
 from runner.results import uplift
 from runner.results.quorum import QuorumRule, Tally, starts_allowed
-from runner.results.verdicts import AttemptOutcome, apply_judgement, attempt_outcome, mark_unjudged, needs_judge
+from runner.results.verdicts import (
+    AttemptOutcome,
+    apply_judgement,
+    attempt_outcome,
+    counts_as_win,
+    mark_unjudged,
+    needs_judge,
+)
 
 # Why starting stopped, in the words of semantics §3 (UNRUN reasons).
 STOP_BUDGET = "budget-cap"
@@ -129,7 +136,7 @@ class CaseStarts:
         if record.outcome is None:
             return
         state = record.outcome.state
-        self.wins += state == "PASS"
+        self.wins += counts_as_win(state)
         self.losses += state == "FAIL"
         self.errors += state in ("ERROR", "JUDGE-ERROR")
 

@@ -28,6 +28,7 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from runner.execute.budget import OpenReservation, Reconciled, open_reservations
 from runner.execute.hosts import billing, cli_log, workspace
 from runner.execute.hosts.base import SessionSpec
 from runner.execute.hosts.cli_spend import MARK_SUFFIX, CliCosts, StreamSeen
-from runner.execute.rundir import RESERVATIONS, RunDir
+from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir
 from runner.plan.build import Plan
 from runner.plan.prices import PriceTable
 
@@ -147,15 +148,17 @@ def figure(found: OpenReservation, seen: Evidence) -> float:
     return min(max(charged, seen.reported_usd), max(found.usd, seen.reported_usd))
 
 
-def reconcile(rundir: RunDir, plan: Plan | None, base: Path | None = None) -> list[Reconciled]:
+def reconcile(rundir: RunDir, plan: Plan | None, records: Iterable[AttemptRecord] = (),
+              base: Path | None = None) -> list[Reconciled]:
     """Reconcile every reservation a killed process of this run folder left unsettled (the module docstring). Call
-    it holding the folder's lock and before the host is made (that empties the killed sessions' folders)."""
+    it holding the folder's lock and before the host is made (that empties the killed sessions' folders).
+    `records`: the attempt records the vetting accepted (runner.results.vetting) — a forged record must never
+    lower what a reservation counts."""
     opened = open_reservations(rundir.path / RESERVATIONS)
     if not opened:
         return []
     wanted = {found.id for found in opened}
-    recorded = {r.reservation_id: r.total_cost_usd for r in rundir.iter_attempts(slim=True)
-                if r.reservation_id in wanted}
+    recorded = {r.reservation_id: r.total_cost_usd for r in records if r.reservation_id in wanted}
     sessions = marked_sessions(run_parent(rundir.path, base))
     done = []
     for found in opened:

@@ -8,6 +8,11 @@ One process per run folder: `run` and `--resume` claim the folder first (RunDir.
 of a torn line a killed process left), then build the host under that run folder's own session parent
 (emptied of a killed process's folders), and start the ledger from all earlier spend of the plan: the
 recorded attempts, and what the reservation journal shows no record for (`lost_in_flight`).
+
+Records are signed: a new plan gets the run folder's key (RunDir.make_key) when it is written, a resumed signed
+plan needs it (RunDir.load_key), and every reading that counts goes through runner.results.vetting, so a record
+the runner did not write (no MAC, a wrong one, a duplicate id, a negative cost, an id outside the plan) never
+counts: a resume says each one on stderr and runs what they claimed unless an accepted record covers it.
 """
 
 from __future__ import annotations
@@ -43,7 +48,9 @@ from runner.plan.build import Plan
 from runner.plan.select import Selection, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
+from runner.results import vetting
 from runner.results.build import LostInFlight, ReconciledSpend
+from runner.results.vetting import RefusedRecord
 
 KILL_SWITCH_ENV = "SKILL_EVALS_DISABLED"
 HOW_TO_GET_RESULTS = ("no ANTHROPIC_API_KEY reached this run, so nothing was executed: every case that could run "
@@ -319,6 +326,8 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
     if plan.library.content_hash != library.content_hash:
         raise ResumeError(f"{rundir.path}: the library changed since this run was planned (content hash "
                           f"{plan.library.content_hash[:12]} then, {library.content_hash[:12]} now); start a new run")
+    if plan.record_mac is not None:
+        rundir.load_key()  # before anything is appended (and before claim completes a whole last record)
     cases = {c.uid: c for c in library.cases}
     shard = None
     if (rundir.path / SHARD).exists():
@@ -375,7 +384,10 @@ SHARD = "shard.json"
 
 
 def write_plan(rundir: RunDir, prepared: Prepared) -> None:
+    """plan.json, and the folder's key when the plan signs its records (every record appended from now on is)."""
     rundir.create()
+    if prepared.plan.record_mac is not None:
+        rundir.make_key()
     rundir.write_json(PLAN, prepared.plan.model_dump_json(indent=2))
     if prepared.shard:
         rundir.write_json(SHARD, json.dumps({"index": prepared.shard[0], "count": prepared.shard[1]}))
@@ -395,25 +407,43 @@ def claim(rundir: RunDir) -> Path:
     return rundir.path
 
 
-def prior_attempts(rundir: RunDir, plan_hash: str) -> dict[str, list[AttemptRecord]]:
-    """Finished attempts of the same plan (cancelled ones are started again on resume)."""
-    prior: dict[str, list[AttemptRecord]] = {}
-    for record in rundir.iter_attempts(plan_hash=plan_hash, slim=True):
-        if record.status == "finished":
-            prior.setdefault(record.uid, []).append(record)
-    return prior
+REFUSED_SHOWN = 20  # refused records said one per line on stderr; the rest are counted (results.json has all)
 
 
-def lost_in_flight(rundir: RunDir, plan_hash: str, prior: dict[str, list[AttemptRecord]]) -> LostInFlight:
+def prior_attempts(rundir: RunDir, plan: Plan, plan_hash: str, mine: set[str] | None = None
+                   ) -> tuple[dict[str, list[AttemptRecord]], list[RefusedRecord]]:
+    """Finished accepted attempts of the same plan (cancelled ones are started again on resume), and the records
+    refused (runner.results.vetting): they count for nothing, so what they claim runs unless an accepted record
+    covers it."""
+    vetted = vetting.read(rundir, plan, plan_hash, mine=mine, slim=True)
+    return vetted.finished_by_uid(), vetted.refused
+
+
+def say_refused(rundir: RunDir, refused: list[RefusedRecord]) -> None:
+    """One stderr line per refused record (the first REFUSED_SHOWN), then how many more."""
+    if not refused:
+        return
+    print(f"skill-evals: {rundir.path}: {vetting.summary(refused)} record(s) of the attempt log refused (not written "
+          f"by the runner, or not for this plan): they count for nothing and their cases are ERROR", file=sys.stderr)
+    for record in refused[:REFUSED_SHOWN]:
+        print(f"skill-evals:   refused {record.describe()}", file=sys.stderr)
+    if len(refused) > REFUSED_SHOWN:
+        print(f"skill-evals:   ... and {len(refused) - REFUSED_SHOWN} more (results.json `refused_records`)",
+              file=sys.stderr)
+
+
+def lost_in_flight(rundir: RunDir, plan_hash: str, prior: dict[str, list[AttemptRecord]],
+                   cancelled: list[AttemptRecord] | None = None) -> LostInFlight:
     """What the reservation journal says this plan spent beyond what the records show (runner.execute.budget).
 
     Records that name a reservation are in the journal too (settled at their cost; a cancelled record at what it
     spent before it was cancelled), so the journal's total minus theirs is the spend no record shows: reservations
     in flight at a kill, at their worst case or at the figure a later process reconciled them to, and sessions whose
-    record was lost, at their real cost. `prior`: the finished records of the plan (prior_attempts)."""
+    record was lost, at their real cost. `prior`: the finished records of the plan (prior_attempts); `cancelled`:
+    its accepted cancelled records (cancelled_attempts)."""
     totals = journal_totals(rundir.path / RESERVATIONS, plan_hash)
     journaled = sum(r.total_cost_usd for records in prior.values() for r in records if r.reservation_id)
-    journaled += sum(r.total_cost_usd for r in cancelled_attempts(rundir, plan_hash) if r.reservation_id)
+    journaled += sum(r.total_cost_usd for r in cancelled or [] if r.reservation_id)
     return LostInFlight(usd=max(0.0, totals.usd - journaled), reservations=totals.unsettled,
                         attempts=totals.unsettled_for, reconciled=tuple(
                             ReconciledSpend(reservation=r.id, attempt=r.label, reserved_usd=round(r.reserved_usd, 6),
@@ -421,16 +451,17 @@ def lost_in_flight(rundir: RunDir, plan_hash: str, prior: dict[str, list[Attempt
                             for r in totals.reconciled))
 
 
-def cancelled_attempts(rundir: RunDir, plan_hash: str) -> list[AttemptRecord]:
-    """The plan's attempts cancelled in flight (SIGINT/SIGTERM): they run again on resume, and what they spent before
-    they were cancelled is spent (runner.execute.executor)."""
-    return [r for r in rundir.iter_attempts(plan_hash=plan_hash, slim=True) if r.status == "cancelled"]
+def cancelled_attempts(accepted: list[AttemptRecord]) -> list[AttemptRecord]:
+    """The plan's attempts cancelled in flight (SIGINT/SIGTERM), of the records the vetting accepted: they run again
+    on resume, and what they spent before they were cancelled is spent (runner.execute.executor)."""
+    return [r for r in accepted if r.status == "cancelled"]
 
 
 def reconcile_killed(rundir: RunDir, plan: Plan | None) -> list[Reconciled]:
     """Reconcile the reservations a killed process of the run folder left unsettled (runner.execute.reconcile), each
     said on stderr. Holding the folder's lock, before the host exists (it empties the killed sessions' folders)."""
-    done = reconcile_mod.reconcile(rundir, plan)
+    accepted = vetting.read(rundir, plan, plan.digest(), slim=True).accepted if plan is not None else []
+    done = reconcile_mod.reconcile(rundir, plan, accepted)
     for found in done:
         what = f"attempt {found.label}" if found.label else "a judge call"
         print(f"skill-evals: {rundir.path}: reservation {found.id} ({what}) was in flight when an earlier process "
@@ -447,11 +478,15 @@ def folder_plan(rundir: RunDir) -> Plan | None:
         return None
 
 
-def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str) -> tuple[dict[str, list[AttemptRecord]], Ledger]:
+def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str, mine: set[str] | None = None
+                ) -> tuple[dict[str, list[AttemptRecord]], Ledger]:
     """The finished attempts of the plan, and a ledger that journals to the run folder and starts from all
-    spend of earlier processes: recorded, and lost in flight at a kill (counted against the same cap)."""
-    prior = prior_attempts(rundir, plan_hash)
-    lost = lost_in_flight(rundir, plan_hash, prior)
+    spend of earlier processes: recorded, and lost in flight at a kill (counted against the same cap). A refused
+    record's cost is not in the records' sum; the journal still shows what its session (if any) cost."""
+    prior, refused = prior_attempts(rundir, plan, plan_hash, mine)
+    say_refused(rundir, refused)
+    cancelled_records = cancelled_attempts(vetting.read(rundir, plan, plan_hash, mine=mine, slim=True).accepted)
+    lost = lost_in_flight(rundir, plan_hash, prior, cancelled_records)
     if lost.usd > 0:
         reconciled = f", {len(lost.reconciled)} reconciled with the evidence it left" if lost.reconciled else ""
         print(f"skill-evals: {rundir.path}: ${lost.usd:.4f} of spend no attempt record shows ({lost.reservations} "
@@ -460,7 +495,7 @@ def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str) -> tuple[dict[str, l
     rundir.repair_tail(RESERVATIONS)
     journal = Journal(plan_hash, lambda line, durable: rundir.append_line(RESERVATIONS, line, durable))
     ledger = Ledger(cap_usd=plan.cap_usd, journal=journal)
-    cancelled = sum(r.total_cost_usd for r in cancelled_attempts(rundir, plan_hash))
+    cancelled = sum(r.total_cost_usd for r in cancelled_records)
     ledger.record_prior(sum(r.total_cost_usd for records in prior.values() for r in records) + cancelled + lost.usd)
     return prior, ledger
 
@@ -470,7 +505,7 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None, dispatch: 
     """Run the plan; on SIGINT/SIGTERM stop starting, cancel in-flight sessions, write results. `dispatch`: how
     the starts go (runner.execute.executor; batched rounds for `--batch`, runner.execute.batch.execute_batched)."""
     plan = prepared.plan
-    prior, ledger = open_ledger(rundir, plan, prepared.plan_hash)
+    prior, ledger = open_ledger(rundir, plan, prepared.plan_hash, shard_uids(plan, prepared.shard))
     state = RunState(ledger=ledger)
     executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
                         prepared.known_names, progress, prepared.judge, plan.judge_unavailable,
@@ -494,15 +529,15 @@ def shard_uids(plan: Plan, shard: tuple[int, int] | None) -> set[str]:
 
 
 def finish(prepared: Prepared, rundir: RunDir, stop_reason: str | None, refused: int = 0) -> results_mod.Results:
-    # Slim records: results need outcomes and costs, not the answers and tool calls (they stay on disk).
-    records = rundir.read_attempts(plan_hash=prepared.plan_hash, slim=True)
-    finished: dict[str, list[AttemptRecord]] = {}
-    for record in records:
-        if record.status == "finished":
-            finished.setdefault(record.uid, []).append(record)
-    results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, records, stop_reason, refused,
-                                shard_uids(prepared.plan, prepared.shard), prepared.shard,
-                                lost=lost_in_flight(rundir, prepared.plan_hash, finished), repairs=rundir.repairs())
+    # Slim records: results need outcomes and costs, not the answers and tool calls (they stay on disk). Only the
+    # records the vetting accepts count; the refused ones are listed and make their cases ERROR.
+    mine = shard_uids(prepared.plan, prepared.shard)
+    vetted = vetting.read(rundir, prepared.plan, prepared.plan_hash, mine=mine, slim=True)
+    results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, vetted.accepted, stop_reason,
+                                refused, mine, prepared.shard,
+                                lost=lost_in_flight(rundir, prepared.plan_hash, vetted.finished_by_uid(),
+                                                    cancelled_attempts(vetted.accepted)),
+                                repairs=rundir.repairs(), refused_records=vetted.refused)
     rundir.write_json(RESULTS, results.model_dump_json(indent=2))
     return results
 

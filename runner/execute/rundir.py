@@ -2,21 +2,32 @@
 
     <run>/plan.json            written before the first session starts
     <run>/surface.json         the surface audit (what the model is shown)
-    <run>/attempts.jsonl       one AttemptRecord per line, flushed and fsynced as each finishes
+    <run>/attempts.jsonl       one AttemptRecord per line, flushed and fsynced as each finishes; each line signed
+                               (`mac`: HMAC-SHA256 of the record under attempts.key) when plan.json says so
+    <run>/attempts.key         32 random bytes made with the run folder (mode 0600, never through a symlink): the key
+                               of every record's MAC, so a line the runner did not write is told apart
     <run>/reservations.jsonl   the spend ledger's journal (runner.execute.budget.Journal): one fsynced line per
                                reservation before its session or judge call starts, one line per settlement
     <run>/transcripts/<slug>-<hash>.json the host's messages for one attempt (secrets removed); the record's
                                `transcript` field names its file (`transcript_name`)
     <run>/run.lock             held (fcntl lock) by the one process running on this folder; it holds its pid
-    <run>/repairs.jsonl        one TailRepair per torn last line cut from an append-only file
+    <run>/repairs.jsonl        one TailRepair per torn last line cut from (or completed in) an append-only file
     <run>/torn/                the bytes each such cut removed, kept for a human to read
     <run>/results.json         written at the end, and on SIGINT/SIGTERM
 
 A crash can lose at most the attempt being written. A kill mid-write leaves a torn last line (no newline):
 before a process first appends to attempts.jsonl or reservations.jsonl it cuts that line off (`repair_tail`),
 or the next record would be glued onto the fragment and lost with it; the cut is logged in repairs.jsonl,
-shown in results.json (`repairs`) and said on stderr, and the bytes go to torn/. Only one process runs on a
-folder at a time (`claim`): a second one is refused (RunFolderBusy), it would append to the same files.
+shown in results.json (`repairs`) and said on stderr, and the bytes go to torn/. A last line that is a whole
+record missing only its newline (and, in a folder with a key, correctly signed) is completed with the newline
+instead: cutting it would run that attempt again and pay for it twice. Only one process runs on a folder at a
+time (`claim`): a second one is refused (RunFolderBusy), it would append to the same files.
+
+Signing: a plan that says `record_mac` has every line of attempts.jsonl carry `mac`, an HMAC-SHA256 under the
+folder's key of the record's canonical JSON without `mac` (`record_mac`), so that a record a session or any
+other process appended (or altered, or copied from another folder) is refused when the run's outcome is read
+(runner.results.vetting). The key is made once with the folder and never leaves it; a key file that is a link,
+not a regular file, not this user's, readable by others or of the wrong size is refused (RunFolderKeyError).
 
 Nothing here holds a run in memory: each attempt is appended (and fsynced) as it finishes, its
 transcript goes to its own file, and reading streams attempts.jsonl one line at a time. A reader
@@ -28,10 +39,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import json
+import math
 import os
 import re
+import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -55,6 +70,9 @@ RESERVATIONS = "reservations.jsonl"
 LOCK = "run.lock"
 REPAIRS = "repairs.jsonl"
 TORN = "torn"
+KEY = "attempts.key"
+KEY_BYTES = 32
+MAC_FIELD = "mac"
 
 
 class AttemptRecord(BaseModel):
@@ -94,6 +112,9 @@ class AttemptRecord(BaseModel):
     tool_calls: list[ToolCall] = []
     judge: JudgeCall | None = None
     probe: ProbeGrade | None = None  # tier-2 probe attempts: the graded act, arm, band score, skill fired
+    # HMAC-SHA256 (hex) of the record's canonical JSON without this field, under the run folder's key (record_mac);
+    # None in a run folder whose plan does not sign its records (made before records were signed).
+    mac: str | None = None
 
     @property
     def total_cost_usd(self) -> float:
@@ -117,13 +138,151 @@ def transcript_name(attempt_id: str) -> str:
     return f"{slug}-{digest}" if slug else digest
 
 
-def _record_json(record: AttemptRecord) -> str:
-    """The record as one JSON line. A host's or judge's text may hold half a surrogate pair (JSON allows the
-    escape "\\ud83d", UTF-8 cannot write it): such text is kept as the visible escape, never a lost record."""
+def _record_json(record: AttemptRecord, key: bytes | None = None) -> str:
+    """The record as one JSON line, signed with `key` when given. A host's or judge's text may hold half a surrogate
+    pair (JSON allows the escape "\\ud83d", UTF-8 cannot write it): such text is kept as the visible escape, never
+    a lost record."""
     try:
-        return record.model_dump_json()
+        line = record.model_dump_json(exclude={MAC_FIELD})
     except PydanticSerializationError:
-        return AttemptRecord.model_validate(printable_tree(record.model_dump())).model_dump_json()
+        line = AttemptRecord.model_validate(printable_tree(record.model_dump())).model_dump_json(exclude={MAC_FIELD})
+    if key is None:
+        return line
+    # The MAC is of the line as a reader will parse it, so writer and reader hash the same canonical form.
+    return line[:-1] + f',"{MAC_FIELD}":"{record_mac(key, json.loads(line))}"}}'
+
+
+def canonical_json(fields: dict) -> bytes:
+    """One byte string per JSON value, whatever the key order or spacing it was written with: what a MAC covers."""
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def record_mac(key: bytes, fields: dict) -> str:
+    """HMAC-SHA256 (hex) of a record's fields, its own `mac` left out."""
+    body = {name: value for name, value in fields.items() if name != MAC_FIELD}
+    return hmac.new(key, canonical_json(body), hashlib.sha256).hexdigest()
+
+
+def signed_line(fields: dict, key: bytes | None) -> str:
+    """A record's JSON object as one line, signed again with `key` (another folder's records, e.g. merged shards),
+    or unsigned when `key` is None."""
+    body = {name: value for name, value in fields.items() if name != MAC_FIELD}
+    if key is not None:
+        body[MAC_FIELD] = record_mac(key, body)
+    return json.dumps(body, ensure_ascii=True, separators=(",", ":"))
+
+
+def mac_matches(key: bytes, fields: dict) -> bool:
+    given = fields.get(MAC_FIELD)
+    return isinstance(given, str) and hmac.compare_digest(given, record_mac(key, fields))
+
+
+class RunFolderKeyError(UsageError, ValueError):
+    """The run folder's key cannot be trusted or is missing where its plan signs records (a usage error: the CLI
+    reports it and exits 2; no record of the folder can be verified without it)."""
+
+
+def read_key(folder: Path) -> bytes | None:
+    """The run folder's key; None when it has none. Opened without following a link and without blocking on a
+    FIFO; refused unless it is a regular file of this user, unreadable by others, of KEY_BYTES bytes."""
+    path = folder / KEY
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        raise RunFolderKeyError(f"{path}: the run folder's key cannot be used ({why}); it must be a regular file "
+                                f"this runner made") from None
+    try:
+        info = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(info.st_mode):
+            problem = "not a regular file"
+        elif info.st_uid != os.geteuid():
+            problem = f"owned by uid {info.st_uid}, not by this user ({os.geteuid()})"
+        elif info.st_mode & 0o077:
+            problem = f"mode {stat.S_IMODE(info.st_mode):04o}: others may read or change it (0600 expected)"
+        elif info.st_size != KEY_BYTES:
+            problem = f"{info.st_size} bytes, not {KEY_BYTES}"
+        if problem:
+            raise RunFolderKeyError(f"{path}: the run folder's key cannot be used ({problem}); the folder was "
+                                    f"tampered with or damaged, so its records cannot be verified")
+        key = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(key) != KEY_BYTES:
+        raise RunFolderKeyError(f"{path}: the run folder's key changed while it was read")
+    return key
+
+
+def create_key(folder: Path) -> bytes:
+    """A new key for the folder: created exclusively (never an existing file, never through a link), 0600."""
+    key = os.urandom(KEY_BYTES)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(folder / KEY, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return key
+
+
+@dataclass(frozen=True)
+class RecordLine:
+    """One line of attempts.jsonl as written: its number (1-based), its JSON object (None when it is not one), the
+    record (None when it is not a valid AttemptRecord), and whether it ends in its newline (only the last line can
+    lack it: a write torn by a kill, unless it is a whole record the next append completes)."""
+
+    number: int
+    fields: dict | None
+    record: AttemptRecord | None
+    whole: bool = True
+
+    @property
+    def torn(self) -> bool:
+        """A last line cut mid-write: no attempt finished there, so it claims nothing."""
+        return not self.whole and self.record is None
+
+
+def parse_record(text: str) -> tuple[dict | None, AttemptRecord | None]:
+    """A line's JSON object and the record validated from that same object: what a MAC covers is what counts (a
+    second parser could read a duplicated key another way)."""
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        return None, None
+    if not isinstance(fields, dict):
+        return None, None
+    try:
+        return fields, AttemptRecord.model_validate(fields)
+    except ValidationError:
+        return fields, None
+
+
+def _whole_record(fragment: bytes, key: bytes | None) -> bool:
+    """A torn tail that is a whole record missing only its newline: signed under the folder's key when it has one,
+    unsigned when it has none."""
+    try:
+        fields, record = parse_record(fragment.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False
+    if fields is None or record is None:
+        return False
+    return mac_matches(key, fields) if key is not None else MAC_FIELD not in fields
+
+
+def _whole_journal_line(fragment: bytes) -> bool:
+    """A torn tail of reservations.jsonl that is a whole entry (runner.execute.budget.Journal) missing its newline."""
+    try:
+        entry = json.loads(fragment.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return (isinstance(entry, dict) and entry.get("event") in ("reserve", "settle")
+            and isinstance(entry.get("id"), str) and isinstance(entry.get("usd"), (int, float))
+            and not isinstance(entry.get("usd"), bool) and math.isfinite(entry["usd"]))
 
 
 class RunFolderBusy(UsageError, ValueError):
@@ -132,15 +291,25 @@ class RunFolderBusy(UsageError, ValueError):
 
 
 class TailRepair(BaseModel):
-    """A torn last line cut off an append-only file of the run folder before the next append."""
+    """A torn last line of an append-only file of the run folder, made whole before the next append: cut off, or
+    (a whole record missing only its newline) completed with the newline."""
 
     file: str = Field(description="The file, relative to the run folder (attempts.jsonl, reservations.jsonl).")
-    offset: int = Field(description="Byte offset where the torn line began; the file now ends there.")
-    bytes_cut: int = Field(description="How many bytes were cut (the torn line, without a newline).")
-    saved_to: str = Field(description="Where the cut bytes are kept, relative to the run folder.")
-    at: str = Field(description="When the cut was made (UTC).")
+    offset: int = Field(description="Byte offset where the torn line began; a cut file now ends there.")
+    bytes_cut: int = Field(description="How many bytes were cut (the torn line, without a newline); 0 when the line "
+                                       "was completed.")
+    saved_to: str = Field(default="", description="Where the cut bytes are kept, relative to the run folder; empty "
+                                                  "when the line was completed (nothing was cut).")
+    at: str = Field(description="When the repair was made (UTC).")
+    kind: Literal["cut", "completed"] = Field(default="cut", description="cut: the fragment was cut off; completed: "
+                                                                         "the last line was a whole record missing "
+                                                                         "only its newline, which was appended.")
 
     def describe(self) -> str:
+        if self.kind == "completed":
+            return (f"{self.file} ended in a whole record without its newline (from byte {self.offset}: an earlier "
+                    f"process was killed after writing it); completed it with the newline, so it counts and is not "
+                    f"run again")
         return (f"{self.file} ended in a torn line ({self.bytes_cut} bytes from byte {self.offset}, no newline: an "
                 f"earlier process was killed while writing it); cut it before appending, the bytes are kept in "
                 f"{self.saved_to}")
@@ -191,14 +360,55 @@ def _truncate_durably(path: Path, offset: int) -> None:
         os.fsync(handle.fileno())
 
 
+def _append_durably(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class RunDir:
     def __init__(self, path: Path):
         self.path = path
         self._lock_fd: int | None = None
         self._checked: set[str] = set()  # append-only files whose tail this object already made whole
+        # The key every appended record is signed with; None: records are appended unsigned (a plan from before
+        # records were signed). Set by make_key (a new plan) or load_key (resuming a signed plan).
+        self.key: bytes | None = None
 
     def create(self) -> None:
         (self.path / TRANSCRIPTS).mkdir(parents=True, exist_ok=True)
+
+    def make_key(self) -> bytes:
+        """The key of a plan about to be written here: the folder's own when it has a sound one (a plan written
+        again into its folder keeps verifying the records already there), else a new one. Records appended by this
+        object are signed with it from now on."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        key = read_key(self.path)
+        if key is None:
+            try:
+                key = create_key(self.path)
+            except FileExistsError:  # made in between (or a dangling link put there): read it with every check
+                key = read_key(self.path)
+                if key is None:
+                    raise RunFolderKeyError(f"{self.path / KEY}: the run folder's key cannot be created (a link or "
+                                            f"another file is in its place)") from None
+        self.key = key
+        return key
+
+    def load_key(self) -> bytes:
+        """The key of a plan that signs its records (a resume, a report): it must be there."""
+        if self.key is None:
+            key = read_key(self.path)
+            if key is None:
+                raise RunFolderKeyError(
+                    f"{self.path / KEY}: missing, but {PLAN} says every record of this run is signed with it; without "
+                    f"it no record can be verified (the folder was tampered with or damaged, or copied without its "
+                    f"key): start a new run")
+            self.key = key
+        return self.key
 
     def claim(self) -> list[TailRepair]:
         """Make this process the one running on the folder, then cut torn tails left by a killed one.
@@ -236,7 +446,8 @@ class RunDir:
             self._lock_fd = None
 
     def repair_tail(self, name: str) -> TailRepair | None:
-        """Once per file and RunDir: cut a torn last line, keep its bytes in torn/, log it in repairs.jsonl."""
+        """Once per file and RunDir: cut a torn last line, keep its bytes in torn/, log it in repairs.jsonl; or,
+        when the last line is a whole record missing only its newline, complete it (module docstring)."""
         if name in self._checked:
             return None
         self._checked.add(name)
@@ -244,6 +455,12 @@ class RunDir:
         if torn is None:
             return None
         offset, fragment = torn
+        if self._whole(name, fragment):
+            _append_durably(self.path / name, b"\n")
+            completed = TailRepair(file=name, offset=offset, bytes_cut=0, kind="completed",
+                                   at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            self.append_line(REPAIRS, completed.model_dump_json())
+            return completed
         # The bytes are kept before the file is cut: a crash in between loses nothing.
         saved = f"{TORN}/{len(self.repairs()) + 1:03d}-{name}-at-{offset}"
         (self.path / TORN).mkdir(exist_ok=True)
@@ -253,6 +470,11 @@ class RunDir:
                             at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         self.append_line(REPAIRS, repair.model_dump_json())
         return repair
+
+    def _whole(self, name: str, fragment: bytes) -> bool:
+        if name == ATTEMPTS:
+            return _whole_record(fragment, self.key if self.key is not None else read_key(self.path))
+        return name == RESERVATIONS and _whole_journal_line(fragment)
 
     def repairs(self) -> list[TailRepair]:
         """Every cut made in this folder, oldest first (results.json shows them all, not only this process's)."""
@@ -289,33 +511,39 @@ class RunDir:
         os.replace(temporary, target)
 
     def append_attempt(self, record: AttemptRecord) -> None:
-        """Flushed and fsynced; the first append of this object first cuts a torn tail (module docstring)."""
-        self.append_line(ATTEMPTS, _record_json(record))
+        """Flushed and fsynced, signed with the folder's key when this object holds it (make_key, load_key); the
+        first append of this object first repairs a torn tail (module docstring)."""
+        self.append_line(ATTEMPTS, _record_json(record, self.key))
+
+    def iter_lines(self) -> Iterator[RecordLine]:
+        """Every line of attempts.jsonl but blank ones, numbered, read one at a time (never the whole file at
+        once)."""
+        path = self.path / ATTEMPTS
+        if not path.exists():
+            return
+        # errors="replace": a crash can cut a multi-byte character in the last line (torn, it claims nothing);
+        # it must not make the whole file unreadable.
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                fields, record = parse_record(line)
+                yield RecordLine(number, fields, record, whole=line.endswith("\n"))
 
     def iter_attempts(self, plan_hash: str | None = None, slim: bool = False) -> Iterator[AttemptRecord]:
-        """The recorded attempts in file order, read one line at a time (never the whole file at once).
+        """The readable records in file order, NOT vetted: for counting anything, read them through
+        runner.results.vetting (signature, unique ids, costs, ids the plan can produce).
 
         plan_hash: only the attempts of that plan. slim: without final_answer and tool_calls, for
         readers that need verdicts only (they are the bulk of a line; the report and re-judging read
         them in full)."""
-        path = self.path / ATTEMPTS
-        if not path.exists():
-            return
-        # errors="replace": a crash can cut a multi-byte character in the last line; that line is
-        # invalid JSON anyway and is skipped below, and it must not make the whole file unreadable.
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                try:
-                    record = AttemptRecord.model_validate_json(line)
-                except ValidationError:
-                    continue  # a line torn by a crash mid-write: that attempt did not finish
-                if plan_hash is not None and record.plan_hash != plan_hash:
-                    continue
-                if slim:
-                    record.final_answer, record.tool_calls = None, []
-                yield record
+        for line in self.iter_lines():
+            record = line.record
+            if record is None or (plan_hash is not None and record.plan_hash != plan_hash):
+                continue
+            if slim:
+                record.final_answer, record.tool_calls = None, []
+            yield record
 
     def read_attempts(self, plan_hash: str | None = None, slim: bool = False) -> list[AttemptRecord]:
         return list(self.iter_attempts(plan_hash, slim))

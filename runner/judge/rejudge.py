@@ -5,6 +5,10 @@ calls); activation and script checks are recomputed the same way as in the run, 
 assertions go to the judge configured now (a new model or prompt). The new attempts and
 results.json go to a new folder beside the old ones, with `changes.json` listing every case and
 assertion whose state changed. The original run is never modified.
+
+Only the source's records that its vetting accepts are judged again (runner.results.vetting): a record the runner
+did not write is not laundered into a new result. The refused ones are carried into the new results.json (their
+lines in `../attempts.jsonl`), and their cases stay ERROR. The new folder has its own key; its records are signed.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from runner.execute.budget import Ledger
 from runner.execute.executor import STOP_SPEND_LIMIT, Executor, RunState, probe_arm
 from runner.execute.hosts.base import Activation, Observation
 from runner.execute.hosts.replay import ReplayHost
-from runner.execute.rundir import PLAN, RESULTS, AttemptRecord, RunDir
+from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, AttemptRecord, RunDir
 from runner.judge.prose import Grader, prompt_version
 from runner.plan.build import Plan
 from runner.results import build as results_mod
+from runner.results import vetting
 
 
 class Change(BaseModel):
@@ -69,13 +74,15 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judg
     plan = Plan.model_validate_json(source.read_text(PLAN))
     old_hash = plan.digest()
     new_plan = plan.model_copy(update={"judge_model": judge.settings.model, "judge_prompt_version": prompt_version(),
-                                       "judge_unavailable": None, "cap_usd": cap_usd})
+                                       "judge_unavailable": None, "cap_usd": cap_usd, "record_mac": "hmac-sha256"})
     new_hash = new_plan.digest()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     target = RunDir(source.path / f"rejudged-{stamp}")
+    source_log = vetting.read(source, plan, old_hash, file=f"../{ATTEMPTS}")
     target.create()
+    target.make_key()
     target.write_json(PLAN, new_plan.model_dump_json(indent=2))
-    records = [r for r in source.read_attempts() if r.plan_hash == old_hash and r.status == "finished"]
+    records = [r for r in source_log.accepted if r.status == "finished"]
     state = RunState(ledger=Ledger(cap_usd=cap_usd))
     # The replay of the source run stands as the host: the executor only grades and records here, and starts no
     # session (`one` below never calls the host).
@@ -107,8 +114,9 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judg
             await judge.aclose()
 
     asyncio.run(main())
-    new_records = target.read_attempts()
-    results = results_mod.build(new_plan, new_hash, cases, new_records, state.stop_reason, state.ledger.refused)
+    new_log = vetting.read(target, new_plan, new_hash)
+    results = results_mod.build(new_plan, new_hash, cases, new_log.accepted, state.stop_reason, state.ledger.refused,
+                                refused_records=source_log.refused + new_log.refused)
     target.write_json(RESULTS, results.model_dump_json(indent=2))
     before = json.loads(source.read_text(RESULTS)) if (source.path / RESULTS).exists() else {}
     changes = changes_between(before, results)

@@ -274,14 +274,22 @@ class Plan(BaseModel):
                                                             "a link out of the repository, a missing plugin path): "
                                                             "no case of theirs is in the plan. The first finding "
                                                             "of each.")
+    record_mac: Literal["hmac-sha256"] | None = Field(
+        default=None, description="Every attempt record of this plan carries an HMAC-SHA256 under its run folder's "
+                                  "key (runner.execute.rundir): a record without one, or with a wrong one, is "
+                                  "refused. None: a plan from before records were signed (its records are read "
+                                  "unsigned, and results.json says so). Hashed: removing it changes the plan "
+                                  "hash, so no signed record stays this plan's.")
 
     def digest(self) -> str:
         """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
         run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
-        and after another run finished, still merge. The worst case, what the cap reserves, stays in."""
-        # The session wall is what this machine gives (like the time): shards planned on two machines still merge,
-        # and a plan written before the field existed keeps the hash its attempts carry.
-        body = self.model_dump_json(exclude={"created_at": True, "session_wall": True,
+        and after another run finished, still merge. The worst case, what the cap reserves, stays in. A plan
+        from before records were signed (record_mac None) hashes as it did then. The session wall is what this
+        machine gives (like the time): shards planned on two machines still merge."""
+        unhashed = {"created_at", "session_wall", "record_mac"} if self.record_mac is None \
+            else {"created_at", "session_wall"}
+        body = self.model_dump_json(exclude={**dict.fromkeys(unhashed, True),
                                              "estimate": set(UNHASHED_ESTIMATE_FIELDS)})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
@@ -801,4 +809,5 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
         held_back=dict(sorted(held_back.items())),
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
+        record_mac="hmac-sha256",
     )

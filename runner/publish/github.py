@@ -186,9 +186,13 @@ def conclusion(results: Results, mode: Mode = "advisory") -> Conclusion:
     - In both modes UNRUN is never success by default: when no case executed (all UNRUN, or only
       quarantined cases ran) the conclusion is "neutral", and the title says nothing ran.
     Quarantined cases never count: they are excluded from health metrics (semantics §3).
+    - Attempt records refused as not written by the runner (results.json `refused_records`) are an error of the
+      run, never a success, even when none of them names a case (runner.results.vetting).
     """
     if mode not in ("advisory", "required"):
         raise ValueError(f"unknown mode {mode!r}: use 'advisory' or 'required'")
+    if results.refused_records:
+        return "failure" if mode == "required" else "neutral"
     counted, _ = _ran(results)
     if not counted:
         return "neutral"

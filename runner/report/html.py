@@ -81,11 +81,17 @@ def _size(data: Any) -> int:
 
 # ---- transcripts from the run folder --------------------------------------------------------------
 
-def _records(run_dir: Path, wanted: set[str]) -> dict[str, AttemptRecord]:
+def _records(run_dir: Path, wanted: set[str], refused: set[int]) -> dict[str, AttemptRecord]:
+    """The record shown for each wanted attempt: its first finished one (a later one for the same id is refused,
+    runner.results.vetting), else its last cancelled one. `refused`: the lines results.json lists as refused."""
     records: dict[str, AttemptRecord] = {}
-    for record in RunDir(run_dir).read_attempts():
-        if record.attempt_id in wanted:
-            records[record.attempt_id] = record  # a resumed run may repeat a line: the last one wins
+    for line in RunDir(run_dir).iter_lines():
+        record = line.record
+        if record is None or line.number in refused or record.attempt_id not in wanted:
+            continue
+        kept = records.get(record.attempt_id)
+        if kept is None or kept.status != "finished":
+            records[record.attempt_id] = record
     return records
 
 
@@ -249,7 +255,7 @@ def attempts_data(results: Results, run_dir: Path | None, transcript_cap: int, t
     if run_dir is None:
         return {}
     wanted = {a for case in results.cases for a in case.attempts}
-    records = _records(run_dir, wanted)
+    records = _records(run_dir, wanted, {r.line for r in results.refused_records if r.file == ATTEMPTS})
     out: dict[str, list[dict[str, Any]]] = {}
     used = 0
     order = sorted(range(len(results.cases)), key=lambda i: (_PRIORITY.get(results.cases[i].state, 5), i))
@@ -312,6 +318,8 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
     ]
     if results.stop_reason:
         items.append(("Stopped", e(results.stop_reason)))
+    if roll.records_line:
+        items.append(("Attempt log", f'<span id="attempt-log" class="warn">{e(roll.records_line)}</span>'))
     if (note := kill_note(results)) is not None:
         items.append(("Killed before", e(note)))
     banner = ""

@@ -22,6 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
+from runner.report import rollup
 from runner.results.build import CaseResult, CostSummary, Results
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
@@ -192,6 +193,7 @@ def properties(results: Results) -> list[tuple[str, str]]:
         ("cap_usd", f"{spend.cap_usd:.2f}"), ("refused_reservations", str(spend.refused_reservations)),
         ("stop_reason", results.stop_reason or ""), ("finished_at", results.finished_at),
         *cost_properties(results),
+        ("attempt_log", rollup.records_line(results) or ""),
         ("not_executed", results.not_executed),
     ]
     return [(name, value) for name, value in pairs if value != "" or name in ("host", "model")]

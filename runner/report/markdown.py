@@ -211,6 +211,8 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
         lines += ["", f"Cost: {escape(roll.cost_line)}"]
     if roll.first_turn_line:
         lines += ["", f"Host: {escape(roll.first_turn_line)}"]
+    if roll.records_line:
+        lines += ["", f"> **Attempt log:** {escape(roll.records_line)}."]
     if (note := kill_note(results)) is not None:
         lines += ["", f"> **Killed before:** {escape(note)}."]
     if results.stop_reason:

@@ -15,6 +15,7 @@ from runner.results.build import CaseResult, Results
 from runner.results.quorum import wilson_interval
 from runner.results.uplift import Uplift
 from runner.results.verdicts import CASE_STATES
+from runner.results.vetting import summary as refused_summary
 
 
 class SkillRollup(BaseModel):
@@ -54,6 +55,7 @@ class Rollup(BaseModel):
     not_executed_sentence: str
     cost_line: str | None = None
     first_turn_line: str | None = None
+    records_line: str | None = None
 
 
 def cost_line(results: Results) -> str | None:
@@ -73,6 +75,21 @@ def cost_line(results: Results) -> str | None:
     if cost.session_path:
         parts.append("session path " + ", ".join(f"{mode} {n}" for mode, n in cost.session_path.items()))
     return " · ".join(parts)
+
+
+def records_line(results: Results) -> str | None:
+    """What the attempt log could not be trusted for, in one line every report shows: the records refused (how
+    many, by which rule; runner.results.vetting), and a run folder whose records were not signed."""
+    parts = []
+    if results.refused_records:
+        claimed = len({r.uid for r in results.refused_records if r.uid is not None})
+        parts.append(f"{refused_summary(results.refused_records)} attempt record(s) refused and never counted (not "
+                     f"written by the runner, or not possible under this plan); the {claimed} case(s) they claim are "
+                     f"ERROR (results.json `refused_records`)")
+    if results.records_signed is False:
+        parts.append("attempt records unsigned (a run folder from before records were signed): ids, costs and the "
+                     "plan were checked, but a record the runner did not write could not be told apart")
+    return "; ".join(parts) if parts else None
 
 
 def first_turn_line(results: Results) -> str | None:
@@ -156,5 +173,5 @@ def build(results: Results) -> Rollup:
         unrun_by_reason=dict(results.unrun_by_reason),
         judge_error_rate=round(judge_errors / len(judged), 4) if judged else None,
         not_executed_sentence=results.not_executed, cost_line=cost_line(results),
-        first_turn_line=first_turn_line(results),
+        first_turn_line=first_turn_line(results), records_line=records_line(results),
     )

@@ -170,6 +170,8 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
         console.print(f"Cost: {_e(roll.cost_line)}")
     if roll.first_turn_line:
         console.print(f"Host: {_e(roll.first_turn_line)}")
+    if roll.records_line:
+        console.print(f"[bold red]Attempt log:[/] {_e(roll.records_line)}")
     if (note := kill_note(results)) is not None:
         console.print(f"[bold yellow]Killed before:[/] {_e(note)}")
     if results.stop_reason:

@@ -24,6 +24,7 @@ from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.results.quorum import QuorumRule, decide
 from runner.results.uplift import TREATMENT, SkillUplift, Uplift, case_uplift, skill_uplifts
+from runner.results.vetting import RefusedRecord, case_reason
 from runner.results.verdicts import (
     CASE_STATES,
     ActivationResult,
@@ -299,7 +300,24 @@ class Results(BaseModel):
     repairs: list[TailRepair] = Field(default=[], description="Torn last lines cut from the run folder's "
                                                               "append-only files before appending (a process killed "
                                                               "mid-write): which file, where, how many bytes, and "
-                                                              "where the cut bytes are kept. Every cut of the folder.")
+                                                              "where the cut bytes are kept; or a whole last record "
+                                                              "completed with its missing newline. Every repair of "
+                                                              "the folder.")
+    records_signed: bool | None = Field(default=None, description="True: every attempt record was checked against "
+                                                                  "its run folder's key (plan.json signs them). "
+                                                                  "False: the run folder is from before records "
+                                                                  "were signed, so a record the runner did not "
+                                                                  "write could not be told apart (ids, costs and "
+                                                                  "the plan were still checked). None: this "
+                                                                  "results.json is from before records were "
+                                                                  "checked.")
+    refused_records: list[RefusedRecord] = Field(default=[], description="Lines of the attempt log that were not "
+                                                                         "counted (runner.results.vetting): a "
+                                                                         "missing or wrong MAC, a duplicate attempt "
+                                                                         "id, a negative or non-finite cost, an id "
+                                                                         "the plan cannot produce. Each is listed "
+                                                                         "with its line and why; the case it claims "
+                                                                         "is ERROR.")
 
 
 def kill_note(results: Results) -> str | None:
@@ -320,10 +338,36 @@ def kill_note(results: Results) -> str | None:
         parts.append(f"${spend.bound_usd:.4f} of the spend is an upper bound: {spend.lost_replies} request(s) whose "
                      f"reply was lost (cut, reset, timed out, cancelled, usage unreadable) were charged what they "
                      f"could have cost")
-    if results.repairs:
-        parts.append(f"{len(results.repairs)} torn line(s) cut from the run folder's files before appending "
+    cuts = [r for r in results.repairs if r.kind == "cut"]
+    if cuts:
+        parts.append(f"{len(cuts)} torn line(s) cut from the run folder's files before appending "
+                     f"(results.json `repairs`)")
+    if len(cuts) < len(results.repairs):
+        parts.append(f"{len(results.repairs) - len(cuts)} whole last record(s) completed with their missing newline "
                      f"(results.json `repairs`)")
     return "; ".join(parts) if parts else None
+
+
+def refuse_cases(cases: list[CaseResult], refused: list[RefusedRecord], mine: set[str] | None = None
+                 ) -> list[CaseResult]:
+    """Every case a refused record claims is ERROR, whatever its accepted attempts say: the log of that case was
+    tampered with, so the harness could not observe its result (semantics §3). A quarantined case keeps being shown
+    QUARANTINED, with ERROR as its underlying state. `mine`: only this shard's cases (another shard's case is
+    decided where it ran)."""
+    claims: dict[str, list[RefusedRecord]] = {}
+    for record in refused:
+        if record.uid is not None and (mine is None or record.uid in mine):
+            claims.setdefault(record.uid, []).append(record)
+    out = []
+    for case in cases:
+        mine_refused = claims.get(case.uid)
+        if not mine_refused:
+            out.append(case)
+            continue
+        update: dict[str, object] = {"reason": case_reason(mine_refused), "detail": None}
+        update["underlying_state" if case.state == "QUARANTINED" else "state"] = "ERROR"
+        out.append(case.model_copy(update=update))
+    return out
 
 
 def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult:
@@ -461,7 +505,10 @@ def assertion_counts(results: list[CaseResult]) -> dict[str, int]:
 
 def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[AttemptRecord], stop_reason: str | None,
           refused: int = 0, mine: set[str] | None = None, shard: tuple[int, int] | None = None,
-          lost: LostInFlight = LostInFlight(), repairs: list[TailRepair] | None = None) -> Results:
+          lost: LostInFlight = LostInFlight(), repairs: list[TailRepair] | None = None,
+          refused_records: list[RefusedRecord] | None = None) -> Results:
+    """`records`: the accepted records only (runner.results.vetting); `refused_records`: the lines it refused,
+    whose cases are ERROR."""
     by_uid: dict[str, list[AttemptRecord]] = {}
     for record in records:
         by_uid.setdefault(record.uid, []).append(record)
@@ -471,6 +518,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                                       manual_only), quarantined.get(p.uid))
                if mine is None or p.uid in mine else _unrun(p, "other-shard", list(p.warnings))
                for p in plan.cases]
+    results = refuse_cases(results, refused_records or [], mine)
     counts = Counter(r.state for r in results)
     unrun = Counter(r.reason or "unknown" for r in results
                     if r.state == "UNRUN" or r.underlying_state == "UNRUN")
@@ -506,4 +554,6 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         not_executed=NOT_EXECUTED.format(n=sum(unrun.values())),
         uplift=skill_uplifts(baselined),
         repairs=repairs or [],
+        records_signed=plan.record_mac is not None,
+        refused_records=refused_records or [],
     )

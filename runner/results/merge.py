@@ -10,7 +10,14 @@ Refused (MergeError, naming the folders):
 - results of different plans (plan hashes differ): their cases are not comparable;
 - a case that is not `UNRUN other-shard` in more than one input (it was executed, or at least
   owned, by two shards: the same shard given twice, or an unsharded run mixed in);
-- attempts recorded under another plan hash, or the same attempt id in two folders.
+- attempts recorded under another plan hash, or the same attempt id in two folders;
+- a shard whose plan signs its records but whose key is missing or unsound (RunFolderKeyError).
+
+Each shard's attempt lines are vetted with that shard's own key and plan (runner.results.vetting): the refused
+ones are left out of the merged attempts.jsonl, listed in the merged results.json (`refused_records`, each with
+its shard's file and line) and make the case they claim ERROR. The accepted ones are written signed again under
+the merged folder's own key when the plan signs its records (a shard's MAC is of its own key, which the merged
+folder does not have).
 
 Kept, and said so:
 - a case that is `UNRUN other-shard` in every input was run by no merged shard (a shard is
@@ -29,7 +36,9 @@ Rollups of the merged file:
   full cap of the shared plan), so a merged run of n shards may have spent up to n × cap_usd;
 - stop_reason: the first one that is set, in input order; when the shards stopped differently
   the not-executed sentence lists every shard's stop reason;
-- finished_at: the latest of the shards; shard: None (the merged file covers the whole plan).
+- finished_at: the latest of the shards; shard: None (the merged file covers the whole plan);
+- records_signed: True when every shard's were, False when any shard's were not, else None;
+  refused_records: the shards' (merge_dirs: what vetting each shard's lines again refuses).
 """
 
 from __future__ import annotations
@@ -39,13 +48,14 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from pydantic import ValidationError
 
 from runner.corpus.errors import UsageError
-from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, AttemptRecord, RunDir
-from runner.results import modelfile
-from runner.results.build import NOT_EXECUTED, CaseResult, Results, assertion_counts, moment
+from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, RunDir, signed_line
+from runner.plan.build import Plan
+from runner.results import modelfile, vetting
+from runner.results.build import NOT_EXECUTED, CaseResult, Results, assertion_counts, moment, refuse_cases
 from runner.results.verdicts import CASE_STATES
+from runner.results.vetting import RefusedRecord
 
 OTHER_SHARD = "other-shard"
 NO_SHARD_RAN = ("no merged shard executed this case (UNRUN other-shard in every input): a shard is missing "
@@ -87,11 +97,20 @@ def _missing_shards(results: list[Results]) -> str | None:
     return ", ".join(missing) or None
 
 
-def merge(results: list[Results], labels: list[str] | None = None) -> Results:
+def _signed(results: list[Results]) -> bool | None:
+    states = {r.records_signed for r in results}
+    if False in states:
+        return False
+    return True if states == {True} else None
+
+
+def merge(results: list[Results], labels: list[str] | None = None,
+          refused: list[RefusedRecord] | None = None) -> Results:
     """One Results for the whole plan from the Results of its shards (see the module docstring).
 
     `labels` name the inputs in error messages (merge_dirs passes the folders); by default
-    `input 1`, `input 2`, ...
+    `input 1`, `input 2`, ... `refused`: the records refused in the shards' logs (merge_dirs vets them again);
+    by default what each shard's results list.
     """
     if not results:
         raise MergeError("nothing to merge: give the results of at least one shard")
@@ -136,6 +155,9 @@ def merge(results: list[Results], labels: list[str] | None = None) -> Results:
         warnings = [*placeholder.warnings, NO_SHARD_RAN] if NO_SHARD_RAN not in placeholder.warnings \
             else list(placeholder.warnings)
         cases.append(placeholder.model_copy(update={"warnings": warnings}))
+    if refused is None:
+        refused = [record for shard in results for record in shard.refused_records]
+    cases = refuse_cases(cases, refused)
 
     counts = Counter(c.state for c in cases)
     unrun = Counter(c.reason or "unknown" for c in cases if c.state == "UNRUN" or c.underlying_state == "UNRUN")
@@ -175,6 +197,8 @@ def merge(results: list[Results], labels: list[str] | None = None) -> Results:
         "spend": spend,
         "repairs": [repair for r in results for repair in r.repairs],
         "not_executed": sentence,
+        "records_signed": _signed(results),
+        "refused_records": refused,
     }
     if "shard" in Results.model_fields:
         update["shard"] = None
@@ -192,23 +216,32 @@ def read_results(folder: Path) -> Results:
         raise MergeError(str(exc)) from None
 
 
-def _attempt_lines(folder: Path, plan_hash: str) -> list[tuple[str, AttemptRecord]]:
-    path = folder / ATTEMPTS
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            record = AttemptRecord.model_validate_json(line)
-        except ValidationError:
-            continue  # a line torn by a crash mid-write: that attempt did not finish (as RunDir.read_attempts)
-        if record.plan_hash != plan_hash:
-            raise MergeError(f"{path}: attempt {record.attempt_id} was recorded under plan {record.plan_hash}, "
-                             f"not {plan_hash}; the folder mixes runs")
-        out.append((line, record))
-    return out
+def _shard_plan(folder: Path, plan_hash: str) -> Plan | None:
+    """The shard's plan.json when it is this plan (its cases hold each record's id); None when it cannot be read."""
+    try:
+        plan = Plan.model_validate_json((folder / PLAN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return plan if plan.digest() == plan_hash else None
+
+
+def _vetted_lines(folder: Path, shard: Results) -> tuple[list[dict], list[RefusedRecord]]:
+    """The shard's accepted records (the JSON objects its lines hold) and the lines refused, vetted with the shard's
+    own key when its plan (or its results) say its records are signed, and against its plan when it has one."""
+    plan_hash = shard.plan.hash
+    rundir = RunDir(folder)
+    for line in rundir.iter_lines():
+        if line.record is not None and line.record.plan_hash != plan_hash:
+            raise MergeError(f"{folder / ATTEMPTS}: attempt {line.record.attempt_id} was recorded under plan "
+                             f"{line.record.plan_hash}, not {plan_hash}; the folder mixes runs")
+    plan = _shard_plan(folder, plan_hash)
+    signed = (plan is not None and plan.record_mac is not None) or shard.records_signed is True
+    key = rundir.load_key() if signed else None
+    planned = {case.uid: case for case in plan.cases} if plan is not None else None
+    vetted = vetting.vet(rundir.iter_lines(), plan_hash, key, planned, file=f"{folder}/{ATTEMPTS}", slim=True)
+    accepted = set(vetted.accepted_lines)
+    return [line.fields for line in rundir.iter_lines() if line.number in accepted and line.fields is not None], \
+        vetted.refused
 
 
 def _copy_transcripts(folder: Path, out: Path, copied: dict[str, Path]) -> None:
@@ -235,10 +268,11 @@ def _copy_transcripts(folder: Path, out: Path, copied: dict[str, Path]) -> None:
 def merge_dirs(dirs: list[Path], out: Path) -> Results:
     """Merge the run folders of the shards into `out`.
 
-    Writes `<out>/results.json` (merged), `<out>/attempts.jsonl` (every shard's attempt lines,
-    in input order, torn lines left out), `<out>/transcripts/` (every shard's transcripts, so the
-    attempts' transcript paths stay valid) and the plan.json / surface.json of the first folder
-    (all shards share one plan). `out` may not be one of the inputs.
+    Writes `<out>/results.json` (merged), `<out>/attempts.jsonl` (every shard's accepted attempt
+    records, in input order, torn and refused lines left out, signed under `<out>`'s own key when the
+    plan signs records), `<out>/transcripts/` (every shard's transcripts, so the attempts' transcript
+    paths stay valid) and the plan.json / surface.json of the first folder (all shards share one
+    plan). `out` may not be one of the inputs.
     """
     dirs = [Path(d) for d in dirs]
     out = Path(out)
@@ -251,26 +285,34 @@ def merge_dirs(dirs: list[Path], out: Path) -> Results:
     if out.resolve() in resolved:
         raise MergeError(f"{out}: the merged run must go to a new folder, not into one of the shards")
     inputs = [read_results(d) for d in dirs]
-    merged = merge(inputs, labels=[str(d) for d in dirs])
+    labels = [str(d) for d in dirs]
+    merge(inputs, labels=labels)  # refuses inputs that are not the shards of one plan before any log is read
 
-    lines: list[str] = []
+    records: list[dict] = []
+    refused: list[RefusedRecord] = []
     seen: dict[str, Path] = {}
-    for folder in dirs:
-        for line, record in _attempt_lines(folder, merged.plan.hash):
-            if record.attempt_id in seen:
-                raise MergeError(f"attempt {record.attempt_id} is recorded in both {seen[record.attempt_id]} and "
-                                 f"{folder}")
-            seen[record.attempt_id] = folder
-            lines.append(line)
+    for folder, shard in zip(dirs, inputs):
+        accepted, refused_here = _vetted_lines(folder, shard)
+        refused += refused_here
+        for fields in accepted:
+            attempt_id = str(fields.get("attempt_id"))
+            if fields.get("status") == "finished":
+                if attempt_id in seen:
+                    raise MergeError(f"attempt {attempt_id} is recorded in both {seen[attempt_id]} and {folder}")
+                seen[attempt_id] = folder
+            records.append(fields)
+    merged = merge(inputs, labels=labels, refused=refused)
 
     rundir = RunDir(out)
     out.mkdir(parents=True, exist_ok=True)
+    plan = _shard_plan(dirs[0], merged.plan.hash)
+    key = rundir.make_key() if (plan is not None and plan.record_mac is not None) or merged.records_signed else None
     copied: dict[str, Path] = {}
     for folder in dirs:
         _copy_transcripts(folder, out, copied)
     for name in (PLAN, SURFACE):
         if (dirs[0] / name).is_file():
             rundir.write_json(name, (dirs[0] / name).read_text(encoding="utf-8"))
-    rundir.write_json(ATTEMPTS, "".join(line + "\n" for line in lines))
+    rundir.write_json(ATTEMPTS, "".join(signed_line(fields, key) + "\n" for fields in records))
     rundir.write_json(RESULTS, merged.model_dump_json(indent=2))
     return merged

@@ -4,7 +4,8 @@ Semantics §2–§4. An attempt whose host could not observe a result is ERROR, 
 a should-not-trigger case whose sessions all errored is ERROR, never PASS. A session that hit
 its turn bound counts only for what is already certain (the target fired); otherwise it is
 ERROR, since the skill might still have fired. Assertions the harness or a script can decide
-are decided here; those that need the judge stay UNRUN (`not-judged`).
+are decided here; those that need the judge stay UNRUN (`not-judged`), and so does the attempt
+until they are judged: an attempt is never PASS with an assertion nobody decided.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from runner.results.quorum import QuorumRule, Tally, decide, wilson_interval
 
 # An attempt's combined outcome: its activation part and every assertion a script or the judge decided.
 # JUDGE-ERROR here means the host observed fine but the judge could not decide: never PASS, never FAIL.
-AttemptState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR"]
+# UNRUN: every part it decided passed, but an assertion was never judged (no judge, the cap, no final answer).
+AttemptState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "UNRUN"]
 AssertionState = Literal["PASS", "FAIL", "ERROR", "UNRUN", "UNJUDGEABLE", "JUDGE-ERROR"]
 CaseState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"]
 # Every case state, in the order reports count and list them (results.json `counts`, tables, filters).
@@ -129,8 +131,9 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
 
 
 def combine(activation: AttemptState, assertions: list[AssertionOutcome]) -> AttemptState:
-    """FAIL if any decided part failed; ERROR or JUDGE-ERROR if a part could not be observed; else PASS.
-    Assertions still UNRUN (not judged) or UNJUDGEABLE do not make an attempt pass or fail."""
+    """The semantics §3 precedence over the attempt's parts: FAIL if any decided part failed; ERROR or JUDGE-ERROR
+    if a part could not be observed; UNRUN if an assertion is still not judged (it could yet fail); else PASS.
+    UNJUDGEABLE assertions (flagged to the author, never judged) do not make an attempt pass or fail."""
     states = {a.state for a in assertions}
     if activation == "ERROR":
         return "ERROR"
@@ -140,7 +143,16 @@ def combine(activation: AttemptState, assertions: list[AssertionOutcome]) -> Att
         return "ERROR"
     if "JUDGE-ERROR" in states:
         return "JUDGE-ERROR"
+    if "UNRUN" in states:
+        return "UNRUN"
     return "PASS"
+
+
+def counts_as_win(state: str) -> bool:
+    """For the quorum: an attempt UNRUN only because an assertion was not judged passed every part that was decided,
+    so it is a win so far. The case still never passes on it: its unjudged assertion keeps the case UNRUN
+    (`rollup`), as it always did; the attempt itself is never recorded PASS."""
+    return state in ("PASS", "UNRUN")
 
 
 def needs_judge(outcome: AttemptOutcome) -> list[int]:
@@ -193,7 +205,8 @@ class ActivationResult(BaseModel):
 def tally_of(outcomes: list[AttemptOutcome]) -> Tally:
     """Quorum counts: an attempt the judge could not decide counts for neither side, like an error."""
     counts = Counter(o.state for o in outcomes)
-    return Tally(wins=counts["PASS"], losses=counts["FAIL"], errors=counts["ERROR"] + counts["JUDGE-ERROR"])
+    return Tally(wins=sum(1 for o in outcomes if counts_as_win(o.state)), losses=counts["FAIL"],
+                 errors=counts["ERROR"] + counts["JUDGE-ERROR"])
 
 
 def _quorum_state(rule: QuorumRule, wins: int, losses: int, errors: int, finished_all: bool) -> CaseState:
