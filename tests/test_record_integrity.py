@@ -321,3 +321,26 @@ def test_merge_vets_each_shard_with_its_own_key_and_signs_the_merged_log_with_a_
     assert merged_key not in (shards[0][1].key, shards[1][1].key)
     again = vetting.read(RunDir(out), shards[0][0].plan, shards[0][0].plan_hash)
     assert again.refused == [] and len(again.accepted) == 4  # the replayed line was left out, the rest re-signed
+
+
+def test_a_forged_record_never_lowers_what_a_killed_session_counts(tmp_path: Path) -> None:
+    """A reservation a SIGKILL left open is reconciled on resume from the attempt's record, if the vetting accepts
+    it: a forged record naming that reservation at $0 is no evidence, so the reservation keeps its worst case."""
+    import asyncio
+
+    from runner.execute.budget import Journal, Ledger
+    from runner.execute.rundir import RESERVATIONS
+
+    prepared, rundir = planned_folder(tmp_path)
+
+    async def killed() -> str:
+        journal = Journal(prepared.plan_hash, lambda line, durable: rundir.append_line(RESERVATIONS, line, durable))
+        found = await Ledger(cap_usd=5.0, journal=journal).reserve(0.4, f"{ALPHA}#main#1")
+        assert found is not None and found.id is not None
+        return found.id
+
+    reservation = asyncio.run(killed())
+    forged = record(prepared, ALPHA, 1, True, cost=0.0).model_copy(update={"reservation_id": reservation})
+    append_raw(rundir, forged.model_dump_json())  # without the key: no MAC
+    (done,) = runs_mod.reconcile_killed(rundir, prepared.plan)
+    assert done.source == "none" and done.usd == pytest.approx(0.4), done
