@@ -49,7 +49,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from runner.corpus import jsonfile
+from runner.corpus import bounded, jsonfile
 from runner.corpus.errors import UsageError
 from runner.corpus.files import ReadPolicy, make_policy
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, warning
@@ -281,10 +281,10 @@ def _claude_skills(folder: Path, walk: _Walk) -> list[Path]:
 
 def _submodules(root: Path) -> frozenset[str]:
     """Paths of the submodules .gitmodules declares (relative to the root)."""
-    config = configparser.ConfigParser()
+    config = configparser.ConfigParser(interpolation=None)  # a `%` in a value is text, never a reference
     try:
-        config.read_string((root / ".gitmodules").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, configparser.Error):
+        config.read_string(bounded.read_text(root / ".gitmodules", bounded.OPTION_FILE_MAX_BYTES))
+    except (OSError, UnicodeDecodeError, configparser.Error):  # absent, not a regular file, not git's format
         return frozenset()
     return frozenset(config[section]["path"].strip().strip("/") for section in config.sections()
                      if "path" in config[section])
