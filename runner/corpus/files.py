@@ -48,6 +48,29 @@ def relative_shown(path: str, folder: str) -> str | None:
     return path[len(prefix):] if path.startswith(prefix) else None
 
 
+# Linux's bounds (NAME_MAX, PATH_MAX): past them every call that takes the path fails (ENAMETOOLONG).
+_MAX_NAME_BYTES = 255
+_MAX_PATH_BYTES = 4_096
+
+
+def path_problem(text: str) -> str | None:
+    """Why a path written in a file's data (the settings' [library] roots or a trigger set, a plugin manifest's
+    source or skills) can name no file on this system, or None. Such a path makes every stat of it raise (a NUL
+    byte: ValueError; a name past 255 bytes: ENAMETOOLONG) where a missing file answers False; checked once, where
+    the data names it, so that it is a finding there."""
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeEncodeError:
+        return "it is not valid Unicode"
+    if b"\0" in encoded:
+        return "it holds a NUL byte"
+    if len(encoded) > _MAX_PATH_BYTES:
+        return f"it is longer than {_MAX_PATH_BYTES:,} bytes"
+    if any(len(part) > _MAX_NAME_BYTES for part in encoded.split(b"/")):
+        return f"a name in it is longer than {_MAX_NAME_BYTES} bytes"
+    return None
+
+
 def make_policy(roots: list[Path], base: Path, max_bytes: int) -> ReadPolicy:
     resolved = tuple(Path(os.path.realpath(r)) for r in roots)
     denied = tuple(Path(os.path.realpath(r)) / ".git" for r in roots)

@@ -140,6 +140,8 @@ def parse(text: str, shown: str) -> tuple[Frontmatter | None, Finding | None]:
         line = first_line + (mark.line if mark else 0)
         col = mark.column + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
+        if "maximum nesting depth" in problem:  # libyaml's own bound (1,000), far past ours: said in our words
+            return None, error("frontmatter-yaml", shown, line, bounded.nesting_message("the frontmatter"))
         return None, error("frontmatter-yaml", shown, line,
                            f"frontmatter is not strict YAML: {problem}. Strict consumers drop the whole skill; "
                            "quote values that contain ': ' (single quotes, doubled apostrophes)", col=col)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from runner.corpus import bounded, classify, formats, frontmatter, jsonfile
 from runner.corpus import schema_check as schemas
-from runner.corpus.files import ReadPolicy, make_policy, read_text, relative_shown, scan_tree
+from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
 from runner.corpus.findings import Finding, display_path, error, is_unicode, printable, warning
 from runner.corpus.layout import (
     NAME_NOT_UTF8,
@@ -750,6 +750,11 @@ class _Loader:
         """skill-creator trigger sets named in the settings; `q<n>` ids (the format has none)."""
         policy = make_policy([self.root], self.root, self.settings.limits.max_file_bytes)
         for entry in self.settings.trigger_set:
+            if problem := path_problem(entry.path):
+                shown = entry.path if len(entry.path) <= 80 else entry.path[:77] + "..."
+                self.findings.append(error("missing-file", self.settings_shown, 1,
+                                           f"trigger_set names {shown!r}, which is not a usable path: {problem}"))
+                continue
             path = self.root / entry.path
             skill = skills.get(entry.skill)
             if skill is None:

@@ -40,6 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from runner.corpus import bounded
+from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import CostSettings, LoadedKind, Price, Settings, TierSettings
 from runner.execute.hosts.activation import SUBAGENT_TOOLS
@@ -534,6 +535,8 @@ def read_basis(path_text: str, root: Path, runs_folder: Path | None = None, host
             where = f"{runs_folder}" if runs_folder is not None else "no runs folder"
             return Basis({}, 1.0, f"defaults (no earlier {host} run of {model} with measured sessions in {where})")
         path = found
+    elif problem := path_problem(path_text):  # the settings may come from the repository under review
+        return Basis({}, 1.0, f"defaults ([cost] basis is not a usable path: {problem})")
     else:
         path = Path(path_text) if Path(path_text).is_absolute() else root / path_text
     if path.is_dir():
