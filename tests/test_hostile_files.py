@@ -199,11 +199,7 @@ def test_settings_nested_past_the_bound_are_a_settings_error(depth: int, tmp_pat
     assert [(f.rule, f.line) for f in findings] == [("settings-syntax", 1)]
     assert "nests deeper than" in findings[0].message
     assert settings == settings_mod.Settings()
-
-
-def test_settings_within_the_bound_still_read(tmp_path: Path) -> None:
-    path = tmp_path / ".skill-evals.toml"
-    path.write_text('[run]\nallowed_tools = ["Skill", "Read"]\n', encoding="utf-8")
+    path.write_text('[run]\nallowed_tools = ["Skill", "Read"]\n', encoding="utf-8")  # within the bound: read
     settings, findings = settings_mod.load(path, tmp_path)
     assert findings == [] and settings.run.allowed_tools == ["Skill", "Read"]
 
@@ -230,21 +226,18 @@ def test_an_alias_bomb_is_refused_before_it_is_expanded() -> None:
     assert parsed is None and problem is not None
     assert problem.rule == "frontmatter-yaml" and problem.line == 12  # l9, the field that expands the most
     assert "aliases expand to" in problem.message
+    # A few aliases are read, as the host reads them: Claude Code 2.1.332 resolves aliases in a project skill's
+    # frontmatter (measured through `surface`: a `description: *d` was listed with the anchored text).
+    parsed, problem = frontmatter_of("x-desc: &d Plan a migration\ndescription: *d\ntools: &t [Read, Grep]\n"
+                                     "also: *t\n")
+    assert problem is None and parsed is not None
+    assert parsed.fields["description"] == "Plan a migration" and parsed.fields["also"] == ["Read", "Grep"]
 
 
 def test_an_alias_inside_its_own_anchor_is_refused() -> None:
     for fields in ("a: &a [1, *a]\n", "a: &a {k: *a}\n"):
         parsed, problem = frontmatter_of(fields)
         assert parsed is None and problem is not None and "inside its own anchor" in problem.message
-
-
-def test_a_few_aliases_are_read_as_the_host_reads_them() -> None:
-    """Claude Code 2.1.332 resolves aliases in a project skill's frontmatter (measured through `surface`: a
-    `description: *d` was listed with the anchored text), so aliases within the bound are read, not refused."""
-    parsed, problem = frontmatter_of("x-desc: &d Plan a migration\ndescription: *d\ntools: &t [Read, Grep]\n"
-                                     "also: *t\n")
-    assert problem is None and parsed is not None
-    assert parsed.fields["description"] == "Plan a migration" and parsed.fields["also"] == ["Read", "Grep"]
 
 
 @pytest.mark.parametrize("depth", [bounded.MAX_NESTING, 100, 900])
@@ -302,14 +295,15 @@ def test_labels_and_run_folders_named_by_arguments_are_read_within_bounds(tmp_pa
 
 # ---- 3. what the fuzz test found ----------------------------------------------------------------------------------
 
-UNUSABLE = ["a" * 300, "skills/" + "b" * 256, "nul\x00byte"]
+# A NUL byte: pathlib answers False for the other keys already; `[library] agents` raised ValueError.
+UNUSABLE = [(key, path) for key in ("roots", "agents", "trigger_set", "basis")
+            for path in ("a" * 300, "skills/" + "b" * 256)] + [("agents", "nul\x00byte")]
 
 
-@pytest.mark.parametrize("path", UNUSABLE)
-@pytest.mark.parametrize("key", ["roots", "agents", "trigger_set", "basis"])
+@pytest.mark.parametrize("key,path", UNUSABLE)
 def test_a_path_no_file_system_takes_is_a_finding_not_a_crash(key: str, path: str, example_copy: Path) -> None:
-    """A name past 255 bytes makes every stat raise ENAMETOOLONG, a NUL byte ValueError, where a missing file
-    answers False (fuzz: `[[trigger_set]] path = "aaa..."` crashed every command)."""
+    """A name past 255 bytes makes every stat raise ENAMETOOLONG, where a missing file answers False (fuzz:
+    `[[trigger_set]] path = "aaa..."` crashed every command)."""
     value = json.dumps(path)
     settings = {"roots": f"[library]\nroots = [{value}]\n", "agents": f"[library]\nagents = {value}\n",
                 "trigger_set": f'[[trigger_set]]\nskill = "migration-planner"\npath = {value}\n',
