@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 import click
 from click.core import ParameterSource
 
+from runner.corpus import bounded
 from runner.corpus import files as files_mod
 from runner.corpus import settings as settings_mod
 from runner.corpus.errors import UsageError
@@ -122,6 +123,17 @@ def writable_file(ctx: click.Context, param: click.Parameter, value: Path | None
     return value
 
 
+def checked_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """--config FILE: a regular file within the settings' size bound, checked without opening it (a FIFO would block
+    the open, /dev/zero would never end); settings.load reads it within the same bounds."""
+    if value is not None and not ctx.resilient_parsing:
+        try:
+            bounded.check(value, bounded.SETTINGS_MAX_BYTES)
+        except OSError as exc:
+            raise click.BadParameter(f"{value}: {exc.strerror or exc}", ctx, param) from None
+    return value
+
+
 def checked_selection(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     """--selection FILE: a file `skill-evals select` wrote; anything else is a usage error that says where the JSON
     breaks or which key is wrong (never pydantic's dump), before anything is loaded."""
@@ -129,7 +141,8 @@ def checked_selection(ctx: click.Context, param: click.Parameter, value: Path | 
         from runner.plan.select import Selection
         from runner.results import modelfile
         try:
-            modelfile.read(value, Selection, "a selection written by `skill-evals select`")
+            modelfile.read(value, Selection, "a selection written by `skill-evals select`",
+                           bounded.OPTION_FILE_MAX_BYTES)
         except modelfile.Unreadable as exc:
             raise click.BadParameter(str(exc), ctx, param) from None
     return value
@@ -154,8 +167,9 @@ library_option = click.option(
 # exists=True: a settings file that is not there is a usage error, never the defaults in silence (a typo in the
 # name would run with the $10 default cap instead of the file's).
 config_option = click.option(
-    "--config", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-    help="Settings file (default: .skill-evals.toml at the repository root); it must exist.")
+    "--config", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None, callback=checked_config,
+    help="Settings file (default: .skill-evals.toml at the repository root); it must exist, a regular file of at most "
+         "1 MiB.")
 
 
 def format_option(choices: Sequence[str], help: str, default: str = "text") -> Decorator:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from runner.execute import run as runs_mod
@@ -91,7 +92,8 @@ def print_plan(plan: plan_mod.Plan, console: Console) -> None:
                   f"{e.cold_sessions} session(s) of the first wave"
                   + ("; a case's later sessions read its first turn" if e.repeats_read_first_turn else "")
                   + (f"; session path: {plan.session_path.mode}" if plan.session_path else "")
-                  + f"; turns, growth and output per turn: {e.cost_basis}")
+                  # The basis names a path or a setting (`[cost] basis ...`): text, never rich markup.
+                  + f"; turns, growth and output per turn: {escape(e.cost_basis)}")
     console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session (uncached ${e.expected_uncached_session_usd:.4f})"
                   f" → ${e.expected_usd:.2f} for {e.sessions_max} sessions; worst case ${e.worst_session_usd:.4f}/"
                   f"session (no cache; reserved before each start) → ${e.worst_usd:.2f}")

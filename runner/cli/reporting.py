@@ -174,13 +174,12 @@ def publish_improvements(folders: tuple[Path, ...], ctx: Context, token: str | N
     """`publish --improve DIR...`: each folder's suggestion (runner.publish.suggestion); prints their outcomes."""
     import json
 
-    from pydantic import ValidationError
-
     from runner.corpus import layout
     from runner.improve.loop import IMPROVE_JSON
     from runner.improve.model import Improve
     from runner.publish import github as github_mod
     from runner.publish import suggestion
+    from runner.results import modelfile
 
     try:
         root = layout.locate(library_path).root
@@ -189,10 +188,9 @@ def publish_improvements(folders: tuple[Path, ...], ctx: Context, token: str | N
     prefix, _ = github_mod.library_prefix(library_path, root)
     records = []
     for folder in folders:
-        try:
-            records.append(Improve.model_validate_json((folder / IMPROVE_JSON).read_text(encoding="utf-8")))
-        except (OSError, ValidationError) as exc:
-            fail_usage(f"{folder}: no readable {IMPROVE_JSON} ({type(exc).__name__})")
+        if not (folder / IMPROVE_JSON).exists():
+            fail_usage(f"{folder}: no {IMPROVE_JSON} (not an improve folder)")
+        records.append(modelfile.read(folder / IMPROVE_JSON, Improve, "an improve record of this runner"))
     outcomes = [suggestion.publish_suggestion(record, ctx, token, root, path_prefix=prefix) for record in records]
     click.echo(json.dumps([o.model_dump(mode="json") for o in outcomes], indent=2))
     sys.exit(EXIT_OK)

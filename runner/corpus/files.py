@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.corpus import bounded
 from runner.corpus.findings import Finding, display_path, error, warning
 
 
@@ -47,6 +48,29 @@ def relative_shown(path: str, folder: str) -> str | None:
     return path[len(prefix):] if path.startswith(prefix) else None
 
 
+# Linux's bounds (NAME_MAX, PATH_MAX): past them every call that takes the path fails (ENAMETOOLONG).
+_MAX_NAME_BYTES = 255
+_MAX_PATH_BYTES = 4_096
+
+
+def path_problem(text: str) -> str | None:
+    """Why a path written in a file's data (the settings' [library] roots or a trigger set, a plugin manifest's
+    source or skills) can name no file on this system, or None. Such a path makes every stat of it raise (a NUL
+    byte: ValueError; a name past 255 bytes: ENAMETOOLONG) where a missing file answers False; checked once, where
+    the data names it, so that it is a finding there."""
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeEncodeError:
+        return "it is not valid Unicode"
+    if b"\0" in encoded:
+        return "it holds a NUL byte"
+    if len(encoded) > _MAX_PATH_BYTES:
+        return f"it is longer than {_MAX_PATH_BYTES:,} bytes"
+    if any(len(part) > _MAX_NAME_BYTES for part in encoded.split(b"/")):
+        return f"a name in it is longer than {_MAX_NAME_BYTES} bytes"
+    return None
+
+
 def make_policy(roots: list[Path], base: Path, max_bytes: int) -> ReadPolicy:
     resolved = tuple(Path(os.path.realpath(r)) for r in roots)
     denied = tuple(Path(os.path.realpath(r)) / ".git" for r in roots)
@@ -67,16 +91,18 @@ def read_text(path: Path, policy: ReadPolicy) -> tuple[str | None, Finding | Non
         return None, error("symlink-escape", shown, 1,
                            f"symlink points outside the library (to {target}); it is not followed. "
                            "Copy the file into the skill folder instead.")
-    if not path.exists():
+    try:
+        # A FIFO, a device or a socket (a link to one included) is refused before it is opened (runner.corpus.bounded).
+        data = bounded.read_bytes(path, policy.max_bytes)
+    except FileNotFoundError:
         return None, error("missing-file", shown, 1, "file not found (a dangling symlink?)")
-    if not path.is_file():
-        return None, error("not-a-file", shown, 1, "expected a file, found a folder or special file")
-    size = path.stat().st_size
-    if size > policy.max_bytes:
-        return None, error("file-too-large", shown, 1,
-                           f"file is {size:,} bytes, over the {policy.max_bytes:,}-byte limit; it was not read "
-                           "(raise [limits] max_file_bytes in .skill-evals.toml if this is intended)")
-    data = path.read_bytes()
+    except bounded.Refused as exc:
+        if exc.too_large:
+            return None, error("file-too-large", shown, 1,
+                               f"{exc} (raise [limits] max_file_bytes in .skill-evals.toml if this is intended)")
+        return None, error("not-a-file", shown, 1, f"expected a file, found {exc}")
+    except OSError as exc:  # permissions, a loop of links, a name too long, an I/O error
+        return None, error("not-a-file", shown, 1, f"the file cannot be read ({exc.strerror or exc})")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from runner.corpus import bounded
 from runner.corpus.findings import Finding, error
 
 
@@ -48,6 +49,66 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# What YAML aliases may add to a frontmatter, counting each value as one plus its characters: a few anchors reused
+# add tens; an alias bomb ("billion laughs": ten aliases of ten aliases of ...) adds 10^9 from a few hundred bytes
+# written, and everything that walks the fields (json.dumps, pydantic, plan.json) would expand it. The bound is the
+# host's own for frontmatter it does not trust (CLI 2.1.332 refuses such frontmatter over 65,536 characters).
+MAX_ALIAS_EXPANSION = 65_536
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _weight(node: yaml.Node) -> int:
+    return 1 + (len(node.value) if isinstance(node, yaml.ScalarNode) else 0)
+
+
+def _unbounded(root: yaml.Node, first_line: int) -> tuple[int, str] | None:
+    """(line, message) when the composed document, its aliases expanded, is recursive, nests deeper than
+    bounded.MAX_NESTING or adds more than MAX_ALIAS_EXPANSION; else None. The composer shares an anchored node
+    among its aliases, so this walk is linear in what was written (each node once: memoised, iterative)."""
+    depth: dict[int, int] = {}
+    size: dict[int, int] = {}
+    open_path: set[int] = set()  # the nodes whose subtree is being walked: an alias of one is a cycle
+    written = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_path.discard(key)
+            children = _children(node)
+            depth[key] = 1 + max((depth[id(child)] for child in children), default=0)
+            size[key] = _weight(node) + sum(size[id(child)] for child in children)
+            if depth[key] > bounded.MAX_NESTING:
+                return first_line + node.start_mark.line, bounded.nesting_message("the frontmatter")
+            continue
+        if key in size:
+            continue
+        if key in open_path:
+            return (first_line + node.start_mark.line,
+                    "frontmatter holds an alias inside its own anchor (a value that contains itself, endless when "
+                    "expanded): write the value out")
+        open_path.add(key)
+        written += _weight(node)
+        stack.append((node, True))
+        stack.extend((child, False) for child in reversed(_children(node)) if id(child) not in size)
+    added = size[id(root)] - written
+    if added <= MAX_ALIAS_EXPANSION:
+        return None
+    line = first_line
+    if isinstance(root, yaml.MappingNode):  # point at the field whose value expands the most
+        key_node, _ = max(root.value, key=lambda pair: size[id(pair[1])])
+        line = first_line + key_node.start_mark.line
+    return line, (f"frontmatter aliases expand to {added:,} more values and characters than are written (at most "
+                  f"{MAX_ALIAS_EXPANSION:,}): an alias bomb? It was not expanded; write the values out")
+
+
 def split(text: str, shown: str) -> tuple[str, int, str, int] | Finding:
     """(yaml text, its first line, body, body's first line) or a finding when there is no block."""
     lines = text.splitlines(keepends=True)
@@ -69,6 +130,8 @@ def parse(text: str, shown: str) -> tuple[Frontmatter | None, Finding | None]:
         loader = _StrictLoader(source)
         try:
             node = loader.get_single_node()
+            if node is not None and (unbounded := _unbounded(node, first_line)):
+                return None, error("frontmatter-yaml", shown, *unbounded)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -77,6 +140,8 @@ def parse(text: str, shown: str) -> tuple[Frontmatter | None, Finding | None]:
         line = first_line + (mark.line if mark else 0)
         col = mark.column + 1 if mark else None
         problem = exc.problem or exc.context or "invalid YAML"
+        if "maximum nesting depth" in problem:  # libyaml's own bound (1,000), far past ours: said in our words
+            return None, error("frontmatter-yaml", shown, line, bounded.nesting_message("the frontmatter"))
         return None, error("frontmatter-yaml", shown, line,
                            f"frontmatter is not strict YAML: {problem}. Strict consumers drop the whole skill; "
                            "quote values that contain ': ' (single quotes, doubled apostrophes)", col=col)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.corpus import bounded
 from runner.corpus.files import ReadPolicy, read_text
 from runner.corpus.findings import Finding, error, is_unicode, printable
 
@@ -145,6 +146,20 @@ def _where(path: tuple[str | int, ...]) -> str:
     return out or "(top level)"
 
 
+def _deep_line(text: str) -> int:
+    """The line where the brackets first nest past the bound (strings skipped): where the finding points."""
+    depth = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > bounded.MAX_NESTING:
+                return text.count("\n", 0, match.start()) + 1
+        elif token in "]}":
+            depth -= 1
+    return 1
+
+
 def parse(text: str, shown: str) -> tuple[JsonDocument | None, Finding | None]:
     """Parse JSON text; a syntax error is a finding at its line and column, never an exception.
 
@@ -157,10 +172,14 @@ def parse(text: str, shown: str) -> tuple[JsonDocument | None, Finding | None]:
         message, line, col = _syntax_message(exc)
         return None, error("json-syntax", shown, line, message, col=col)
     except RecursionError:
-        return None, error("json-syntax", shown, 1, "JSON nests too deeply to read")
+        return None, error("json-syntax", shown, _deep_line(text), bounded.nesting_message("the JSON"))
     except ValueError as exc:
         # Not a syntax error: e.g. an integer longer than Python's 4,300-digit conversion limit.
         return None, error("json-syntax", shown, 1, f"JSON value cannot be read: {exc}")
+    # Everything after the parser (the schema check, the loader, pydantic) walks the value recursively. Counting the
+    # brackets first skips the walk for the files that cannot be that deep (almost all).
+    if text.count("[") + text.count("{") > bounded.MAX_NESTING and bounded.too_deep(data):
+        return None, error("json-syntax", shown, _deep_line(text), bounded.nesting_message("the JSON"))
     doc = JsonDocument(data=data, text=text, lines=_positions(text))
     if _SURROGATE_ESCAPE.search(text):
         doc.data, found = _escape_lone_surrogates(data)

@@ -49,9 +49,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from runner.corpus import jsonfile
+from runner.corpus import bounded, jsonfile
 from runner.corpus.errors import UsageError
-from runner.corpus.files import ReadPolicy, make_policy
+from runner.corpus.files import ReadPolicy, make_policy, path_problem
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, warning
 from runner.corpus.settings import SETTINGS_FILE, Settings
 
@@ -281,10 +281,10 @@ def _claude_skills(folder: Path, walk: _Walk) -> list[Path]:
 
 def _submodules(root: Path) -> frozenset[str]:
     """Paths of the submodules .gitmodules declares (relative to the root)."""
-    config = configparser.ConfigParser()
+    config = configparser.ConfigParser(interpolation=None)  # a `%` in a value is text, never a reference
     try:
-        config.read_string((root / ".gitmodules").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, configparser.Error):
+        config.read_string(bounded.read_text(root / ".gitmodules", bounded.OPTION_FILE_MAX_BYTES))
+    except (OSError, UnicodeDecodeError, configparser.Error):  # absent, not a regular file, not git's format
         return frozenset()
     return frozenset(config[section]["path"].strip().strip("/") for section in config.sections()
                      if "path" in config[section])
@@ -322,6 +322,10 @@ class _Plugins:
         if not isinstance(entry, str) or not entry.strip():
             self.findings.append(error("plugin-manifest", shown, line, f"plugin {plugin}: a `skills` entry must be a "
                                                                       f"path, got {entry!r}"))
+            return
+        if problem := path_problem(entry):
+            self.findings.append(error("plugin-manifest", shown, line, f"plugin {plugin}: skills path {_cut(entry)!r} "
+                                                                      f"is not a usable path ({problem})"))
             return
         target = plugin_dir / entry
         if not self.walk.inside(target):
@@ -416,6 +420,11 @@ def _marketplace(root: Path, policy: ReadPolicy, walk: _Walk) -> _Plugins:
                 f"plugin {name} comes from outside this repository ({kind}); its skills are not read"))
             continue
         relative = source if source.startswith(("./", "../", "/")) or not plugin_root else f"{plugin_root}/{source}"
+        if problem := path_problem(relative):
+            plugins.findings.append(error(
+                "plugin-path-missing", shown, doc.line("plugins", index, "source"),
+                f"plugin {name}: source {_cut(relative)!r} is not a usable path ({problem}); its skills are not read"))
+            continue
         plugin_dir = root / relative
         if not walk.inside(plugin_dir) or not plugin_dir.is_dir():
             plugins.findings.append(error(
@@ -503,10 +512,19 @@ def _scan(root: Path, walk: _Walk) -> tuple[str, str, list[str], str, list[Skill
     return kind, description, roots, note, skills, candidates
 
 
+def _cut(text: str, limit: int = 80) -> str:
+    """A path from the data as a message shows it: a huge one is cut."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _configured(root: Path, entries: list[str], walk: _Walk) -> tuple[list[SkillFolder], list[Finding]]:
     skills: list[SkillFolder] = []
     problems: list[Finding] = []
     for entry in entries:
+        if problem := path_problem(entry):
+            problems.append(error("settings-invalid", SETTINGS_FILE, 1,
+                                  f"[library] names {_cut(entry)!r}, which is not a usable path: {problem}"))
+            continue
         folder = root / entry
         if not folder.is_dir() or not walk.inside(folder):
             problems.append(error("settings-invalid", SETTINGS_FILE, 1,
@@ -524,8 +542,8 @@ def _agents(root: Path, settings: Settings, skills: list[SkillFolder], extra: li
             ) -> list[Path]:
     """Folders of subagents: the configured one; else `agents/` beside each folder of skills (`.claude/agents`
     beside `.claude/skills`), at the repository root, in `.claude/`, and each plugin's."""
-    if settings.library.agents:
-        return [(root / settings.library.agents).resolve()]
+    if settings.library.agents:  # discover reported an unusable one
+        return [] if path_problem(settings.library.agents) else [(root / settings.library.agents).resolve()]
     parents = sorted({Path(skill.path).parent for skill in skills}, key=str)
     folders = [parent.parent / "agents" for parent in parents if parent != root]
     folders += [root / "agents", root / ".claude" / "agents", *extra]
@@ -623,6 +641,9 @@ def discover(path: Path, settings: Settings) -> tuple[Layout, list[Finding]]:
             note += f"; {CLAUDE_SKILLS}/ ({_count(len(local))}) was not read: list it in [library] roots to add it"
     skills, problems = _dedupe(skills, root)
     findings += walk.findings + problems
+    if settings.library.agents and (problem := path_problem(settings.library.agents)):
+        findings.append(error("settings-invalid", SETTINGS_FILE, 1, f"[library] agents names "
+                              f"{_cut(settings.library.agents)!r}, which is not a usable path: {problem}"))
     agents_dirs = _agents(root, settings, skills, extra_agents, policy)
     agents: dict[str, str] = {}
     for folder in agents_dirs:

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.corpus import classify, formats, frontmatter, jsonfile
+from runner.corpus import bounded, classify, formats, frontmatter, jsonfile
 from runner.corpus import schema_check as schemas
-from runner.corpus.files import ReadPolicy, make_policy, read_text, relative_shown, scan_tree
+from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
 from runner.corpus.findings import Finding, display_path, error, is_unicode, printable, warning
 from runner.corpus.layout import (
     NAME_NOT_UTF8,
@@ -221,23 +221,31 @@ def find_root(path: Path) -> tuple[Path, Path | None]:
 
 # ---- reading files ----------------------------------------------------------------------------
 
+def _file_digest(path: Path, policy: ReadPolicy) -> bytes | None:
+    """sha256 of a regular file inside the library within its size bound; None for anything else (a FIFO, a device,
+    a link that leaves the library, a file too large: what no session receives either)."""
+    if not policy.inside(path):
+        return None
+    try:
+        return hashlib.sha256(bounded.read_bytes(path, policy.max_bytes)).digest()
+    except OSError:
+        return None
+
+
 def _content_hash(folders: list[Path], files: list[Path], policy: ReadPolicy) -> str:
     """sha256 over every file's relative path and bytes, in a stable order (what a plan pins). A name that is not
     UTF-8 is hashed as the bytes it is (surrogateescape): renaming it changes the hash like any other rename."""
     digest = hashlib.sha256()
-    for path in files:
-        if policy.inside(path) and path.is_file() and path.stat().st_size <= policy.max_bytes:
-            digest.update(display_path(path, policy.base).encode("utf-8", "surrogateescape") + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    paths = list(files)
     for folder in folders:
         for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
             dirnames.sort()
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                if not policy.inside(path) or not path.is_file() or path.stat().st_size > policy.max_bytes:
-                    continue
-                digest.update(display_path(path, policy.base).encode("utf-8", "surrogateescape") + b"\0")
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
+            paths += [Path(dirpath) / name for name in sorted(filenames)]
+    for path in paths:
+        file_digest = _file_digest(path, policy)
+        if file_digest is not None:
+            digest.update(display_path(path, policy.base).encode("utf-8", "surrogateescape") + b"\0")
+            digest.update(file_digest)
     return digest.hexdigest()
 
 
@@ -709,7 +717,12 @@ class _Loader:
         data = doc.data
         if question is None or not isinstance(data, dict) or paths:
             return  # the probe cannot be built; the findings above say why
-        digest = hashlib.sha256(probe_file.read_bytes() + b"\0" + question.encode()).hexdigest()
+        try:  # read again for its bytes as written (the digest calibration records pin), within the same bounds
+            written = bounded.read_bytes(probe_file, self.policy.max_bytes)
+        except OSError as exc:  # replaced since it was read
+            self.findings.append(error("not-a-file", shown, 1, f"probe.json cannot be read again: {exc}"))
+            return
+        digest = hashlib.sha256(written + b"\0" + question.encode()).hexdigest()
         try:
             probe = Probe(
                 uid=self.uid(skill, "probe", probe_dir.name), skill=skill.name, id=probe_dir.name,
@@ -737,6 +750,11 @@ class _Loader:
         """skill-creator trigger sets named in the settings; `q<n>` ids (the format has none)."""
         policy = make_policy([self.root], self.root, self.settings.limits.max_file_bytes)
         for entry in self.settings.trigger_set:
+            if problem := path_problem(entry.path):
+                shown = entry.path if len(entry.path) <= 80 else entry.path[:77] + "..."
+                self.findings.append(error("missing-file", self.settings_shown, 1,
+                                           f"trigger_set names {shown!r}, which is not a usable path: {problem}"))
+                continue
             path = self.root / entry.path
             skill = skills.get(entry.skill)
             if skill is None:

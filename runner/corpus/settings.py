@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from runner.corpus import bounded
 from runner.corpus.findings import Finding, display_path, error
 from runner.execute.hosts.registry import HostName
 
@@ -306,18 +307,27 @@ def load(path: Path | None, base: Path) -> tuple[Settings, list[Finding]]:
         return Settings(), []
     shown = display_path(path, base)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return Settings(), [error("settings-unreadable", shown, 1, f"cannot read the settings file: {exc}")]
+        # The repository (or an option) names it: a FIFO, a device, a link to one, a huge file is refused unopened.
+        text = bounded.read_text(path, bounded.SETTINGS_MAX_BYTES)
+    except UnicodeDecodeError as exc:
+        return Settings(), [error("settings-unreadable", shown, 1, f"cannot read the settings file: it is not UTF-8 "
+                                                                   f"(byte {exc.start}: {exc.reason})")]
+    except OSError as exc:
+        return Settings(), [error("settings-unreadable", shown, 1,
+                                  f"cannot read the settings file: {exc.strerror or exc}")]
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = _TOML_POSITION.search(str(exc))
         line, col = (int(match.group(1)), int(match.group(2))) if match else (1, None)
         return Settings(), [error("settings-syntax", shown, line, f"invalid TOML: {exc}", col=col)]
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        return Settings(), [error("settings-syntax", shown, 1, bounded.nesting_message("the settings file"))]
     except ValueError as exc:
         # tomllib raises a bare ValueError for an integer past Python's 4,300-digit limit.
         return Settings(), [error("settings-syntax", shown, 1, f"invalid TOML value: {exc}")]
+    if bounded.too_deep(raw):
+        return Settings(), [error("settings-syntax", shown, 1, bounded.nesting_message("the settings file"))]
     try:
         return Settings.model_validate(raw), []
     except ValidationError as exc:

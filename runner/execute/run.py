@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from runner.corpus import bounded
 from runner.corpus.errors import UsageError
 from runner.corpus.findings import Finding
 from runner.corpus.library import Case, Library, Probe
@@ -48,7 +49,7 @@ from runner.plan.build import Plan
 from runner.plan.select import Selection, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
-from runner.results import vetting
+from runner.results import modelfile, vetting
 from runner.results.build import LostInFlight, ReconciledSpend
 from runner.results.vetting import RefusedRecord
 
@@ -288,10 +289,10 @@ def probe_gates(library: Library) -> dict[str, plan_mod.ProbeGate]:
 
 def read_selection(path: Path, cases: dict[str, Case]) -> Selection:
     """A selection made earlier (by `skill-evals select`, e.g. outside a container, where git runs)."""
-    try:
-        selection = Selection.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a selection written by `skill-evals select` ({str(exc).splitlines()[0]})") from exc
+    # Checked once by the option (runner.cli.options.checked_selection); read again within the same bounds, since
+    # the path may name something else by now.
+    selection = modelfile.read(path, Selection, "a selection written by `skill-evals select`",
+                               bounded.OPTION_FILE_MAX_BYTES)
     unknown = [c.uid for c in selection.cases if c.uid not in cases]
     if unknown:
         raise ValueError(f"{path}: the selection names cases this library does not have: {', '.join(unknown[:5])}")

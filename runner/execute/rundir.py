@@ -54,6 +54,7 @@ from typing import BinaryIO, Literal
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from runner.corpus import bounded
 from runner.corpus.errors import UsageError
 from runner.corpus.findings import is_unicode, printable_tree
 from runner.execute.hosts.base import Bound, CostBasis, Decided, FirstTurn, ToolCall, Usage
@@ -558,4 +559,5 @@ class RunDir:
         return relative
 
     def read_text(self, name: str) -> str:
-        return (self.path / name).read_text(encoding="utf-8")
+        # The folder is named by an option (--resume, judge RUN_DIR): a FIFO or a link to a device is refused unopened.
+        return bounded.read_text(self.path / name, bounded.RUN_FILE_MAX_BYTES)

@@ -42,6 +42,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.corpus import bounded
+from runner.corpus.errors import UsageError
 from runner.corpus.library import Case, Library, load_library
 from runner.corpus.settings import Settings
 from runner.execute import run as runs_mod
@@ -154,7 +156,10 @@ class Workspace:
         self.library_path = self.root / inputs.library_path.resolve().relative_to(original_root)
         skill = inputs.library.skills[inputs.skill]
         self.skill_md = self.root / Path(skill.path).resolve().relative_to(original_root) / "SKILL.md"
-        self.original = self.skill_md.read_text(encoding="utf-8")
+        try:
+            self.original = bounded.read_text(self.skill_md, inputs.settings.limits.max_file_bytes)
+        except (OSError, UnicodeDecodeError) as exc:  # the loader reported it; a usage error here, never a hang
+            raise UsageError(f"{skill.skill_md}: cannot be read to improve ({exc})") from None
 
     def load(self, description: str | None) -> Library:
         """The copy with `description` in place (None: the current SKILL.md), activation assertions only."""

@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner.corpus import bounded
 from runner.corpus.errors import UsageError
 from runner.corpus.findings import first_problem
 from runner.corpus.library import Assertion
@@ -98,7 +99,7 @@ class CalibrationRecord(BaseModel):
 
 def load_labels(path: Path) -> list[LabelledItem]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = bounded.read_text(path, bounded.OPTION_FILE_MAX_BYTES)
     except (OSError, UnicodeDecodeError) as exc:
         raise LabelsError(f"{path}: cannot read the labels file: {exc}") from exc
     stripped = text.lstrip()
@@ -107,6 +108,8 @@ def load_labels(path: Path) -> list[LabelledItem]:
             raw_items = [(1, item) for item in json.loads(text)]
         except json.JSONDecodeError as exc:
             raise LabelsError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+        except (ValueError, RecursionError) as exc:  # a number past Python's digit limit; nesting past its stack
+            raise LabelsError(f"{path}: the labels cannot be read: {str(exc) or type(exc).__name__}") from exc
     else:
         raw_items = []
         for number, line in enumerate(text.splitlines(), start=1):
@@ -115,6 +118,9 @@ def load_labels(path: Path) -> list[LabelledItem]:
                     raw_items.append((number, json.loads(line)))
                 except json.JSONDecodeError as exc:
                     raise LabelsError(f"{path}:{number}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+                except (ValueError, RecursionError) as exc:
+                    raise LabelsError(f"{path}:{number}: the labels cannot be read: "
+                                      f"{str(exc) or type(exc).__name__}") from exc
     items = []
     for number, raw in raw_items:
         try:
@@ -196,8 +202,9 @@ def read_records(root: Path) -> list[CalibrationRecord]:
     if not path.exists():
         return []
     try:
-        return [CalibrationRecord.model_validate(r) for r in json.loads(path.read_text(encoding="utf-8"))]
-    except (ValueError, ValidationError):
+        records = json.loads(bounded.read_text(path, bounded.OPTION_FILE_MAX_BYTES))
+        return [CalibrationRecord.model_validate(r) for r in records]
+    except (OSError, ValueError, ValidationError, RecursionError, TypeError):
         return []  # an unreadable record file proves nothing: treated as no calibration
 
 

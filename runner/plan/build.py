@@ -39,6 +39,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from runner.corpus import bounded
+from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import CostSettings, LoadedKind, Price, Settings, TierSettings
 from runner.execute.hosts.activation import SUBAGENT_TOOLS
@@ -548,15 +550,18 @@ def read_basis(path_text: str, root: Path, runs_folder: Path | None = None, host
             where = f"{runs_folder}" if runs_folder is not None else "no runs folder"
             return Basis({}, 1.0, f"defaults (no earlier {host} run of {model} with measured sessions in {where})")
         path = found
+    elif problem := path_problem(path_text):  # the settings may come from the repository under review
+        return Basis({}, 1.0, f"defaults ([cost] basis is not a usable path: {problem})")
     else:
         path = Path(path_text) if Path(path_text).is_absolute() else root / path_text
     if path.is_dir():
         path = path / "results.json"
     try:
-        cost = json.loads(path.read_text(encoding="utf-8")).get("cost") or {}
+        # [cost] basis may come from the repository under review: a FIFO or /dev/zero is refused unopened.
+        cost = json.loads(bounded.read_text(path, bounded.RUN_FILE_MAX_BYTES)).get("cost") or {}
         rows = [KindBasis.model_validate(row) for row in cost.get("by_kind", [])]
         scale = float(cost.get("token_scale") or 1.0)
-    except (OSError, ValueError, AttributeError, TypeError) as exc:
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
         return Basis({}, 1.0, f"defaults ([cost] basis {path} could not be read: {str(exc).splitlines()[0][:120]})")
     kinds = {row.kind: row for row in rows if row.sessions > 0}
     if not kinds:
@@ -573,11 +578,11 @@ def auto_basis(runs_folder: Path | None, host: str, model: str) -> Path | None:
     best: tuple[str, Path] | None = None
     for path in runs_folder.glob("*/results.json"):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(bounded.read_text(path, bounded.RUN_FILE_MAX_BYTES))
             plan, cost = data.get("plan") or {}, data.get("cost") or {}
             finished = str(data.get("finished_at") or "")
             measured = any(int(row.get("sessions") or 0) > 0 for row in cost.get("by_kind") or [])
-        except (OSError, ValueError, AttributeError, TypeError):
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
             continue
         if plan.get("host") == host and plan.get("model") == model and measured and (best is None or
                                                                                      finished > best[0]):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner.corpus import bounded
 from runner.corpus.errors import UsageError
 from runner.corpus.findings import first_problem
 
@@ -44,8 +45,10 @@ def load(root: Path, today: date | None = None) -> list[QuarantineEntry]:
     if not path.exists():
         return []
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = json.loads(bounded.read_text(path, bounded.OPTION_FILE_MAX_BYTES))
+    except RecursionError:
+        raise QuarantineError(f"{path}: {bounded.nesting_message('the quarantine list')}") from None
+    except (OSError, ValueError) as exc:  # not JSON, not UTF-8, not a regular file, too large
         raise QuarantineError(f"{path}: cannot read the quarantine list: {exc}") from exc
     if not isinstance(raw, list):
         raise QuarantineError(f"{path}: the quarantine list must be a JSON array of entries")

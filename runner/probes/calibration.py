@@ -43,6 +43,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from runner.corpus import bounded
 from runner.corpus.errors import UsageError
 from runner.corpus.findings import display_path
 from runner.corpus.library import Library, Probe
@@ -206,11 +207,14 @@ def read_file(directory: Path, uid: str) -> CalibrationFile:
         return CalibrationFile(probe=uid)
     shown = display_path(path, Path.cwd())
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(bounded.read_text(path, bounded.OPTION_FILE_MAX_BYTES))
     except json.JSONDecodeError as exc:
         raise CalibrationFileError(f"{shown}:{exc.lineno}: not valid JSON ({exc.msg}); fix or move it — it is "
                                    "never overwritten") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise CalibrationFileError(f"{shown}:1: {bounded.nesting_message('the file')}; it is never overwritten") \
+            from None
+    except (OSError, ValueError) as exc:  # not UTF-8, not a regular file, too large, a number past Python's limit
         raise CalibrationFileError(f"{shown}:1: cannot be read ({exc}); it is never overwritten") from exc
     try:
         return CalibrationFile.model_validate(data)

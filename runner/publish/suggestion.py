@@ -37,7 +37,7 @@ import requests
 from github import GithubException
 from pydantic import BaseModel
 
-from runner.corpus import frontmatter, repopath
+from runner.corpus import bounded, frontmatter, repopath
 from runner.improve.model import Candidate, Improve, Score
 from runner.improve.skillmd import description_line, description_span
 from runner.publish import github as gh
@@ -118,7 +118,7 @@ def in_one_hunk(patch: str | None, first: int, last: int) -> bool:
 def locate(record: Improve, library_root: Path, path_prefix: str) -> Target:
     """The suggestion's target from the SKILL.md in the checkout (ValueError when it cannot be placed honestly)."""
     skill_md = library_root / record.skill_md
-    text = skill_md.read_text(encoding="utf-8")
+    text = bounded.read_text(skill_md, bounded.OPTION_FILE_MAX_BYTES)
     parsed, _ = frontmatter.parse(text, "SKILL.md")
     if parsed is None or parsed.fields.get("description") != record.current_description:
         raise ValueError(f"{record.skill_md} no longer carries the description improve started from (changed since): "

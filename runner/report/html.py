@@ -124,7 +124,7 @@ def load_transcript(run_dir: Path, record: AttemptRecord, cap: int) -> dict[str,
     text = path.read_text(encoding="utf-8", errors="replace")
     try:
         messages = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
         out.update(raw=_clean(text[:cap]), truncated=len(text) > cap,
                    note=f"the transcript file is not valid JSON; showing it as text. Full transcript: {relative}")
         return out
@@ -208,7 +208,7 @@ def _read_prompt(run_dir: Path, record: AttemptRecord) -> str | None:
         return None
     try:
         messages = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return prompt_of(messages if isinstance(messages, list) else [messages])
 

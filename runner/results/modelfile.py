@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from runner.corpus import bounded
 from runner.corpus.errors import UsageError
 
 M = TypeVar("M", bound=BaseModel)
@@ -44,6 +45,8 @@ def explain(exc: BaseException, text: str | None = None, what: str = "the file e
         return "does not exist"
     if isinstance(exc, UnicodeDecodeError):
         return f"not UTF-8 (byte {exc.start}: {exc.reason})"
+    if isinstance(exc, bounded.Refused):
+        return str(exc)
     if isinstance(exc, OSError):
         return f"cannot be read ({exc.strerror or type(exc).__name__})"
     if isinstance(exc, ValidationError):
@@ -72,11 +75,12 @@ def _message(problem: object) -> str:
     return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 
-def read(path: Path, model: type[M], what: str) -> M:
-    """The model in the file; Unreadable (one line: the path and why) when it cannot be read as one."""
+def read(path: Path, model: type[M], what: str, max_bytes: int = bounded.RUN_FILE_MAX_BYTES) -> M:
+    """The model in the file; Unreadable (one line: the path and why) when it cannot be read as one. The file is
+    read within runner.corpus.bounded's bounds: a regular file of at most `max_bytes`."""
     text: str | None = None
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = bounded.read_text(path, max_bytes)
         return model.model_validate_json(text)
     except (OSError, UnicodeDecodeError, ValidationError) as exc:
         raise Unreadable(f"{path}: {explain(exc, text, what)}") from None
