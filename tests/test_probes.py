@@ -488,3 +488,25 @@ def test_the_spend_cap_stops_calibration_before_a_start_it_cannot_afford(library
     assert done.returncode == 1 and record["status"] == "stopped" and record["stop_reason"] == "budget-cap"
     assert record["starts"] == [] and record["verdict"] is None
     assert "budget-cap" in done.stdout
+
+
+def test_a_pattern_that_backtracks_without_end_is_an_error_not_a_hang(example_copy: Path) -> None:
+    """Issue 28: a discriminator pattern is the library's (maybe a pull request's) and runs on the model's answer.
+    `(a|aa)+$` on 60 a's and a b takes `re` longer than the age of the universe; the grading engine's time limit
+    makes it an ERROR attempt (never PASS or FAIL) in about PATTERN_TIMEOUT_S."""
+    import asyncio
+
+    from runner.execute.hosts.base import Observation
+    from runner.probes import arms
+
+    library, _ = load_library(example_copy, Settings())
+    probe = library.probes[0].model_copy(update={"patterns": ["NOT_PROVEN", "(a|aa)+$"]})
+    obs = Observation(attempt_id=f"{probe.uid}#treatment#1", host="test", final_answer="NOT_PROVEN " + "a" * 60 + "b")
+
+    class NoJudge:  # the grading must stop before any judge call
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the judge was asked for {name}")
+
+    grade, call = asyncio.run(arms.grade(probe, "treatment", obs, NoJudge()))  # type: ignore[arg-type]
+    assert grade.state == "ERROR" and call is None, grade
+    assert "(a|aa)+$" in (grade.error or "") and "did not finish" in (grade.error or "")

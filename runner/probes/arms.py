@@ -16,7 +16,7 @@ the act. A host error is ERROR and a failed judge call JUDGE-ERROR: neither is a
 
 from __future__ import annotations
 
-import re
+import regex
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -89,8 +89,25 @@ def rubric(probe: Probe, with_act: bool) -> list[Assertion]:
     return items
 
 
+# A discriminator pattern comes from the library (maybe a pull request's) and runs on a model's answer: one that
+# backtracks without end (`(a|aa)+$`) must not hang the run. The `regex` engine takes a time limit; `re` has none.
+PATTERN_TIMEOUT_S = 2.0
+
+
+class PatternTimeout(Exception):
+    """A discriminator pattern did not finish on an answer within PATTERN_TIMEOUT_S."""
+
+
 def pattern_hits(probe: Probe, answer: str) -> list[bool]:
-    return [re.search(pattern, answer) is not None for pattern in probe.patterns]
+    hits = []
+    for pattern in probe.patterns:
+        try:
+            hits.append(regex.search(pattern, answer, flags=regex.VERSION0, timeout=PATTERN_TIMEOUT_S) is not None)
+        except TimeoutError:
+            raise PatternTimeout(f"discriminator pattern {pattern!r} did not finish on the answer within "
+                                 f"{PATTERN_TIMEOUT_S:g} s (a pattern that backtracks without end, e.g. nested "
+                                 "repeats); the act could not be graded") from None
+    return hits
 
 
 def judge_worst_usd(judge: Grader, probe: Probe, max_output_tokens: int) -> float:
@@ -113,7 +130,10 @@ async def grade(probe: Probe, arm: Arm, obs: Observation, judge: Grader) -> tupl
         bounds = f" ({', '.join(obs.bounds_hit)})" if obs.bounds_hit else ""
         return _error(probe, arm, obs, f"the session ended without a final answer{bounds}"), None
     fired = obs.fired()
-    patterns = pattern_hits(probe, obs.final_answer)
+    try:
+        patterns = pattern_hits(probe, obs.final_answer)
+    except PatternTimeout as exc:
+        return _error(probe, arm, obs, str(exc)), None
     missing = [p for p, hit in zip(probe.patterns, patterns) if not hit]
     script_act = None if not missing else AssertionOutcome(
         index=ACT_INDEX, state="FAIL", reason=f"discriminator pattern {missing[0]!r} does not match the answer")
