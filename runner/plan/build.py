@@ -270,6 +270,10 @@ class Plan(BaseModel):
                                                             "a link out of the repository, a missing plugin path): "
                                                             "no case of theirs is in the plan. The first finding "
                                                             "of each.")
+    floor_notes: list[str] = Field(default=[], description="What every report says of the floor besides what it "
+                                                           "held back: the library's validator switched off by the "
+                                                           "settings (validator-disabled), as `file:line: [rule] "
+                                                           "message`.")
 
     def digest(self) -> str:
         """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
@@ -792,4 +796,5 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
         held_back=dict(sorted(held_back.items())),
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
+        floor_notes=[describe([found]) for found in floor.announced] if floor else [],
     )
