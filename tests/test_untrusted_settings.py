@@ -74,6 +74,13 @@ def test_every_key_of_the_settings_has_exactly_one_rule() -> None:
     assert all(rule.why for rule in trust.POLICY.values())
 
 
+def test_the_configuration_page_says_what_each_key_may_do() -> None:
+    """docs/configuration.md, "Untrusted settings", names every key of the policy (the table a user reads)."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = page.split("## Untrusted settings", 1)[1]
+    assert [p for p in trust.POLICY if f"`{p}`" not in section] == []
+
+
 # ---- each attack, refused by name ------------------------------------------------------------------------
 
 ATTACKS = [

@@ -89,6 +89,8 @@ class AtMost(Rule):
     def __init__(self, why: str, limit: float | None = None):
         super().__init__(why)
         self.limit = limit  # None: the default
+        if limit is not None:
+            self.may = f"at most {limit:,g}"
 
     def refuse(self, value: Any, default: Any, bounds: Bounds) -> str | None:
         limit = default if self.limit is None else self.limit
