@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import html as html_text
 import json
+import os
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -27,7 +30,7 @@ from runner.corpus.settings import Settings
 from runner.report import html, junit, markdown, terminal
 from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic
-from tests.conftest import cli, fake_env, line_of, run_cli
+from tests.conftest import EXAMPLE, cli, fake_env, line_of, run_cli
 from tests.test_run import KEY, results_of, skill_evals_run
 
 SETTINGS = ".skill-evals.toml"
@@ -368,3 +371,54 @@ def test_every_report_says_the_validator_is_off(example_copy: Path, fake: FakeAn
     assert note in console.export_text()
     report = run_cli("report", str(out), "--format", "markdown")
     assert report.returncode == 0 and note in html_text.unescape(report.stdout)
+
+
+# ---- the settings as a commit holds them (--settings-commit: the action's pull request base) ------------------
+
+def commit_all(repo: Path, message: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (["add", "-A"], ["commit", "-q", "--allow-empty", "-m", message], ["rev-parse", "HEAD"]):
+        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
+                              env=os.environ | env, timeout=60)
+    return done.stdout.strip()
+
+
+def test_the_settings_of_a_commit_not_the_working_tree_s(tmp_path: Path) -> None:
+    """A repository whose library is a folder of it: the commit's file at that folder, the defaults where the commit
+    has none, the working tree never read; a commit that is not there, or a link in place of the file, refused."""
+    from runner.corpus import committed
+
+    repo = tmp_path / "repo"
+    library = repo / "lib"
+    shutil.copytree(EXAMPLE, library, symlinks=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, timeout=60)
+    without = commit_all(repo, "no settings")
+    (library / SETTINGS).write_text("[run]\nmax_turns = 3\n", encoding="utf-8")
+    base = commit_all(repo, "settings")
+    (library / SETTINGS).write_text("[run]\nmax_turns = 9\n[validator]\nenabled = false\n", encoding="utf-8")
+    (library / "pr.toml").symlink_to(SETTINGS)
+
+    loaded = context.load(library, None, base)
+    assert loaded.settings.run.max_turns == 3 and loaded.settings.validator.enabled
+    assert loaded.settings_shown == f"{base[:12]}:lib/{SETTINGS}"
+    assert loaded.settings_file is not None and loaded.settings_file.read_text() == "[run]\nmax_turns = 3\n"
+    none = context.load(library, None, without)
+    assert none.settings == Settings() and none.settings_file is None
+    with pytest.raises(committed.CommitError, match="no such commit"):
+        committed.read(library, "0" * 40)
+    with pytest.raises(committed.CommitError, match="give a commit"):
+        committed.read(library, "--output=/tmp/x")
+    (library / SETTINGS).unlink()
+    (library / SETTINGS).symlink_to("pr.toml")
+    linked = commit_all(repo, "a link")
+    with pytest.raises(committed.CommitError, match="not a regular file"):
+        committed.read(library, linked)
+    # Its findings and refusals name the file as the commit holds it, with its lines.
+    (library / SETTINGS).unlink()
+    (library / SETTINGS).write_text("[run]\nmax_turns = 3\nconcurrency = 999\n", encoding="utf-8")
+    bad = commit_all(repo, "too many")
+    result = cli("validate", "--library", str(library), "--settings-commit", bad, "--untrusted-settings")
+    assert result.exit_code == 2
+    assert f"{bad[:12]}:lib/{SETTINGS} sets keys" in result.stderr and "[run] concurrency = 999 (line 3: " in \
+        result.stderr
