@@ -668,6 +668,65 @@ def test_a_library_level_error_fails_validation_and_nothing_runs(tmp_path: Path)
     assert job.commands() == ["validate"]
 
 
+# ---- the repository's settings: data, and on a pull request its base commit's (issue 28) ---------------------
+
+# What a pull request's own .skill-evals.toml tries: free sessions, and the library's validator switched off.
+PR_SETTINGS = '[validator]\nenabled = false\n\n[prices."claude-sonnet-4-6"]\ninput = 0.0\noutput = 0.0\n'
+
+
+def settings_pr_job(tmp_path: Path, event_name: str = "pull_request", **breaks: bool) -> tuple[Job, str, str]:
+    """The job of a pull request whose head also adds PR_SETTINGS (the base has no settings file)."""
+    workspace, base, _ = make_workspace(tmp_path, **breaks)
+    (workspace / "examples" / "library" / ".skill-evals.toml").write_text(PR_SETTINGS, encoding="utf-8")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "--amend", "-m", "head, with settings")
+    head = git(workspace, "rev-parse", "HEAD")
+    event = pr_event(base, head) if event_name == "pull_request" else {"before": base, "after": head}
+    job = SimulatedRunner(tmp_path, workspace, {"library": "examples/library", "github-token": "", **HOST},
+                          event_name, event).run()
+    return job, base, head
+
+
+def test_a_pull_request_cannot_switch_off_the_validator_it_breaks(tmp_path: Path) -> None:
+    """The head breaks the library's validator and adds `[validator] enabled = false`. The validate step reads the
+    settings of the base commit (none: the defaults), so the validator runs, fails, and the required step fails:
+    nothing runs after it."""
+    job, base, _ = settings_pr_job(tmp_path, break_library=True)
+    assert job.step("context").outputs["settings-commit"] == base
+    validate = job.step("validate")
+    assert validate.returncode == 1 and validate.outputs["validation"] == "failure", validate.output
+    assert validate.outputs["floor"] == "library" and "library-validator" in validate.output
+    assert "validator-disabled" not in validate.output
+    (call,) = [c for c in job.calls if c["argv"][0] == "validate"]
+    assert "--untrusted-settings" in call["argv"]
+    assert ["--settings-commit", base] == call["argv"][call["argv"].index("--settings-commit"):][:2]
+    assert job.failed and job.commands() == ["validate"]
+
+
+def test_a_pull_request_runs_under_its_base_settings_and_the_summary_says_so(tmp_path: Path) -> None:
+    """Zero prices in the pull request's settings reach no step: every step reads the base commit's, the run plans
+    with the runner's prices, and the job summary says the pull request's settings take effect after the merge."""
+    job, base, _ = settings_pr_job(tmp_path)
+    assert job.step("validate").outputs["validation"] == "success", job.step("validate").output
+    for command in ("validate", "select", "run"):
+        (call,) = [c for c in job.calls if c["argv"][0] == command]
+        assert ["--settings-commit", base] == call["argv"][call["argv"].index("--settings-commit"):][:2], command
+    assert "changes `.skill-evals.toml`" in job.summary and "take effect after it is merged" in job.summary
+    plan = json.loads((Path(job.outputs["run-dir"]) / "plan.json").read_text(encoding="utf-8"))
+    assert plan["estimate"]["worst_session_usd"] > 0, "the pull request's zero prices were used"
+
+
+def test_outside_a_pull_request_the_settings_are_the_checkout_s_and_refused_by_name(tmp_path: Path) -> None:
+    """A push has no base to read settings from: the checkout's are read, still as untrusted settings, so the same
+    file is refused by name and the required validate step fails (exit 2)."""
+    job, _, _ = settings_pr_job(tmp_path, event_name="push")
+    assert job.step("context").outputs["settings-commit"] == ""
+    validate = job.step("validate")
+    assert validate.returncode == 2 and validate.outputs["floor"] == "library", validate.output
+    assert "[validator] enabled = false" in validate.output and '[prices."claude-sonnet-4-6"] input' in validate.output
+    assert job.failed and job.commands() == ["validate"]
+
+
 def test_inputs_are_data_never_code(tmp_path: Path) -> None:
     """Shell in an input is passed as one argument, never executed (no expression inside run:)."""
     workspace, base, head = make_workspace(tmp_path)

@@ -255,6 +255,6 @@ def test_untrusted_settings_refuse_a_cli_path(tmp_path: Path) -> None:
                            str(tmp_path / "run"), "--no-library-validator", "--untrusted-settings"],
                           capture_output=True, text=True, env=env, cwd=library, timeout=300, check=False)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "[run] cli_path" in done.stderr and "'evil.sh'" in done.stderr and "Traceback" not in done.stderr
+    assert '[run] cli_path = "evil.sh"' in done.stderr and "Traceback" not in done.stderr
     assert not marker.exists() and not (tmp_path / "run" / "results.json").exists()
     assert SECRETS["ANTHROPIC_API_KEY"] not in done.stdout + done.stderr

@@ -19,8 +19,10 @@ import click
 
 from runner.cli.app import EXIT_FINDINGS, fail_usage
 from runner.corpus import findings as findings_mod
+from runner.corpus import committed as committed_mod
 from runner.corpus import settings as settings_mod
-from runner.corpus.findings import Finding
+from runner.corpus import trust
+from runner.corpus.findings import Finding, display_path
 from runner.corpus.library import Library, find_root, load_library
 from runner.floor import gate as floor_mod
 from runner.floor import validate as validate_mod
@@ -35,9 +37,11 @@ CONTAINER_TAG = "skill-evals-runner:local"
 @dataclass
 class SettingsAt:
     root: Path  # the repository root
-    file: Path  # the settings file: --config, else .skill-evals.toml at the root (which may not exist)
+    file: Path | None  # the settings file read (--config, .skill-evals.toml at the root, a commit's); None: none
     settings: settings_mod.Settings
     findings: list[Finding]  # what is wrong with the settings
+    shown: str = settings_mod.SETTINGS_FILE  # how findings and messages name the file
+    committed: committed_mod.Committed | None = None  # --settings-commit: the file as that commit holds it
 
 
 @dataclass
@@ -46,21 +50,47 @@ class Loaded:
     settings: settings_mod.Settings
     findings: list[Finding]
     root: Path
+    settings_file: Path | None = None  # the settings file read, None when there is none (the defaults)
+    settings_shown: str = settings_mod.SETTINGS_FILE
+    committed: committed_mod.Committed | None = None  # holds a commit's settings file while this lives
 
 
-def load_settings(library_path: Path, config: Path | None) -> SettingsAt:
-    """The settings of the repository the path is in (LibraryError, a usage error, when it holds no library)."""
+def load_settings(library_path: Path, config: Path | None, commit: str | None = None) -> SettingsAt:
+    """The settings of the repository the path is in (LibraryError, a usage error, when it holds no library):
+    --config, else the commit's (--settings-commit), else .skill-evals.toml at the root."""
     root, _ = find_root(library_path)
+    if commit is not None:
+        if config is not None:
+            fail_usage("--config and --settings-commit both name the settings: give one")
+        held = committed_mod.read(root, commit)
+        settings, found = settings_mod.load(held.path, root)
+        at = SettingsAt(root=root, file=held.path, settings=settings, findings=found, shown=held.shown,
+                        committed=held)
+        return _named(at, at.findings)
     settings_file = config or root / settings_mod.SETTINGS_FILE
     settings, found = settings_mod.load(settings_file, root)
-    return SettingsAt(root=root, file=settings_file, settings=settings, findings=found)
+    exists = settings_file.exists()
+    return SettingsAt(root=root, file=settings_file if exists else None, settings=settings, findings=found,
+                      shown=display_path(settings_file, root) if exists else settings_mod.SETTINGS_FILE)
 
 
-def load(library_path: Path, config: Path | None) -> Loaded:
+def _named(at: SettingsAt, found: list[Finding]) -> SettingsAt:
+    """A commit's settings are read from a temporary copy: its findings name the file as `REV:path`."""
+    if at.file is not None:
+        copy = display_path(at.file, at.root)
+        for finding in found:
+            if finding.file == copy:
+                finding.file = at.shown
+    return at
+
+
+def load(library_path: Path, config: Path | None, commit: str | None = None) -> Loaded:
     """Settings, then the corpus, with the findings of both."""
-    at = load_settings(library_path, config)
-    library, corpus_findings = load_library(library_path, at.settings, at.file if at.file.exists() else None)
-    return Loaded(library=library, settings=at.settings, findings=at.findings + corpus_findings, root=at.root)
+    at = load_settings(library_path, config, commit)
+    library, corpus_findings = load_library(library_path, at.settings, at.file)
+    _named(at, corpus_findings)
+    return Loaded(library=library, settings=at.settings, findings=at.findings + corpus_findings, root=at.root,
+                  settings_file=at.file, settings_shown=at.shown, committed=at.committed)
 
 
 def credentials(environ: dict[str, str] | None = None) -> runs_mod.Credentials:
@@ -103,15 +133,27 @@ def refuse_unknown_skills(unknown: Sequence[str]) -> None:
         fail_usage(f"no such skill(s) in the library: {', '.join(unknown)}")
 
 
-def refuse_settings_executables(loaded: Loaded) -> None:
-    """--untrusted-settings: a program named by the repository's settings would run with the API key."""
-    cli_path = loaded.settings.run.cli_path
-    if cli_path:
-        shown = cli_path if len(cli_path) <= 80 else cli_path[:77] + "..."
-        fail_usage(f"--untrusted-settings: the settings name a program to execute with the API key ([run] cli_path "
-                   f"= {shown!r}), and they come from the repository under review, so they are refused. Remove "
-                   "[run] cli_path (the CLI bundled with claude-agent-sdk is used), or leave out "
-                   "--untrusted-settings for a repository whose every contributor you trust")
+def refuse_untrusted_settings(loaded: Loaded, cap_usd: float | None = trust.RUNNER_CAP_USD) -> None:
+    """--untrusted-settings: the settings come from the repository under review, so they are data, not control
+    (runner.corpus.trust.POLICY). Every key they set that the policy refuses is named, in one line, exit 2, before
+    anything is started. `cap_usd`: the cap this command was given (None: not known here, [run] max_usd unchecked)."""
+    if loaded.settings_file is None:
+        return
+    refused = trust.check(loaded.settings, trust.Bounds(root=loaded.root, cap_usd=cap_usd),
+                          trust.settings_text(loaded.settings_file))
+    if refused:
+        fail_usage(f"--untrusted-settings: {loaded.settings_shown} sets keys the repository under review may not set: "
+                   + "; ".join(refusal.shown() for refusal in refused)
+                   + ". Remove them (docs/configuration.md, \"Untrusted settings\", says what a repository may set), "
+                     "or leave out --untrusted-settings for a repository whose every contributor you trust")
+
+
+def untrusted_cap(loaded: Loaded, max_usd: float | None) -> float:
+    """--untrusted-settings: the keys refused first; then the cap: --max-usd, else the runner's default, lowered
+    by the repository's [run] max_usd (never raised: a higher one was refused)."""
+    cap = trust.RUNNER_CAP_USD if max_usd is None else max_usd
+    refuse_untrusted_settings(loaded, cap)
+    return trust.effective_cap(loaded.settings, cap)
 
 
 # ---- the floor ---------------------------------------------------------------------------------------------------
@@ -131,13 +173,23 @@ def validator_findings(loaded: Loaded, validator_command: str | None, validator_
     return validate_mod.run_library_validator(loaded.root, validator, settings.validator.timeout_s, execute)
 
 
+def validator_disabled(loaded: Loaded, validator_command: str | None) -> Finding:
+    """[validator] enabled = false (trusted settings: --untrusted-settings refuses it): said where it is set."""
+    file = loaded.settings_file
+    line = (trust.locate(trust.settings_text(file), ("validator", "enabled")) if file is not None else None) or 1
+    validator = validate_mod.find_library_validator(loaded.root, loaded.settings, validator_command)
+    return validate_mod.validator_disabled(loaded.settings_shown, line, validator)
+
+
 def floor(loaded: Loaded, run_library_validator: bool = True, validator_command: str | None = None,
           validator_sandbox: str = "none") -> list[Finding]:
     """The settings' and the corpus's findings, the library's own validator, then our checks: what `validate`
     reports, and what the floor of `plan`, `run` and `calibrate` is made of."""
     results = list(loaded.findings)
     settings = loaded.settings
-    if settings.validator.enabled and run_library_validator:
+    if not settings.validator.enabled:
+        results.append(validator_disabled(loaded, validator_command))
+    elif run_library_validator:
         results += validator_findings(loaded, validator_command, validator_sandbox)
     results += validate_mod.check_library(loaded.library, settings)
     return results
@@ -179,5 +231,7 @@ def floor_line(found: list[Finding], gate: floor_mod.FloorGate, skipped_validato
         held.append(f"{len(gate.absent)} skill folder(s) not read")
     return (f"Floor: {c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)"
             + (f" ({', '.join(held)}: listed below)" if held else "")
-            + ("; the library's validator was not run here (--no-library-validator)" if skipped_validator else "")
+            + "".join(f"; {f.location()}: [{f.rule}] {f.message}" for f in gate.announced)
+            + ("; the library's validator was not run here (--no-library-validator)" if skipped_validator
+               and not gate.announced else "")
             + ("; `skill-evals validate` lists them" if any(c.values()) else ""))

@@ -22,6 +22,7 @@ from runner.floor import validate as validate_mod
 @click.command(short_help="The floor: the library's own validator, then our checks.", epilog=VALIDATE_ENVIRONMENT)
 @options.library_option
 @options.config_option
+@options.settings_commit_option
 @options.format_option(["text", "json", "github"], "github = workflow commands that annotate the files in a pull "
                                                    "request.")
 @click.option("--validator-command", default=None,
@@ -34,10 +35,14 @@ from runner.floor import validate as validate_mod
               help="Also write, as JSON, what the errors would keep `run` from running: `scope` none | skills | "
                    "library, the skills held back and the cases found invalid (the action runs the evals of what "
                    "the floor does not hold back).")
+@options.untrusted_option
 def validate(library_path: Path, config: Path | None, fmt: str, validator_command: str | None,
-             no_library_validator: bool, validator_sandbox: str = "none", floor_summary: Path | None = None) -> None:
+             no_library_validator: bool, validator_sandbox: str = "none", floor_summary: Path | None = None,
+             untrusted_settings: bool = False, settings_commit: str | None = None) -> None:
     """The floor: the library's own validator, then schemas, frontmatter, references, probes, safety."""
-    loaded = context.load(library_path, config)
+    loaded = context.load(library_path, config, settings_commit)
+    if untrusted_settings:  # every key but [run] max_usd, which `run` and `plan` hold against the cap they get
+        context.refuse_untrusted_settings(loaded, None)
     library = loaded.library
     results = context.floor(loaded, run_library_validator=not no_library_validator,
                             validator_command=validator_command, validator_sandbox=validator_sandbox)

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from runner.cli import context, options
+from runner.corpus import trust
 from runner.cli.app import EXIT_OK, fail_usage
 from runner.cli.environment import PLAN_ENVIRONMENT
 
@@ -24,6 +25,7 @@ HOLDOUT = options.FiniteFloat(min=0, max=1, min_open=True, max_open=True)
 @click.argument("skill")
 @options.library_option
 @options.config_option
+@options.settings_commit_option
 @options.host_option("Default from [run] host (claude-code).")
 @options.model_option("The model every session runs on (default [run] model).")
 @click.option("--proposer-model", default=None, help="The model that proposes descriptions (default [judge] model).")
@@ -47,16 +49,23 @@ def improve_command(skill: str, library_path: Path, config: Path | None, host: s
                     proposer_model: str | None, max_usd: float | None, rounds: int, candidates: int, finalists: int,
                     repeats: int | None, quorum: int | None, seed: int | None, holdout: float, out: Path | None,
                     no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
-                    untrusted_settings: bool = False) -> None:
+                    untrusted_settings: bool = False, settings_commit: str | None = None) -> None:
     """Improve SKILL's description on train cases; report it on held-out test cases. Never edits the library."""
     from runner.execute import run as runs_mod
     from runner.improve import loop
     from runner.improve.propose import Proposer
     from runner.improve.render import print_improve
 
-    loaded = context.load(library_path, config)
-    if untrusted_settings:  # the action runs improve beside the key: no program the settings name may run there
-        context.refuse_settings_executables(loaded)
+    loaded = context.load(library_path, config, settings_commit)
+    if untrusted_settings:  # the action runs improve beside the key, on the repository's settings
+        # The action gives --max-usd as what its run left of a cap the settings already lowered, so a [run]
+        # max_usd above it is no attempt to raise it: it is not refused, and a lower one still lowers it. Without
+        # --max-usd, as `run`.
+        if max_usd is None:
+            max_usd = context.untrusted_cap(loaded, None)
+        else:
+            context.refuse_untrusted_settings(loaded, None)
+            max_usd = trust.effective_cap(loaded.settings, max_usd)
     if skill not in loaded.library.skills:
         fail_usage(f"{skill!r} is not a skill of this library")
     if loaded.library.skills[skill].manual_only:

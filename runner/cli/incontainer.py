@@ -16,7 +16,12 @@ import click
 
 from runner.cli import context
 from runner.cli.app import fail_usage
+from runner.corpus import trust
 from runner.floor import gate as floor_mod
+
+
+# `run --container --settings-commit REV`: the commit's settings file, in the run folder.
+COMMITTED_SETTINGS = "settings.toml"
 
 
 def _forwarded_args(drop: set[str]) -> list[str]:
@@ -41,20 +46,22 @@ def _forwarded_args(drop: set[str]) -> list[str]:
 
 
 def run_in_container(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None,
-                     base_image: str | None) -> None:
+                     base_image: str | None, settings_commit: str | None = None) -> None:
     import docker
 
     from runner.container import launch as container_mod
 
-    loaded = context.load(library_path, config)
+    loaded = context.load(library_path, config, settings_commit)
     root = loaded.root
     repo_library = "/repo/" + (library_path.resolve().relative_to(root).as_posix() if
                                library_path.resolve() != root else "")
     target = resume_dir or out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    drop = {"library_path", "config", "out", "resume_dir", "container", "base_image"}
+    drop = {"library_path", "config", "out", "resume_dir", "container", "base_image", "settings_commit"}
     params = click.get_current_context().params
-    if params.get("untrusted_settings"):
-        context.refuse_settings_executables(loaded)
+    if params.get("untrusted_settings"):  # refused here, before an image is built; the run inside checks again
+        given = params.get("max_usd")
+        context.refuse_untrusted_settings(loaded, given if isinstance(given, float) else
+                                          None if resume_dir else trust.RUNNER_CAP_USD)
     # The container has no Docker: a sandboxed validator runs from here, in its own container, before the run's
     # container (the one the API reaches) starts; in there it is not run again.
     drop.add("validator_sandbox")
@@ -78,7 +85,16 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
             "/out", *_forwarded_args(drop), *extra]
     if validated_here:
         args.append("--no-library-validator")
-    if config:
+    if settings_commit is not None:
+        # The container has no git and sees the working tree only: the commit's settings go in as a file of the run
+        # folder (kept with it: the settings the run used), read before any session starts.
+        target.mkdir(parents=True, exist_ok=True)
+        held = loaded.committed
+        text = held.path.read_bytes() if held is not None and held.path is not None else \
+            f"# {loaded.settings_shown} does not exist in that commit: the defaults\n".encode()
+        (target / COMMITTED_SETTINGS).write_bytes(text)
+        args += ["--config", f"/out/{COMMITTED_SETTINGS}"]
+    elif config:
         try:
             args += ["--config", "/repo/" + config.resolve().relative_to(root).as_posix()]
         except ValueError:

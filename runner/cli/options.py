@@ -171,6 +171,12 @@ config_option = click.option(
     help="Settings file (default: .skill-evals.toml at the repository root); it must exist, a regular file of at most "
          "1 MiB.")
 
+settings_commit_option = click.option(
+    "--settings-commit", metavar="REV", default=None,
+    help="Read the settings file as commit REV holds it (git), not the working tree's; a commit without one means "
+         "the defaults. The action passes a pull request's base commit: the pull request runs under the settings "
+         "it would be merged into, and its own take effect after the merge.")
+
 
 def format_option(choices: Sequence[str], help: str, default: str = "text") -> Decorator:
     return click.option("--format", "fmt", type=click.Choice(list(choices)), default=default, show_default=True,
@@ -203,8 +209,10 @@ floor_options = stacked(
 
 untrusted_option = click.option(
     "--untrusted-settings", is_flag=True,
-    help="The settings file belongs to the code under review (a pull request can write it): refuse settings "
-         "that choose a program to execute beside the API key ([run] cli_path). The action passes it.")
+    help="The settings file belongs to the code under review (a pull request can write it): its settings are data, "
+         "not control. Keys that would set prices, raise the cap, give sessions tools that are not read-only, name "
+         "a program to execute, pass a bound, or switch the validator, the judge or the evals off are refused, "
+         "each by name (docs/configuration.md, \"Untrusted settings\"). The action passes it.")
 
 
 # ---- which cases -------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from runner.cli.printing import print_plan, print_selection_note
 @click.command("select", short_help="Which cases a tier selects, and why each one.")
 @options.library_option
 @options.config_option
+@options.settings_commit_option
 @options.tier_option("pr: skills changed in base...head and their neighbours; cadence: this period's rotating "
                      "stratified sample; full: every case.")
 @options.base_option("--tier pr: the pull request's base ref (required for pr).")
@@ -30,9 +31,9 @@ from runner.cli.printing import print_plan, print_selection_note
                                          "case with its reason.", default="json")
 def select_command(library_path: Path, config: Path | None, tier: str, base: str | None, head: str | None,
                    period: str | None, skills: tuple[str, ...], cases: tuple[str, ...], neighbours: bool,
-                   fmt: str) -> None:
+                   fmt: str, settings_commit: str | None = None) -> None:
     """Which cases a tier selects, and why each one (also what `run`/`plan --tier` use)."""
-    loaded = context.load(library_path, config)
+    loaded = context.load(library_path, config, settings_commit)
     selection = context.select(loaded.library, loaded.settings, tier, base=base, head=head, period=period,
                                skills=skills, cases=cases, neighbours=neighbours)
     context.refuse_unknown_skills(selection.unknown_skills)
@@ -48,6 +49,7 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
 @click.command(short_help="The cost arithmetic of a run, before anything is spent.", epilog=PLAN_ENVIRONMENT)
 @options.library_option
 @options.config_option
+@options.settings_commit_option
 @options.run_options
 @options.floor_options
 @options.untrusted_option
@@ -58,13 +60,14 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
 @options.format_option(["text", "json"], "text = the plan for a person; json = plan.json as `run` would write it.")
 def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: bool, fmt: str,
          no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
-         untrusted_settings: bool = False, **run_options: object) -> None:
+         untrusted_settings: bool = False, settings_commit: str | None = None, **run_options: object) -> None:
     """The cost arithmetic of a run, before anything is spent: exactly the cases `run` would run."""
     from runner.execute import run as runs_mod
 
-    loaded = context.load(library_path, config)
-    if untrusted_settings:
-        context.refuse_settings_executables(loaded)
+    loaded = context.load(library_path, config, settings_commit)
+    if untrusted_settings:  # the cap as `run` would have it: --max-usd (or the default), lowered by the settings
+        given = run_options.get("max_usd")
+        run_options["max_usd"] = context.untrusted_cap(loaded, given if isinstance(given, float) else None)
     chosen = context.run_options(loaded.settings, **run_options)
     gate = context.floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict,
                               validator_sandbox=validator_sandbox)

@@ -29,7 +29,9 @@ MAX_INVALID_SHOWN = 10  # a corpus with hundreds of broken cases would bury the 
 
 
 def print_held_back(plan: plan_mod.Plan, console: Console) -> None:
-    """Which skills and cases the floor held back, and the finding that did it."""
+    """Which skills and cases the floor held back, and the finding that did it; what changed the floor itself."""
+    for note in plan.floor_notes:
+        console.print(f"Floor: {note}", markup=False)
     if plan.held_back:
         console.print(f"[yellow]Held back by the floor: {len(plan.held_back)} skill(s), their cases UNRUN "
                       "(floor-error); see `skill-evals validate`[/yellow]")
@@ -158,7 +160,7 @@ def print_surface(surface: Surface, console: Console, brief: bool = False) -> No
 
 def print_results(results: results_mod.Results, run_dir: Path, console: Console) -> None:
     from runner.report.rollup import records_line
-    from runner.results.build import kill_note
+    from runner.results.build import floor_note, kill_note
 
     counts = ", ".join(f"{k} {v}" for k, v in results.counts.items() if v)
     console.print(f"[bold]Results[/bold] ({results.plan.host}, {results.plan.model}): {counts}; "
@@ -170,6 +172,8 @@ def print_results(results: results_mod.Results, run_dir: Path, console: Console)
         console.print(f"Attempt log: {log}", markup=False)
     if (killed := kill_note(results)) is not None:  # spend no record shows is never hidden
         console.print(f"Killed before: {killed}", markup=False)
+    if (changed := floor_note(results)) is not None:
+        console.print(f"Floor: {changed}", markup=False)
     if results.stop_reason:
         console.print(f"Stopped early: {results.stop_reason}")
     if results.unrun_by_reason:

@@ -17,6 +17,7 @@ from runner.cli.environment import JUDGE_ENVIRONMENT, RUN_ENVIRONMENT
 from runner.cli.folders import read_plan, read_results
 from runner.cli.printing import print_plan, print_results, print_selection_note
 from runner.corpus import files as files_mod
+from runner.corpus import trust
 from runner.floor import gate as floor_mod
 
 if TYPE_CHECKING:
@@ -41,6 +42,20 @@ def _refuse_plan_options_on_resume(ctx: click.Context, resume_dir: Path) -> None
                    "recorded counts against it)")
 
 
+def untrusted_cap(loaded: context.Loaded, run_options: dict[str, object], resume_dir: Path | None) -> None:
+    """--untrusted-settings: refuse what the repository may not set; a new run's cap is then --max-usd (else the
+    runner's default) lowered by [run] max_usd. A resume keeps its folder's cap (or takes --max-usd), which the
+    repository's value may not exceed either."""
+    given = run_options.get("max_usd")
+    max_usd = given if isinstance(given, float) else None
+    if resume_dir is None:
+        run_options["max_usd"] = context.untrusted_cap(loaded, max_usd)
+    elif max_usd is None and (resume_dir / "plan.json").exists():
+        context.refuse_untrusted_settings(loaded, read_plan(resume_dir).cap_usd)
+    else:
+        context.refuse_untrusted_settings(loaded, max_usd if max_usd is not None else trust.RUNNER_CAP_USD)
+
+
 BATCH_HELP = ("(half the price; results can take up to 24 hours). Batch ids are recorded in the run folder, so "
               "{again} polls the same batches instead of paying again.")
 
@@ -48,6 +63,7 @@ BATCH_HELP = ("(half the price; results can take up to 24 hours). Batch ids are 
 @click.command(short_help="Validate, plan, execute the evals, write results.json.", epilog=RUN_ENVIRONMENT)
 @options.library_option
 @options.config_option
+@options.settings_commit_option
 @options.run_options
 @options.out_folder_option("Run folder (default runs/<timestamp>).")
 @options.floor_options
@@ -70,7 +86,7 @@ BATCH_HELP = ("(half the price; results can take up to 24 hours). Batch ids are 
 def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None, container: bool,
         base_image: str | None, no_library_validator: bool, strict: bool = False, batch: bool = False,
         batch_poll_s: float = 30.0, validator_sandbox: str = "none", untrusted_settings: bool = False,
-        **run_options: object) -> None:
+        settings_commit: str | None = None, **run_options: object) -> None:
     """Validate, audit the surface, plan, execute, and write results.json."""
     if resume_dir:
         _refuse_plan_options_on_resume(click.get_current_context(), resume_dir)
@@ -78,15 +94,15 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
             read_plan(resume_dir)  # unreadable: one line that names the file, before the floor runs
     if container:
         from runner.cli.incontainer import run_in_container
-        run_in_container(library_path, config, out, resume_dir, base_image)
+        run_in_container(library_path, config, out, resume_dir, base_image, settings_commit)
         return
     from runner.execute import run as runs_mod
     from runner.execute.progress import reporter
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
-    loaded = context.load(library_path, config)
+    loaded = context.load(library_path, config, settings_commit)
     if untrusted_settings:
-        context.refuse_settings_executables(loaded)
+        untrusted_cap(loaded, run_options, resume_dir)
     chosen = None if resume_dir else context.run_options(loaded.settings, **run_options, batch=batch)
     if not resume_dir and out is None and (problem := files_mod.folder_problem(Path("runs"))):
         fail_usage(f"the default run folder (runs/<time>, no --out) cannot be used: {problem}; give --out a folder "

@@ -4,4 +4,6 @@ In: a repository folder and its `.skill-evals.toml` (settings.py). Out: a `Libra
 subagents, eval cases and probes, each case classified (classify.py), and `Finding`s (findings.py) for what
 could not be read. Files are read through files.py only (never outside the library, never too big); layout.py
 finds the skills, formats.py names each eval file's shape, jsonfile.py and frontmatter.py keep line numbers.
+What settings from the code under review may decide (`--untrusted-settings`), key by key: trust.py; the settings
+file as a commit holds it (`--settings-commit`): committed.py.
 """

@@ -37,6 +37,9 @@ INVALID_CASE = "invalid-case"
 # The settings decide how every case is read and the library's validator speaks for the whole library:
 # an error in either leaves nothing to trust.
 LIBRARY_RULES = frozenset({"library-validator", "settings-syntax", "settings-invalid", "settings-unreadable"})
+# Findings every report repeats, not only `validate`: a floor that changed shape must never pass for a full one
+# (the library's validator switched off by the settings is a floor of our checks only).
+ANNOUNCED_RULES = frozenset({"validator-disabled"})
 # Kinds the loader gives a case it could not read as written: a finding inside such a case is about it.
 BROKEN_KINDS: frozenset[str] = frozenset(get_args(BrokenKind))
 
@@ -59,6 +62,8 @@ class FloorGate(BaseModel):
     absent: dict[str, list[Finding]] = Field(default={}, description="Errors about skills that were not read "
                                                                      "(no SKILL.md, a link out of the repository, "
                                                                      "a missing plugin path): nothing to hold back.")
+    announced: list[Finding] = Field(default=[], description="Findings every report repeats, whatever their level "
+                                                             "(ANNOUNCED_RULES: validator-disabled).")
 
     def errors(self) -> list[Finding]:
         scoped = [*self.skills.values(), *self.cases.values(), *self.absent.values()]
@@ -131,6 +136,8 @@ def gate(findings: list[Finding], library: Library, strict: bool = False) -> Flo
     index = _CaseIndex(library.cases)
     out = FloorGate(strict=strict)
     for finding in findings:
+        if finding.rule in ANNOUNCED_RULES:
+            out.announced.append(finding)
         if finding.level is not Level.ERROR:
             continue
         if finding.rule in LIBRARY_RULES:

@@ -58,6 +58,17 @@ class ValidatorRun:
 
 Executor = Callable[[Path, LibraryValidator, float], ValidatorRun]
 
+VALIDATOR_DISABLED = "validator-disabled"
+
+
+def validator_disabled(settings_file: str, line: int, validator: LibraryValidator | None) -> Finding:
+    """The library's validator switched off by the settings: a warning every report repeats (runner.floor.gate
+    ANNOUNCED_RULES), so that a floor without it is never taken for a floor that passed."""
+    which = f"`{validator.shown}`" if validator is not None else "none is configured or found"
+    return warning(VALIDATOR_DISABLED, settings_file, line,
+                   f"the library's own validator ({which}) is switched off by [validator] enabled = false and was "
+                   "not run: the floor is the runner's own checks only")
+
 
 def find_library_validator(root: Path, settings: Settings, command: str | None) -> LibraryValidator | None:
     configured = command or settings.validator.command

@@ -282,15 +282,19 @@ class Plan(BaseModel):
                                   "refused. None: a plan from before records were signed (its records are read "
                                   "unsigned, and results.json says so). Hashed: removing it changes the plan "
                                   "hash, so no signed record stays this plan's.")
+    floor_notes: list[str] = Field(default=[], description="What every report says of the floor besides what it "
+                                                           "held back: the library's validator switched off by the "
+                                                           "settings (validator-disabled), as `file:line: [rule] "
+                                                           "message`.")
 
     def digest(self) -> str:
         """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
         run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
         and after another run finished, still merge. The worst case, what the cap reserves, stays in. A plan
-        from before records were signed (record_mac None) hashes as it did then. The session wall is what this
-        machine gives (like the time): shards planned on two machines still merge."""
-        unhashed = {"created_at", "session_wall", "record_mac"} if self.record_mac is None \
-            else {"created_at", "session_wall"}
+        from before records were signed (record_mac None), or with no floor note, hashes as it did then. The
+        session wall is what this machine gives (like the time): shards planned on two machines still merge."""
+        unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
+            | (set() if self.floor_notes else {"floor_notes"})
         body = self.model_dump_json(exclude={**dict.fromkeys(unhashed, True),
                                              "estimate": set(UNHASHED_ESTIMATE_FIELDS)})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
@@ -815,4 +819,5 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         held_back=dict(sorted(held_back.items())),
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
         record_mac="hmac-sha256",
+        floor_notes=[describe([found]) for found in floor.announced] if floor else [],
     )

@@ -103,6 +103,9 @@ class PlanSummary(BaseModel):
                                                              "floor-error): the first finding of each.")
     not_read: dict[str, str] = Field(default={}, description="Skills that could not be read at all, so no case of "
                                                             "theirs was planned: the first finding of each.")
+    floor_notes: list[str] = Field(default=[], description="What every report says of the floor besides what it "
+                                                           "held back: the library's validator switched off by the "
+                                                           "settings (validator-disabled).")
 
 
 class ReconciledSpend(BaseModel):
@@ -370,6 +373,13 @@ def refuse_cases(cases: list[CaseResult], refused: list[RefusedRecord], mine: se
     return out
 
 
+def floor_note(results: Results) -> str | None:
+    """One line for every report when the floor was not the whole floor (the library's validator switched off by
+    the settings): said where it was switched off, never left to a count of warnings."""
+    notes = results.plan.floor_notes
+    return "; ".join(notes) if notes else None
+
+
 def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult:
     # The floor's finding explains only the plan's own reason, not a run-wide one (no-credentials, ...).
     detail = planned.unrun_detail if reason == planned.unrun_reason else None
@@ -535,7 +545,8 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                          repeats=plan.repeats, quorum=plan.quorum,
                          cap_usd=plan.cap_usd, library_hash=plan.library.content_hash,
                          listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
-                         unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read),
+                         unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read,
+                         floor_notes=plan.floor_notes),
         stop_reason=stop_reason,
         counts={state: counts.get(state, 0) for state in CASE_STATES},
         unrun_by_reason=dict(unrun.most_common()),

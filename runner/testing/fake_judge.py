@@ -17,9 +17,15 @@ def rubric_ids(body: dict[str, Any]) -> list[str]:
     return re.findall(r"^\[(a\d+)\]", rubric, flags=re.M)
 
 
+_FINAL_ANSWER = re.compile(r"<final-answer-([0-9a-f]+)>\n(.*)\n</final-answer-\1>", re.S)
+
+
 def final_answer(body: dict[str, Any]) -> str:
-    user = first_user_text(body)
-    return user.split("<final-answer>\n", 1)[1].rsplit("\n</final-answer>", 1)[0]
+    """The answer as the judge was shown it: between the final-answer tags that carry the call's nonce."""
+    match = _FINAL_ANSWER.search(first_user_text(body))
+    if match is None:
+        raise ValueError("no final-answer section in the judge request")
+    return match.group(2)
 
 
 # A loose reader's idea of the transcript tags: any nonce (or none), any case, a space after the slash.

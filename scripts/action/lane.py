@@ -168,11 +168,15 @@ def context() -> int:
         annotate("warning", "skill-evals on pull_request_target: this event runs with the base repository's "
                             "secrets. If the job checked out the pull request's head, the library validator (code "
                             "from that pull request) runs in a job holding them. Use on: pull_request instead.")
+    # A pull request's code is under review, its settings file too: every step reads the settings of the commit it
+    # would be merged into (skill-evals --settings-commit), and the pull request's own take effect after the merge.
+    settings_commit = commits(event_name, event)[0] if event_name in PR_EVENTS else ""
     print(f"tier {tier} (from {why}); mode {mode}" + (f"; base {base}, head {head or 'HEAD'}" if tier == "pr" else "")
-          + (f"; shard {shard}" if shard else "") + ("; a pull request from a fork" if fork else ""))
+          + (f"; shard {shard}" if shard else "") + ("; a pull request from a fork" if fork else "")
+          + (f"; settings from the base commit {settings_commit}" if settings_commit else ""))
     for name, value in (("tier", tier), ("mode", mode), ("base", base), ("head", head), ("shard", shard),
                         ("work-dir", work), ("run-dir", run_dir), ("artifact-name", artifact),
-                        ("fork", str(fork).lower())):
+                        ("fork", str(fork).lower()), ("settings-commit", settings_commit)):
         set_output(name, value)
     return 0
 

@@ -3,7 +3,8 @@
 # The only step that holds the Anthropic key. Its exit status is recorded and judged by the gate step,
 # so in advisory mode eval results never fail the job. It runs only the action's own code: trusted.sh checks
 # the install step's digest first (a difference stops the step before the key is handed to anything), and
-# --untrusted-settings refuses a repository's settings that would pick a program to run beside the key.
+# --untrusted-settings refuses a repository's settings that are control, not data (a program to run beside the
+# key, prices, a higher cap, tools that write, ...: runner.corpus.trust).
 # With `improve: true` it then runs `skill-evals improve` for the skills the pr tier touched (below).
 set -uo pipefail
 unset GITHUB_TOKEN GH_TOKEN
@@ -13,6 +14,7 @@ echo "run-dir=$RUN_DIR" >> "$GITHUB_OUTPUT"
 # The validate step already ran the library's validator without secrets; it is not run again here,
 # where the API key is in this process's environment.
 args=(run --library "$LIBRARY" --tier "$TIER" --out "$RUN_DIR" --no-library-validator --untrusted-settings)
+# On a pull request, the settings of its base commit (the pull request's own take effect after the merge).
 add() {  # add OPTION VALUE, when the value is not empty
     if [ -n "$2" ]; then args+=("$1" "$2"); fi
 }
@@ -25,6 +27,7 @@ add --repeats "${REPEATS:-}"
 add --quorum "${QUORUM:-}"
 add --max-usd "${MAX_USD:-}"
 add --listing-budget "${LISTING_BUDGET:-}"
+add --settings-commit "${SETTINGS_COMMIT:-}"
 if [ "${CONTAINER:-true}" = "true" ] && [ -z "${SKILL_EVALS_NO_CONTAINER:-}" ]; then
     args+=(--container)
 fi
@@ -71,6 +74,7 @@ PY
             improve=(improve "$skill" --library "$LIBRARY" --out "$RUN_DIR/improve/$skill" --max-usd "$left"
                      --host api --no-library-validator --untrusted-settings)
             if [ -n "${MODEL:-}" ]; then improve+=(--model "$MODEL"); fi
+            if [ -n "${SETTINGS_COMMIT:-}" ]; then improve+=(--settings-commit "$SETTINGS_COMMIT"); fi
             skill-evals "${improve[@]}" || echo "::warning::skill-evals improve $skill exited $?; no suggestion for it"
         else
             echo "improve $skill: skipped, the run left nothing of the cap"

@@ -17,8 +17,13 @@ verifier=$(cat "$GITHUB_ACTION_PATH/scripts/action/verify.py")
 
 summary="${RUNNER_TEMP:-/tmp}/skill-evals-floor.json"
 rm -f "$summary"
+# --untrusted-settings: settings that would switch the library's validator off, set prices, give sessions tools
+# that write, ... are refused by name (exit 2: the floor fails). On a pull request they are the base commit's.
 args=(validate --library "$LIBRARY" --format github --floor-summary "$summary"
-      --validator-sandbox "${VALIDATOR_SANDBOX:-container}")
+      --validator-sandbox "${VALIDATOR_SANDBOX:-container}" --untrusted-settings)
+if [ -n "${SETTINGS_COMMIT:-}" ]; then
+    args+=(--settings-commit "$SETTINGS_COMMIT")
+fi
 if [ -n "${VALIDATOR_COMMAND:-}" ]; then
     args+=(--validator-command "$VALIDATOR_COMMAND")
 fi
