@@ -422,3 +422,30 @@ def test_the_settings_of_a_commit_not_the_working_tree_s(tmp_path: Path) -> None
     assert result.exit_code == 2
     assert f"{bad[:12]}:lib/{SETTINGS} sets keys" in result.stderr and "[run] concurrency = 999 (line 3: " in \
         result.stderr
+
+
+def test_a_pull_request_cannot_quarantine_the_cases_it_breaks(tmp_path: Path) -> None:
+    """The quarantine list is control too: quarantined cases never fail a required lane. With --settings-commit
+    (what the action passes on a pull request) `plan` applies the base commit's list, not the one the pull request
+    added; without it, the working tree's, as before; --quarantine names another list."""
+    repo = tmp_path / "repo"
+    library = repo / "lib"
+    shutil.copytree(EXAMPLE, library, symlinks=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, timeout=60)
+    base = commit_all(repo, "no quarantine list")
+    uid = "test-report-triage/evals/positive-nightly-summary-with-skip"
+    (library / ".skill-evals").mkdir(exist_ok=True)
+    entry = [{"uid": uid, "reason": "flaky, honest", "date": "2026-12-01"}]
+    (library / ".skill-evals" / "quarantine.json").write_text(json.dumps(entry), encoding="utf-8")
+    commit_all(repo, "the pull request quarantines the case it breaks")
+
+    def quarantined(*args: str) -> list[str]:
+        result = cli("plan", "--library", str(library), "--host", "api", "--no-surface", "--no-library-validator",
+                     "--format", "json", *args)
+        assert result.exit_code == 0, result.output
+        return [q["uid"] for q in json.loads(result.stdout)["quarantine"]]
+
+    assert quarantined() == [uid]
+    assert quarantined("--settings-commit", base) == []
+    assert quarantined("--settings-commit", base, "--quarantine",
+                       str(library / ".skill-evals" / "quarantine.json")) == [uid]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,13 @@ class Loaded:
     settings_file: Path | None = None  # the settings file read, None when there is none (the defaults)
     settings_shown: str = settings_mod.SETTINGS_FILE
     committed: committed_mod.Committed | None = None  # holds a commit's settings file while this lives
+    # --settings-commit: the commit's quarantine list (a file, empty when the commit has none), which `plan` and
+    # `run` apply instead of the working tree's; held while this lives.
+    quarantine: committed_mod.Committed | None = None
+
+    @property
+    def quarantine_file(self) -> Path | None:
+        return self.quarantine.path if self.quarantine is not None else None
 
 
 def load_settings(library_path: Path, config: Path | None, commit: str | None = None) -> SettingsAt:
@@ -89,8 +97,22 @@ def load(library_path: Path, config: Path | None, commit: str | None = None) -> 
     at = load_settings(library_path, config, commit)
     library, corpus_findings = load_library(library_path, at.settings, at.file)
     _named(at, corpus_findings)
+    quarantine = committed_quarantine(at.root, commit) if commit is not None else None
     return Loaded(library=library, settings=at.settings, findings=at.findings + corpus_findings, root=at.root,
-                  settings_file=at.file, settings_shown=at.shown, committed=at.committed)
+                  settings_file=at.file, settings_shown=at.shown, committed=at.committed, quarantine=quarantine)
+
+
+def committed_quarantine(root: Path, commit: str) -> committed_mod.Committed:
+    """The quarantine list as the commit holds it; a commit without one quarantines nothing (an empty list)."""
+    from runner.corpus import bounded
+    from runner.plan.quarantine import QUARANTINE_FILE
+
+    held = committed_mod.read_file(root, commit, QUARANTINE_FILE.as_posix(), bounded.OPTION_FILE_MAX_BYTES)
+    if held.path is None:
+        held.folder = tempfile.TemporaryDirectory(prefix="skill-evals-quarantine-")
+        held.path = Path(held.folder.name) / QUARANTINE_FILE.name
+        held.path.write_text("[]\n", encoding="utf-8")
+    return held
 
 
 def credentials(environ: dict[str, str] | None = None) -> runs_mod.Credentials:
@@ -106,10 +128,13 @@ def with_judge_model(settings: settings_mod.Settings, judge_model: str | None) -
     return settings.model_copy(update={"judge": settings.judge.model_copy(update={"model": judge_model})})
 
 
-def run_options(settings: settings_mod.Settings, **kw: object) -> runs_mod.Options:
+def run_options(settings: settings_mod.Settings, loaded: Loaded | None = None, **kw: object) -> runs_mod.Options:
     """The options of one command, checked against the settings they change (k against N, which may come from
-    [tiers.<tier>]): a usage error naming the option, before the floor runs and before anything is started."""
+    [tiers.<tier>]): a usage error naming the option, before the floor runs and before anything is started.
+    `loaded`: with --settings-commit, its commit's quarantine list applies unless --quarantine names another."""
     from runner.execute import run as runs_mod
+    if loaded is not None and kw.get("quarantine_file") is None and loaded.quarantine_file is not None:
+        kw["quarantine_file"] = loaded.quarantine_file
     try:
         kw["shard"] = runs_mod.parse_shard(kw.get("shard"))  # type: ignore[arg-type]
         options = runs_mod.Options(**kw)  # type: ignore[arg-type]

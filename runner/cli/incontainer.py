@@ -16,12 +16,13 @@ import click
 
 from runner.cli import context
 from runner.cli.app import fail_usage
-from runner.corpus import trust
+from runner.corpus import bounded, trust
 from runner.floor import gate as floor_mod
 
 
 # `run --container --settings-commit REV`: the commit's settings file, in the run folder.
 COMMITTED_SETTINGS = "settings.toml"
+COMMITTED_QUARANTINE = "quarantine.json"
 
 
 def _forwarded_args(drop: set[str]) -> list[str]:
@@ -56,7 +57,8 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
     repo_library = "/repo/" + (library_path.resolve().relative_to(root).as_posix() if
                                library_path.resolve() != root else "")
     target = resume_dir or out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    drop = {"library_path", "config", "out", "resume_dir", "container", "base_image", "settings_commit"}
+    drop = {"library_path", "config", "out", "resume_dir", "container", "base_image", "settings_commit",
+            "quarantine_file"}
     params = click.get_current_context().params
     if params.get("untrusted_settings"):  # refused here, before an image is built; the run inside checks again
         given = params.get("max_usd")
@@ -85,6 +87,16 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
             "/out", *_forwarded_args(drop), *extra]
     if validated_here:
         args.append("--no-library-validator")
+    quarantine = params.get("quarantine_file") or loaded.quarantine_file
+    if isinstance(quarantine, Path) and not resume_dir:
+        # The list --quarantine names, or the commit's (a pull request cannot quarantine the cases it breaks): in as a
+        # file of the run folder, like the commit's settings below.
+        target.mkdir(parents=True, exist_ok=True)
+        try:
+            (target / COMMITTED_QUARANTINE).write_bytes(bounded.read_bytes(quarantine, bounded.OPTION_FILE_MAX_BYTES))
+        except OSError as exc:
+            fail_usage(f"--quarantine {quarantine}: cannot read the quarantine list: {exc}")
+        args += ["--quarantine", f"/out/{COMMITTED_QUARANTINE}"]
     if settings_commit is not None:
         # The container has no git and sees the working tree only: the commit's settings go in as a file of the run
         # folder (kept with it: the settings the run used), read before any session starts.

@@ -325,6 +325,10 @@ run_options = stacked(
     click.option("--selection", "selection_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
                  default=None, callback=checked_selection,
                  help="Use the selection `skill-evals select` wrote (instead of selecting again)."),
+    click.option("--quarantine", "quarantine_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                 help="The quarantine list to apply instead of the repository's .skill-evals/quarantine.json. With "
+                      "--settings-commit the commit's list is applied: a pull request cannot quarantine the cases it "
+                      "breaks."),
     click.option("--shard", default=None,
                  help="i/n: execute every n-th case of the plan, starting at the i-th (same plan for every shard; "
                       "merge the shards with `skill-evals merge`)."))

@@ -68,7 +68,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     if untrusted_settings:  # the cap as `run` would have it: --max-usd (or the default), lowered by the settings
         given = run_options.get("max_usd")
         run_options["max_usd"] = context.untrusted_cap(loaded, given if isinstance(given, float) else None)
-    chosen = context.run_options(loaded.settings, **run_options)
+    chosen = context.run_options(loaded.settings, loaded, **run_options)
     gate = context.floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict,
                               validator_sandbox=validator_sandbox)
     context.stop_on_floor(gate, "nothing would run", fmt)

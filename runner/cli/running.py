@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # run folder. Changing any of them would mix two plans in one results file. Only the cap may be given again.
 RESUME_KEEPS = ("tier", "skills", "cases", "neighbours", "base", "head", "period", "selection_file", "shard", "host",
                 "model", "repeats", "quorum", "concurrency", "early_stop", "baseline", "max_turns", "timeout_s",
-                "listing_budget", "judge_model", "no_judge", "batch", "out")
+                "listing_budget", "judge_model", "no_judge", "batch", "out", "quarantine_file")
 
 
 def _refuse_plan_options_on_resume(ctx: click.Context, resume_dir: Path) -> None:
@@ -103,7 +103,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
     loaded = context.load(library_path, config, settings_commit)
     if untrusted_settings:
         untrusted_cap(loaded, run_options, resume_dir)
-    chosen = None if resume_dir else context.run_options(loaded.settings, **run_options, batch=batch)
+    chosen = None if resume_dir else context.run_options(loaded.settings, loaded, **run_options, batch=batch)
     if not resume_dir and out is None and (problem := files_mod.folder_problem(Path("runs"))):
         fail_usage(f"the default run folder (runs/<time>, no --out) cannot be used: {problem}; give --out a folder "
                    "that can be written")

@@ -45,6 +45,12 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 def read(root: Path, rev: str) -> Committed:
     """The settings file of the repository at `root` as commit `rev` holds it. Raises CommitError."""
+    return read_file(root, rev, SETTINGS_FILE, MAX_BYTES)
+
+
+def read_file(root: Path, rev: str, relative: str, max_bytes: int) -> Committed:
+    """A file of the repository at `root` (`relative` to it) as commit `rev` holds it: the settings file, or the
+    quarantine list, which a pull request could otherwise use to hide its own failing cases. Raises CommitError."""
     if not rev or rev.startswith("-"):
         raise CommitError(f"--settings-commit {rev!r}: give a commit (a sha, a branch, a tag)")
     found = _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
@@ -55,7 +61,7 @@ def read(root: Path, rev: str) -> Committed:
     prefix = _git(root, "rev-parse", "--show-prefix")  # the root's folder inside the git repository
     if prefix.returncode != 0:
         raise CommitError(f"--settings-commit: {root} is not in a git repository")
-    name = prefix.stdout.decode("utf-8", "surrogateescape").strip() + SETTINGS_FILE
+    name = prefix.stdout.decode("utf-8", "surrogateescape").strip() + relative
     shown = f"{commit[:12]}:{name}"
     # `<mode> <type> <object>\t<path>`, or nothing when the commit has no such path.
     listed = _git(root, "ls-tree", "--full-tree", commit, "--", name)
@@ -66,12 +72,12 @@ def read(root: Path, rev: str) -> Committed:
     if kind != "blob" or mode not in ("100644", "100755"):
         raise CommitError(f"--settings-commit: {shown} is not a regular file in that commit (mode {mode})")
     size = _git(root, "cat-file", "-s", blob)
-    if size.returncode != 0 or int(size.stdout.decode().strip() or 0) > MAX_BYTES:
-        raise CommitError(f"--settings-commit: {shown} is over {MAX_BYTES:,} bytes; it was not read")
+    if size.returncode != 0 or int(size.stdout.decode().strip() or 0) > max_bytes:
+        raise CommitError(f"--settings-commit: {shown} is over {max_bytes:,} bytes; it was not read")
     content = _git(root, "cat-file", "blob", blob)
     if content.returncode != 0:
         raise CommitError(f"--settings-commit: git could not read {shown}")
     folder = tempfile.TemporaryDirectory(prefix="skill-evals-settings-")
-    path = Path(folder.name) / SETTINGS_FILE
+    path = Path(folder.name) / Path(relative).name
     path.write_bytes(content.stdout)
     return Committed(commit=commit, shown=shown, path=path, folder=folder)

@@ -105,6 +105,7 @@ class Options:
     head: str | None = None
     period: str | None = None
     selection_file: Path | None = None
+    quarantine_file: Path | None = None  # instead of the repository's .skill-evals/quarantine.json
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -254,7 +255,8 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
         surface = asyncio.run(audit_surface(host, library, settings.run.model))
     judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
     plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
-                          prices, surface, unrun_all, judge_unavailable, quarantine_mod.load(Path(library.root)),
+                          prices, surface, unrun_all, judge_unavailable,
+                          quarantine_mod.load(Path(library.root), path=options.quarantine_file),
                           probe_gates(library), batch=options.batch, floor=floor,
                           session_path=host.session_path, session_wall=host.session_wall,
                           runs_folder=rundir.path.parent if rundir is not None else Path("runs"))

@@ -39,9 +39,11 @@ class QuarantineEntry(BaseModel):
         return self.expires is None or today <= self.expires
 
 
-def load(root: Path, today: date | None = None) -> list[QuarantineEntry]:
-    """Active entries of the repository's quarantine file (none when there is no file)."""
-    path = root / QUARANTINE_FILE
+def load(root: Path, today: date | None = None, path: Path | None = None) -> list[QuarantineEntry]:
+    """Active entries of the repository's quarantine file (none when there is no file); `path`: another list to
+    read instead (`--quarantine`: on a pull request, its base commit's, so that a pull request cannot quarantine the
+    cases it breaks)."""
+    path = path if path is not None else root / QUARANTINE_FILE
     if not path.exists():
         return []
     try:
