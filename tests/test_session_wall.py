@@ -34,6 +34,8 @@ from runner.corpus.settings import Settings
 from runner.execute.hosts import confine, wall
 from runner.floor import executables
 from runner.floor import validate as validate_mod
+from runner.report import markdown
+from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text, tool
 from tests.conftest import fake_env, run_cli
 
@@ -238,6 +240,10 @@ def test_what_a_session_runs_cannot_reach_the_run_or_the_machine(tmp_path: Path)
     # The same command without the wall: every step gets through, so the assertions above can fail.
     outcome, out = attack_run(tmp_path / "open", "off")
     assert outcome == {"FORGE-OK", "ANSWER-KEY-OK", "ENVIRON-OK", "OUTSIDE-OK", "INSIDE-OK"}, outcome
+    # ... and every report says the sessions were not confined.
+    results = Results.model_validate_json((out / "results.json").read_text(encoding="utf-8"))
+    assert results.plan.session_wall is not None and results.plan.session_wall.mode == "none"
+    assert "**Sessions:** sessions ran without the Landlock wall" in markdown.render(results)
 
 
 # ---- the parts, fast -------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from typing import Any
 
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
-from runner.results.build import CaseResult, Results, floor_note, kill_note
+from runner.results.build import CaseResult, Results, floor_note, kill_note, wall_note
 from runner.results.history import History, TrendPoint
 from runner.results.uplift import describe as uplift_text
 from runner.results.verdicts import CASE_STATES, CaseState
@@ -324,6 +324,8 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
         items.append(("Killed before", e(note)))
     if (note := floor_note(results)) is not None:
         items.append(("Floor", f'<span class="warn" id="floor-note">{e(note)}</span>'))
+    if (note := wall_note(results)) is not None:
+        items.append(("Sessions", f'<span class="warn" id="wall-note">{e(note)}</span>'))
     banner = ""
     if plan.approximation:
         banner = f'<p class="warn" id="approximation">Approximation: {e(plan.approximation)}</p>'

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from runner.corpus.library import Case
 from runner.corpus.settings import LoadedKind
 from runner.execute.hosts.base import Usage
+from runner.execute.hosts.wall import SessionWall
 from runner.execute.rundir import AttemptRecord, TailRepair
 from runner.floor.surface import Surface
 from runner.plan.build import KindBasis, Plan, PlannedCase
@@ -106,6 +107,9 @@ class PlanSummary(BaseModel):
     floor_notes: list[str] = Field(default=[], description="What every report says of the floor besides what it "
                                                            "held back: the library's validator switched off by the "
                                                            "settings (validator-disabled).")
+    session_wall: SessionWall | None = Field(default=None, description="claude-code: how the sessions' processes were "
+                                                                      "confined (runner.execute.hosts.wall); every "
+                                                                      "report says when they were not.")
 
 
 class ReconciledSpend(BaseModel):
@@ -373,6 +377,16 @@ def refuse_cases(cases: list[CaseResult], refused: list[RefusedRecord], mine: se
     return out
 
 
+def wall_note(results: Results) -> str | None:
+    """One line for every report when the sessions ran unconfined (runner.execute.hosts.wall): the first wall (no
+    program of the library runs) still stood, the second did not."""
+    found = results.plan.session_wall
+    if found is None or found.mode != "none":
+        return None
+    return (f"sessions ran without the Landlock wall ({found.detail}): nothing of the library could run in them, but "
+            "a program that did would have reached what this user can (docs/security.md)")
+
+
 def floor_note(results: Results) -> str | None:
     """One line for every report when the floor was not the whole floor (the library's validator switched off by
     the settings): said where it was switched off, never left to a count of warnings."""
@@ -546,7 +560,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                          cap_usd=plan.cap_usd, library_hash=plan.library.content_hash,
                          listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
                          unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read,
-                         floor_notes=plan.floor_notes),
+                         floor_notes=plan.floor_notes, session_wall=plan.session_wall),
         stop_reason=stop_reason,
         counts={state: counts.get(state, 0) for state in CASE_STATES},
         unrun_by_reason=dict(unrun.most_common()),
