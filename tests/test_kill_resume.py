@@ -369,19 +369,22 @@ COLLIDING = {"case one": "Alpha", "case_one": "Bravo", "тест-1": "Charlie", 
 PASSING = {"case one", "тест-1"}
 
 
-def colliding_library(tmp_path: Path) -> Path:
-    root = tmp_path / "collide"
+def demo_skill(root: Path, cases: list[dict]) -> Path:
+    """A library of one skill, `demo` (summarise a demo report in one line), with these evals.json cases."""
     skill_dir = root / ".claude" / "skills" / "demo"
     (skill_dir / "evals").mkdir(parents=True)
     (skill_dir / "SKILL.md").write_text("---\nname: demo\ndescription: Summarise a demo report into one line. Use "
                                         "when asked to summarise a demo report.\n---\n\n# Demo\n\nOne line.\n",
                                         encoding="utf-8")
-    cases = [{"id": case_id, "type": "should_trigger", "prompt": f"{word} prompt: summarise the demo report please.",
-              "expect": {"triggers": True, "assertions": ["Answers in one line."]}}
-             for case_id, word in COLLIDING.items()]
     (skill_dir / "evals" / "evals.json").write_text(json.dumps({"skill": "demo", "cases": cases}, ensure_ascii=False),
                                                     encoding="utf-8")
     return root
+
+
+def colliding_library(tmp_path: Path) -> Path:
+    return demo_skill(tmp_path / "collide", [
+        {"id": case_id, "type": "should_trigger", "prompt": f"{word} prompt: summarise the demo report please.",
+         "expect": {"triggers": True, "assertions": ["Answers in one line."]}} for case_id, word in COLLIDING.items()])
 
 
 def test_transcripts_of_ids_that_look_alike_never_overwrite_each_other(tmp_path: Path) -> None:

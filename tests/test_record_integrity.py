@@ -30,6 +30,7 @@ from runner.report import markdown, rollup
 from runner.results.build import Results
 from runner.results.verdicts import AssertionOutcome, AttemptOutcome
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
+from tests.test_kill_resume import demo_skill
 from tests.test_run import results_of
 
 ALPHA = "demo/evals/alpha"  # its sessions fire the skill: PASS
@@ -38,16 +39,10 @@ BRAVO = "demo/evals/bravo"  # its sessions do not: FAIL
 
 def demo_library(root: Path) -> Path:
     """One skill, two should-trigger cases whose one assertion is an activation claim (no judge call)."""
-    skill_dir = root / ".claude" / "skills" / "demo"
-    (skill_dir / "evals").mkdir(parents=True)
-    (skill_dir / "SKILL.md").write_text("---\nname: demo\ndescription: Summarise a demo report into one line. Use "
-                                        "when asked to summarise a demo report.\n---\n\n# Demo\n\nOne line.\n",
-                                        encoding="utf-8")
-    cases = [{"id": name, "type": "should_trigger", "prompt": f"{name} prompt: summarise the demo report please.",
-              "expect": {"triggers": True, "assertions": ["The demo skill activates."]}}
-             for name in ("alpha", "bravo")]
-    (skill_dir / "evals" / "evals.json").write_text(json.dumps({"skill": "demo", "cases": cases}), encoding="utf-8")
-    return root
+    return demo_skill(root, [{"id": name, "type": "should_trigger",
+                              "prompt": f"{name} prompt: summarise the demo report please.",
+                              "expect": {"triggers": True, "assertions": ["The demo skill activates."]}}
+                             for name in ("alpha", "bravo")])
 
 
 def outcome(passed: bool) -> AttemptOutcome:

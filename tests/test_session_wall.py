@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -325,7 +324,6 @@ def test_required_confinement_refuses_a_machine_without_it(tmp_path: Path) -> No
         wall.detect("required", python=missing)
     assert wall.detect("auto", python=missing).mode == "none"
     assert wall.detect("off").mode == "none"
-    shutil.rmtree(tmp_path, ignore_errors=True)
 
 
 def test_the_session_folder_never_takes_host_configuration(tmp_path: Path) -> None:

@@ -443,7 +443,7 @@ def lost_in_flight(rundir: RunDir, plan_hash: str, prior: dict[str, list[Attempt
     spent before it was cancelled), so the journal's total minus theirs is the spend no record shows: reservations
     in flight at a kill, at their worst case or at the figure a later process reconciled them to, and sessions whose
     record was lost, at their real cost. `prior`: the finished records of the plan (prior_attempts); `cancelled`:
-    its accepted cancelled records (cancelled_attempts)."""
+    its accepted cancelled records (vetting.Vetted.cancelled)."""
     totals = journal_totals(rundir.path / RESERVATIONS, plan_hash)
     journaled = sum(r.total_cost_usd for records in prior.values() for r in records if r.reservation_id)
     journaled += sum(r.total_cost_usd for r in cancelled or [] if r.reservation_id)
@@ -452,12 +452,6 @@ def lost_in_flight(rundir: RunDir, plan_hash: str, prior: dict[str, list[Attempt
                             ReconciledSpend(reservation=r.id, attempt=r.label, reserved_usd=round(r.reserved_usd, 6),
                                             usd=round(r.usd, 6), source=r.source, detail=r.detail)
                             for r in totals.reconciled))
-
-
-def cancelled_attempts(accepted: list[AttemptRecord]) -> list[AttemptRecord]:
-    """The plan's attempts cancelled in flight (SIGINT/SIGTERM), of the records the vetting accepted: they run again
-    on resume, and what they spent before they were cancelled is spent (runner.execute.executor)."""
-    return [r for r in accepted if r.status == "cancelled"]
 
 
 def reconcile_killed(rundir: RunDir, plan: Plan | None) -> list[Reconciled]:
@@ -486,9 +480,9 @@ def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str, mine: set[str] | Non
     """The finished attempts of the plan, and a ledger that journals to the run folder and starts from all
     spend of earlier processes: recorded, and lost in flight at a kill (counted against the same cap). A refused
     record's cost is not in the records' sum; the journal still shows what its session (if any) cost."""
-    prior, refused = prior_attempts(rundir, plan, plan_hash, mine)
-    say_refused(rundir, refused)
-    cancelled_records = cancelled_attempts(vetting.read(rundir, plan, plan_hash, mine=mine, slim=True).accepted)
+    vetted = vetting.read(rundir, plan, plan_hash, mine=mine, slim=True)  # the log read once, for all below
+    prior, cancelled_records = vetted.finished_by_uid(), vetted.cancelled()
+    say_refused(rundir, vetted.refused)
     lost = lost_in_flight(rundir, plan_hash, prior, cancelled_records)
     if lost.usd > 0:
         reconciled = f", {len(lost.reconciled)} reconciled with the evidence it left" if lost.reconciled else ""
@@ -539,7 +533,7 @@ def finish(prepared: Prepared, rundir: RunDir, stop_reason: str | None, refused:
     results = results_mod.build(prepared.plan, prepared.plan_hash, prepared.cases, vetted.accepted, stop_reason,
                                 refused, mine, prepared.shard,
                                 lost=lost_in_flight(rundir, prepared.plan_hash, vetted.finished_by_uid(),
-                                                    cancelled_attempts(vetted.accepted)),
+                                                    vetted.cancelled()),
                                 repairs=rundir.repairs(), refused_records=vetted.refused)
     rundir.write_json(RESULTS, results.model_dump_json(indent=2))
     return results

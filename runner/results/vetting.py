@@ -66,6 +66,11 @@ class Vetted:
     signed: bool = False
     accepted_lines: list[int] = field(default_factory=list)  # the line number of each accepted record
 
+    def cancelled(self) -> list[AttemptRecord]:
+        """Attempts cancelled in flight (SIGINT/SIGTERM): they run again on resume, and what they spent before they
+        were cancelled is spent (runner.execute.executor)."""
+        return [record for record in self.accepted if record.status == "cancelled"]
+
     def finished_by_uid(self) -> dict[str, list[AttemptRecord]]:
         out: dict[str, list[AttemptRecord]] = {}
         for record in self.accepted:

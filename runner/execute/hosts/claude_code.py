@@ -210,7 +210,7 @@ class _Recorder:
                 if isinstance(block, ToolResultBlock):
                     self.on_tool_result(block)
             # What the next request carries besides what it carried before (cli_spend: its bound).
-            self.seen.on_results(len(json.dumps(_as_dict(message), default=str)),
+            self.seen.on_results(len(json.dumps(self.transcript[-1], default=str)),  # the message, as recorded
                                  {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)})
             self.spend_changed()
         elif isinstance(message, ResultMessage):
