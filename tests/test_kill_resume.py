@@ -423,6 +423,20 @@ KILLED_CASES = ["migration-planner/evals/positive-add-not-null-column",
                 "test-report-triage/evals/edge-zero-test-suite-reported-ok"]
 
 
+def logged_requests(parent: Path) -> int:
+    """API requests the live sessions' CLI logs show so far. The sessions create and remove files (lock folders, logs)
+    while this walks their folders, so a file gone between listing and reading counts as nothing, not an error."""
+    count = 0
+    for folder, _, names in os.walk(parent):  # os.walk skips a folder that vanished; Path.rglob raises
+        for name in names:
+            if name.endswith(".jsonl"):
+                try:
+                    count += (Path(folder) / name).read_text(errors="replace").count('"type":"api-request"')
+                except FileNotFoundError:
+                    pass
+    return count
+
+
 def test_sigkill_worst_cases_are_reconciled_from_the_killed_sessions_logs(tmp_path: Path) -> None:
     """Two claude-code sessions wait on their second request when the run is killed with SIGKILL: their reservations
     stay unsettled in the journal. The cap leaves room for the run's three sessions only if those two count at what
@@ -454,8 +468,7 @@ def test_sigkill_worst_cases_are_reconciled_from_the_killed_sessions_logs(tmp_pa
         deadline = time.monotonic() + 240
         # Killed once both sessions wait on their second request and the CLI's logs show it (the CLI writes its log
         # a moment behind the session; a staler log is no evidence: test_a_stale_log_leaves_the_journaled_figure).
-        while sum(1 for r in fake.message_requests if r.outcome == "hang") < 2 or sum(
-                path.read_text(errors="replace").count('"type":"api-request"') for path in parent.rglob("*.jsonl")) < 4:
+        while sum(1 for r in fake.message_requests if r.outcome == "hang") < 2 or logged_requests(parent) < 4:
             assert run.process.poll() is None and time.monotonic() < deadline, run.output()
             time.sleep(0.02)
         os.killpg(run.process.pid, signal.SIGKILL)
