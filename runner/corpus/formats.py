@@ -13,6 +13,8 @@ shapes (each with its JSON Schema in runner/schemas):
   trigger-queries.json), or such a list under `queries`, `evals` or `cases`.
 - `scenario`: `{skills, query, files, expected_behavior}` (Anthropic's skill-authoring best practices),
   a list of them, or `{scenarios: [...]}`.
+- `skill-checks`: `{scenario_name, evals: [{prompt, checks: {skill_invoked}}]}` (or a bare list of such items),
+  `skill_invoked` naming the skill that should fire, or true / false for the file's own skill.
 - `routing`: a library-level routing set, `{cases: [{id, prompt, expected}]}` or a bare list, `expected`
   naming the skill that should take the prompt (or null / [] for none).
 
@@ -39,6 +41,9 @@ SCENARIO_KEYS = frozenset({"id", "name", "description", "skills", "query", "prom
 ROUTING_KEYS = frozenset({"id", "prompt", "query", "expected", "expected_skill", "expectedSkill", "expected_skills",
                           "relevant_skills", "expect_selected", "unexpected_skills", "unexpectedSkills",
                           "expect_not_selected", "note", "notes", "rationale", "reason"})
+CHECKS_KEYS = frozenset({"id", "name", "prompt", "query", "checks", "description", "note"})
+CHECKS_READ = frozenset({"skill_invoked"})  # what a `checks` object says that the runner reads
+CHECKS_OWNER_KEYS = ("skill", "skill_name")
 EXPECTED_KEYS = ("expected", "expected_skill", "expectedSkill", "expected_skills", "relevant_skills", "expect_selected")
 UNEXPECTED_KEYS = ("unexpected_skills", "unexpectedSkills", "expect_not_selected")
 BEHAVIOUR_KEYS = ("expected_behavior", "expected_behaviors", "expectedBehaviors")
@@ -57,6 +62,8 @@ _SHOULD_NOT_TRIGGER = re.compile(r"(?i)\bshould\s*n[o']t\s+(trigger|fire|activat
 def shape(data: Any, name: str) -> tuple[str | None, str]:
     """(shape, why) of a parsed eval file called `name`; shape None = not a shape the runner reads."""
     if isinstance(data, dict):
+        if "evals" in data and _items_have(data["evals"], ("checks",)):
+            return "skill-checks", "an object whose `evals` carry `checks` (skill_invoked)"
         if "cases" in data and name in ("evals.json", "trigger-evals.json") and (
                 "skill" in data or _items_have(data["cases"], ("type", "expect", "expected_skill"))):
             return ("aegis-trigger" if name == "trigger-evals.json" else "aegis-evals"), "an object with `cases`"
@@ -76,6 +83,8 @@ def shape(data: Any, name: str) -> tuple[str | None, str]:
     if isinstance(data, list):
         if not data:
             return None, "an empty list"
+        if _items_have(data, ("checks",)) and _items_have(data, ("prompt", "query")):
+            return "skill-checks", "a list of prompts with `checks` (skill_invoked)"
         if _items_have(data, ("should_trigger",)) and _items_have(data, ("query",)):
             return "trigger-set", "a list of queries with should_trigger"
         if _items_have(data, EXPECTED_KEYS):
@@ -97,7 +106,7 @@ def _items_have(items: Any, keys: tuple[str, ...]) -> bool:
 SCHEMA_OF = {
     "aegis-evals": schemas.AEGIS_EVALS, "aegis-trigger": schemas.AEGIS_TRIGGER,
     "skill-creator": schemas.SKILL_CREATOR_EVALS, "trigger-set": schemas.SKILL_CREATOR_TRIGGER_SET,
-    "scenario": schemas.SCENARIO, "routing": schemas.ROUTING_SET,
+    "scenario": schemas.SCENARIO, "routing": schemas.ROUTING_SET, "skill-checks": schemas.SKILL_CHECKS,
 }
 
 
@@ -108,7 +117,8 @@ def items(data: Any, the_shape: str) -> tuple[str | None, list[Any]]:
     if not isinstance(data, dict):
         return None, []
     keys = {"skill-creator": ("evals",), "trigger-set": ("queries", "evals", "cases"), "routing": ("cases",),
-            "scenario": ("scenarios",), "aegis-evals": ("cases",), "aegis-trigger": ("cases",)}[the_shape]
+            "scenario": ("scenarios",), "aegis-evals": ("cases",), "aegis-trigger": ("cases",),
+            "skill-checks": ("evals",)}[the_shape]
     for key in keys:
         if isinstance(data.get(key), list):
             return key, data[key]
@@ -281,3 +291,51 @@ def unused_keys(entries: list[Any], known: frozenset[str]) -> list[tuple[str, in
                 if key not in known and key not in seen:
                     seen[str(key)] = index
     return list(seen.items())
+
+
+# ---- skill-checks: cases that name the skill they check ------------------------------------------
+
+def checks_owner(data: Any, names: dict[str, str]) -> str | None:
+    """The skill a skill-checks file names for itself (`skill` / `skill_name` at its top), as the library names it;
+    None when it names none of the library's."""
+    if not isinstance(data, dict):
+        return None
+    named = next((data[k] for k in CHECKS_OWNER_KEYS if isinstance(data.get(k), str)), None)
+    return names.get(named.strip()) if named else None
+
+
+def checks_targets(data: Any, names: dict[str, str]) -> list[str]:
+    """The library skills the items of a skill-checks file name in `checks.skill_invoked` (a name, not true/false)."""
+    out: list[str] = []
+    for raw in items(data, "skill-checks")[1]:
+        checks = raw.get("checks") if isinstance(raw, dict) else None
+        invoked = checks.get("skill_invoked") if isinstance(checks, dict) else None
+        if isinstance(invoked, str) and invoked.strip() in names:
+            out.append(names[invoked.strip()])
+    return out
+
+
+def checks_item(raw: dict, position: int, owner: str | None, names: dict[str, str]) -> Item:
+    """A skill-checks item: `skill_invoked` naming a skill makes a trigger case of that skill; true / false a trigger
+    / no_trigger case of the file's skill (`owner`: its `evals/<skill>/` folder or its `skill` key)."""
+    item = Item(id=item_id(raw, ("id", "name")) or f"c{position + 1}", prompt=_text(raw, ("prompt", "query")),
+                target=owner)
+    checks = raw.get("checks")
+    invoked = checks.get("skill_invoked") if isinstance(checks, dict) else None
+    if isinstance(invoked, str) and invoked.strip():
+        name = invoked.strip()
+        item.target = names.get(name, owner)
+        item.kind_rule = f"field:checks.skill_invoked={name}"
+        if name not in names:
+            item.kind, item.kind_rule = "invalid", "schema-invalid"
+            item.problem = f"checks.skill_invoked names {name!r}, which is not a skill of this library"
+        return item
+    if isinstance(invoked, bool) and owner is not None:
+        item.kind = "trigger" if invoked else "no_trigger"
+        item.kind_rule = f"field:checks.skill_invoked={str(invoked).lower()}"
+        return item
+    item.kind, item.kind_rule = "invalid", "schema-invalid"
+    item.problem = ("checks.skill_invoked is " + str(invoked).lower() + " but the file names no skill it is about "
+                    "(keep it in evals/<skill>/ or give it a `skill` key)" if isinstance(invoked, bool) else
+                    "no checks.skill_invoked: the case says neither which skill should fire nor whether one should")
+    return item

@@ -29,8 +29,8 @@ The first rule that applies decides:
    note, to be added with `[library] roots`.
 
 A folder without SKILL.md is a category: it is walked into and never reported as a broken skill,
-unless it holds an `evals/` folder or a `skill.md` in the wrong case (then it was meant to be a skill:
-`skill-md-missing`). A symlinked folder that stays inside the repository is followed; a link that
+unless it holds eval files of its own (`evals/*.json`, in a folder that is not one of scripts) or a `skill.md` in
+the wrong case (then it was meant to be a skill: `skill-md-missing`). A symlinked folder that stays inside the repository is followed; a link that
 leaves it is reported by the file scan (runner.corpus.files) and never followed. An empty git submodule is a
 warning, not an error. Two skill folders with one name cannot both reach a session: the second is
 reported (`duplicate-skill-name`) and not read.
@@ -188,8 +188,19 @@ class _Walk:
         return self.policy.show(path)
 
 
+SCRIPT_SUFFIXES = frozenset({".py", ".sh", ".bash", ".js", ".mjs", ".cjs", ".ts", ".rb", ".pl", ".ps1"})
+
+
 def _meant_as_skill(folder: Path) -> bool:
-    return (folder / "evals").is_dir() or any(child.name.lower() == "skill.md" for child in _children(folder))
+    """A skill.md in the wrong case, or eval files of its own (`evals/*.json`) in a folder that is not one of scripts.
+    A folder of tools next to the skills (`scripts/` holding *.py and an evals/ of harness code) or a utility folder
+    whose evals/ holds one folder per skill (`misc/evals/<skill>/`) is no skill missing its SKILL.md."""
+    children = _children(folder)
+    if any(child.name.lower() == "skill.md" for child in children):
+        return True
+    files = [child for child in children if child.is_file()]
+    scripts = bool(files) and all(child.suffix.lower() in SCRIPT_SUFFIXES for child in files)
+    return not scripts and any(child.suffix == ".json" and child.is_file() for child in _children(folder / "evals"))
 
 
 def _children(folder: Path) -> list[Path]:

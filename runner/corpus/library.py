@@ -20,10 +20,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.corpus import bounded, classify, formats, frontmatter, jsonfile
+from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, outside
 from runner.corpus import schema_check as schemas
 from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
-from runner.corpus.findings import Finding, display_path, error, is_unicode, printable, warning
+from runner.corpus.findings import Finding, display_path, error, info, is_unicode, printable, warning
 from runner.corpus.layout import (
     NAME_NOT_UTF8,
     Layout,
@@ -35,7 +35,7 @@ from runner.corpus.layout import (
 from runner.corpus.settings import SETTINGS_FILE, LoadedKind, Settings
 
 Source = Literal["evals", "trigger", "probe", "scenario", "routing"]
-CaseFormat = Literal["aegis", "skill-creator", "trigger-set", "scenario", "routing", "probe"]
+CaseFormat = Literal["aegis", "skill-creator", "trigger-set", "scenario", "routing", "skill-checks", "probe"]
 SUBAGENT_SUFFIX = " (subagent)"
 # A routing case that expects no skill of the library to take its prompt: it belongs to the library, not to a
 # skill, and its target is any skill (it passes when none of the library's skills fires).
@@ -44,23 +44,28 @@ ANY_SKILL = "(any skill)"
 # Eval files a skill folder may hold, and the shapes (runner.corpus.formats) each name admits. Cases of the files
 # named here keep their own ids in their uid; other files' cases are `<file stem>:<id>`.
 NAMED_EVAL_FILES: dict[str, tuple[str, ...]] = {
-    "evals.json": ("aegis-evals", "skill-creator", "trigger-set", "scenario"),
+    "evals.json": ("aegis-evals", "skill-creator", "trigger-set", "scenario", "skill-checks"),
     "trigger-evals.json": ("aegis-trigger", "trigger-set"),
     "trigger-queries.json": ("trigger-set",),
     "trigger_evals.json": ("trigger-set",),
-    "eval.json": ("skill-creator", "trigger-set"),
+    "eval.json": ("skill-creator", "trigger-set", "skill-checks"),
 }
-OTHER_EVAL_FILES = ("scenario", "skill-creator", "trigger-set", "routing")
+OTHER_EVAL_FILES = ("scenario", "skill-creator", "trigger-set", "routing", "skill-checks")
+# Trigger sets some libraries keep at a skill's root rather than in its evals/ (read like those in evals/).
+ROOT_TRIGGER_FILES = ("trigger-evals.json", "trigger_evals.json", "trigger-eval.json")
 SHAPE_NAMES = {"aegis-evals": "Aegis evals.json (`{skill, cases}`)",
                "aegis-trigger": "Aegis trigger-evals.json (`{skill, cases}` with expected_skill)",
                "skill-creator": "skill-creator evals (`{skill_name, evals}` or a list of `{id, prompt, ...}`)",
                "trigger-set": "a trigger query set (a list of `{query, should_trigger}`)",
                "scenario": "scenarios (`{skills, query, files, expected_behavior}`)",
-               "routing": "a routing set (`{cases: [{id, prompt, expected}]}`)"}
+               "routing": "a routing set (`{cases: [{id, prompt, expected}]}`)",
+               "skill-checks": "cases naming the skill they check (`{evals: [{prompt, checks: {skill_invoked}}]}`)"}
 SOURCE_OF: dict[str, Source] = {"aegis-evals": "evals", "skill-creator": "evals", "aegis-trigger": "trigger",
-                                "trigger-set": "trigger", "scenario": "scenario", "routing": "routing"}
+                                "trigger-set": "trigger", "scenario": "scenario", "routing": "routing",
+                                "skill-checks": "evals"}
 FORMAT_OF: dict[str, CaseFormat] = {"aegis-evals": "aegis", "aegis-trigger": "aegis", "skill-creator": "skill-creator",
-                                    "trigger-set": "trigger-set", "scenario": "scenario", "routing": "routing"}
+                                    "trigger-set": "trigger-set", "scenario": "scenario", "routing": "routing",
+                                    "skill-checks": "skill-checks"}
 
 
 class Assertion(BaseModel):
@@ -150,6 +155,13 @@ class Skill(BaseModel):
     eval_files: list[str] = []
 
 
+class UnreadFile(BaseModel):
+    """An eval-looking file the runner found and did not read, and why (validate says it too, as a finding)."""
+
+    file: str = Field(description="As shown (relative to the repository root).")
+    reason: str
+
+
 class Agent(BaseModel):
     name: str
     file: str
@@ -167,6 +179,7 @@ class Library(BaseModel):
     cases: list[Case]
     template_cases: list[Case] = []
     probes: list[Probe] = []
+    unread: list[UnreadFile] = Field(default=[], description="Eval-looking files found and not read, with why.")
 
     def skill_paths(self) -> dict[str, Path]:
         """Skill name -> its folder: what a session receives as `.claude/skills/<name>/`."""
@@ -258,6 +271,8 @@ def _owner_and_target(item: formats.Item, the_shape: str, skill: str) -> tuple[s
     library skill firing is its loss); every other case to the skill whose folder holds its file."""
     if the_shape == "routing":
         return (LIBRARY_OWNER, ANY_SKILL) if item.kind == "no_trigger" else (item.target or skill, item.target or skill)
+    if the_shape == "skill-checks":  # a case naming the skill it checks is that skill's, wherever its file is
+        return item.target or skill, item.target or skill
     return skill, item.target or skill
 
 
@@ -298,8 +313,14 @@ class _Loader:
         self.template_cases: list[Case] = []
         self.probes: list[Probe] = []
         self.kept: dict[str, tuple[str, int]] = {}  # uid -> where it was read first
+        # The real path of every eval file reached -> (the path it was first read by, whose it was): one file is one
+        # set of cases however many ways lead to it (a link, a second root, a [[trigger_set]] entry).
+        self.read_by: dict[str, tuple[str, str]] = {}
         # Every name of the library (runner.corpus.classify: only an assertion naming one is about activation).
         self.names: frozenset[str] = frozenset()
+        self.name_map: dict[str, str] = {}  # every name of a skill -> its folder name
+        self.unread: list[UnreadFile] = []
+        self.outside: dict[str, list[Path]] = {}  # skill -> its eval files of `…/evals/<skill>/` (runner.corpus.outside)
 
     def show(self, path: Path) -> str:
         return self.policy.show(path)
@@ -332,8 +353,14 @@ class _Loader:
 
     def _load_cases(self, skill: Skill, folder: Path) -> None:
         files = self.eval_files(folder)
+        files += [(path, NAMED_EVAL_FILES.get(path.name, OTHER_EVAL_FILES)) for path in self.outside.get(skill.name, [])
+                  if self.named(path, "an eval file", "each of its cases")]
         for path, admitted in files:
             self.load_eval_file(path, skill, admitted)
+        for path in outside.in_skill(folder):
+            if os.path.realpath(path) not in self.read_by and self.policy.inside(path):
+                self.not_read(path, outside.WHY_SUFFIX.get(path.suffix.lower(), "no rule reads a file of this name "
+                                                           "here"), skill.name)
         if not skill.eval_files and not skill.template:
             self.findings.append(warning("evals-missing", self.show(folder / "evals" / "evals.json"), 1,
                                          f"{skill.name} has no eval file (evals/evals.json or another the runner "
@@ -373,17 +400,57 @@ class _Loader:
                     if path.name not in NAMED_EVAL_FILES]
         for name in ("evals.json", "eval.json"):
             if self.present(folder / name):
-                out.append((folder / name, ("skill-creator", "trigger-set", "aegis-evals", "scenario")))
+                out.append((folder / name, ("skill-creator", "trigger-set", "aegis-evals", "scenario", "skill-checks")))
+        out += [(folder / name, ("trigger-set",)) for name in ROOT_TRIGGER_FILES if self.present(folder / name)]
         evaluations = folder / "evaluations"
         if evaluations.is_dir() and self.policy.inside(evaluations):
             out += [(path, ("scenario", "skill-creator")) for path in sorted(evaluations.glob("*.json"))]
         return [(path, admitted) for path, admitted in out if self.named(path, "an eval file", "each of its cases")]
 
+    def not_read(self, path: Path, reason: str, skill: str | None = None, finding: bool = True) -> None:
+        """An eval-looking file found and not read: listed (census) and, unless a finding said so already, a finding
+        (a warning in a skill's folder, where it would be that skill's; a note elsewhere)."""
+        shown = self.show(path)
+        self.unread.append(UnreadFile(file=shown, reason=reason))
+        if finding:
+            self.findings.append((warning if skill else info)(
+                "eval-file-not-read", shown, 1, f"found, not read: {reason}", skill=skill))
+
+    def first_read(self, path: Path, owner: str) -> tuple[str, str] | None:
+        """None the first time a file is reached (it is then `owner`'s); afterwards (as first read, whose)."""
+        real = os.path.realpath(path)
+        if real in self.read_by:
+            return self.read_by[real]
+        self.read_by[real] = (self.show(path), owner)
+        return None
+
+    def read_again(self, path: Path, skill: Skill) -> bool:
+        """True when the file was read already: a finding says so, and its cases are not read a second time."""
+        previous = self.first_read(path, skill.name)
+        if previous is None:
+            return False
+        first, owner = previous
+        shown = self.show(path)
+        if owner == skill.name:
+            self.findings.append(info(
+                "eval-file-read-once", shown, 1,
+                f"{shown} is {first} reached a second way (a link); one file is one set of cases, read once as "
+                f"{first}", skill=skill.name))
+        else:
+            self.findings.append(warning(
+                "eval-file-read-once", shown, 1,
+                f"{shown} is {first}, read already as {owner}'s eval file; one file is one set of cases, so it is "
+                f"not read again as {skill.name}'s (give {skill.name} its own file to test it)", skill=skill.name))
+        return True
+
     def load_eval_file(self, path: Path, skill: Skill, admitted: tuple[str, ...]) -> None:
         """Read one eval file in whichever admitted shape it has; a file in no admitted shape is a finding."""
+        if self.read_again(path, skill):
+            return
         doc, problems = jsonfile.read(path, self.policy)
         self.findings.extend(problems)
         if doc is None:
+            self.not_read(path, "it cannot be read as JSON (the error at it says why)", finding=False)
             return
         shown = self.show(path)
         the_shape, why = formats.shape(doc.data, path.name)
@@ -393,6 +460,7 @@ class _Loader:
             message = (f"{path.name} is {why}" + (f" (a {SHAPE_NAMES[the_shape]}, not read here)" if the_shape else "")
                        + f"; the runner reads {described} here, so no case in it is run")
             self.findings.append((error if named else warning)("eval-format-unknown", shown, 1, message))
+            self.not_read(path, f"it is {why}, not a shape read here", finding=False)
             return
         skill.eval_files.append(shown)
         if the_shape == "aegis-evals":
@@ -582,8 +650,9 @@ class _Loader:
             self.keep(self.item_case(entries[index], items[index], the_shape, skill, shown, doc, pointer, case_id,
                                      owner, target, invalid), skill, seen)
 
-    @staticmethod
-    def item(raw: dict, the_shape: str, pointer: tuple[Any, ...], index: int, skill: Skill) -> formats.Item:
+    def item(self, raw: dict, the_shape: str, pointer: tuple[Any, ...], index: int, skill: Skill) -> formats.Item:
+        if the_shape == "skill-checks":
+            return formats.checks_item(raw, index, None if skill.name == LIBRARY_OWNER else skill.name, self.name_map)
         if the_shape == "skill-creator":
             return formats.creator_item(raw, pointer, index)
         if the_shape == "trigger-set":
@@ -628,11 +697,20 @@ class _Loader:
         """A key no reader uses is a warning naming it (the case still loads): a typo, or a field this runner
         does not read."""
         known = {"skill-creator": formats.CREATOR_KEYS, "trigger-set": formats.TRIGGER_KEYS,
-                 "scenario": formats.SCENARIO_KEYS, "routing": formats.ROUTING_KEYS}[the_shape]
+                 "scenario": formats.SCENARIO_KEYS, "routing": formats.ROUTING_KEYS,
+                 "skill-checks": formats.CHECKS_KEYS}[the_shape]
         for key, index in formats.unused_keys(entries, known):
             self.findings.append(warning(
                 "eval-unknown-key", shown, doc.line(*pointer_of(index), key),
                 f"key {key!r} is not read by the runner ({SHAPE_NAMES[the_shape]}); the case loads without it"))
+        if the_shape == "skill-checks":
+            for index, entry in enumerate(entries):
+                checks = entry.get("checks") if isinstance(entry, dict) else None
+                for key in (k for k in checks if k not in formats.CHECKS_READ) if isinstance(checks, dict) else ():
+                    self.findings.append(warning(
+                        "eval-unknown-key", shown, doc.line(*pointer_of(index), "checks", key),
+                        f"check {key!r} is not read by the runner (it reads checks.skill_invoked); the case is "
+                        "judged without it"))
         if the_shape == "skill-creator" and isinstance(doc.data, dict):
             for key in doc.data:
                 if key not in formats.CREATOR_TOP_KEYS:
@@ -765,6 +843,20 @@ class _Loader:
                 self.findings.append(error("missing-file", self.settings_shown, 1,
                                            f"trigger_set file {entry.path} does not exist"))
                 continue
+            previous = self.first_read(path, skill.name)
+            if previous is not None:
+                # Found on its own before the settings were read: the file keeps the uids discovery gives it, so
+                # naming it in the settings or not changes no case's uid.
+                first, owner = previous
+                same = first if first == entry.path else f"{first} (the same file)"
+                self.findings.append((info if owner == skill.name else warning)(
+                    "trigger-set-already-read", self.settings_shown, 1,
+                    f"trigger_set names {entry.path}, which is read already as {owner}'s eval file {same}; one file "
+                    "is one set of cases, so the entry adds no case and its cases keep the uids they have there" + (
+                        "; the entry can go" if owner == skill.name else
+                        f" (the entry says skill {skill.name!r}: move the file into that skill's evals/ to make it "
+                        "its)")))
+                continue
             start = len(self.findings)
             doc, problems = jsonfile.read(path, policy)
             self.findings.extend(problems)
@@ -778,37 +870,58 @@ class _Loader:
             for finding in self.findings[start:]:
                 finding.skill = finding.skill or skill.name
 
-    def load_routing_sets(self) -> list[Path]:
-        """Library-level routing sets: the JSON files of the repository's own evals/ folder. Their cases
-        belong to the skill they expect (or to the library, when they expect none); a file there that is not
-        a routing set is reported, since a skill's eval files belong in its own folder."""
-        folder = self.root / "evals"
-        if not folder.is_dir() or not self.policy.inside(folder):
-            return []
-        owner = Skill(name=LIBRARY_OWNER, dir="evals", path=str(folder), skill_md="")
-        read: list[Path] = []
-        for path in sorted(folder.glob("*.json")):
+    def load_outside(self, found: outside.Survey, skills: dict[str, Skill], scope: list[Path]) -> None:
+        """Eval-looking files outside the skill folders that no folder name gives to a skill (runner.corpus.outside):
+        routing sets at the repository's evals/ (their cases belong to the skill they expect, or to the library when
+        they expect none) and files whose cases name the skill they check. Every other one inside `scope` (what
+        --library names) is found and not read, with why."""
+        def in_scope(path: Path) -> bool:
+            return any(path.is_relative_to(folder) for folder in scope)
+        for path, reason in found.unread:
+            if in_scope(path):
+                self.not_read(path, reason)
+        library = Skill(name=LIBRARY_OWNER, dir="evals", path=str(self.root / "evals"), skill_md="")
+        for path in found.loose:
+            if os.path.realpath(path) in self.read_by or not in_scope(path):
+                continue  # read already (a [[trigger_set]] entry, a single skill's evals/), or none of this library's
             if not is_unicode(path.name):
                 # Its cases would be named by it (`<stem>:<id>`); a file of no skill: a warning, never a hold on all.
                 self.findings.append(warning(NAME_NOT_UTF8, self.show(path), 1,
-                                             "a routing set whose name is not valid UTF-8 (shown escaped): its cases "
+                                             "an eval file whose name is not valid UTF-8 (shown escaped): its cases "
                                              "would be named by it, so it is not read. Rename it in UTF-8"))
                 continue
+            self.first_read(path, LIBRARY_OWNER)
             doc, problems = jsonfile.read(path, self.policy)
             self.findings.extend(problems)
             if doc is None:
+                self.not_read(path, "it cannot be read as JSON (the error at it says why)", finding=False)
                 continue
             the_shape, why = formats.shape(doc.data, path.name)
-            if the_shape != "routing":
-                self.findings.append(warning(
-                    "eval-format-unknown", self.show(path), 1,
-                    f"{path.name} is {why}; at the repository's evals/ the runner reads routing sets "
-                    "(`{cases: [{id, prompt, expected}]}`) only — a skill's eval files belong in <skill>/evals/"))
-                continue
-            read.append(path)
-            prefix = "" if path.stem == "routing" else f"{path.stem}:"
-            self._load_items(doc, owner, self.show(path), "routing", prefix, path.stem)
-        return read
+            mine = formats.checks_owner(doc.data, self.name_map) if the_shape == "skill-checks" else None
+            if the_shape == "routing" and path.parent == self.root / "evals":
+                prefix = "" if path.stem == "routing" else f"{path.stem}:"
+                self._load_items(doc, library, self.show(path), "routing", prefix, path.stem)
+            elif the_shape == "skill-checks" and (mine or formats.checks_targets(doc.data, self.name_map)):
+                owner = skills[mine] if mine in skills else library
+                start = len(self.findings)
+                if mine in skills:
+                    owner.eval_files.append(self.show(path))
+                self._load_items(doc, owner, self.show(path), "skill-checks", f"{path.stem}:", path.stem)
+                if mine in skills:
+                    self.about(owner.name, start)
+            elif path.parent == self.root / "evals":  # the rule routing sets have always had there
+                reason = outside.why_unmapped(path, self.root, why)
+                self.findings.append(warning("eval-format-unknown", self.show(path), 1,
+                                             f"{path.name}: found, not read: {reason}"))
+                self.not_read(path, reason, finding=False)
+            else:
+                self.not_read(path, outside.why_unmapped(path, self.root, why))
+
+    def outside_files(self, skills: dict[str, Skill]) -> list[Path]:
+        """Every file read or reached outside the skill folders (they define cases: the content hash covers them)."""
+        folders = [os.path.realpath(skill.path) for skill in skills.values()]
+        return sorted(Path(real) for real in self.read_by
+                      if not any(Path(real).is_relative_to(folder) for folder in folders))
 
     # -- agents --
     def load_agents(self) -> dict[str, Agent]:
@@ -848,10 +961,16 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
     skills = {found.name: loader.load_skill(found) for found in layout.skills}
     agents = loader.load_agents()
     loader.names = frozenset(names_of(skills, agents))
+    loader.name_map = {name: folder for name, folder in names_of(skills, {}).items()}
+    found = outside.survey(root, [Path(f.path) for f in layout.skills], loader.name_map, loader.policy)
+    loader.outside = found.by_skill
     for skill in skills.values():
         loader.load_cases(skill)
     loader.load_trigger_sets(skills)
-    routing_files = loader.load_routing_sets() if layout.kind != "single-skill" else []
+    # What --library names: a single skill or a folder of skills inside a repository is not the whole repository,
+    # whose other eval files are none of its business (a file named after one of its skills still is its).
+    scope = [root] if layout.kind not in ("single-skill", "named-folder") else [root / r for r in layout.roots]
+    loader.load_outside(found, skills, scope)
     for case in loader.cases:
         case.workspace_signals = classify.workspace_signals(case.prompt, loader.rules) if case.source != "probe" else []
     loader.apply_case_overrides()
@@ -860,9 +979,10 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
         root=str(root), skills_dir=layout.roots[0] if layout.roots else ".",
         agents_dir=layout.agents_dirs[0] if layout.agents_dirs else None, layout=layout,
         settings_file=str(settings_file) if settings_file else None,
-        content_hash=_content_hash(folders, [Path(f) for _, f in sorted(layout.agents.items())] + routing_files,
-                                   loader.policy),
+        content_hash=_content_hash(folders, [Path(f) for _, f in sorted(layout.agents.items())]
+                                   + loader.outside_files(skills), loader.policy),
         skills=skills, agents=agents, cases=loader.cases, template_cases=loader.template_cases, probes=loader.probes,
+        unread=loader.unread,
     )
     return library, loader.findings
 

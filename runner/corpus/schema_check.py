@@ -20,6 +20,7 @@ SKILL_CREATOR_EVALS = "skill-creator-evals"
 SKILL_CREATOR_TRIGGER_SET = "skill-creator-trigger-set"
 SCENARIO = "scenario"
 ROUTING_SET = "routing-set"
+SKILL_CHECKS = "skill-checks"
 PROBE = "probe"
 
 # A file that is wrong everywhere (random JSON) would otherwise print thousands of lines.

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
 from runner.corpus import classify
 from runner.corpus.findings import Finding, counts
-from runner.corpus.library import Library, is_subagent, subagent_name
+from runner.corpus.library import Library, UnreadFile, is_subagent, subagent_name
 from runner.corpus.settings import Settings
 from runner.floor.listing import ListingEstimate, estimate
 from runner.floor.validate import manual_only_targets
@@ -118,6 +118,7 @@ class Census(BaseModel):
     subagents: Subagents
     listing: ListingEstimate
     probes: list[ProbeSummary]
+    not_read: list[UnreadFile] = Field(default=[], description="Eval-looking files found and not read, with why.")
     findings: dict[str, int]
 
 
@@ -198,6 +199,7 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
         probes=[ProbeSummary(uid=p.uid, kind=p.kind, seeded_defects=p.seeded_defects,
                              shapes=[d.shape for d in p.defects], modifiers=p.modifiers, content_hash=p.content_hash,
                              review_items=list(PROBE_REVIEW_ITEMS)) for p in library.probes],
+        not_read=list(library.unread),
         findings=counts(findings),
     )
 
@@ -271,5 +273,13 @@ def render_text(census: Census, console: Console) -> None:
     for probe in census.probes:
         console.print(f"Probe {probe.uid}: {probe.kind}, {probe.seeded_defects} defect(s) "
                       f"({', '.join(probe.shapes)}); review by a person: " + "; ".join(probe.review_items))
+    if census.not_read:
+        console.print(f"Eval files found and not read: {len(census.not_read)}")
+        for unread in census.not_read[:20]:
+            console.print(f"  {unread.file}: {unread.reason}", markup=False)
+        if len(census.not_read) > 20:
+            console.print(f"  … and {len(census.not_read) - 20} more (see --format json)")
+    else:
+        console.print("Eval files found and not read: none")
     f = census.findings
     console.print(f"Validation: {f['error']} error(s), {f['warning']} warning(s) (run `skill-evals validate` for details)")
