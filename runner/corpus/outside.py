@@ -13,7 +13,8 @@ repository once, outside the skill folders, and sorts what it finds:
   artifacts): found and not read, with the reason.
 
 What "looks like an eval file": a data file directly in a folder named `evals` / `eval` / `evaluations` /
-`evaluation` or in a child folder of one, or a data file whose name says `eval` or `trigger`. Deeper files below an
+`evaluation` or in a child folder of one, or a data file whose name says `eval` or `trigger` (hidden files, such as
+the settings file `.skill-evals.toml`, are not). Deeper files below an
 eval folder are the cases' fixtures (`evals/files/`), not eval files. Tests, fixtures, vendored and hidden tool
 folders are skipped as layout.py skips them. The walk never enters a skill folder: the loader reads those, and lists
 what it does not read there itself (`in_skill`).
@@ -87,7 +88,7 @@ def survey(root: Path, skill_dirs: list[Path], names: dict[str, str], policy: Re
         dirnames[:] = kept
         for name in sorted(filenames):
             path = here / name
-            if path.suffix.lower() not in DATA_SUFFIXES or not (_in_eval_folder(path) or looks_like_eval(path)):
+            if name.startswith(".") or path.suffix.lower() not in DATA_SUFFIXES or not (_in_eval_folder(path) or looks_like_eval(path)):
                 continue
             if path.is_symlink() and not policy.inside(path):
                 continue  # the file scan reports a link that leaves the repository
@@ -116,6 +117,9 @@ def why_unmapped(path: Path, root: Path, why_shape: str) -> str:
     if path.parent.parent.name.lower() in EVAL_FOLDERS and path.parent != root / "evals":
         return (f"it is in {path.parent.parent.name}/{path.parent.name}/, and no skill of this library is named "
                 f"{path.parent.name!r}: name the folder after the skill its cases are for")
+    if path.parent.name.lower() in EVAL_FOLDERS and path.parent.parent != root:
+        return (f"it is in {path.parent.parent.name}/{path.parent.name}/, and {path.parent.parent.name}/ holds no "
+                "SKILL.md, so it is no skill's eval file (a SKILL.md there would make it one)")
     if path.parent == root / "evals":
         return (f"it is {why_shape}; the repository's evals/ holds routing sets (`{{cases: [{{id, prompt, "
                 "expected}]}`) or files whose cases name their skill (`checks.skill_invoked`); a skill's own eval "
