@@ -704,13 +704,12 @@ class _Loader:
                 "eval-unknown-key", shown, doc.line(*pointer_of(index), key),
                 f"key {key!r} is not read by the runner ({SHAPE_NAMES[the_shape]}); the case loads without it"))
         if the_shape == "skill-checks":
-            for index, entry in enumerate(entries):
-                checks = entry.get("checks") if isinstance(entry, dict) else None
-                for key in (k for k in checks if k not in formats.CHECKS_READ) if isinstance(checks, dict) else ():
-                    self.findings.append(warning(
-                        "eval-unknown-key", shown, doc.line(*pointer_of(index), "checks", key),
-                        f"check {key!r} is not read by the runner (it reads checks.skill_invoked); the case is "
-                        "judged without it"))
+            checks = [entry.get("checks") if isinstance(entry, dict) else None for entry in entries]
+            for key, index in formats.unused_keys(checks, formats.CHECKS_READ):  # once per key and file
+                self.findings.append(warning(
+                    "eval-unknown-key", shown, doc.line(*pointer_of(index), "checks", key),
+                    f"check {key!r} is not read by the runner (it reads checks.skill_invoked); the case is "
+                    "decided without it"))
         if the_shape == "skill-creator" and isinstance(doc.data, dict):
             for key in doc.data:
                 if key not in formats.CREATOR_TOP_KEYS:
