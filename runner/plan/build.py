@@ -269,9 +269,9 @@ class Plan(BaseModel):
     cases: list[PlannedCase]
     estimate: CostEstimate
     unrun_all: str | None = Field(default=None, description="kill-switch or no-credentials: nothing will start.")
-    held_back: dict[str, str] = Field(default={}, description="Skills whose floor errors hold back their selected "
-                                                             "cases (UNRUN floor-error): the first finding of "
-                                                             "each.")
+    held_back: dict[str, str] = Field(default={}, description="Skills whose floor errors hold back their cases "
+                                                             "(the selected ones are UNRUN floor-error), "
+                                                             "selected or not: the first finding of each.")
     not_read: dict[str, str] = Field(default={}, description="Skills the loader could not read at all (no SKILL.md, "
                                                             "a link out of the repository, a missing plugin path): "
                                                             "no case of theirs is in the plan. The first finding "
@@ -816,7 +816,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         session_path=session_path if host in CLAUDE_CODE_HOSTS else None,
         session_wall=session_wall if host in CLAUDE_CODE_HOSTS else None,
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
-        held_back=dict(sorted(held_back.items())),
+        # Every skill the floor holds back, selected or not: "held back: listed below" lists what it counts.
+        held_back=dict(sorted((held_back | ({name: floor.skill_detail(name) for name in floor.skills}
+                                            if floor else {})).items())),
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
         record_mac="hmac-sha256",
         floor_notes=[describe([found]) for found in floor.announced] if floor else [],

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from runner.corpus.library import Case
+from runner.floor.gate import EVAL_FILE_UNREADABLE
 from runner.corpus.settings import LoadedKind
 from runner.execute.hosts.base import Usage
 from runner.execute.hosts.wall import SessionWall
@@ -42,6 +43,15 @@ from runner.results.verdicts import (
 
 SCHEMA_VERSION = 1
 NOT_EXECUTED = ("{n} case(s) were not executed (UNRUN); no result is claimed for them.")
+
+
+def not_executed(unrun: Mapping[str, int]) -> str:
+    """The sentence every report carries; an entry that stands for an unreadable eval file is a file, not one
+    case, so the sentence says how many of the UNRUN entries are files of unknown size."""
+    files = unrun.get(EVAL_FILE_UNREADABLE, 0)
+    return NOT_EXECUTED.format(n=sum(unrun.values())) + (
+        f" {files} of them stand for an eval file none of whose cases could be read (eval-file-unreadable): how "
+        "many cases it holds is not known." if files else "")
 
 
 class CaseResult(BaseModel):
@@ -576,7 +586,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                     refused_reservations=refused, lost_in_flight_usd=round(lost.usd, 6),
                     lost_in_flight_reservations=lost.reservations, lost_in_flight_attempts=list(lost.attempts)),
         cost=cost_summary(plan, finished),
-        not_executed=NOT_EXECUTED.format(n=sum(unrun.values())),
+        not_executed=not_executed(unrun),
         uplift=skill_uplifts(baselined),
         repairs=repairs or [],
         records_signed=plan.record_mac is not None,
