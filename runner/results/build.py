@@ -81,6 +81,9 @@ class CaseResult(BaseModel):
     warnings: list[str] = []
     underlying_state: CaseState | None = Field(default=None, description="For QUARANTINED: the state it had.")
     quarantine: QuarantineEntry | None = None
+    calibration: str | None = Field(default=None, description="Tier-2 probes: the calibration verdict and version "
+                                                              "the plan used, or `uncalibrated` ([probes] "
+                                                              "allow_uncalibrated), whether or not the probe ran.")
     probe: ProbeRunResult | None = Field(default=None, description="Tier-2 probes: per-arm catch rates, the "
                                                                    "difference, band scores, cost per arm.")
     uplift: Uplift | None = Field(default=None, description="`run --baseline`: the case's rubric pass rate with the "
@@ -414,6 +417,13 @@ def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult
 
 def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
                 unrun_all: str | None, manual_only: set[str]) -> CaseResult:
+    result = _case_result(planned, case, records, stop_reason, unrun_all, manual_only)
+    result.calibration = planned.calibration  # an uncalibrated probe says so in every state, UNRUN included
+    return result
+
+
+def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
+                 unrun_all: str | None, manual_only: set[str]) -> CaseResult:
     warnings = list(planned.warnings)
     # The plan's own reason is about the case itself (the floor held it back, its target is manual-only, its probe
     # is not calibrated, ...): it would not run with a key or without the kill switch either, so it keeps that
