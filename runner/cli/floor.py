@@ -52,15 +52,18 @@ def validate(library_path: Path, config: Path | None, fmt: str, validator_comman
     if fmt == "json":
         layout = library.layout
         click.echo(findings_mod.render_json(results, {
-            "library": library.skills_dir, "skills": len(library.skills), "cases": len(library.cases),
+            "library": library.skills_dir, "skills": len(library.skills), "cases": len(library.read_cases()),
+            "unreadable_eval_files": [c.file for c in library.unreadable_files()],
             **({"layout": layout.kind, "roots": layout.roots, "layout_note": layout.note} if layout else {})}))
     elif fmt == "github":
         from runner.corpus import repopath  # GitHub reads `file=` from the repository root, not the library's
         click.echo(findings_mod.render_github(results, repopath.prefix(loaded.root)))
     else:
         click.echo(findings_mod.render_text(results))
-        click.echo(f"checked {len(library.skills)} skill(s), {len(library.cases):,} case(s), "
-                   f"{len(library.probes)} probe(s) in {library.skills_dir}")
+        unreadable = len(library.unreadable_files())
+        click.echo(f"checked {len(library.skills)} skill(s), {len(library.read_cases()):,} case(s), "
+                   f"{len(library.probes)} probe(s) in {library.skills_dir}"
+                   + (f"; {unreadable} eval file(s) of which no case could be read" if unreadable else ""))
         if library.layout is not None:
             click.echo(f"layout: {library.layout.description}; read {', '.join(library.layout.roots) or 'nothing'} "
                        f"({library.layout.note})")

@@ -33,8 +33,9 @@ def print_held_back(plan: plan_mod.Plan, console: Console) -> None:
     for note in plan.floor_notes:
         console.print(f"Floor: {note}", markup=False)
     if plan.held_back:
-        console.print(f"[yellow]Held back by the floor: {len(plan.held_back)} skill(s), their cases UNRUN "
-                      "(floor-error); see `skill-evals validate`[/yellow]")
+        console.print(f"[yellow]Held back by the floor: {len(plan.held_back)} skill(s), their selected cases UNRUN "
+                      "(floor-error; an eval file of which no case could be read: eval-file-unreadable); see "
+                      "`skill-evals validate`[/yellow]")
         for skill, detail in plan.held_back.items():
             console.print(f"  {skill}: {detail}", markup=False)
     if plan.not_read:
@@ -44,7 +45,7 @@ def print_held_back(plan: plan_mod.Plan, console: Console) -> None:
             console.print(f"  {skill}: {detail}", markup=False)
     invalid = [c for c in plan.cases if c.unrun_detail and c.unrun_reason != "floor-error"]
     if invalid:
-        console.print(f"[yellow]Cases the floor found invalid: {len(invalid)}[/yellow]")
+        console.print(f"[yellow]Cases (and unreadable eval files) the floor found invalid: {len(invalid)}[/yellow]")
         for case in invalid[:MAX_INVALID_SHOWN]:
             console.print(f"  {case.uid} ({case.unrun_reason}): {case.unrun_detail}", markup=False)
         if len(invalid) > MAX_INVALID_SHOWN:

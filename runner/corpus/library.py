@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, outside
 from runner.corpus import schema_check as schemas
 from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
-from runner.corpus.findings import Finding, display_path, error, info, is_unicode, printable, warning
+from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, sort_key, warning
 from runner.corpus.layout import (
     NAME_NOT_UTF8,
     Layout,
@@ -34,8 +34,13 @@ from runner.corpus.layout import (
 )
 from runner.corpus.settings import SETTINGS_FILE, LoadedKind, Settings
 
-Source = Literal["evals", "trigger", "probe", "scenario", "routing"]
-CaseFormat = Literal["aegis", "skill-creator", "trigger-set", "scenario", "routing", "skill-checks", "probe"]
+# `file`: an eval file of which no case could be read (FILE_UNREADABLE): one entry stands for all its cases.
+Source = Literal["evals", "trigger", "probe", "scenario", "routing", "file"]
+CaseFormat = Literal["aegis", "skill-creator", "trigger-set", "scenario", "routing", "skill-checks", "probe", "file"]
+# The kind_rule of that entry, and of a probe folder whose probe.json or question.md cannot be read (PROBE_UNREADABLE).
+# Seed 002: UNRUN is the default state of every case, so a case that cannot be read is still shown, never dropped.
+FILE_UNREADABLE = "file-unreadable"
+PROBE_UNREADABLE = "probe-unreadable"
 SUBAGENT_SUFFIX = " (subagent)"
 # A routing case that expects no skill of the library to take its prompt: it belongs to the library, not to a
 # skill, and its target is any skill (it passes when none of the library's skills fires).
@@ -181,6 +186,15 @@ class Library(BaseModel):
     probes: list[Probe] = []
     unread: list[UnreadFile] = Field(default=[], description="Eval-looking files found and not read, with why.")
 
+    def unreadable_files(self) -> list[Case]:
+        """The entries that stand for an eval file of which no case could be read (FILE_UNREADABLE): a run shows
+        each as UNRUN, while counts of cases leave them out (how many cases such a file holds is not known)."""
+        return [case for case in self.cases if case.source == "file"]
+
+    def read_cases(self) -> list[Case]:
+        """The cases read from the eval files: every case but those entries."""
+        return [case for case in self.cases if case.source != "file"]
+
     def skill_paths(self) -> dict[str, Path]:
         """Skill name -> its folder: what a session receives as `.claude/skills/<name>/`."""
         return {name: Path(skill.path) for name, skill in self.skills.items()}
@@ -200,8 +214,10 @@ class Library(BaseModel):
         """Per skill, what a session never receives (relative to the skill folder): its evals/ folder and
         every eval file read from the folder. They are the answer key."""
         out: dict[str, frozenset[str]] = {}
+        unreadable = [(c.skill, c.file) for c in self.unreadable_files()]
         for name, skill in self.skills.items():
-            inside = {rel for rel in (relative_shown(f, skill.dir) for f in skill.eval_files) if rel}
+            files = [*skill.eval_files, *(file for owner, file in unreadable if owner == name)]
+            inside = {rel for rel in (relative_shown(f, skill.dir) for f in files) if rel}
             out[name] = frozenset({"evals", "evaluations"} | inside)
         return out
 
@@ -356,12 +372,16 @@ class _Loader:
         files += [(path, NAMED_EVAL_FILES.get(path.name, OTHER_EVAL_FILES)) for path in self.outside.get(skill.name, [])
                   if self.named(path, "an eval file", "each of its cases")]
         for path, admitted in files:
+            marks = self.marks()
             self.load_eval_file(path, skill, admitted)
+            self.stand_in(marks, skill, "file", relative_shown(self.show(path), skill.dir) or self.show(path),
+                          self.show(path), FILE_UNREADABLE)
         for path in outside.in_skill(folder):
             if os.path.realpath(path) not in self.read_by and self.policy.inside(path):
                 self.not_read(path, outside.WHY_SUFFIX.get(path.suffix.lower(), "no rule reads a file of this name "
                                                            "here"), skill.name)
-        if not skill.eval_files and not skill.template:
+        unreadable = any(c.skill == skill.name and c.source == "file" for c in [*self.cases, *self.template_cases])
+        if not skill.eval_files and not skill.template and not unreadable:
             self.findings.append(warning("evals-missing", self.show(folder / "evals" / "evals.json"), 1,
                                          f"{skill.name} has no eval file (evals/evals.json or another the runner "
                                          "reads): it has no behaviour cases", skill=skill.name))
@@ -370,6 +390,27 @@ class _Loader:
             for probe_dir in sorted(p for p in probes_dir.iterdir() if p.is_dir() and self.policy.inside(p)):
                 if self.named(probe_dir, "a probe folder", "the probe"):
                     self.load_probe(probe_dir, skill)
+
+    def marks(self) -> tuple[int, int]:
+        """Where the findings and the cases stand before a file is read (`stand_in`)."""
+        return len(self.findings), len(self.cases) + len(self.template_cases)
+
+    def stand_in(self, marks: tuple[int, int], skill: Skill, source: Source, case_id: str, shown: str,
+                 rule: str) -> None:
+        """When reading a file gave errors and not one case, an invalid case that stands for the file: its cases'
+        ids cannot be read, but the run must still show that something of this skill's was not run and why
+        (seed 002). Its uid is `<skill>/file/<the file, relative to the skill>` (a probe keeps its own uid)."""
+        findings, cases = marks
+        errors = [f for f in self.findings[findings:] if f.level is Level.ERROR]
+        if not errors or len(self.cases) + len(self.template_cases) > cases:
+            return
+        first = min(errors, key=sort_key)
+        case = Case(uid=self.uid(skill, source, case_id), skill=skill.name, source=source, id=case_id, file=shown,
+                    line=first.line if first.file == shown else 1, format="probe" if source == "probe" else "file",
+                    prompt="", target=skill.name, kind="invalid", kind_rule=rule)
+        if case.uid not in self.kept:
+            self.kept[case.uid] = (shown, case.line)
+            (self.template_cases if skill.template else self.cases).append(case)
 
     @staticmethod
     def present(path: Path) -> bool:
@@ -770,10 +811,11 @@ class _Loader:
 
     # -- probes --
     def load_probe(self, probe_dir: Path, skill: Skill) -> None:
-        start = len(self.findings)
+        marks = self.marks()
         self._load_probe(probe_dir, skill)
-        for finding in self.findings[start:]:
+        for finding in self.findings[marks[0]:]:
             finding.uid = finding.uid or self.uid(skill, "probe", probe_dir.name)
+        self.stand_in(marks, skill, "probe", probe_dir.name, self.show(probe_dir / "probe.json"), PROBE_UNREADABLE)
 
     def _load_probe(self, probe_dir: Path, skill: Skill) -> None:
         probe_file, question_file = probe_dir / "probe.json", probe_dir / "question.md"
@@ -857,6 +899,7 @@ class _Loader:
                         "its)")))
                 continue
             start = len(self.findings)
+            marks = self.marks()
             doc, problems = jsonfile.read(path, policy)
             self.findings.extend(problems)
             if doc is not None and formats.shape(doc.data, path.name)[0] != "trigger-set":
@@ -868,6 +911,8 @@ class _Loader:
                 self._load_items(doc, skill, policy.show(path), "trigger-set", "", path.stem)
             for finding in self.findings[start:]:
                 finding.skill = finding.skill or skill.name
+            shown = policy.show(path)
+            self.stand_in(marks, skill, "file", relative_shown(shown, skill.dir) or shown, shown, FILE_UNREADABLE)
 
     def load_outside(self, found: outside.Survey, skills: dict[str, Skill], scope: list[Path]) -> None:
         """Eval-looking files outside the skill folders that no folder name gives to a skill (runner.corpus.outside):

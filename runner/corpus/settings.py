@@ -262,6 +262,12 @@ class ProbeSettings(_Strict):
         default=False, description="The treatment prompt starts with `/<skill>` on its own line, so the skill is "
                                    "loaded by the user's command: measures the discipline apart from routing.")
     calibration_reps: int = Field(default=2, ge=1, le=10, description="Reps per arm in `calibrate` (seed 000: 2).")
+    allow_uncalibrated: bool = Field(
+        default=False, description="Seed 000 calls live calibration optional: `run` also executes (both arms) a probe "
+                                   "with no finished calibration of its current content (never calibrated, edited "
+                                   "since, or a calibration left unfinished), labelled `uncalibrated` in results.json "
+                                   "and every report. A calibration verdict outside run_verdicts still keeps its "
+                                   "probe UNRUN.")
     run_verdicts: list[Literal["ceiling", "window", "floor", "inconclusive"]] = Field(
         default=["window", "ceiling"],
         description="Calibration verdicts whose probes `run` executes (both arms); others stay UNRUN with the verdict "

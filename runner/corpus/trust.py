@@ -244,6 +244,8 @@ POLICY: dict[str, Rule] = {
     "select.settings_paths": Keeps("a change to the runner's own settings selects every case"),
     "probes.explicit_invocation": Free(_MEASURED),
     "probes.calibration_reps": Free(_UNDER_CAP),
+    "probes.allow_uncalibrated": Free(_UNDER_CAP + "; it adds probes to what runs, never changes a verdict, and every "
+                                      "report labels such a probe uncalibrated"),
     "probes.run_verdicts": Keeps(_OFF_SWITCH),
     "prices.*.*": Default("prices come from the runner's table, runner/data/prices.json"),
 }

@@ -52,6 +52,9 @@ class CaseCounts(BaseModel):
     by_kind: dict[str, int]
     by_format: dict[str, int] = {}
     template_cases_not_run: int
+    unreadable_files: list[CaseRef] = Field(default=[], description="Eval files of which no case could be read (not "
+                                                                     "counted as cases: how many they hold is not "
+                                                                     "known); each is one UNRUN entry of a run.")
 
 
 class Refusals(BaseModel):
@@ -127,7 +130,7 @@ def _counter(values: list[str]) -> dict[str, int]:
 
 
 def compute(library: Library, settings: Settings, findings: list[Finding]) -> Census:
-    cases = library.cases
+    cases, unreadable = library.read_cases(), library.unreadable_files()
     skills = list(library.skills.values())
     evals_cases = [c for c in cases if c.source == "evals"]
     refusals = [c for c in cases if c.kind == "refusal"]
@@ -156,6 +159,7 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
             by_type=_counter([c.case_type or f"({c.format})" for c in evals_cases]),
             by_kind=_counter([c.kind for c in cases]), by_format=_counter([c.format for c in cases]),
             template_cases_not_run=len(library.template_cases),
+            unreadable_files=[CaseRef(uid=c.uid, rule=c.kind_rule, detail=f"{c.file}:{c.line}") for c in unreadable],
         ),
         refusals=Refusals(total=len(refusals), by_rule=_counter([c.kind_rule for c in refusals]),
                           cases=[CaseRef(uid=c.uid, rule=c.kind_rule) for c in refusals]),
@@ -232,6 +236,10 @@ def render_text(census: Census, console: Console) -> None:
                   f"{s.with_trigger_evals} with trigger-evals.json; {s.with_probes} with probes; "
                   f"{len(census.subagents.defined)} subagents defined")
     console.print(f"Cases: {c.total:,} (template example cases, not run: {c.template_cases_not_run})")
+    if c.unreadable_files:
+        console.print(f"Eval files of which no case could be read (their cases are not counted; `validate` says why): "
+                      f"{len(c.unreadable_files)}: {', '.join(r.detail or r.uid for r in c.unreadable_files)}",
+                      markup=False)
     console.print(_table("Cases by source", c.by_source))
     console.print(_table("evals.json cases by type", c.by_type))
     console.print(_table("Cases by kind (semantics §2)", c.by_kind))

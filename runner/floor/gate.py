@@ -7,6 +7,9 @@ of every other skill, so each error-level finding is scoped to what it is about:
   file of no skill (the agents folder, the settings file). Nothing runs.
 - a skill: its SKILL.md, its eval files, anything in its folder. The cases in its eval files are
   UNRUN `floor-error`.
+- an eval file of which not one case could be read (it does not parse, or is in no shape the runner reads):
+  its skill is held back as above, and the file itself is one UNRUN entry `eval-file-unreadable`, so the
+  report shows what was not run even when no case id is known.
 - a case: a schema error inside one case, a dangling reference of one case. That case is UNRUN
   `invalid-case`; the rest of its skill runs.
 - a skill that was not read: a folder meant as a skill without SKILL.md, a skill folder behind a
@@ -29,11 +32,14 @@ from pydantic import BaseModel, Field
 
 from runner.corpus.files import relative_shown
 from runner.corpus.findings import Finding, Level, sort_key
-from runner.corpus.library import Case, Library
+from runner.corpus.library import FILE_UNREADABLE, Case, Library
 from runner.corpus.settings import BrokenKind
 
 FLOOR_ERROR = "floor-error"
 INVALID_CASE = "invalid-case"
+# An eval file of which no case could be read: its entry (runner.corpus.library.FILE_UNREADABLE) is UNRUN for this
+# reason, with the file's own first error, so the report names the file and says its cases were not run.
+EVAL_FILE_UNREADABLE = "eval-file-unreadable"
 # The settings decide how every case is read and the library's validator speaks for the whole library:
 # an error in either leaves nothing to trust.
 LIBRARY_RULES = frozenset({"library-validator", "settings-syntax", "settings-invalid", "settings-unreadable"})
@@ -47,7 +53,7 @@ BROKEN_KINDS: frozenset[str] = frozenset(get_args(BrokenKind))
 class Hold(BaseModel):
     """Why one case does not run, from the floor."""
 
-    reason: str = Field(description="floor-error or invalid-case")
+    reason: str = Field(description="floor-error, eval-file-unreadable or invalid-case")
     detail: str = Field(description="The first finding, `file:line: [rule] message`, and how many more.")
     skill: str | None = Field(default=None, description="floor-error: the skill whose errors hold the case back.")
 
@@ -86,7 +92,11 @@ class FloorGate(BaseModel):
         return None
 
     def hold_case(self, case: Case) -> Hold | None:
-        return self.hold(case.uid, case.skill)
+        held = self.hold(case.uid, case.skill)
+        if held is not None and held.reason == FLOOR_ERROR and case.kind_rule == FILE_UNREADABLE:
+            own = [f for f in self.skills[case.skill] if f.file == case.file]
+            return Hold(reason=EVAL_FILE_UNREADABLE, detail=describe(own or self.skills[case.skill]), skill=case.skill)
+        return held
 
 
 def describe(findings: list[Finding]) -> str:

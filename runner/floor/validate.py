@@ -7,6 +7,7 @@ probe rules from seed 000. Schema, syntax and file-safety findings come from loa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -292,6 +293,23 @@ def check_probe(probe: Probe, settings: Settings, rules: classify.Rules) -> list
     return out
 
 
+def check_reused_questions(probes: list[Probe]) -> list[Finding]:
+    """Seed 000: a scenario reused across probes trains toward itself. Two probes whose question.md are the same
+    bytes measure one scenario twice: a review finding at each later copy, naming the first (never an error: each
+    probe is still a valid measurement)."""
+    first: dict[bytes, Probe] = {}
+    out = []
+    for probe in sorted(probes, key=lambda p: p.question_file):
+        digest = hashlib.sha256(probe.question.encode()).digest()
+        original = first.setdefault(digest, probe)
+        if original is not probe:
+            out.append(warning("probe-question-reused", probe.question_file, 1,
+                               f"question.md of probe {probe.uid} is byte-identical to {original.question_file} "
+                               f"(probe {original.uid}): a scenario reused across probes trains toward itself "
+                               "(seed 000); give each probe its own artifact", skill=probe.skill))
+    return out
+
+
 # ---- all checks -------------------------------------------------------------------------------
 
 def check_library(library: Library, settings: Settings) -> list[Finding]:
@@ -306,6 +324,7 @@ def check_library(library: Library, settings: Settings) -> list[Finding]:
     for probe in library.probes:
         # A broken probe holds back that probe only: the skill's other cases do not depend on it.
         out.extend(_about(check_probe(probe, settings, rules), probe.skill, probe.uid))
+    out.extend(check_reused_questions(library.probes))
     return out
 
 

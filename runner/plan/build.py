@@ -86,7 +86,8 @@ class PlannedCase(BaseModel):
                                                     "skill). N repeats each, no early stop (the rates are the "
                                                     "result).")
     explicit_invocation: bool = Field(default=False, description="Probes: the treatment prompt starts with /<skill>.")
-    calibration: str | None = Field(default=None, description="Probes: the calibration verdict and version used.")
+    calibration: str | None = Field(default=None, description="Probes: the calibration verdict and version used, "
+                                                             "or `uncalibrated` ([probes] allow_uncalibrated).")
     first_turn: bool = Field(default=False, description="The first-turn host may send this case's first request "
                                                         "itself (runner.plan.decide.first_turn_ineligible).")
     decide_when: list[list[str]] = Field(default=[], description="Activation-only cases with [run] decide_early: "
@@ -269,9 +270,9 @@ class Plan(BaseModel):
     cases: list[PlannedCase]
     estimate: CostEstimate
     unrun_all: str | None = Field(default=None, description="kill-switch or no-credentials: nothing will start.")
-    held_back: dict[str, str] = Field(default={}, description="Skills whose floor errors hold back their selected "
-                                                             "cases (UNRUN floor-error): the first finding of "
-                                                             "each.")
+    held_back: dict[str, str] = Field(default={}, description="Skills whose floor errors hold back their cases "
+                                                             "(the selected ones are UNRUN floor-error), "
+                                                             "selected or not: the first finding of each.")
     not_read: dict[str, str] = Field(default={}, description="Skills the loader could not read at all (no SKILL.md, "
                                                             "a link out of the repository, a missing plugin path): "
                                                             "no case of theirs is in the plan. The first finding "
@@ -308,9 +309,22 @@ class ProbeGate(BaseModel):
     content_hash: str
 
 
+UNCALIBRATED = "uncalibrated"
+# Gate states of a probe with no finished calibration of its current content ([probes] allow_uncalibrated runs
+# them); an unreadable calibration record is a file to repair, never read as "no calibration".
+UNCALIBRATED_STATES = frozenset({"not-calibrated", "new-version", "in-progress"})
+
+
+def is_uncalibrated(gate: ProbeGate | None, settings: Settings) -> bool:
+    """The probe runs uncalibrated: the settings allow it and no finished calibration of this content exists."""
+    return settings.probes.allow_uncalibrated and (gate is None or gate.state in UNCALIBRATED_STATES)
+
+
 def probe_unrun_reason(gate: ProbeGate | None, settings: Settings, judge_unavailable: str | None) -> str | None:
     """A probe runs only on a finished calibration of its current content, with a verdict the settings run,
     and with a judge to grade the act."""
+    if is_uncalibrated(gate, settings):
+        return f"probe-needs-judge ({judge_unavailable})" if judge_unavailable else None
     if gate is None or gate.state == "not-calibrated":
         return "probe-not-calibrated"
     if gate.state == "new-version":
@@ -746,7 +760,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             # work is the same with and without a key.
             planned.unrun_reason = probe_unrun_reason(gate, settings, None if judge_unavailable == "no-credentials"
                                                       else judge_unavailable)
-            planned.calibration = f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None
+            planned.calibration = UNCALIBRATED if is_uncalibrated(gate, settings) else (
+                f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None)
         elif tier_rule.baseline and is_output_case(case):
             planned.arms = ["main", "control"]  # both arms every repeat: their pass rates are the result
         if run.decide_early and not planned.arms:
@@ -816,7 +831,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         session_path=session_path if host in CLAUDE_CODE_HOSTS else None,
         session_wall=session_wall if host in CLAUDE_CODE_HOSTS else None,
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
-        held_back=dict(sorted(held_back.items())),
+        # Every skill the floor holds back, selected or not: "held back: listed below" lists what it counts.
+        held_back=dict(sorted((held_back | ({name: floor.skill_detail(name) for name in floor.skills}
+                                            if floor else {})).items())),
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
         record_mac="hmac-sha256",
         floor_notes=[describe([found]) for found in floor.announced] if floor else [],

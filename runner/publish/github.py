@@ -60,6 +60,7 @@ from pydantic import BaseModel, Field
 
 from runner.corpus import repopath
 from runner.report import markdown
+from runner.report.rollup import kind_label
 from runner.results.build import CaseResult, Results
 from runner.results.verdicts import CASE_STATES, CaseState
 
@@ -228,7 +229,7 @@ def _plain(text: object, cut: int) -> str:
 
 def annotation(case: CaseResult, path_prefix: str = "") -> dict[str, Any]:
     """The annotation of one FAIL, ERROR or JUDGE-ERROR case, at its eval file from the repository root."""
-    details = [f"{case.state}: {case.uid} ({case.kind}, target {case.target})"]
+    details = [f"{case.state}: {case.uid} ({kind_label(case)}, target {case.target})"]
     if case.reason:
         details.append(f"reason: {case.reason}")
     details.append(f"{case.wins} wins / {case.losses} losses / {case.errors} errors; "

@@ -386,7 +386,8 @@ def _notes(results: Results, roll: rollup.Rollup) -> str:
         parts.append(f'<h3>Quarantined ({len(roll.quarantined)})</h3><ul id="quarantine">{items}</ul>')
     for title, notes, ident in (("Unjudgeable assertions", roll.unjudgeable, "unjudgeable"),
                                 ("Surface warnings", roll.surface_warnings, "surface-warnings"),
-                                ("Held back by the floor (UNRUN, not failed)", roll.held_back, "held-back")):
+                                ("Held back by the floor (UNRUN, not failed)", roll.held_back, "held-back"),
+                                ("Uncalibrated probes", roll.uncalibrated, "uncalibrated")):
         if notes:
             items = "".join(f"<li><code>{e(n.uid)}</code>: {e(n.text)}</li>" for n in notes)
             parts.append(f'<details id="{ident}"><summary>{title} ({len(notes)})</summary><ul>{items}</ul></details>')
@@ -404,7 +405,7 @@ def _activation(case: CaseResult) -> str:
 
 
 def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
-    items = [("Kind", e(case.kind)), ("Target", e(case.target)),
+    items = [("Kind", e(rollup.kind_label(case))), ("Target", e(case.target)),
              ("State", _badge(case.state) + (f" underlying {_badge(case.underlying_state)}"
                                              if case.underlying_state else "")
               + (f' <span class="reason">{e(case.reason)}</span>' if case.reason else "")),
@@ -465,7 +466,7 @@ def _case_rows(results: Results, has_run_dir: bool) -> str:
             f'<tr class="case" id="c{i}" data-index="{i}" data-skill="{e(case.skill)}" data-state="{e(case.state)}" '
             f'data-uid="{e(case.uid)}">'
             f'<td><button type="button" class="open" aria-expanded="false" aria-controls="d{i}">open</button></td>'
-            f'<td class="uid"><code>{e(case.uid)}</code></td><td>{e(case.skill)}</td><td>{e(case.kind)}</td>'
+            f'<td class="uid"><code>{e(case.uid)}</code></td><td>{e(case.skill)}</td><td>{e(rollup.kind_label(case))}</td>'
             f'<td>{_badge(case.state)}{" " + _badge(case.underlying_state) if case.underlying_state else ""}'
             f'{reason}</td>'
             f'<td class=num>{case.wins}/{case.losses}/{case.errors} · {case.repeats_run} of {case.repeats_planned}</td>'

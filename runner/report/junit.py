@@ -58,7 +58,7 @@ def _activation_line(case: CaseResult) -> str | None:
 
 def detail(case: CaseResult, failing_only: bool = False) -> str:
     """What a reviewer needs to see for a non-passing case, as plain text."""
-    lines = [f"case: {case.uid} ({case.kind}, target {case.target})", _run_of(case)]
+    lines = [f"case: {case.uid} ({rollup.kind_label(case)}, target {case.target})", _run_of(case)]
     if case.reason:
         lines.append(f"reason: {case.reason}")
     activation = _activation_line(case)
@@ -137,6 +137,8 @@ def _skip_text(case: CaseResult, not_executed: str) -> str:
         lines.append(detail(case))
     else:
         lines.append(f"Not executed ({case.reason or 'unknown'}); no result is claimed for this case. {not_executed}")
+    if case.calibration == rollup.UNCALIBRATED:
+        lines.append(f"{rollup.kind_label(case)}: no live calibration of this version ([probes] allow_uncalibrated).")
     return clean("\n".join(lines))
 
 

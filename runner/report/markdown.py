@@ -304,8 +304,8 @@ def assertion_lines(case: CaseResult, level: int) -> list[str]:
 
 
 def case_details(case: CaseResult, level: int) -> list[str]:
-    lines = [f"<details><summary>{case.state} · {escape(case.uid)} · {escape(case.kind)}</summary>", "",
-             f"- **{escape(case.uid)}** · skill {escape(case.skill)} · kind {escape(case.kind)} · "
+    lines = [f"<details><summary>{case.state} · {escape(case.uid)} · {escape(rollup_mod.kind_label(case))}</summary>", "",
+             f"- **{escape(case.uid)}** · skill {escape(case.skill)} · kind {escape(rollup_mod.kind_label(case))} · "
              f"target {escape(case.target)}",
              f"- state: {state_with_reason(case, bold=True)}"]
     if case.parts:
@@ -337,7 +337,7 @@ def case_details(case: CaseResult, level: int) -> list[str]:
 def case_line(case: CaseResult, level: int) -> str:
     if level >= 3:
         return f"- {escape(case.uid)}"
-    parts = [escape(case.uid), escape(case.kind), state_with_reason(case),
+    parts = [escape(case.uid), escape(rollup_mod.kind_label(case)), state_with_reason(case),
              f"{case.wins}/{case.losses}/{case.repeats_run} of {case.repeats_planned}"]
     if case.parts:
         parts.append(", ".join(f"{escape(k)} {escape(v)}" for k, v in case.parts.items()))
@@ -518,6 +518,9 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
     body += note_section("Held back by the floor", "UNRUN, not failed: `skill-evals validate` reports an error "
                          "about these skills or cases (the first finding is shown). The floor held back nothing "
                          "else.", roll.held_back, shape, budget)
+    body += note_section("Uncalibrated probes", "Run without a finished calibration of their current version "
+                         "([probes] allow_uncalibrated): whether a probe sits in the usable window is not known.",
+                         roll.uncalibrated, shape, budget)
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
     lines += list(changed)  # "Changed since last run" (runner.results.history), read right after the counts
     lines += skill_table(roll, shape) + body + probe_section(results) + uplift_section(results, shape)
@@ -562,7 +565,7 @@ def render(results: Results, limit: int = DEFAULT_LIMIT, changed: tuple[str, ...
         if len(text) <= limit:
             return text
     total = (len(roll.failing) + len(roll.erroring) + len(roll.judge_erroring) + len(roll.quarantined)
-             + len(roll.unjudgeable) + len(roll.surface_warnings) + len(roll.held_back))
+             + len(roll.unjudgeable) + len(roll.surface_warnings) + len(roll.held_back) + len(roll.uncalibrated))
     items = _largest(lambda n: len(compose(results, roll, Shape(3, n), limit, changed)) <= limit, total)
     if items is not None:
         return compose(results, roll, Shape(3, items), limit, changed)

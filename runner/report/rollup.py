@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 
 from pydantic import BaseModel
 
+from runner.plan.build import UNCALIBRATED
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results
 from runner.results.quorum import wilson_interval
@@ -50,6 +51,7 @@ class Rollup(BaseModel):
     unjudgeable: list[Note]
     surface_warnings: list[Note]
     held_back: list[Note] = []
+    uncalibrated: list[Note] = []  # probes planned without a finished calibration ([probes] allow_uncalibrated)
     unrun_by_reason: dict[str, int]
     judge_error_rate: float | None
     not_executed_sentence: str
@@ -128,6 +130,11 @@ def skill_rollups(cases: list[CaseResult]) -> list[SkillRollup]:
     return out
 
 
+def kind_label(case: CaseResult) -> str:
+    """The kind as every report shows it: a probe run without a finished calibration says so beside it."""
+    return f"{case.kind} (uncalibrated)" if case.calibration == UNCALIBRATED else case.kind
+
+
 def held_back(results: Results) -> list[Note]:
     """What the floor kept from running: one note per held-back skill, one per invalid case, with the finding."""
     notes = [Note(uid=skill, text=f"skill held back (floor-error): {detail}")
@@ -170,6 +177,9 @@ def build(results: Results) -> Rollup:
                      if a.state == "UNJUDGEABLE" or a.assertion_class == "unjudgeable"],
         surface_warnings=[Note(uid=c.uid, text=w) for c in cases for w in c.warnings],
         held_back=held_back(results),
+        uncalibrated=[Note(uid=c.uid, text=f"{kind_label(c)}, {c.state}" + (f" ({c.reason})" if c.reason else "")
+                           + ": no live calibration of this version (seed 000 calls it optional)")
+                      for c in cases if c.calibration == UNCALIBRATED],
         unrun_by_reason=dict(results.unrun_by_reason),
         judge_error_rate=round(judge_errors / len(judged), 4) if judged else None,
         not_executed_sentence=results.not_executed, cost_line=cost_line(results),

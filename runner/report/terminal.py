@@ -234,7 +234,7 @@ def case_table(roll: Rollup, console: Console) -> None:
         console.print("No failing, erroring or judge-erroring case.")
         return
     columns = [Column("Case", [_e(case.uid) for case in cases], name=True),
-               Column("Kind", [_e(case.kind) for case in cases], options={"no_wrap": True}),
+               Column("Kind", [_e(rollup_mod.kind_label(case)) for case in cases], options={"no_wrap": True}),
                Column("State", [_state(case.state) for case in cases], options={"no_wrap": True}),
                Column("W/L/run of N", [f"{case.wins}/{case.losses}/{case.repeats_run} of {case.repeats_planned}"
                                        for case in cases]),
@@ -273,6 +273,10 @@ def notes(roll: Rollup, console: Console) -> None:
         console.print(f"[bold]Held back by the floor ({len(roll.held_back)})[/] — UNRUN, not failed; "
                       "`skill-evals validate` reports an error about each:")
         for note in roll.held_back:
+            console.print(f"  {_e(note.uid)}: {_e(note.text)}")
+    if roll.uncalibrated:
+        console.print(f"[bold]Uncalibrated probes ({len(roll.uncalibrated)})[/] ([probes] allow_uncalibrated):")
+        for note in roll.uncalibrated:
             console.print(f"  {_e(note.uid)}: {_e(note.text)}")
 
 

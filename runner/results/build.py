@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 
 from runner.corpus.library import Case
+from runner.floor.gate import EVAL_FILE_UNREADABLE
 from runner.corpus.settings import LoadedKind
 from runner.execute.hosts.base import Usage
 from runner.execute.hosts.wall import SessionWall
@@ -44,6 +45,15 @@ SCHEMA_VERSION = 1
 NOT_EXECUTED = ("{n} case(s) were not executed (UNRUN); no result is claimed for them.")
 
 
+def not_executed(unrun: Mapping[str, int]) -> str:
+    """The sentence every report carries; an entry that stands for an unreadable eval file is a file, not one
+    case, so the sentence says how many of the UNRUN entries are files of unknown size."""
+    files = unrun.get(EVAL_FILE_UNREADABLE, 0)
+    return NOT_EXECUTED.format(n=sum(unrun.values())) + (
+        f" {files} of them stand for an eval file none of whose cases could be read (eval-file-unreadable): how "
+        "many cases it holds is not known." if files else "")
+
+
 class CaseResult(BaseModel):
     uid: str
     skill: str
@@ -71,6 +81,9 @@ class CaseResult(BaseModel):
     warnings: list[str] = []
     underlying_state: CaseState | None = Field(default=None, description="For QUARANTINED: the state it had.")
     quarantine: QuarantineEntry | None = None
+    calibration: str | None = Field(default=None, description="Tier-2 probes: the calibration verdict and version "
+                                                              "the plan used, or `uncalibrated` ([probes] "
+                                                              "allow_uncalibrated), whether or not the probe ran.")
     probe: ProbeRunResult | None = Field(default=None, description="Tier-2 probes: per-arm catch rates, the "
                                                                    "difference, band scores, cost per arm.")
     uplift: Uplift | None = Field(default=None, description="`run --baseline`: the case's rubric pass rate with the "
@@ -404,6 +417,13 @@ def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult
 
 def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
                 unrun_all: str | None, manual_only: set[str]) -> CaseResult:
+    result = _case_result(planned, case, records, stop_reason, unrun_all, manual_only)
+    result.calibration = planned.calibration  # an uncalibrated probe says so in every state, UNRUN included
+    return result
+
+
+def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
+                 unrun_all: str | None, manual_only: set[str]) -> CaseResult:
     warnings = list(planned.warnings)
     # The plan's own reason is about the case itself (the floor held it back, its target is manual-only, its probe
     # is not calibrated, ...): it would not run with a key or without the kill switch either, so it keeps that
@@ -576,7 +596,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                     refused_reservations=refused, lost_in_flight_usd=round(lost.usd, 6),
                     lost_in_flight_reservations=lost.reservations, lost_in_flight_attempts=list(lost.attempts)),
         cost=cost_summary(plan, finished),
-        not_executed=NOT_EXECUTED.format(n=sum(unrun.values())),
+        not_executed=not_executed(unrun),
         uplift=skill_uplifts(baselined),
         repairs=repairs or [],
         records_signed=plan.record_mac is not None,

@@ -53,7 +53,7 @@ from runner.corpus.errors import UsageError
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, RunDir, signed_line
 from runner.plan.build import Plan
 from runner.results import modelfile, vetting
-from runner.results.build import NOT_EXECUTED, CaseResult, Results, assertion_counts, moment, refuse_cases
+from runner.results.build import CaseResult, Results, assertion_counts, moment, not_executed, refuse_cases
 from runner.results.verdicts import CASE_STATES
 from runner.results.vetting import RefusedRecord
 
@@ -161,7 +161,7 @@ def merge(results: list[Results], labels: list[str] | None = None,
 
     counts = Counter(c.state for c in cases)
     unrun = Counter(c.reason or "unknown" for c in cases if c.state == "UNRUN" or c.underlying_state == "UNRUN")
-    sentence = NOT_EXECUTED.format(n=sum(unrun.values()))
+    sentence = not_executed(unrun)
     if nobody:
         missing = _missing_shards(results)
         sentence += (f" {nobody} of them were assigned to a shard whose results are not in this merge "
