@@ -76,3 +76,17 @@ def refine(item: formats.Item, raw: dict, owner: str, rules: classify.Rules, nam
     if found is not None:
         item.kind, item.kind_rule = "discrimination", f"deferral:{found.rule}"
         item.target, item.should_not_trigger = found.to, [own, *item.should_not_trigger]
+
+
+# ---- which rule decided ------------------------------------------------------------------------
+
+# A kind_rule starting so says what a field of the file (or the settings' override) wrote: the author's own words.
+EXPLICIT_RULES = ("type:", "field:", "source:", "format:trigger-set", "format:routing", "override")
+# Rules that decided no kind: the case cannot run, and validate says why.
+UNREADABLE_RULES = ("schema-invalid", "unknown-case-type", "type-triggers-conflict", "routing-several-expected")
+
+
+def by_heuristic(kind_rule: str) -> bool:
+    """Whether a rule of the runner, not a field of the file, decided the case's kind (an id prefix, the words of its
+    expectations, a format's default): the census and the plan list such cases for the author to check."""
+    return not kind_rule.startswith(EXPLICIT_RULES + UNREADABLE_RULES)

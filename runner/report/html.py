@@ -404,7 +404,7 @@ def _activation(case: CaseResult) -> str:
 
 
 def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
-    items = [("Kind", e(case.kind)), ("Target", e(case.target)),
+    items = [("Kind", e(rollup.kind_text(case))), ("Target", e(case.target)),
              ("State", _badge(case.state) + (f" underlying {_badge(case.underlying_state)}"
                                              if case.underlying_state else "")
               + (f' <span class="reason">{e(case.reason)}</span>' if case.reason else "")),

@@ -58,7 +58,7 @@ def _activation_line(case: CaseResult) -> str | None:
 
 def detail(case: CaseResult, failing_only: bool = False) -> str:
     """What a reviewer needs to see for a non-passing case, as plain text."""
-    lines = [f"case: {case.uid} ({case.kind}, target {case.target})", _run_of(case)]
+    lines = [f"case: {case.uid} ({rollup.kind_text(case)}, target {case.target})", _run_of(case)]
     if case.reason:
         lines.append(f"reason: {case.reason}")
     activation = _activation_line(case)

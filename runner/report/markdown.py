@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from runner.probes.arms import ArmResult
 from runner.report import rollup as rollup_mod
-from runner.report.rollup import Note, Rollup, SkillRollup
+from runner.report.rollup import Note, Rollup, SkillRollup, kind_text
 from runner.results.build import CaseResult, Results, floor_note, kill_note, wall_note
 from runner.results.quorum import wilson_interval
 from runner.results.uplift import Uplift, UpliftArm
@@ -305,7 +305,7 @@ def assertion_lines(case: CaseResult, level: int) -> list[str]:
 
 def case_details(case: CaseResult, level: int) -> list[str]:
     lines = [f"<details><summary>{case.state} · {escape(case.uid)} · {escape(case.kind)}</summary>", "",
-             f"- **{escape(case.uid)}** · skill {escape(case.skill)} · kind {escape(case.kind)} · "
+             f"- **{escape(case.uid)}** · skill {escape(case.skill)} · kind {escape(kind_text(case))} · "
              f"target {escape(case.target)}",
              f"- state: {state_with_reason(case, bold=True)}"]
     if case.parts:

@@ -77,6 +77,11 @@ def cost_line(results: Results) -> str | None:
     return " · ".join(parts)
 
 
+def kind_text(case: CaseResult) -> str:
+    """The case's kind, and the category tag its file gives it beside (never instead of) the kind."""
+    return f"{case.kind} (tag {case.label})" if case.label else case.kind
+
+
 def records_line(results: Results) -> str | None:
     """What the attempt log could not be trusted for, in one line every report shows: the records refused (how
     many, by which rule; runner.results.vetting), and a run folder whose records were not signed."""

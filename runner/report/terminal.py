@@ -36,7 +36,7 @@ from runner.report.markdown import (
     uplift_arm_cell,
     uplift_cell,
 )
-from runner.report.rollup import Rollup
+from runner.report.rollup import Rollup, kind_text
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, floor_note, kill_note, wall_note
 from runner.results.verdicts import CASE_STATES
@@ -234,7 +234,7 @@ def case_table(roll: Rollup, console: Console) -> None:
         console.print("No failing, erroring or judge-erroring case.")
         return
     columns = [Column("Case", [_e(case.uid) for case in cases], name=True),
-               Column("Kind", [_e(case.kind) for case in cases], options={"no_wrap": True}),
+               Column("Kind", [_e(kind_text(case)) for case in cases], options={"no_wrap": True}),
                Column("State", [_state(case.state) for case in cases], options={"no_wrap": True}),
                Column("W/L/run of N", [f"{case.wins}/{case.losses}/{case.repeats_run} of {case.repeats_planned}"
                                        for case in cases]),
