@@ -28,7 +28,8 @@ from runner.corpus import classify, formats
 DEFAULT_RULES = ("format:skill-creator", "format:scenario")
 # Words of an item that may say what it expects, beside its assertions.
 TEXT_KEYS = ("name", "eval_name", "description", "expected_output", "expected")
-_NEGATED = re.compile(r"(?i)\b(not|never|no|without|nor)\b|n't\b")
+# A negation just before the phrase ("does not defer to", "never hands off to"); one word may sit between.
+_NEGATED = re.compile(r"(?i)(\b(not|never|without)|n't)\s+(\w+\s+)?$")
 
 
 @dataclass(frozen=True)
