@@ -34,6 +34,8 @@ def cases_of(root: Path) -> dict[str, Case]:
     ("Happy Path", "trigger", None, None),
     ("negatve", None, "negative", None), ("postiive", None, "positive", None), ("triger", None, "trigger", None),
     ("trigger_accuracy", None, "trigger", None),
+    # Longer than any kind name could be: a tag, kept short (it is shown in every report), no distance computed.
+    ("x" * 100_000, None, None, "x" * 64 + "…"),
 ])
 def test_a_type_value_is_a_kind_a_typo_of_one_or_a_tag(value: str, kind: str | None, near: str | None,
                                                        label: str | None) -> None:

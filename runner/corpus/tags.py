@@ -10,7 +10,8 @@ misspelt kind read as a tag runs a negative control as a trigger case. The rule,
 2. it is within a small edit distance of one (`negatve`, `shuold_trigger`), or one of its words is, or is one of
    `trigger`, `negative`, `positive` (`negative-case`, `trigger_case`): a kind the runner does not know (an
    error: the author meant a kind, and guessing which would run the case the wrong way);
-3. anything else is a category tag: the case is read by its other fields, the tag is its label.
+3. anything else is a category tag: the case is read by its other fields, the tag is its label (a value longer
+   than 64 characters is a tag too, kept to its first 64).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from dataclasses import dataclass
 
 # Words that mark a value as meant for a case kind even inside a longer value.
 KIND_WORDS = ("trigger", "negative", "positive")
+# A value longer than this is prose, not a kind or a typo of one: a tag, kept to this length (it is shown in every
+# report), and no distance is computed for it.
+MAX_KIND_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -36,16 +40,18 @@ def normalise(value: str) -> str:
 
 
 def distance(a: str, b: str) -> int:
-    """Edit distance counting a swap of two neighbours as one edit (the common typo `postiive`)."""
-    rows = [list(range(len(b) + 1))]
+    """Edit distance counting a swap of two neighbours as one edit (the common typo `postiive`). Three rows are
+    kept, never the whole table: a value is the file's, of any length."""
+    before: list[int] = []
+    previous = list(range(len(b) + 1))
     for i, char_a in enumerate(a, start=1):
         row = [i] + [0] * len(b)
         for j, char_b in enumerate(b, start=1):
-            row[j] = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (char_a != char_b))
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (char_a != char_b))
             if i > 1 and j > 1 and char_a == b[j - 2] and a[i - 2] == char_b:
-                row[j] = min(row[j], rows[-2][j - 2] + 1)
-        rows.append(row)
-    return rows[-1][-1]
+                row[j] = min(row[j], before[j - 2] + 1)
+        before, previous = previous, row
+    return previous[-1]
 
 
 def allowed_edits(word: str) -> int:
@@ -54,12 +60,16 @@ def allowed_edits(word: str) -> int:
 
 
 def _nearest(value: str, known: list[str]) -> str | None:
-    scored = sorted((distance(value, word), word) for word in known)
+    # Lengths further apart than the edits allowed cannot match: a long value costs nothing.
+    near = [word for word in known if abs(len(value) - len(word)) <= allowed_edits(word)]
+    scored = sorted((distance(value, word), word) for word in near)
     return next((word for score, word in scored if score <= allowed_edits(word)), None)
 
 
 def read_type(value: str, trigger: frozenset[str], negative: frozenset[str]) -> TypeReading:
     """What a `type` / `kind` value says (see the module docstring for the rule)."""
+    if len(value) > MAX_KIND_CHARS:
+        return TypeReading(label=value.strip()[:MAX_KIND_CHARS] + "…")
     spelt = normalise(value)
     kinds = {normalise(word): "trigger" for word in trigger} | {normalise(word): "no_trigger" for word in negative}
     if spelt in kinds:
@@ -67,7 +77,7 @@ def read_type(value: str, trigger: frozenset[str], negative: frozenset[str]) -> 
     known = sorted(kinds)
     near = _nearest(spelt, known)
     if near is None:
-        for word in spelt.split("_"):
+        for word in dict.fromkeys(spelt.split("_")):
             near = _nearest(word, list(KIND_WORDS))
             if near is not None:
                 break
