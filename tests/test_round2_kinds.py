@@ -137,24 +137,43 @@ def test_census_and_plan_name_the_rule_behind_each_kind_no_field_decided(tmp_pat
 
 # ---- items 5 and 6 on the real host ------------------------------------------------------------------------------
 
-def test_negative_control_and_deferral_are_decided_from_activations_on_claude_code(tmp_path: Path) -> None:
-    """The real Claude Code CLI against the fake: the negative-control scenario passes because nothing fired, with
-    no judge call; the deferral case passes because page-cro fired and pricing-strategy did not."""
+def test_negative_control_and_deferral_are_decided_from_activations_on_both_hosts(tmp_path: Path) -> None:
+    """The real Claude Code CLI (and the api host) against the fake: the negative-control scenario passes because
+    nothing fired, with no judge call; the deferral case passes because page-cro fired and pricing-strategy did not."""
     root = libraries.scenario_e2e(tmp_path / "repo")
-    out = tmp_path / "run"
-    with FakeAnthropic() as fake:
-        fake.script("checkout page converts", skill_call("page-cro"), text("Start with the checkout form."))
-        fake.default(text("Light rain is likely."))
-        done = skill_evals_run(fake, out, "--host", "claude-code", "--repeats", "1", "--case", "pricing-strategy/*",
-                               library=root)
-        judged = fake.requests_for(JUDGE_MATCH)
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = results_of(out)
-    by_uid = {c["uid"]: c for c in results["cases"]}
-    weather, deferral = by_uid["pricing-strategy/scenario/weather"], by_uid["pricing-strategy/evals/checkout-cro"]
-    assert (weather["kind"], weather["state"]) == ("no_trigger", "PASS"), weather
-    assert [a["state"] for a in weather["assertions"]] == ["PASS"]
-    assert (deferral["kind"], deferral["target"], deferral["state"]) == ("discrimination", "page-cro", "PASS"), deferral
-    assert deferral["label"] == "behavior"
-    assert deferral["pairs"][0]["neighbour"] == "pricing-strategy"
-    assert results["spend"]["judge_calls"] == 0 and judged == []
+    for host in ("claude-code", "api"):
+        out = tmp_path / f"run-{host}"
+        with FakeAnthropic() as fake:
+            fake.script("checkout page converts", skill_call("page-cro"), text("Start with the checkout form."))
+            fake.default(text("Light rain is likely."))
+            done = skill_evals_run(fake, out, "--host", host, "--repeats", "1", "--case", "pricing-strategy/*",
+                                   library=root)
+            judged = fake.requests_for(JUDGE_MATCH)
+        assert done.returncode == 0, done.stdout + done.stderr
+        results = results_of(out)
+        by_uid = {c["uid"]: c for c in results["cases"]}
+        weather, deferral = by_uid["pricing-strategy/scenario/weather"], by_uid["pricing-strategy/evals/checkout-cro"]
+        assert (weather["kind"], weather["state"]) == ("no_trigger", "PASS"), (host, weather)
+        assert [a["state"] for a in weather["assertions"]] == ["PASS"]
+        assert (deferral["kind"], deferral["target"], deferral["state"]) == ("discrimination", "page-cro", "PASS"), \
+            (host, deferral)
+        assert deferral["label"] == "behavior"
+        assert [(p["neighbour"], p["state"]) for p in deferral["pairs"]] == [("pricing-strategy", "PASS")]
+        assert results["spend"]["judge_calls"] == 0 and judged == []
+
+
+def test_every_report_shows_the_tag_beside_the_kind() -> None:
+    """A failing case with a tag: the Markdown, JUnit, HTML and terminal renderings say `trigger (tag security)`."""
+    from rich.console import Console
+
+    from runner.report import html, junit, markdown, terminal
+    from runner.results.build import CaseResult
+    from tests.report_fixtures import assemble
+
+    results = assemble([CaseResult(uid="ledger-summary/evals/security-1", skill="ledger-summary", kind="trigger",
+                                   label="security", target="ledger-summary", state="FAIL", losses=2, repeats_run=2,
+                                   repeats_planned=3, quorum=2)])
+    console = Console(record=True, width=200)
+    terminal.render(results, console)
+    for shown in (markdown.render(results), junit.render(results), html.render(results), console.export_text()):
+        assert "trigger (tag security)" in shown
