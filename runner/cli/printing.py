@@ -52,6 +52,20 @@ def print_held_back(plan: plan_mod.Plan, console: Console) -> None:
             console.print(f"  … and {len(invalid) - MAX_INVALID_SHOWN} more (`skill-evals validate` lists them)")
 
 
+def print_kind_rules(plan: plan_mod.Plan, console: Console, examples: int = 3) -> None:
+    """Cases whose kind a rule of the runner decided, not a field of the file: per rule, a count and a few uids."""
+    guessed = [c for c in plan.cases if c.kind_rule]
+    if not guessed:
+        return
+    console.print(f"Kinds decided by a rule, not a field of the file: {len(guessed)} case(s) (check them; "
+                  "[[case_override]] corrects one)", markup=False)
+    for rule, count in Counter(c.kind_rule for c in guessed).most_common():
+        refs = [c for c in guessed if c.kind_rule == rule]
+        shown = ", ".join(f"{c.uid} ({c.kind})" for c in refs[:examples])
+        more = f" … and {count - examples} more (plan.json lists each)" if count > examples else ""
+        console.print(f"  {rule}: {count}: {shown}{more}", markup=False)
+
+
 def cap_line(cap_usd: float, worst_session_usd: float, sessions: int) -> str:
     """What the cap means for this plan, in words that stay true when nothing runs or costs nothing."""
     if sessions == 0:
@@ -80,6 +94,7 @@ def print_plan(plan: plan_mod.Plan, console: Console) -> None:
     console.print(f"Cases selected: {len(plan.cases)}; runnable: {runnable}; not runnable: "
                   + (", ".join(f"{k} {v}" for k, v in unrun.items()) or "none"))
     print_held_back(plan, console)
+    print_kind_rules(plan, console)
     console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
                   f"repeat runs) = runnable cases × N")
     if e.baseline_cases:

@@ -45,6 +45,8 @@ class Rules:
     unjudgeable: tuple[Rule, ...]
     workspace_prompt: tuple[Rule, ...]
     signposts: tuple[str, ...]
+    # Phrases saying a request belongs to another skill (runner.corpus.kinds: deferral cases).
+    deferral: tuple[Rule, ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -59,7 +61,7 @@ def packaged_rules() -> Rules:
 
     return Rules(activation=group("activation"), unjudgeable=group("unjudgeable"),
                  workspace_prompt=group("workspace_prompt"),
-                 signposts=tuple(str(phrase).lower() for phrase in raw["signposts"]))
+                 signposts=tuple(str(phrase).lower() for phrase in raw["signposts"]), deferral=group("deferral"))
 
 
 # ---- naming skills ----------------------------------------------------------------------------
@@ -184,6 +186,13 @@ def activation_rules(rules: Rules, names: frozenset[str]) -> tuple[Rule, ...]:
         return rules.activation
     return tuple(_rule(r.id, r.template, r.polarity, names, r.guard, r.first_only) if r.template else r
                  for r in rules.activation)
+
+
+@lru_cache(maxsize=16)
+def deferral_rules(rules: Rules, names: frozenset[str]) -> tuple[Rule, ...]:
+    """The deferral rules with this library's names in place of {skill} / {named_skill}."""
+    return tuple(_rule(r.id, r.template, r.polarity, names, r.guard) if r.template and names else r
+                 for r in rules.deferral)
 
 
 _CLAUSE_END = re.compile(r";|(?<=[.!?])\s+(?=[A-Z`*\"'])")

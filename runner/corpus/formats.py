@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.corpus import schema_check as schemas
+from runner.corpus import tags
 from runner.corpus.settings import LoadedKind
 
 # Keys each shape reads; any other key of an item is reported once per file as unused.
@@ -37,7 +38,7 @@ CREATOR_KEYS = frozenset({"id", "eval_id", "eval_name", "name", "prompt", "input
 CREATOR_TOP_KEYS = frozenset({"$schema", "skill_name", "evals", "description"})
 TRIGGER_KEYS = frozenset({"id", "query", "prompt", "should_trigger", "split", "note", "reason"})
 SCENARIO_KEYS = frozenset({"id", "name", "description", "skills", "query", "prompt", "files", "expected_behavior",
-                           "expected_behaviors", "expectedBehaviors"})
+                           "expected_behaviors", "expectedBehaviors", "type", "kind"})
 ROUTING_KEYS = frozenset({"id", "prompt", "query", "expected", "expected_skill", "expectedSkill", "expected_skills",
                           "relevant_skills", "expect_selected", "unexpected_skills", "unexpectedSkills",
                           "expect_not_selected", "note", "notes", "rationale", "reason"})
@@ -53,7 +54,7 @@ BEHAVIOUR_KEYS = ("expected_behavior", "expected_behaviors", "expectedBehaviors"
 TRIGGER_TYPES = frozenset({"trigger", "should_trigger", "positive", "standard", "boundary", "edge", "core",
                            "happy-path", "happy_path"})
 NEGATIVE_TYPES = frozenset({"negative", "anti", "no_trigger", "no-trigger", "should_not_trigger",
-                            "should-not-trigger", "not_trigger"})
+                            "should-not-trigger", "not_trigger", "negative_control"})
 NEGATIVE_ID_PREFIXES = ("negative-", "should-not-trigger-", "no-trigger-")
 _SHOULD_NOT_TRIGGER = re.compile(r"(?i)\bshould\s*n[o']t\s+(trigger|fire|activate|invoke|load|be\s+(used|triggered|"
                                  r"invoked|activated|loaded))\b|\bshould\s+not\s+use\s+(this|the)\s+skill\b")
@@ -145,6 +146,7 @@ class Item:
     should_not_trigger: list[str] = field(default_factory=list)
     also_fire: list[str] = field(default_factory=list)
     note: str | None = None
+    label: str | None = None  # a category tag written as `type` / `kind` (runner.corpus.tags)
     problem: str | None = None  # the item cannot be run as written (a finding, the case UNRUN)
 
 
@@ -193,21 +195,35 @@ def _assertions(raw: dict, pointer: tuple[Any, ...], keys: tuple[str, ...]) -> t
     return texts, where
 
 
+def type_field(raw: dict, wanted: object = None) -> tuple[LoadedKind | None, str, str | None]:
+    """(kind or None, rule, label) from an item's `type` / `kind` (runner.corpus.tags): a kind it names, an
+    unknown kind it misspells, or None with the category tag it is (the item's other fields decide)."""
+    label = None
+    for key in ("type", "kind"):
+        value = raw.get(key)
+        if not isinstance(value, str):
+            continue
+        reading = tags.read_type(value, TRIGGER_TYPES, NEGATIVE_TYPES)
+        if reading.kind is not None:
+            return ("no_trigger" if reading.kind == "no_trigger" else "trigger"), f"field:{key}={value}", None
+        if reading.near is not None and wanted is not True:
+            return "unknown", f"unknown-case-type:{key}={value}", None
+        label = label or reading.label
+    return None, "", label
+
+
 def creator_kind(raw: dict, case_id: str | None) -> tuple[LoadedKind, str]:
     """(kind, rule) of a skill-creator item: trigger unless something written says it is a negative control."""
     wanted = raw.get("should_trigger")
     if wanted is False:
         return "no_trigger", "field:should_trigger=false"
-    for key in ("type", "kind"):
-        value = raw.get(key)
-        if isinstance(value, str):
-            lowered = value.strip().lower()
-            if lowered in NEGATIVE_TYPES:
-                return "no_trigger", f"field:{key}={value}"
-            if lowered not in TRIGGER_TYPES and wanted is not True:
-                return "unknown", f"unknown-case-type:{key}={value}"
+    kind, rule, _ = type_field(raw, wanted)
+    if kind in ("no_trigger", "unknown"):
+        return kind, rule
     if wanted is True:
         return "trigger", "field:should_trigger=true"
+    if kind == "trigger":
+        return "trigger", rule
     if case_id and case_id.lower().startswith(NEGATIVE_ID_PREFIXES):
         prefix = next(p for p in NEGATIVE_ID_PREFIXES if case_id.lower().startswith(p))
         return "no_trigger", f"id-prefix:{prefix}"
@@ -227,7 +243,8 @@ def creator_item(raw: dict, pointer: tuple[Any, ...], position: int) -> Item:
         raw.get("expected") if isinstance(raw.get("expected"), str) else None)
     name = _text(raw, ("eval_name", "name"))
     return Item(id=case_id, prompt=_text(raw, ("prompt", "input")), kind=kind, kind_rule=rule, assertions=texts,
-                assertion_keys=where, expected_output=expected, files=files, note=name or None)
+                assertion_keys=where, expected_output=expected, files=files, note=name or None,
+                label=type_field(raw)[2])
 
 
 def trigger_item(raw: dict, position: int) -> Item:
@@ -244,9 +261,10 @@ def scenario_item(raw: dict, pointer: tuple[Any, ...], position: int, owner: str
     target = owner if not skills or owner in skills else skills[0]
     texts, where = _assertions(raw, pointer, BEHAVIOUR_KEYS)
     files = [f for f in raw.get("files", []) if isinstance(f, str)] if isinstance(raw.get("files"), list) else []
+    kind, rule, label = type_field(raw)
     return Item(id=item_id(raw, ("id", "name")) or str(position + 1), prompt=_text(raw, ("query", "prompt")),
-                kind="trigger", kind_rule="format:scenario", assertions=texts, assertion_keys=where, files=files,
-                target=target, also_fire=[s for s in skills if s != target])
+                kind=kind or "trigger", kind_rule=rule or "format:scenario", assertions=texts, assertion_keys=where,
+                files=files, target=target, also_fire=[s for s in skills if s != target], label=label)
 
 
 def _names(value: Any) -> list[str] | None:

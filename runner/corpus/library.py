@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, outside
+from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, kinds, outside, tags
 from runner.corpus import schema_check as schemas
 from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, sort_key, warning
@@ -105,6 +105,8 @@ class Case(BaseModel):
     assertions: list[Assertion] = []
     kind: LoadedKind = Field(description="trigger | refusal | no_trigger | discrimination | probe | unknown | invalid")
     kind_rule: str
+    label: str | None = Field(default=None, description="A category tag the file gives the case in `type` / `kind` "
+                                                        "(`security`, `benchmark`): shown, never a kind.")
     workspace_signals: list[str] = []
     lines: dict[str, int] = Field(default_factory=dict,
                                   description="Line of fields that findings point at, e.g. `should_not_trigger/1`.")
@@ -337,6 +339,7 @@ class _Loader:
         self.name_map: dict[str, str] = {}  # every name of a skill -> its folder name
         self.unread: list[UnreadFile] = []
         self.outside: dict[str, list[Path]] = {}  # skill -> its eval files of `…/evals/<skill>/` (runner.corpus.outside)
+        self.canonical: dict[str, str] = {}  # each of those names -> the name cases use (runner.corpus.kinds)
 
     def show(self, path: Path) -> str:
         return self.policy.show(path)
@@ -673,6 +676,9 @@ class _Loader:
             return () if single else (*base, index)
         items = {index: self.item(raw, the_shape, pointer_of(index), index, skill)
                  for index, raw in enumerate(entries) if isinstance(raw, dict)}
+        if the_shape in ("skill-creator", "scenario"):
+            for index, item in items.items():
+                kinds.refine(item, entries[index], skill.name, self.rules, self.canonical)
         case_ids = {index: (stem if single else f"{stem}:{item.id}") if the_shape == "scenario" else f"{prefix}{item.id}"
                     for index, item in items.items() if item.id}
         owners = {index: _owner_and_target(items[index], the_shape, skill.name) for index in case_ids}
@@ -718,16 +724,19 @@ class _Loader:
             triggers=None if kind in ("unknown", "invalid") else kind != "no_trigger", target=target,
             should_not_trigger=item.should_not_trigger, files=item.files,
             files_dir=skill.path if item.files else None, expected_output=item.expected_output, note=item.note,
-            assertions=self.classified(written, skill, uid), kind=kind, kind_rule=rule,
+            assertions=self.classified(written, skill, uid), kind=kind, kind_rule=rule, label=item.label,
             lines={"expected_skill": doc.line(*pointer, next((k for k in formats.EXPECTED_KEYS if k in raw), "id")),
                    **{f"should_not_trigger/{i}": doc.line(*pointer) for i in range(len(item.should_not_trigger))}},
         )
         if kind == "unknown":
+            written_type = rule.split(":", 1)[1]
+            near = tags.read_type(written_type.split("=", 1)[1], formats.TRIGGER_TYPES, formats.NEGATIVE_TYPES).near
             self.findings.append(error(
                 "unknown-case-type", shown, doc.line(*pointer, "type" if "type" in raw else "kind"),
-                f"case {case_id!r}: {rule.split(':', 1)[1]} is a case type the runner does not know (it reads "
-                "negative, anti, no_trigger, should_not_trigger as negative controls and standard, positive, "
-                "boundary, edge, trigger as trigger cases); the case is not run (UNRUN unknown-case-type)", uid=uid))
+                f"case {case_id!r}: {written_type} looks like a case kind (close to {near!r}) that the runner does not "
+                "know (it reads negative, anti, no_trigger, should_not_trigger as negative controls and standard, "
+                "positive, boundary, edge, trigger as trigger cases; a value like no kind name is a category tag); "
+                "the case is not run (UNRUN unknown-case-type)", uid=uid))
         if item.problem and not invalid:  # a value of the wrong type is the schema's finding already
             self.findings.append(error("eval-schema", shown, doc.line(*pointer), f"case {case_id!r}: {item.problem}",
                                        uid=uid))
@@ -1004,7 +1013,8 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
         loader.findings.extend(scan_tree(folder, loader.policy))
     skills = {found.name: loader.load_skill(found) for found in layout.skills}
     agents = loader.load_agents()
-    loader.names = frozenset(names_of(skills, agents))
+    loader.canonical = names_of(skills, agents)
+    loader.names = frozenset(loader.canonical)
     loader.name_map = {name: folder for name, folder in names_of(skills, {}).items()}
     found = outside.survey(root, [Path(f.path) for f in layout.skills], loader.name_map, loader.policy)
     loader.outside = found.by_skill

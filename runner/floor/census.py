@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
-from runner.corpus import classify
+from runner.corpus import classify, kinds
 from runner.corpus.findings import Finding, counts
 from runner.corpus.library import Library, UnreadFile, is_subagent, subagent_name
 from runner.corpus.settings import Settings
@@ -51,6 +51,7 @@ class CaseCounts(BaseModel):
     by_type: dict[str, int]
     by_kind: dict[str, int]
     by_format: dict[str, int] = {}
+    by_label: dict[str, int] = {}
     template_cases_not_run: int
     unreadable_files: list[CaseRef] = Field(default=[], description="Eval files of which no case could be read (not "
                                                                      "counted as cases: how many they hold is not "
@@ -67,6 +68,14 @@ class PatternBreaks(BaseModel):
     refusal_like_ids_typed_no_trigger: list[CaseRef]
     halt_cases: list[CaseRef]
     decided_by_override_or_fallback: list[CaseRef]
+
+
+class KindRules(BaseModel):
+    """Cases whose kind a rule of the runner decided, not a field of the file (runner.corpus.kinds.by_heuristic)."""
+
+    total: int = 0
+    by_rule: dict[str, int] = {}
+    cases: list[CaseRef] = []
 
 
 class AssertionCensus(BaseModel):
@@ -115,6 +124,7 @@ class Census(BaseModel):
     cases: CaseCounts
     refusals: Refusals
     pattern_breaks: PatternBreaks
+    kind_rules: KindRules = KindRules()
     assertions: AssertionCensus
     workspace_prompts: WorkspacePrompts
     manual_only: ManualOnly
@@ -138,6 +148,7 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
     manual = [c for group in manual_only_targets(library).values() for c in group]
     workspace = [c for c in cases if c.workspace_signals]
     kind_class: dict[str, Counter] = {}
+    guessed = [c for c in cases if kinds.by_heuristic(c.kind_rule)]
     for case, assertion in assertions:
         kind_class.setdefault(case.kind, Counter())[assertion.assertion_class] += 1
     return Census(
@@ -158,6 +169,7 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
             total=len(cases), by_source=_counter([c.source for c in cases]),
             by_type=_counter([c.case_type or f"({c.format})" for c in evals_cases]),
             by_kind=_counter([c.kind for c in cases]), by_format=_counter([c.format for c in cases]),
+            by_label=_counter([c.label for c in cases if c.label]),
             template_cases_not_run=len(library.template_cases),
             unreadable_files=[CaseRef(uid=c.uid, rule=c.kind_rule, detail=f"{c.file}:{c.line}") for c in unreadable],
         ),
@@ -175,6 +187,8 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
                 CaseRef(uid=c.uid, rule=c.kind_rule, detail=c.kind) for c in cases
                 if c.kind_rule in ("override", "unknown-case-type", "schema-invalid", "type-triggers-conflict")],
         ),
+        kind_rules=KindRules(total=len(guessed), by_rule=_counter([c.kind_rule for c in guessed]),
+                             cases=[CaseRef(uid=c.uid, rule=c.kind_rule, detail=c.kind) for c in guessed]),
         assertions=AssertionCensus(
             total=len(assertions), by_class=_counter([a.assertion_class for _, a in assertions]),
             by_rule=_counter([a.class_rule for _, a in assertions]),
@@ -225,6 +239,19 @@ def _sample(refs: list[CaseRef], limit: int = 8) -> str:
     return shown + (f" … and {len(refs) - limit} more" if len(refs) > limit else "")
 
 
+def render_kind_rules(found: KindRules, console: Console, examples: int = 3) -> None:
+    """Per rule, how many cases it decided and a few of them: what the author checks against their files."""
+    if not found.total:
+        return
+    console.print(f"Kinds decided by a rule of the runner, not by a field of the file: {found.total} case(s)",
+                  markup=False)
+    for rule, count in found.by_rule.items():
+        refs = [r for r in found.cases if r.rule == rule]
+        shown = ", ".join(f"{r.uid} ({r.detail})" for r in refs[:examples])
+        more = f" … and {count - examples} more (--format json lists each)" if count > examples else ""
+        console.print(f"  {rule}: {count}: {shown}{more}", markup=False)
+
+
 def render_text(census: Census, console: Console) -> None:
     s, c, a = census.skills, census.cases, census.assertions
     console.print(f"[bold]Census of {census.library['skills_dir']}[/bold]  (content {census.library['content_hash'][:12]})")
@@ -243,6 +270,10 @@ def render_text(census: Census, console: Console) -> None:
     console.print(_table("Cases by source", c.by_source))
     console.print(_table("evals.json cases by type", c.by_type))
     console.print(_table("Cases by kind (semantics §2)", c.by_kind))
+    if c.by_label:
+        console.print("Category tags (`type` / `kind` values that name no kind; labels only): "
+                      + ", ".join(f"{k} {v}" for k, v in c.by_label.items()), markup=False)
+    render_kind_rules(census.kind_rules, console)
     console.print(_table("Refusal cases: how each was recognised", census.refusals.by_rule, ("rule", "cases")))
     pb = census.pattern_breaks
     console.print(f"Pattern breaks: {len(pb.refusal_like_ids_typed_no_trigger)} refusal-like id(s) typed "

@@ -39,7 +39,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from runner.corpus import bounded
+from runner.corpus import bounded, kinds
 from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import CostSettings, LoadedKind, Price, Settings, TierSettings
@@ -71,6 +71,11 @@ class PlannedCase(BaseModel):
     file: str = Field(default="", description="The eval file, relative to the repository root.")
     line: int = Field(default=1, description="The case's line in that file (annotations point here).")
     kind: LoadedKind
+    kind_rule: str | None = Field(default=None, description="Set when a rule of the runner, not a field of the file, "
+                                                            "decided the kind (an id prefix, the words of the "
+                                                            "expectations, a format's default): that rule.")
+    label: str | None = Field(default=None, description="A category tag the file gives the case (`type` / `kind` "
+                                                        "naming no kind).")
     target: str
     should_not_trigger: list[str] = []
     repeats: int
@@ -750,6 +755,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     for case, why in selected:
         planned = PlannedCase(
             uid=case.uid, skill=case.skill, file=case.file, line=case.line, kind=case.kind, target=case.target,
+            kind_rule=case.kind_rule if kinds.by_heuristic(case.kind_rule) else None, label=case.label,
             should_not_trigger=case.should_not_trigger, repeats=tier_rule.repeats, quorum=tier_rule.quorum,
             unrun_reason=unrun_reason(case, library, subagents), why=why, warnings=surface_warnings(case, surface))
         if case.kind == "probe":

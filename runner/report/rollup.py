@@ -131,8 +131,10 @@ def skill_rollups(cases: list[CaseResult]) -> list[SkillRollup]:
 
 
 def kind_label(case: CaseResult) -> str:
-    """The kind as every report shows it: a probe run without a finished calibration says so beside it."""
-    return f"{case.kind} (uncalibrated)" if case.calibration == UNCALIBRATED else case.kind
+    """The kind as every report shows it: a probe run without a finished calibration says so beside it, and so does
+    the category tag its file gives the case (beside the kind, never instead of it)."""
+    notes = (["uncalibrated"] if case.calibration == UNCALIBRATED else []) + ([f"tag {case.label}"] if case.label else [])
+    return f"{case.kind} ({', '.join(notes)})" if notes else case.kind
 
 
 def held_back(results: Results) -> list[Note]:

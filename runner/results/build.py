@@ -60,6 +60,8 @@ class CaseResult(BaseModel):
     file: str = Field(default="", description="The eval file, relative to the repository root.")
     line: int = 1
     kind: LoadedKind
+    label: str | None = Field(default=None, description="A category tag the file gives the case (`type` / `kind` "
+                                                        "naming no kind): shown, never a kind.")
     target: str
     state: CaseState
     reason: str | None = None
@@ -411,7 +413,7 @@ def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult
     # The floor's finding explains only the plan's own reason, not a run-wide one (no-credentials, ...).
     detail = planned.unrun_detail if reason == planned.unrun_reason else None
     return CaseResult(uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
-                      target=planned.target, state="UNRUN", reason=reason, detail=detail,
+                      label=planned.label, target=planned.target, state="UNRUN", reason=reason, detail=detail,
                       repeats_planned=planned.repeats, quorum=planned.quorum, warnings=warnings)
 
 
@@ -472,7 +474,7 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
         reason = errors[0]
     return CaseResult(
         uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
-        target=planned.target, state=state, reason=reason,
+        label=planned.label, target=planned.target, state=state, reason=reason,
         wins=tally.wins, losses=tally.losses, errors=tally.errors, repeats_run=len(finished),
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
@@ -504,7 +506,8 @@ def probe_case_result(planned: PlannedCase, finished: list[AttemptRecord], stop_
     graded = [(r.probe, r.total_cost_usd) for r in finished if r.probe is not None]
     return CaseResult(
         uid=planned.uid, skill=planned.skill, file=planned.file, line=planned.line, kind=planned.kind,
-        target=planned.target, state=state, reason=reason, wins=tally.wins, losses=tally.losses, errors=tally.errors,
+        label=planned.label, target=planned.target, state=state, reason=reason, wins=tally.wins, losses=tally.losses,
+        errors=tally.errors,
         repeats_run=len(treatment), repeats_planned=planned.repeats, quorum=planned.quorum,
         attempts=[r.attempt_id for r in finished], cost_usd=round(sum(r.total_cost_usd for r in finished), 6),
         warnings=warnings, probe=run_result(graded, planned.explicit_invocation, planned.calibration))

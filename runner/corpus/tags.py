@@ -1,0 +1,86 @@
+"""A `type` / `kind` field of an eval item: a case kind, a typo of one, or a category tag.
+
+Libraries use the same two field names for two things: the case's kind (`negative`, `should_trigger`) and a
+category the author files the case under (`behavior`, `contract`, `security`, `benchmark`, `planning`). A kind
+decides how the case is run; a tag decides nothing and is kept as the case's label. Mistaking one for the other
+is costly both ways: a tag read as an unknown kind holds back a case that says everything needed to run it, and a
+misspelt kind read as a tag runs a negative control as a trigger case. The rule, in order:
+
+1. the value, spelt any way (case, `-`, `_`, spaces, camelCase), is a kind the runner reads: that kind;
+2. it is within a small edit distance of one (`negatve`, `shuold_trigger`), or one of its words is, or is one of
+   `trigger`, `negative`, `positive` (`negative-case`, `trigger_case`): a kind the runner does not know (an
+   error: the author meant a kind, and guessing which would run the case the wrong way);
+3. anything else is a category tag: the case is read by its other fields, the tag is its label (a value longer
+   than 64 characters is a tag too, kept to its first 64).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Words that mark a value as meant for a case kind even inside a longer value.
+KIND_WORDS = ("trigger", "negative", "positive")
+# A value longer than this is prose, not a kind or a typo of one: a tag, kept to this length (it is shown in every
+# report), and no distance is computed for it.
+MAX_KIND_CHARS = 64
+
+
+@dataclass(frozen=True)
+class TypeReading:
+    kind: str | None = None  # "trigger" or "no_trigger" when the value names a kind the runner reads
+    near: str | None = None  # the known kind a misspelt value is closest to
+    label: str | None = None  # a category tag
+
+
+def normalise(value: str) -> str:
+    """`Should-Not Trigger`, `shouldNotTrigger` and `should_not_trigger` are one spelling."""
+    split = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", value.strip())
+    return re.sub(r"[^a-z0-9]+", "_", split.lower()).strip("_")
+
+
+def distance(a: str, b: str) -> int:
+    """Edit distance counting a swap of two neighbours as one edit (the common typo `postiive`). Three rows are
+    kept, never the whole table: a value is the file's, of any length."""
+    before: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, start=1):
+        row = [i] + [0] * len(b)
+        for j, char_b in enumerate(b, start=1):
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (char_a != char_b))
+            if i > 1 and j > 1 and char_a == b[j - 2] and a[i - 2] == char_b:
+                row[j] = min(row[j], before[j - 2] + 1)
+        before, previous = previous, row
+    return previous[-1]
+
+
+def allowed_edits(word: str) -> int:
+    """Short kind names (`edge`, `core`, `anti`) are real words of their own: only an exact match counts."""
+    return 0 if len(word) < 6 else 1 if len(word) < 8 else 2
+
+
+def _nearest(value: str, known: list[str]) -> str | None:
+    # Lengths further apart than the edits allowed cannot match: a long value costs nothing.
+    near = [word for word in known if abs(len(value) - len(word)) <= allowed_edits(word)]
+    scored = sorted((distance(value, word), word) for word in near)
+    return next((word for score, word in scored if score <= allowed_edits(word)), None)
+
+
+def read_type(value: str, trigger: frozenset[str], negative: frozenset[str]) -> TypeReading:
+    """What a `type` / `kind` value says (see the module docstring for the rule)."""
+    if len(value) > MAX_KIND_CHARS:
+        return TypeReading(label=value.strip()[:MAX_KIND_CHARS] + "…")
+    spelt = normalise(value)
+    kinds = {normalise(word): "trigger" for word in trigger} | {normalise(word): "no_trigger" for word in negative}
+    if spelt in kinds:
+        return TypeReading(kind=kinds[spelt])
+    known = sorted(kinds)
+    near = _nearest(spelt, known)
+    if near is None:
+        for word in dict.fromkeys(spelt.split("_")):
+            near = _nearest(word, list(KIND_WORDS))
+            if near is not None:
+                break
+    if near is not None:
+        return TypeReading(near=near)
+    return TypeReading(label=value.strip() or None)
