@@ -34,6 +34,7 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
                    fmt: str, settings_commit: str | None = None) -> None:
     """Which cases a tier selects, and why each one (also what `run`/`plan --tier` use)."""
     loaded = context.load(library_path, config, settings_commit)
+    context.refuse_unknown_selection(loaded.library, skills, cases)
     selection = context.select(loaded.library, loaded.settings, tier, base=base, head=head, period=period,
                                skills=skills, cases=cases, neighbours=neighbours)
     context.refuse_unknown_skills(selection.unknown_skills)

@@ -65,7 +65,8 @@ BATCH_HELP = ("(half the price; results can take up to 24 hours). Batch ids are 
 @options.config_option
 @options.settings_commit_option
 @options.run_options
-@options.out_folder_option("Run folder (default runs/<timestamp>).")
+@options.out_folder_option("Run folder (default runs/<timestamp>): a new or empty folder; one that holds a run is "
+                           "refused (continue it with --resume).", new_run=True)
 @options.floor_options
 @options.untrusted_option
 @click.option("--container", is_flag=True,
@@ -76,7 +77,7 @@ BATCH_HELP = ("(half the price; results can take up to 24 hours). Batch ids are 
 @click.option("--base-image", default=None, envvar="SKILL_EVALS_BASE_IMAGE",
               help="With --container: the image to build from (default: the Dockerfile's, python:3.12-slim).")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              callback=options.writable_folder,
+              callback=options.resumable_folder,
               help="Continue this run folder's plan; finished attempts are not run again. The plan keeps its "
                    "selection, host, model, N, k and bounds; only --max-usd may be given (the cap of the whole "
                    "folder, its spend so far included).")
@@ -207,8 +208,8 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
 
 @click.command(short_help="Combine the shards of one plan into one run folder.")
 @click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
-@options.out_folder_option("The merged run folder to write (attempts, transcripts and a recomputed results.json).",
-                           required=True)
+@options.out_folder_option("The merged run folder to write (attempts, transcripts and a recomputed results.json): "
+                           "a new or empty folder.", required=True, new_run=True)
 def merge(shards: tuple[Path, ...], out: Path) -> None:
     """Combine the shards of one plan into one run folder and recompute every rollup."""
     from runner.results import merge as merge_mod
