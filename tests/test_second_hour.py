@@ -145,3 +145,14 @@ def test_the_cli_knows_the_run_folders_files_by_their_names() -> None:
     from runner.cli import incontainer
     assert {incontainer.COMMITTED_SETTINGS, incontainer.COMMITTED_QUARANTINE, "selection.json"} \
         <= folders.STARTING_FILES
+
+
+def test_the_package_metadata_uses_a_license_expression() -> None:
+    """setuptools deprecates `project.license` as a TOML table (builds stop after 2027-02-18): an SPDX expression
+    (PEP 639) with the file named, and a setuptools that reads it."""
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    assert pyproject["project"]["license-files"] == ["LICENSE"]
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]  # the first to read PEP 639 expressions
