@@ -156,3 +156,24 @@ def test_the_package_metadata_uses_a_license_expression() -> None:
     assert pyproject["project"]["license"] == "Apache-2.0"
     assert pyproject["project"]["license-files"] == ["LICENSE"]
     assert "setuptools>=77" in pyproject["build-system"]["requires"]  # the first to read PEP 639 expressions
+
+
+@pytest.mark.parametrize("command", ["run", "plan", "select"])
+def test_an_empty_skills_folder_is_no_library_as_an_empty_folder_is(tmp_path: Path, command: str) -> None:
+    """`.claude/skills` with no skill in it: one line and exit 2, as for an empty folder, not a plan of nothing."""
+    library = tmp_path / "repo"
+    (library / ".claude" / "skills").mkdir(parents=True)
+    result = run_cli(command, "--library", str(library), env=fake_env(None, None), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "no skills found" in result.stderr and not result.stdout, result.stdout + result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_calibrate_judge_prints_rates_as_percentages_and_an_unmeasured_one_as_such() -> None:
+    """Only PASS labels: no item can be a false PASS. The line said Python's `None`; it says why there is no rate."""
+    from runner.cli.calibrating import rates
+    from runner.judge.calibration import Rates
+
+    measured = Rates(items=2, agreement=1.0, false_pass_rate=None, false_fail_rate=0.0, judge_error_rate=0.0)
+    assert rates(measured) == ("agreement 100.0%, false PASS n/a (no item to measure it on), false FAIL 0.0%, "
+                               "JUDGE-ERROR 0.0%")

@@ -103,6 +103,14 @@ def load(library_path: Path, config: Path | None, commit: str | None = None) -> 
                   settings_file=at.file, settings_shown=at.shown, committed=at.committed, quarantine=quarantine)
 
 
+def refuse_no_skills(loaded: Loaded, path: Path) -> None:
+    """A command that plans (select, plan, run) on a library with no skill: nothing could ever run, which an empty
+    folder already says (runner.corpus.layout); an empty .claude/skills says the same, not a plan of nothing."""
+    if not loaded.library.skills:
+        fail_usage(f"{path}: no skills found (no folder of it holds a SKILL.md the host would read); "
+                   "`skill-evals validate` lists what was found instead")
+
+
 def committed_quarantine(root: Path, commit: str) -> committed_mod.Committed:
     """The quarantine list as the commit holds it; a commit without one quarantines nothing (an empty list)."""
     from runner.corpus import bounded

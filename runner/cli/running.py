@@ -102,6 +102,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = context.load(library_path, config, settings_commit)
+    context.refuse_no_skills(loaded, library_path)
     if untrusted_settings:
         untrusted_cap(loaded, run_options, resume_dir)
     chosen = None if resume_dir else context.run_options(loaded.settings, loaded, **run_options, batch=batch)
