@@ -18,7 +18,7 @@ import pytest
 
 from runner.cli import folders
 from runner.execute import rundir
-from tests.conftest import fake_env, run_cli
+from tests.conftest import cli, fake_env, run_cli
 
 # What the floor, the surface audit and the plan print first: none of it may appear before a usage error.
 WORK_OUTPUT = ("Floor:", "Surface", "Plan tier", "Cases selected")
@@ -38,6 +38,14 @@ def test_the_readme_run_twice_into_one_folder_keeps_the_first_results(tmp_path: 
     assert first.returncode == 0, first.stdout + first.stderr
     before = snapshot(out)
     assert "results.json" in before and "plan.json" in before
+    # Every rendering of the keyless run says why nothing ran and what to do (the HTML page said nothing of it).
+    for fmt in ("terminal", "markdown", "html", "junit"):
+        shown = cli("report", str(out), "--format", fmt, "--out", str(tmp_path / f"report.{fmt}"))
+        assert shown.exit_code == 0, shown.output
+        page = (tmp_path / f"report.{fmt}").read_text(encoding="utf-8")
+        assert "no ANTHROPIC_API_KEY reached this run, so no session started" in page, (fmt, page[:3000])
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")  # uids wrap at their separators, not mid-word
+    assert "word-break:break-all" not in html and "<code>dependency-<wbr>upgrade-<wbr>reviewer/<wbr>evals/<wbr>" in html
 
     again = keyless_run(example_copy, out)
     assert again.returncode == 2, again.stdout + again.stderr
