@@ -36,6 +36,9 @@ def test_the_readme_run_twice_into_one_folder_keeps_the_first_results(tmp_path: 
     out = tmp_path / "run"
     first = keyless_run(example_copy, out)
     assert first.returncode == 0, first.stdout + first.stderr
+    # What to do without a key comes before the plan's arithmetic; the last line says how to read the results.
+    assert first.stdout.index("Set ANTHROPIC_API_KEY") < first.stdout.index("Plan tier"), first.stdout
+    assert first.stdout.rstrip().splitlines()[-1].startswith(f"Read them: `skill-evals report {out}`"), first.stdout
     before = snapshot(out)
     assert "results.json" in before and "plan.json" in before
     # Every rendering of the keyless run says why nothing ran and what to do (the HTML page said nothing of it).

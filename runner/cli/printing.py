@@ -197,4 +197,6 @@ def print_results(results: results_mod.Results, run_dir: Path, console: Console)
     judge = results.plan.judge_model or f"none ({results.plan.judge_unavailable})"
     console.print(f"Judge: {judge}; {results.spend.judge_calls} call(s), ${results.spend.judge_usd:.4f}")
     console.print(results.not_executed)
-    console.print(f"Results: {run_dir / 'results.json'}")
+    console.print(f"Results: {run_dir / 'results.json'}", markup=False)
+    console.print(f"Read them: `skill-evals report {run_dir}` (`--format html --out report.html` for a page with "
+                  "every transcript)", markup=False)

@@ -132,16 +132,17 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
             runs_mod.write_plan(rundir, prepared)
     except ValueError as exc:  # the stages' own kinds (a resume, a quarantine file, a selection) are UsageErrors
         fail_usage(str(exc))
-    print_selection_note(prepared, console)
-    print_plan(prepared.plan, console)
-    if resume_dir and run_options.get("max_usd") is not None:
-        console.print(f"Resume: cap ${prepared.plan.cap_usd:.2f} for the whole run folder (the plan's was "
-                      f"${runs_mod.load_plan(rundir).cap_usd:.2f}); the spend already recorded counts against it")
+    # Without a key, what to do comes first: the plan's arithmetic below is long.
     if prepared.plan.unrun_all == "no-credentials":
         console.print(runs_mod.HOW_TO_GET_RESULTS + " " + runs_mod.HOW_TO_RESUME.format(folder=rundir.path),
                       markup=False)
     elif prepared.idle == "no-credentials":
         console.print(runs_mod.RESUMED_WITHOUT_KEY.format(folder=rundir.path), markup=False)
+    print_selection_note(prepared, console)
+    print_plan(prepared.plan, console)
+    if resume_dir and run_options.get("max_usd") is not None:
+        console.print(f"Resume: cap ${prepared.plan.cap_usd:.2f} for the whole run folder (the plan's was "
+                      f"${runs_mod.load_plan(rundir).cap_usd:.2f}); the spend already recorded counts against it")
     with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
         batch = batch or prepared.plan.batch  # a batched run resumes batched
         if batch:
