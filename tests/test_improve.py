@@ -185,6 +185,16 @@ def test_the_loop_finds_the_keyword_rejects_the_greedy_candidate_and_never_shows
     assert f"+description: {json.dumps(GOOD)}" in diff and f"-description: {json.dumps(CURRENT)}" in diff
     assert (library / ".claude/skills/zoo-keeper/SKILL.md").read_text() == before
     assert "better" in done.stdout and "r1c2" in done.stdout
+    # The table shows each candidate whole (it cut descriptions at 60 characters and reasons at 40, at any width).
+    from io import StringIO
+
+    from rich.console import Console
+
+    from runner.improve.render import print_improve
+    wide = Console(width=1000, record=True, file=StringIO())
+    print_improve(record, wide)
+    shown = wide.export_text()
+    assert GOOD in shown and GREEDY in shown, shown
 
 
 def test_a_proposer_http_error_is_an_error_not_a_verdict(fake: FakeAnthropic, tmp_path: Path) -> None:

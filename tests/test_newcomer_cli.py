@@ -346,6 +346,24 @@ def test_every_option_of_every_command_has_a_description() -> None:
     assert not missing, f"options without help: {missing}"
 
 
+def test_docs_cli_names_every_option_of_every_command_in_its_section() -> None:
+    """docs/cli.md is the command reference the README promises: each command's section (or the page's opening,
+    for the options every library command takes; for `plan`, also the options it shares with `run`) names each of
+    its options, and the group's --version is named too."""
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    opening, *parts = re.split(r"^### ", text, flags=re.M)
+    sections: dict[str, str] = {}
+    for part in parts:
+        if (named := re.match(r"`skill-evals ([a-z-]+)", part)) is not None:
+            sections[named.group(1)] = sections.get(named.group(1), "") + part
+    shared = {"plan": "run"}
+    missing = [f"{name} {option}" for name in main.commands for option in sorted(options_of(name))
+               if option != "--help" and option not in opening + sections.get(name, "")
+               + sections.get(shared.get(name, name), "")]
+    assert not missing, f"options docs/cli.md does not name in their command's section: {missing}"
+    assert "`skill-evals --version`" in opening
+
+
 @pytest.mark.parametrize("columns", ["80", "60"])
 def test_the_command_list_is_not_cut_with_an_ellipsis(columns: str) -> None:
     result = CliRunner(env={"COLUMNS": columns}).invoke(main, ["--help"], terminal_width=int(columns))

@@ -64,7 +64,7 @@ def test_calibrate_judge_reports_rates_and_gates_a_run(tmp_path: Path) -> None:
         fake.script(JUDGE_MATCH, verdicts("PASS"))
         done = run_cli("calibrate-judge", str(path), "--library", str(library), fake=fake, key=KEY)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "agreement 0.6" in done.stdout and "false PASS 1.0" in done.stdout
+    assert "agreement 60.0%" in done.stdout and "false PASS 100.0%" in done.stdout
     record = json.loads((library / ".skill-evals" / "judge-calibration.json").read_text())[-1]
     assert record["passed"] is False and record["items"] == 5
 

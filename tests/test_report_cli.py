@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -273,9 +274,12 @@ def test_quarantine_file_and_previous_runs(tmp_path: Path) -> None:
     row = f"| {nightly} | PASS | FAIL |"
     assert row in markdown and row not in plain
     assert "### History" not in plain and "#### Changes since" not in plain and "Flips:" not in plain
-    # The terminal report shows the same section under the tables.
+    # The terminal report shows the same section under the tables, rendered for a terminal: no Markdown marks.
     terminal = report("terminal", runs[0])
-    assert terminal.count("### History: 2 run(s)") == 1 and row in terminal.split("### History: 2 run(s)", 1)[1]
+    assert terminal.count("History: 2 run(s)") == 1 and "###" not in terminal and "| --- |" not in terminal
+    history_part = terminal.split("History: 2 run(s)", 1)[1]
+    assert "Stability record" in history_part and "• Runs in window: 2" in history_part
+    assert re.search(rf"{re.escape(nightly)}\s+PASS\s+FAIL", history_part), history_part
 
 
 def test_every_state_fixture_is_a_valid_results_file() -> None:

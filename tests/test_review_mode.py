@@ -106,7 +106,7 @@ def test_review_in_chromium_downloads_labels_that_calibrate_judge_reads(tmp_path
         fake.script(JUDGE_MATCH, verdicts("PASS"))  # the judge says again what it said in the run
         done = run_cli("calibrate-judge", str(labels), "--library", str(library), fake=fake, key=KEY)
     # 2 of 3 agree; the one label-FAIL the judge called PASS: false PASS 1.0; no label-PASS it failed.
-    assert "agreement 0.6667, false PASS 1.0, false FAIL 0.0" in done.stdout, done.stdout + done.stderr
+    assert "agreement 66.7%, false PASS 100.0%, false FAIL 0.0%" in done.stdout, done.stdout + done.stderr
     assert done.returncode == 1, "below the default thresholds: the record does not pass"
     record = json.loads((library / ".skill-evals" / "judge-calibration.json").read_text())[-1]
     classes = {i.assertion_class for i in items}

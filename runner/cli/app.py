@@ -1,7 +1,8 @@
 """The command group `skill-evals` itself: its exit codes, the one way a usage error ends a command, and the
 checks every argument passes before any command sees it.
 
-Exit codes: 0 no error-level finding, 1 an error-level finding, 2 a usage error or a path that holds no library.
+Exit codes: 0 no error-level finding, 1 an error-level finding, 2 a usage error or a path that holds no library, 130
+stopped by Ctrl-C (SIGINT).
 Bad input never produces a traceback: it produces findings, or one line that says what to change.
 """
 
@@ -16,7 +17,7 @@ import click
 from runner.corpus.errors import UsageError
 from runner.corpus.findings import is_unicode, printable
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def fail_usage(message: str) -> NoReturn:
@@ -47,6 +48,11 @@ class Commands(click.Group):
             return super().invoke(ctx)
         except UsageError as exc:
             fail_usage(str(exc))
+        except KeyboardInterrupt:
+            # Ctrl-C outside a run's sessions (those end on their own SIGINT handler, with results.json): 130, as a
+            # shell reports a program stopped by SIGINT, with one line instead of click's "Aborted!" and 1.
+            click.echo("\nskill-evals: interrupted (Ctrl-C); nothing more was started", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 def _printing_never_fails() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -14,7 +15,20 @@ from rich.console import Console
 from runner.cli import context, options
 from runner.cli.app import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail_usage
 from runner.cli.environment import CALIBRATE_ENVIRONMENT, JUDGE_ENVIRONMENT
+
+if TYPE_CHECKING:
+    from runner.judge.calibration import CalibrationRecord, Rates
 from runner.corpus import findings as findings_mod
+
+
+def rate(value: float | None) -> str:
+    """A rate as a percentage; none (no item to measure it on, e.g. no FAIL label for the false PASS rate) says so."""
+    return "n/a (no item to measure it on)" if value is None else f"{value:.1%}"
+
+
+def rates(measured: Rates | CalibrationRecord) -> str:
+    return (f"agreement {rate(measured.agreement)}, false PASS {rate(measured.false_pass_rate)}, false FAIL "
+            f"{rate(measured.false_fail_rate)}, JUDGE-ERROR {rate(measured.judge_error_rate)}")
 
 
 @click.command("calibrate-judge", short_help="Measure the judge on labelled answers against thresholds.",
@@ -46,11 +60,9 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
     record = calibration.calibrate(the_judge, items, str(labels), settings.judge.calibration)
     console = Console(soft_wrap=True, highlight=False)
     console.print(f"Judge {record.model} (prompt {record.prompt_version}) on {record.items} labelled item(s): "
-                  f"agreement {record.agreement}, false PASS {record.false_pass_rate}, false FAIL "
-                  f"{record.false_fail_rate}, JUDGE-ERROR {record.judge_error_rate}; cost ${record.cost_usd:.4f}")
+                  f"{rates(record)}; cost ${record.cost_usd:.4f}")
     for name, by in record.by_class.items():  # the thresholds gate the whole; a class is shown, not gated
-        console.print(f"  class {name}: {by.items} item(s), agreement {by.agreement}, false PASS "
-                      f"{by.false_pass_rate}, false FAIL {by.false_fail_rate}, JUDGE-ERROR {by.judge_error_rate}")
+        console.print(f"  class {name}: {by.items} item(s), {rates(by)}")
     console.print("PASSED the thresholds" if record.passed else "FAILED: " + "; ".join(record.failures))
     if not no_record:
         console.print(f"Recorded in {calibration.append_record(at.root, record)}")

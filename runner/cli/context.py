@@ -8,6 +8,7 @@ there is one of each.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
 import tempfile
@@ -102,6 +103,14 @@ def load(library_path: Path, config: Path | None, commit: str | None = None) -> 
                   settings_file=at.file, settings_shown=at.shown, committed=at.committed, quarantine=quarantine)
 
 
+def refuse_no_skills(loaded: Loaded, path: Path) -> None:
+    """A command that plans (select, plan, run) on a library with no skill: nothing could ever run, which an empty
+    folder already says (runner.corpus.layout); an empty .claude/skills says the same, not a plan of nothing."""
+    if not loaded.library.skills:
+        fail_usage(f"{path}: no skills found (no folder of it holds a SKILL.md the host would read); "
+                   "`skill-evals validate` lists what was found instead")
+
+
 def committed_quarantine(root: Path, commit: str) -> committed_mod.Committed:
     """The quarantine list as the commit holds it; a commit without one quarantines nothing (an empty list)."""
     from runner.corpus import bounded
@@ -141,7 +150,22 @@ def run_options(settings: settings_mod.Settings, loaded: Loaded | None = None, *
         runs_mod.apply_options(settings, options)
     except ValueError as exc:
         fail_usage(str(exc))
+    if options.tier == "pr" and not options.base and options.selection_file is None:
+        fail_usage("--tier pr needs --base REF (the pull request's base, e.g. origin/main)")
+    if loaded is not None:
+        refuse_unknown_selection(loaded.library, options.skills, options.cases)
     return options
+
+
+def refuse_unknown_selection(library: Library, skills: Sequence[str], cases: Sequence[str]) -> None:
+    """--skill names that are no skill of the library, and --case globs that match no case of it: typos, refused
+    before the floor (a plan of 0 cases would say nothing about why)."""
+    refuse_unknown_skills([name for name in skills if name not in library.skills])
+    unmatched = [pattern for pattern in cases if not any(fnmatch.fnmatchcase(c.uid, pattern) for c in library.cases)]
+    if unmatched:
+        example = f", e.g. {library.cases[0].uid}" if library.cases else ""
+        fail_usage(f"--case {', '.join(unmatched)}: matches no case of the library (a case's uid is "
+                   f"<skill>/<source>/<id>{example}; `skill-evals census --format json` lists them)")
 
 
 def select(library: Library, settings: settings_mod.Settings, tier: str, *, base: str | None, head: str | None,

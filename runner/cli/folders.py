@@ -18,6 +18,60 @@ if TYPE_CHECKING:
 
 RESULTS_WHAT = "a results file of this runner"
 
+# The files that say a folder holds a run (runner.execute.rundir's PLAN, ATTEMPTS and RESULTS; a test holds them equal:
+# that module imports the SDK, seconds too slow for checking an option).
+RUN_MARKERS = ("plan.json", "attempts.jsonl", "results.json")
+# What a new run folder may already hold: the lock of a start stopped before it planned, and the files `run --container`
+# puts in for the run inside (the selection, the commit's settings and quarantine list: runner.cli.incontainer).
+STARTING_FILES = frozenset({"run.lock", "selection.json", "settings.toml", "quarantine.json"})
+
+
+def busy(folder: Path) -> str | None:
+    """Why no other process may start on `folder` now, or None: a live process holds its run.lock (the claim of
+    runner.execute.rundir, which stays the rule; this is its early word, before the floor and the surface audit)."""
+    import errno
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(folder / "run.lock", os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None  # no lock file (or none we could hold): the claim decides, with its own message
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EAGAIN):
+            return None
+        holder = os.pread(fd, 64, 0).decode("utf-8", errors="replace").strip() or "unknown"
+        return (f"{folder}: another skill-evals process (pid {holder}) is running on this run folder; wait for it to "
+                f"end (or stop it), then continue with `skill-evals run --resume {folder}`")
+    finally:
+        os.close(fd)  # drops the probe's lock with it
+    return None
+
+
+def occupied(folder: Path) -> str | None:
+    """Why a new run may not be written into `folder`, or None. A folder holding a run is never written over: the new
+    plan and results would replace the finished ones beside the old attempts and transcripts. A folder holding
+    anything else is not a run folder, and a run's files would be mixed into it."""
+    try:
+        entries = sorted(entry.name for entry in folder.iterdir())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{folder} cannot be listed ({exc.strerror or exc})"
+    if "run.lock" in entries and (problem := busy(folder)):
+        return problem
+    marker = next((name for name in RUN_MARKERS if name in entries), None)
+    if marker is not None:
+        return (f"{folder} holds a run ({marker}), which a new run would destroy: continue it with "
+                f"`skill-evals run --resume {folder}`, or give --out a new folder")
+    others = [name for name in entries if name not in STARTING_FILES]
+    if others:
+        return (f"{folder} is not empty ({len(others)} entr{'y' if len(others) == 1 else 'ies'}, e.g. {others[0]!r}) "
+                "and is not a run folder: give --out a new or empty folder")
+    return None
+
 
 def results_problem(folder: Path) -> tuple[results_mod.Results | None, str]:
     """A run folder's results.json, or why not."""

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 import click
 from click.core import ParameterSource
 
+from runner.cli import folders
 from runner.corpus import bounded
 from runner.corpus import files as files_mod
 from runner.corpus import settings as settings_mod
@@ -113,6 +114,22 @@ def writable_folder(ctx: click.Context, param: click.Parameter, value: Path | No
     """A folder the command will write (a run folder, plan.json's folder): one that cannot be made or written is a
     usage error now, not an OSError after the sessions were paid for."""
     if value is not None and not ctx.resilient_parsing and (problem := files_mod.folder_problem(value)):
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def new_run_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A folder a new run (or merge) writes: writable, and holding no run and nothing else (runner.cli.folders)."""
+    value = writable_folder(ctx, param, value)
+    if value is not None and not ctx.resilient_parsing and (problem := folders.occupied(value)):
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def resumable_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """--resume DIR: writable, and no other process running on it (refused now, not after the floor)."""
+    value = writable_folder(ctx, param, value)
+    if value is not None and not ctx.resilient_parsing and (problem := folders.busy(value)):
         raise click.BadParameter(problem, ctx, param)
     return value
 
@@ -279,11 +296,13 @@ batch_poll_option = click.option(
     help="With --batch: seconds between polls of a batch's status.")
 
 
-def out_folder_option(help: str, required: bool = False) -> Decorator:
+def out_folder_option(help: str, required: bool = False, new_run: bool = False) -> Decorator:
+    """--out FOLDER; `new_run`: a folder a new run folder is made in (never one holding a run or anything else)."""
     folder = click.Path(path_type=Path, file_okay=False)
+    callback = new_run_folder if new_run else writable_folder
     if required:  # no default at all: click then says the option is missing
-        return click.option("--out", type=folder, required=True, callback=writable_folder, help=help)
-    return click.option("--out", type=folder, default=None, callback=writable_folder, help=help)
+        return click.option("--out", type=folder, required=True, callback=callback, help=help)
+    return click.option("--out", type=folder, default=None, callback=callback, help=help)
 
 
 run_options = stacked(

@@ -34,6 +34,8 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
                    fmt: str, settings_commit: str | None = None) -> None:
     """Which cases a tier selects, and why each one (also what `run`/`plan --tier` use)."""
     loaded = context.load(library_path, config, settings_commit)
+    context.refuse_no_skills(loaded, library_path)
+    context.refuse_unknown_selection(loaded.library, skills, cases)
     selection = context.select(loaded.library, loaded.settings, tier, base=base, head=head, period=period,
                                skills=skills, cases=cases, neighbours=neighbours)
     context.refuse_unknown_skills(selection.unknown_skills)
@@ -65,6 +67,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     from runner.execute import run as runs_mod
 
     loaded = context.load(library_path, config, settings_commit)
+    context.refuse_no_skills(loaded, library_path)
     if untrusted_settings:  # the cap as `run` would have it: --max-usd (or the default), lowered by the settings
         given = run_options.get("max_usd")
         run_options["max_usd"] = context.untrusted_cap(loaded, given if isinstance(given, float) else None)

@@ -19,6 +19,15 @@ if TYPE_CHECKING:
     from runner.plan import build as plan_mod
     from runner.results import build as results_mod
 
+# How to go on after a run stopped early (runner.execute.executor's STOP_* reasons): the folder keeps every finished
+# attempt, and a resume runs only what is left.
+CONTINUE_AFTER = {
+    "cancelled": "Continue it with `skill-evals run --resume {folder}`: finished attempts are kept, the cancelled "
+                 "ones start again.",
+    "budget-cap": "Continue it with `skill-evals run --resume {folder} --max-usd <cap>`: the cap is for the whole "
+                  "folder, the spend so far included.",
+}
+
 
 def print_selection_note(prepared: runs_mod.Prepared, console: Console) -> None:
     if prepared.selection is not None and prepared.selection.tier != "full" and prepared.selection.note:
@@ -193,7 +202,9 @@ def print_results(results: results_mod.Results, run_dir: Path, console: Console)
     if (open_wall := wall_note(results)) is not None:
         console.print(f"Sessions: {open_wall}", markup=False)
     if results.stop_reason:
-        console.print(f"Stopped early: {results.stop_reason}")
+        console.print(f"Stopped early: {results.stop_reason}", markup=False)
+        if (how := CONTINUE_AFTER.get(results.stop_reason)) is not None:
+            console.print(how.format(folder=run_dir), markup=False)
     if results.unrun_by_reason:
         console.print("UNRUN by reason: " + ", ".join(f"{k} {v}" for k, v in results.unrun_by_reason.items()))
     if results.assertion_counts:
@@ -202,4 +213,6 @@ def print_results(results: results_mod.Results, run_dir: Path, console: Console)
     judge = results.plan.judge_model or f"none ({results.plan.judge_unavailable})"
     console.print(f"Judge: {judge}; {results.spend.judge_calls} call(s), ${results.spend.judge_usd:.4f}")
     console.print(results.not_executed)
-    console.print(f"Results: {run_dir / 'results.json'}")
+    console.print(f"Results: {run_dir / 'results.json'}", markup=False)
+    console.print(f"Read them: `skill-evals report {run_dir}` (`--format html --out report.html` for a page with "
+                  "every transcript)", markup=False)

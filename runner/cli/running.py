@@ -65,7 +65,8 @@ BATCH_HELP = ("(half the price; results can take up to 24 hours). Batch ids are 
 @options.config_option
 @options.settings_commit_option
 @options.run_options
-@options.out_folder_option("Run folder (default runs/<timestamp>).")
+@options.out_folder_option("Run folder (default runs/<timestamp>): a new or empty folder; one that holds a run is "
+                           "refused (continue it with --resume).", new_run=True)
 @options.floor_options
 @options.untrusted_option
 @click.option("--container", is_flag=True,
@@ -76,7 +77,7 @@ BATCH_HELP = ("(half the price; results can take up to 24 hours). Batch ids are 
 @click.option("--base-image", default=None, envvar="SKILL_EVALS_BASE_IMAGE",
               help="With --container: the image to build from (default: the Dockerfile's, python:3.12-slim).")
 @click.option("--resume", "resume_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              callback=options.writable_folder,
+              callback=options.resumable_folder,
               help="Continue this run folder's plan; finished attempts are not run again. The plan keeps its "
                    "selection, host, model, N, k and bounds; only --max-usd may be given (the cap of the whole "
                    "folder, its spend so far included).")
@@ -101,6 +102,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = context.load(library_path, config, settings_commit)
+    context.refuse_no_skills(loaded, library_path)
     if untrusted_settings:
         untrusted_cap(loaded, run_options, resume_dir)
     chosen = None if resume_dir else context.run_options(loaded.settings, loaded, **run_options, batch=batch)
@@ -130,16 +132,17 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
             runs_mod.write_plan(rundir, prepared)
     except ValueError as exc:  # the stages' own kinds (a resume, a quarantine file, a selection) are UsageErrors
         fail_usage(str(exc))
-    print_selection_note(prepared, console)
-    print_plan(prepared.plan, console)
-    if resume_dir and run_options.get("max_usd") is not None:
-        console.print(f"Resume: cap ${prepared.plan.cap_usd:.2f} for the whole run folder (the plan's was "
-                      f"${runs_mod.load_plan(rundir).cap_usd:.2f}); the spend already recorded counts against it")
+    # Without a key, what to do comes first: the plan's arithmetic below is long.
     if prepared.plan.unrun_all == "no-credentials":
         console.print(runs_mod.HOW_TO_GET_RESULTS + " " + runs_mod.HOW_TO_RESUME.format(folder=rundir.path),
                       markup=False)
     elif prepared.idle == "no-credentials":
         console.print(runs_mod.RESUMED_WITHOUT_KEY.format(folder=rundir.path), markup=False)
+    print_selection_note(prepared, console)
+    print_plan(prepared.plan, console)
+    if resume_dir and run_options.get("max_usd") is not None:
+        console.print(f"Resume: cap ${prepared.plan.cap_usd:.2f} for the whole run folder (the plan's was "
+                      f"${runs_mod.load_plan(rundir).cap_usd:.2f}); the spend already recorded counts against it")
     with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
         batch = batch or prepared.plan.batch  # a batched run resumes batched
         if batch:
@@ -207,8 +210,8 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
 
 @click.command(short_help="Combine the shards of one plan into one run folder.")
 @click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path, file_okay=False, exists=True))
-@options.out_folder_option("The merged run folder to write (attempts, transcripts and a recomputed results.json).",
-                           required=True)
+@options.out_folder_option("The merged run folder to write (attempts, transcripts and a recomputed results.json): "
+                           "a new or empty folder.", required=True, new_run=True)
 def merge(shards: tuple[Path, ...], out: Path) -> None:
     """Combine the shards of one plan into one run folder and recompute every rollup."""
     from runner.results import merge as merge_mod

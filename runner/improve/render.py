@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from runner.improve.model import Improve, NeighbourCheck, PlannedWork, Score
@@ -23,10 +24,6 @@ def _check(check: NeighbourCheck) -> str:
     return check.state + (f" ({', '.join(counts)})" if counts else "")
 
 
-def _short(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def print_improve(record: Improve, console: Console) -> None:
     if record.approximation:
         console.print(f"Host: {record.host} — {record.approximation}", markup=False)
@@ -39,13 +36,15 @@ def print_improve(record: Improve, console: Console) -> None:
         # Cases, not attempts: each case is one k-of-N quorum verdict; the attempts are in each run's folder.
         table = Table(title=f"Candidates (train: cases passed / decided — cases, not attempts; each case a "
                             f"{record.quorum}-of-{record.repeats} quorum verdict; Wilson 95%)")
+        # Every cell whole, wrapped to the terminal: a description or a reason cut at a width is one a person
+        # cannot judge (improve.json has the same text).
         for column in ("id", "state", "train", "neighbours", "chars", "description"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold", no_wrap=column in ("id", "chars"))
         for c in record.candidates:
             check = _check(c.neighbours) if c.neighbours else "—"
             state = c.state + (f": {c.reason}" if c.reason else "")
-            table.add_row(c.id, _short(state, 40), _score(c.train), _short(check, 40), str(c.chars),
-                          _short(c.description))
+            table.add_row(escape(c.id), escape(state), _score(c.train), escape(check), str(c.chars),
+                          escape(c.description))
         console.print(table)
         for r in record.rounds:
             if r.proposal.state != "ok":

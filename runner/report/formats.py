@@ -61,8 +61,9 @@ def _markdown(report: Report) -> str:
 def _terminal(report: Report, console: Console) -> None:
     from runner.report import terminal
     terminal.render(report.results, console)
-    if report.history is not None:
-        console.print(_history_markdown(report.history), markup=False)
+    if report.history is not None:  # rendered for a terminal: headings, lists and tables, not Markdown's marks
+        from rich.markdown import Markdown
+        console.print(Markdown(_history_markdown(report.history)))
 
 
 def _junit(report: Report) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
-from runner.results.build import CaseResult, Results, floor_note, kill_note, wall_note
+from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
 from runner.results.history import History, TrendPoint
 from runner.results.uplift import describe as uplift_text
 from runner.results.verdicts import CASE_STATES, CaseState
@@ -326,6 +326,8 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
         items.append(("Floor", f'<span class="warn" id="floor-note">{e(note)}</span>'))
     if (note := wall_note(results)) is not None:
         items.append(("Sessions", f'<span class="warn" id="wall-note">{e(note)}</span>'))
+    if (note := not_started_note(results)) is not None:
+        items.append(("Not started", f'<span class="warn" id="not-started">{e(note)}</span>'))
     banner = ""
     if plan.approximation:
         banner = f'<p class="warn" id="approximation">Approximation: {e(plan.approximation)}</p>'
@@ -456,6 +458,12 @@ def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
     return "".join(out)
 
 
+def breakable(uid: str) -> str:
+    """A case uid, escaped, that wraps after its `/` and `-` separators (a `<wbr>` after each), not mid-word; only a
+    single part longer than the column still breaks where it must."""
+    return "".join(e(ch) + ("<wbr>" if ch in "/-" else "") for ch in uid)
+
+
 def _case_rows(results: Results, has_run_dir: bool) -> str:
     rows = []
     for i, case in enumerate(results.cases):
@@ -466,7 +474,7 @@ def _case_rows(results: Results, has_run_dir: bool) -> str:
             f'<tr class="case" id="c{i}" data-index="{i}" data-skill="{e(case.skill)}" data-state="{e(case.state)}" '
             f'data-uid="{e(case.uid)}">'
             f'<td><button type="button" class="open" aria-expanded="false" aria-controls="d{i}">open</button></td>'
-            f'<td class="uid"><code>{e(case.uid)}</code></td><td>{e(case.skill)}</td><td>{e(rollup.kind_label(case))}</td>'
+            f'<td class="uid"><code>{breakable(case.uid)}</code></td><td>{e(case.skill)}</td><td>{e(rollup.kind_label(case))}</td>'
             f'<td>{_badge(case.state)}{" " + _badge(case.underlying_state) if case.underlying_state else ""}'
             f'{reason}</td>'
             f'<td class=num>{case.wins}/{case.losses}/{case.errors} · {case.repeats_run} of {case.repeats_planned}</td>'
@@ -569,7 +577,7 @@ margin:0 auto;max-width:1400px;padding:16px 24px}
 [hidden]{display:none!important}
 h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid var(--line)}
 h3{font-size:15px}h4{font-size:14px;margin:14px 0 6px}
-code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-break:break-all}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;overflow-wrap:anywhere}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}dt{color:var(--muted)}dd{margin:0}
 table{border-collapse:collapse;width:100%;margin:4px 0}
 th,td{border-bottom:1px solid var(--line);padding:4px 6px;text-align:left;vertical-align:top}

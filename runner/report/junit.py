@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 
 from runner.report import rollup
-from runner.results.build import CaseResult, CostSummary, Results, floor_note, wall_note
+from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, wall_note
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -195,6 +195,7 @@ def properties(results: Results) -> list[tuple[str, str]]:
         ("cap_usd", f"{spend.cap_usd:.2f}"), ("refused_reservations", str(spend.refused_reservations)),
         ("stop_reason", results.stop_reason or ""), ("finished_at", results.finished_at),
         ("floor", floor_note(results) or ""), ("sessions", wall_note(results) or ""),
+        ("not_started", not_started_note(results) or ""),
         *cost_properties(results),
         ("attempt_log", rollup.records_line(results) or ""),
         ("not_executed", results.not_executed),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from runner.probes.arms import ArmResult
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
-from runner.results.build import CaseResult, Results, floor_note, kill_note, wall_note
+from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
 from runner.results.quorum import wilson_interval
 from runner.results.uplift import Uplift, UpliftArm
 from runner.results.uplift import describe as uplift_text
@@ -219,6 +219,8 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
         lines += ["", f"> **Floor:** {escape(clip(note, cut))}"]
     if (note := wall_note(results)) is not None:
         lines += ["", f"> **Sessions:** {escape(clip(note, cut))}"]
+    if (note := not_started_note(results)) is not None:
+        lines += ["", f"> **Not started:** {escape(note)}."]
     if results.stop_reason:
         lines += ["", f"The run stopped early: {escape(clip(results.stop_reason, cut))}."]
     return lines + [""]

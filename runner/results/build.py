@@ -402,6 +402,19 @@ def wall_note(results: Results) -> str | None:
             "a program that did would have reached what this user can (docs/security.md)")
 
 
+def not_started_note(results: Results) -> str | None:
+    """One line for every report when no session could start at all (plan.unrun_all): why, and what to do. Without
+    it a page of UNRUN cases would not say that the missing key, not the library, is the cause."""
+    if results.plan.unrun_all == "no-credentials":
+        return ("no ANTHROPIC_API_KEY reached this run, so no session started and nothing was judged. Set the key (in "
+                "CI: a repository secret passed to the action) and `skill-evals run --resume <run folder>` executes "
+                "this plan")
+    if results.plan.unrun_all == "kill-switch":
+        return ("the kill switch was on ([run] disabled or SKILL_EVALS_DISABLED), so no session started and nothing "
+                "was judged")
+    return None
+
+
 def floor_note(results: Results) -> str | None:
     """One line for every report when the floor was not the whole floor (the library's validator switched off by
     the settings): said where it was switched off, never left to a count of warnings."""
