@@ -46,9 +46,13 @@ def slash_forms(root: Path) -> Path:
         {"id": "not-a-skill", "prompt": "/digest-everything in the notes folder",
          "expectations": ["Answers the request."]},
     ])
-    _skill(root, ARGS, body="# ticket filer\n\nFile a ticket titled $0 for $ARGUMENTS.\n")
-    _skill(root, MANUAL, "disable-model-invocation: true\n")
-    _skill(root, HIDDEN, "user-invocable: false\n")
+    _evals(_skill(root, ARGS, body="# ticket filer\n\nFile a ticket titled $0 for $ARGUMENTS.\n"), [
+        {"id": "placeholders", "prompt": f'/{ARGS} "login bug" urgent', "expectations": ["Files one ticket."]}])
+    _evals(_skill(root, MANUAL, "disable-model-invocation: true\n"), [
+        {"id": "by-hand", "prompt": f"/{MANUAL} 3.0.0", "expectations": ["Names the version 3.0.0."]}])
+    _evals(_skill(root, HIDDEN, "user-invocable: false\n"), [
+        {"id": "model-loads", "prompt": "Check this paragraph against the house style: Our Product is GREAT.",
+         "expectations": ["Points out the capitals."]}])
     return root
 
 
@@ -67,7 +71,8 @@ def explicit_invocation(root: Path) -> Path:
         {"id": "written-false", "prompt": f"/{NOTES} the notes", "should_trigger": False,
          "expectations": ["Gives a digest."]},
     ])
-    _skill(root, ARGS)
+    _evals(_skill(root, ARGS), [{"id": "files-one", "prompt": f"/{ARGS} the login page times out",
+                                  "expectations": ["Files one ticket about the login page."]}])
     return root
 
 
@@ -78,7 +83,8 @@ def manual_only_by_hand(root: Path) -> Path:
         {"id": "by-hand", "prompt": f"/{MANUAL} 2.4.0", "expectations": ["Names the version 2.4.0."]},
         {"id": "picked-by-model", "prompt": "Cut the 2.4.0 release for me.", "expectations": ["Names 2.4.0."]},
     ])
-    _skill(root, NOTES)
+    _evals(_skill(root, NOTES), [{"id": "digest", "prompt": "Digest these notes: ship on Friday; Ana owns QA.",
+                                  "expectations": ["Mentions Friday."]}])
     return root
 
 

@@ -23,9 +23,15 @@ from runner.execute.hosts.api import ApiHost
 from runner.execute.hosts.base import Observation, SessionSpec
 from runner.execute.hosts.claude_code import ClaudeCodeHost
 from runner.execute.hosts.workspace import LibraryFiles
+from runner.floor.census import compute
+from runner.floor.validate import check_library as validate_library
+from runner.plan.build import unrun_reason
 from runner.plan.prices import load as load_prices
 from runner.testing.fake_anthropic import FakeAnthropic, text
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests import round2_slash as r2
+from tests.conftest import fake_env, run_cli
+from tests.test_run import case, results_of
 
 KEY = "sk-test-slash-prompts-29"
 MODEL = "claude-sonnet-4-6"
@@ -187,3 +193,67 @@ def test_claude_code_and_the_api_host_record_the_same_activation(form: str, form
         return
     assert acts(api) == [(name, "slash-command", 0, False) for name in FORMS[form][2]]
     assert [first_user_blocks(r.body) for r in cli_requests[:1]] == [first_user_blocks(r.body) for r in api_requests[:1]]
+
+
+# ---- item 2: an explicit invocation is not a routing question -----------------------------------------------------
+
+def test_the_prompts_own_action_beats_an_id_prefix_but_not_a_written_field(tmp_path: Path) -> None:
+    library, findings = load_library(r2.explicit_invocation(tmp_path / "lib"), Settings())
+    kinds = {c.id: (c.kind, c.kind_rule) for c in library.cases}
+    assert kinds == {
+        "negative-refuses-binary": ("refusal", "explicit-invocation"),  # invoked, expected to decline: judged
+        "negative-unrelated": ("no_trigger", "id-prefix:negative-"),  # no slash: the heuristic still reads it
+        "redirects": ("trigger", "explicit-invocation"),
+        "written-false": ("no_trigger", "field:should_trigger=false"),  # the author's field decides ...
+        "files-one": ("trigger", "explicit-invocation"),
+    }
+    # ... and validate says the case can only fail, where it is written.
+    written = next(c for c in library.cases if c.id == "written-false")
+    warned = [f for f in validate_library(library, Settings()) if f.rule == "explicit-invocation-no-trigger"]
+    assert [(f.file, f.line, f.uid) for f in warned] == [(written.file, written.line, written.uid)]
+    census = compute(library, Settings(), findings)
+    assert sorted(ref.uid for ref in census.pattern_breaks.explicit_invocations) == sorted(
+        c.uid for c in library.cases if c.kind_rule == "explicit-invocation")
+    assert census.refusals.by_rule == {"explicit-invocation": 1}
+
+
+def test_an_explicitly_invoked_negative_case_is_judged_on_its_answer_by_claude_code(tmp_path: Path) -> None:
+    """The real CLI expands the command, the skill fires, the refusal is judged: PASS, where it was a no_trigger FAIL."""
+    root = r2.explicit_invocation(tmp_path / "lib")
+    uid = f"{r2.NOTES}/evals/negative-refuses-binary"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, verdicts("PASS"))
+        fake.default(text("That is a binary file, not notes: paste the notes as text."))
+        done = run_cli("run", "--library", str(root), "--out", str(tmp_path / "run"), "--case", uid, "--repeats", "1",
+                       "--timeout", "60", env=fake_env(fake, KEY))
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = case(results_of(tmp_path / "run"), uid)
+    assert (result["kind"], result["state"], result["parts"]) == ("refusal", "PASS",
+                                                                  {"activation": "PASS", "refusal": "PASS"})
+
+
+# ---- item 3: manual-only skills invoked by hand run ---------------------------------------------------------------
+
+def test_a_manual_only_skill_invoked_by_hand_runs_and_only_model_picked_cases_wait(tmp_path: Path) -> None:
+    root = r2.manual_only_by_hand(tmp_path / "lib")
+    library, findings = load_library(root, Settings())
+    by_id = {c.id: c for c in library.cases}
+    assert unrun_reason(by_id["by-hand"], library) is None
+    assert unrun_reason(by_id["picked-by-model"], library) == "manual-only-target"
+    [warned] = [f for f in validate_library(library, Settings()) if f.rule == "manual-only-target"]
+    assert "1 case(s) need the model to pick manual-only skill(s) release-cutter on its own (picked-by-model)" \
+        in warned.message and "invokes the skill by hand" in warned.message
+    manual = compute(library, Settings(), findings).manual_only
+    assert (manual.cases_targeting, manual.cases, manual.invoked_by_hand) == (
+        1, [by_id["picked-by-model"].uid], [by_id["by-hand"].uid])
+    # On the api host, through the CLI: the explicit invocation runs and fires, the other stays UNRUN.
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, verdicts("PASS"))
+        fake.default(text("Cut release 2.4.0."))
+        done = run_cli("run", "--library", str(root), "--out", str(tmp_path / "run"), "--host", "api",
+                       "--repeats", "1", "--timeout", "60", env=fake_env(fake, KEY))
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = results_of(tmp_path / "run")
+    hand, picked = case(results, by_id["by-hand"].uid), case(results, by_id["picked-by-model"].uid)
+    assert (hand["state"], hand["activation"]["state"]) == ("PASS", "PASS")
+    assert (picked["state"], picked["reason"]) == ("UNRUN", "manual-only-target")

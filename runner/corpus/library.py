@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.corpus import bounded, classify, formats, frontmatter, jsonfile
+from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, slash
 from runner.corpus import schema_check as schemas
 from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
 from runner.corpus.findings import Finding, display_path, error, is_unicode, printable, warning
@@ -178,6 +178,14 @@ class Library(BaseModel):
     def aliases(self) -> dict[str, str]:
         return aliases_of(self.skills)
 
+    def slash_names(self) -> dict[str, str]:
+        return slash_names_of(self.skills)
+
+    def invoked_by_hand(self, case: Case) -> bool:
+        """Whether the case's prompt invokes its own target as a slash command (runner.corpus.slash): the host
+        expands it, so the skill fires without the model picking it."""
+        return case.prompt.startswith("/") and slash.invoked_skill(case.prompt, self.slash_names()) == case.target
+
     def names(self) -> dict[str, str]:
         """Every name the library answers to -> the name cases and reports use: skill folders, their
         aliases, and `<agent> (subagent)`. The classifier and the verdict both read names from this."""
@@ -202,6 +210,14 @@ def aliases_of(skills: dict[str, Skill]) -> dict[str, str]:
         if isinstance(name, str) and name and name != skill.name and name not in skills:
             claimed.setdefault(name, []).append(skill.name)
     return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1}
+
+
+def slash_names_of(skills: dict[str, Skill]) -> dict[str, str]:
+    """Every name a slash command may use to invoke a skill -> its folder name: folder names and aliases, as the CLI
+    resolves them (measured), without the skills a user may not invoke (`user-invocable: false`: the CLI refuses
+    the command, nothing fires)."""
+    names = {**{name: name for name in skills}, **aliases_of(skills)}
+    return {name: folder for name, folder in names.items() if skills[folder].fields.get("user-invocable") is not False}
 
 
 def names_of(skills: dict[str, Skill], agents: dict[str, Agent]) -> dict[str, str]:
@@ -300,6 +316,8 @@ class _Loader:
         self.kept: dict[str, tuple[str, int]] = {}  # uid -> where it was read first
         # Every name of the library (runner.corpus.classify: only an assertion naming one is about activation).
         self.names: frozenset[str] = frozenset()
+        # Every name a slash command may use for a skill -> its folder name (runner.corpus.slash).
+        self.slash_names: dict[str, str] = {}
 
     def show(self, path: Path) -> str:
         return self.policy.show(path)
@@ -597,7 +615,8 @@ class _Loader:
                   invalid: bool) -> Case:
         source = SOURCE_OF[the_shape]
         uid = f"{owner}/{source}/{case_id}"
-        kind, rule = item.kind, item.kind_rule
+        kind, rule = classify.invocation_kind(item.kind, item.kind_rule,
+                                              slash.invoked_skill(item.prompt, self.slash_names) == target)
         if invalid and kind != "unknown":
             kind, rule = "invalid", "schema-invalid"
         written = [(text, doc.line(*where)) for (text, _), where in zip(item.assertions, item.assertion_keys)]
@@ -848,6 +867,7 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
     skills = {found.name: loader.load_skill(found) for found in layout.skills}
     agents = loader.load_agents()
     loader.names = frozenset(names_of(skills, agents))
+    loader.slash_names = slash_names_of(skills)
     for skill in skills.values():
         loader.load_cases(skill)
     loader.load_trigger_sets(skills)
