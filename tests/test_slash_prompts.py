@@ -19,7 +19,7 @@ import pytest
 from runner.corpus import slash
 from runner.corpus.library import Library, load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.api import ApiHost
+from runner.execute.hosts.api import ApiHost, with_arguments
 from runner.execute.hosts.base import Observation, SessionSpec
 from runner.execute.hosts.claude_code import ClaudeCodeHost
 from runner.execute.hosts.workspace import LibraryFiles
@@ -152,6 +152,22 @@ def test_a_slash_prompt_is_parsed_as_claude_code_reads_it(prompt: str, parsed: t
 
 
 # ---- the api host, in process -------------------------------------------------------------------------------------
+
+PLACEHOLDERS = "Do $ARGUMENTS now. First $0 then $ARGUMENTS[1] and $2 and $5.\n"
+
+
+@pytest.mark.parametrize(("args", "expected"), [  # each measured on CLI 2.1.332
+    ("", "Do  now. First $0 then $ARGUMENTS[1] and $2 and $5.\n"),
+    ("a", "Do a now. First a then $ARGUMENTS[1] and $2 and $5.\n"),
+    ('"one two" three', 'Do "one two" three now. First one two then three and $2 and $5.\n'),
+    ("'q r' s", "Do 'q r' s now. First q r then s and $2 and $5.\n"),
+    ("a\\ b c", "Do a\\ b c now. First a b then c and $2 and $5.\n"),
+    ("it's fine", "Do it's fine now. First it's fine then $ARGUMENTS[1] and $2 and $5.\n"),  # an unbalanced quote
+])
+def test_arguments_are_put_in_as_claude_code_puts_them(args: str, expected: str) -> None:
+    assert with_arguments(PLACEHOLDERS, args) == expected
+    assert with_arguments("Body.\n", args) == ("Body.\n" + (f"\n\nARGUMENTS: {args}" if args else ""))
+
 
 @pytest.mark.parametrize("form", sorted(FORMS))
 def test_the_api_host_sends_the_blocks_claude_code_sends(form: str, forms_library: Library) -> None:

@@ -673,11 +673,12 @@ def with_arguments(body: str, args: str) -> str:
     """A skill body with a slash command's arguments put in as CLI 2.1.332 puts them (measured): `$ARGUMENTS[n]` and
     `$n` become the n-th argument (split as a shell splits words) where there is one and stay as written where there is
     none, `$ARGUMENTS` becomes all of them; a body with no such placeholder gets `ARGUMENTS: <args>` appended when
-    there are arguments."""
+    there are arguments. Not copied: the CLI escapes a leading `!` and splits words with backticks its own way
+    (measured: `!x y` is put in as `\\!x y`, `` `x y` z `` gives `$0` = `x`); here they are put in as written."""
     try:
         words = shlex.split(args)
-    except ValueError:  # an unbalanced quote: the words as typed
-        words = args.split()
+    except ValueError:  # an unbalanced quote: the CLI takes the whole text as one word (measured: `it's fine`)
+        words = [args]
     placeholder = PLACEHOLDER.search(body) is not None
 
     def word(match: re.Match[str]) -> str:
