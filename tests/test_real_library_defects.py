@@ -151,9 +151,10 @@ def test_a_file_is_not_a_library(tmp_path: Path) -> None:
 # ---- the cap line -----------------------------------------------------------------------------------
 
 def test_cap_line_when_nothing_runs(example_copy: Path) -> None:
-    # Every case of a manual-only skill is UNRUN: there is no session to reserve anything for.
+    # A case that needs the model to pick a manual-only skill is UNRUN: there is no session to reserve anything for.
+    # (The skill's other cases invoke it by hand, `/release-publisher ...`, and run: issue 29.)
     result = cli("plan", "--library", str(example_copy), "--no-surface", "--no-library-validator",
-                 "--host", "api", "--skill", "release-publisher")
+                 "--host", "api", "--case", "release-publisher/evals/negative-is-run-good-enough")
     assert result.exit_code == 0, result.output
     assert "runnable: 0" in result.output
     assert "Cap: $10.00; no session to reserve (nothing is runnable)" in result.output

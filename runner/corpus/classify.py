@@ -255,6 +255,26 @@ def evals_case_kind(case_type: object, case_id: str, settings: ClassifySettings)
     return "unknown", "unknown-case-type"
 
 
+# A case whose prompt invokes its own skill by hand (`/name ...`, runner.corpus.slash) tests what the skill does once
+# invoked, not whether the model picks it: the host expands the command, so the skill fires whatever the model would
+# have chosen. The prompt's own action beats every heuristic (an id prefix such as `negative-`, the wording of an
+# expected output, a format's default); only what the author wrote explicitly still decides: a `should_trigger` or
+# `type`/`kind` field, a typed Aegis case, a trigger set's `should_trigger`, a routing set's `expected_skill`, an
+# override. A heuristic that read the case as a negative control (or a routing case) becomes `refusal`: the skill
+# fires and its expected outcome — a refusal, a redirect — is judged on the answer, reported apart from activation.
+EXPLICIT_INVOCATION = "explicit-invocation"
+WRITTEN_RULES = ("field:", "type:", "format:trigger-set", "format:routing", "override", "unknown-case-type",
+                 "schema-invalid", "type-triggers-conflict", "routing-")
+
+
+def invocation_kind(kind: LoadedKind, rule: str, invokes_target: bool) -> tuple[LoadedKind, str]:
+    """(kind, rule) of a case once what its prompt does is known; `invokes_target`: the prompt is a slash command
+    of the case's own target."""
+    if not invokes_target or kind in ("unknown", "invalid") or rule.startswith(WRITTEN_RULES):
+        return kind, rule
+    return ("trigger" if kind == "trigger" else "refusal"), EXPLICIT_INVOCATION
+
+
 def looks_like_refusal_id(case_id: str, settings: ClassifySettings) -> bool:
     return _refusal_id_rule(case_id, settings) is not None
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, kinds, outside, tags
+from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, kinds, outside, slash, tags
 from runner.corpus import schema_check as schemas
 from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, sort_key, warning
@@ -207,6 +207,14 @@ class Library(BaseModel):
     def aliases(self) -> dict[str, str]:
         return aliases_of(self.skills)
 
+    def slash_names(self) -> dict[str, str]:
+        return slash_names_of(self.skills)
+
+    def invoked_by_hand(self, case: Case) -> bool:
+        """Whether the case's prompt invokes its own target as a slash command (runner.corpus.slash): the host
+        expands it, so the skill fires without the model picking it."""
+        return case.prompt.startswith("/") and slash.invoked_skill(case.prompt, self.slash_names()) == case.target
+
     def names(self) -> dict[str, str]:
         """Every name the library answers to -> the name cases and reports use: skill folders, their
         aliases, and `<agent> (subagent)`. The classifier and the verdict both read names from this."""
@@ -233,6 +241,14 @@ def aliases_of(skills: dict[str, Skill]) -> dict[str, str]:
         if isinstance(name, str) and name and name != skill.name and name not in skills:
             claimed.setdefault(name, []).append(skill.name)
     return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1}
+
+
+def slash_names_of(skills: dict[str, Skill]) -> dict[str, str]:
+    """Every name a slash command may use to invoke a skill -> its folder name: folder names and aliases, as the CLI
+    resolves them (measured), without the skills a user may not invoke (`user-invocable: false`: the CLI refuses
+    the command, nothing fires)."""
+    names = {**{name: name for name in skills}, **aliases_of(skills)}
+    return {name: folder for name, folder in names.items() if skills[folder].fields.get("user-invocable") is not False}
 
 
 def names_of(skills: dict[str, Skill], agents: dict[str, Agent]) -> dict[str, str]:
@@ -340,6 +356,8 @@ class _Loader:
         self.unread: list[UnreadFile] = []
         self.outside: dict[str, list[Path]] = {}  # skill -> its eval files of `…/evals/<skill>/` (runner.corpus.outside)
         self.canonical: dict[str, str] = {}  # each of those names -> the name cases use (runner.corpus.kinds)
+        # Every name a slash command may use for a skill -> its folder name (runner.corpus.slash).
+        self.slash_names: dict[str, str] = {}
 
     def show(self, path: Path) -> str:
         return self.policy.show(path)
@@ -678,7 +696,10 @@ class _Loader:
                  for index, raw in enumerate(entries) if isinstance(raw, dict)}
         if the_shape in ("skill-creator", "scenario"):
             for index, item in items.items():
-                kinds.refine(item, entries[index], skill.name, self.rules, self.canonical)
+                # A prompt that invokes its own skill by hand is no routing question: what its words say of firing or
+                # deferring is the outcome judged on the answer (classify.invocation_kind decides its kind below).
+                if slash.invoked_skill(item.prompt, self.slash_names) != skill.name:
+                    kinds.refine(item, entries[index], skill.name, self.rules, self.canonical)
         case_ids = {index: (stem if single else f"{stem}:{item.id}") if the_shape == "scenario" else f"{prefix}{item.id}"
                     for index, item in items.items() if item.id}
         owners = {index: _owner_and_target(items[index], the_shape, skill.name) for index in case_ids}
@@ -713,7 +734,8 @@ class _Loader:
                   invalid: bool) -> Case:
         source = SOURCE_OF[the_shape]
         uid = f"{owner}/{source}/{case_id}"
-        kind, rule = item.kind, item.kind_rule
+        kind, rule = classify.invocation_kind(item.kind, item.kind_rule,
+                                              slash.invoked_skill(item.prompt, self.slash_names) == target)
         if invalid and kind != "unknown":
             kind, rule = "invalid", "schema-invalid"
         written = [(text, doc.line(*where)) for (text, _), where in zip(item.assertions, item.assertion_keys)]
@@ -1018,6 +1040,7 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
     loader.name_map = {name: folder for name, folder in names_of(skills, {}).items()}
     found = outside.survey(root, [Path(f.path) for f in layout.skills], loader.name_map, loader.policy)
     loader.outside = found.by_skill
+    loader.slash_names = slash_names_of(skills)
     for skill in skills.values():
         loader.load_cases(skill)
     loader.load_trigger_sets(skills)

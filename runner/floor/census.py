@@ -68,6 +68,8 @@ class PatternBreaks(BaseModel):
     refusal_like_ids_typed_no_trigger: list[CaseRef]
     halt_cases: list[CaseRef]
     decided_by_override_or_fallback: list[CaseRef]
+    # Cases whose prompt invokes their own skill by hand: the kind is the prompt's (runner.corpus.classify).
+    explicit_invocations: list[CaseRef] = []
 
 
 class KindRules(BaseModel):
@@ -95,9 +97,11 @@ class WorkspacePrompts(BaseModel):
 
 class ManualOnly(BaseModel):
     skills: list[str]
-    cases_targeting: int
+    cases_targeting: int = Field(description="Cases that need the model to pick a manual-only skill on its own: UNRUN.")
     by_source: dict[str, int]
     cases: list[str]
+    invoked_by_hand: list[str] = Field(default=[], description="Cases that invoke a manual-only skill by hand "
+                                                                "(`/name ...`): the host expands them, they run.")
 
 
 class Subagents(BaseModel):
@@ -146,6 +150,7 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
     refusals = [c for c in cases if c.kind == "refusal"]
     assertions = [(c, a) for c in cases for a in c.assertions]
     manual = [c for group in manual_only_targets(library).values() for c in group]
+    manual_skills = {s.name for s in skills if s.manual_only}
     workspace = [c for c in cases if c.workspace_signals]
     kind_class: dict[str, Counter] = {}
     guessed = [c for c in cases if kinds.by_heuristic(c.kind_rule)]
@@ -186,6 +191,8 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
             decided_by_override_or_fallback=[
                 CaseRef(uid=c.uid, rule=c.kind_rule, detail=c.kind) for c in cases
                 if c.kind_rule in ("override", "unknown-case-type", "schema-invalid", "type-triggers-conflict")],
+            explicit_invocations=[CaseRef(uid=c.uid, rule=c.kind_rule, detail=c.kind) for c in cases
+                                  if c.kind_rule == classify.EXPLICIT_INVOCATION],
         ),
         kind_rules=KindRules(total=len(guessed), by_rule=_counter([c.kind_rule for c in guessed]),
                              cases=[CaseRef(uid=c.uid, rule=c.kind_rule, detail=c.kind) for c in guessed]),
@@ -203,7 +210,9 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
             cases=[CaseRef(uid=c.uid, rule=",".join(c.workspace_signals)) for c in workspace],
         ),
         manual_only=ManualOnly(skills=sorted(s.name for s in skills if s.manual_only), cases_targeting=len(manual),
-                               by_source=_counter([c.source for c in manual]), cases=[c.uid for c in manual]),
+                               by_source=_counter([c.source for c in manual]), cases=[c.uid for c in manual],
+                               invoked_by_hand=[c.uid for c in cases if c.target in manual_skills
+                                                and library.invoked_by_hand(c)]),
         subagents=Subagents(
             defined=sorted(library.agents),
             expected_skill=[CaseRef(uid=c.uid, detail=subagent_name(c.target)) for c in cases
@@ -279,6 +288,10 @@ def render_text(census: Census, console: Console) -> None:
     console.print(f"Pattern breaks: {len(pb.refusal_like_ids_typed_no_trigger)} refusal-like id(s) typed "
                   f"should_not_trigger (run as no_trigger): {_sample(pb.refusal_like_ids_typed_no_trigger)}")
     console.print(f"  {len(pb.halt_cases)} halt case(s) (stop-*), run as trigger unless overridden")
+    if pb.explicit_invocations:
+        console.print(f"  {len(pb.explicit_invocations)} case(s) invoke their skill by hand (`/name ...`): the kind is "
+                      f"the prompt's (explicit-invocation), not an id prefix's: {_sample(pb.explicit_invocations)}",
+                      markup=False)
     if pb.decided_by_override_or_fallback:
         console.print(f"  decided by an override or a fallback: {_sample(pb.decided_by_override_or_fallback)}")
     console.print(_table(f"Assertions: {a.total:,} by class", a.by_class, ("class", "assertions")))
@@ -293,8 +306,10 @@ def render_text(census: Census, console: Console) -> None:
     console.print(f"Prompts that may assume workspace files or a repo/PR: {w.total} "
                   f"({', '.join(f'{k} {v}' for k, v in w.by_signal.items())}); a heuristic, listed in --format json")
     m = census.manual_only
-    console.print(f"Manual-only skills: {len(m.skills)}; cases that target one: {m.cases_targeting} "
-                  f"({', '.join(f'{k} {v}' for k, v in m.by_source.items())}): UNRUN manual-only-target")
+    console.print(f"Manual-only skills: {len(m.skills)}; cases that need the model to pick one on its own: "
+                  f"{m.cases_targeting} ({', '.join(f'{k} {v}' for k, v in m.by_source.items())}): UNRUN "
+                  f"manual-only-target; cases that invoke one by hand (`/name ...`), which run: {len(m.invoked_by_hand)}",
+                  markup=False)
     sa = census.subagents
     console.print(f"(subagent) targets: {len(sa.expected_skill)} as expected_skill, {len(sa.overlaps_with)} in "
                   f"overlaps_with, {len(sa.should_not_trigger)} in should_not_trigger")

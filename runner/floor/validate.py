@@ -211,12 +211,14 @@ def check_references(library: Library) -> list[Finding]:
 
 
 def manual_only_targets(library: Library) -> dict[str, list[Case]]:
-    """Cases, by file, whose target is a manual-only skill. The host cannot auto-invoke it, so a
-    trigger case could never pass and a no-trigger case could never fail: both stay UNRUN."""
+    """Cases, by file, that need the model to pick a manual-only skill on its own. The host never lets it, so
+    a trigger case could never pass and a no-trigger case could never fail: both stay UNRUN. A case whose
+    prompt invokes the skill by hand (`/name ...`) is not one of them: the host expands it, and it runs."""
     by_file: dict[str, list[Case]] = defaultdict(list)
     for case in library.cases:
         skill = library.skills.get(case.target)
-        if skill and skill.manual_only and case.kind not in ("unknown", "invalid"):
+        if skill and skill.manual_only and case.kind not in ("unknown", "invalid") \
+                and not library.invoked_by_hand(case):
             by_file[case.file].append(case)
     return by_file
 
@@ -228,9 +230,10 @@ def check_manual_only(library: Library) -> list[Finding]:
         ids = ", ".join(c.id for c in cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
         out.append(warning(
             "manual-only-target", file, cases[0].line,
-            f"{len(cases)} case(s) target manual-only skill(s) {', '.join(targets)} ({ids}); the host cannot "
-            "auto-invoke a skill with disable-model-invocation: true, so a trigger case could never pass and a "
-            "no-trigger case could never fail: they stay UNRUN (manual-only-target)"))
+            f"{len(cases)} case(s) need the model to pick manual-only skill(s) {', '.join(targets)} on its own "
+            f"({ids}); with disable-model-invocation: true the model never can, so a trigger case could never pass "
+            "and a no-trigger case could never fail: they stay UNRUN (manual-only-target). A case whose prompt "
+            "invokes the skill by hand (it starts with `/<name>`) runs: the host expands the command"))
     return out
 
 
@@ -310,6 +313,18 @@ def check_reused_questions(probes: list[Probe]) -> list[Finding]:
     return out
 
 
+def check_invoked_negatives(library: Library) -> list[Finding]:
+    """A negative control the author wrote as one (`should_trigger: false`, a negative type) whose prompt invokes its
+    own skill by hand: the written field decides the kind (runner.corpus.classify), but the host expands the command,
+    so the skill fires and the case can only FAIL. Said once per case, where it is written."""
+    return [warning("explicit-invocation-no-trigger", case.file, case.line,
+                    f"case {case.id!r} is written as a negative control ({case.kind_rule}) but its prompt invokes "
+                    f"{case.target} by hand (`/{case.target} ...`): the host expands the command, so the skill fires "
+                    "and the case can only FAIL; drop the slash command to ask whether the model picks it, or mark "
+                    "it should_trigger: true to judge what the skill does once invoked", uid=case.uid)
+            for case in library.cases if case.kind == "no_trigger" and library.invoked_by_hand(case)]
+
+
 # ---- all checks -------------------------------------------------------------------------------
 
 def check_library(library: Library, settings: Settings) -> list[Finding]:
@@ -319,6 +334,7 @@ def check_library(library: Library, settings: Settings) -> list[Finding]:
         out.extend(_about(check_frontmatter(skill), skill.name))
     out.extend(check_references(library))
     out.extend(check_manual_only(library))
+    out.extend(check_invoked_negatives(library))
     # What the host would run as a program (hooks, inline shell, MCP servers, host configuration among case files).
     out.extend(executables.check_library(library, settings.limits.max_file_bytes))
     for probe in library.probes:

@@ -374,7 +374,9 @@ def unrun_reason(case: Case, library: Library, subagents: bool = True) -> str | 
     if case.kind == "invalid":
         return "invalid-case"
     target = library.skills.get(case.target)
-    if target is not None and target.manual_only:
+    # A manual-only skill cannot be picked by the model, but a prompt that invokes it by hand (`/name ...`) is
+    # expanded by the host: such a case runs (runner.corpus.slash).
+    if target is not None and target.manual_only and not library.invoked_by_hand(case):
         return "manual-only-target"
     # Like a manual-only target (semantics §2): a subagent the host cannot start can neither activate (a trigger
     # case would FAIL for the harness's configuration, not the skill) nor fail to (a no-trigger case would pass

@@ -3,9 +3,10 @@ and whether the host's answer rejected it.
 
 What counts (semantics §5, §2): a Skill tool call naming the skill (also `plugin:name`), in any turn; a Read of
 that skill's `.claude/skills/<name>/SKILL.md`; for a `<agent> (subagent)` target, a Task/Agent tool call with that
-agent type; and a prompt whose first line is `/name`, which the host expands itself (`slash-command`). The
-mechanism is recorded. A host calls `recognise` for each tool_use block (name, input, id, turn) and, when the
-call's tool_result arrives, `apply_result` with its `is_error`; `Turns` numbers the turns the same way for all.
+agent type; and a prompt that starts with `/name` (runner.corpus.slash), which the host expands itself
+(`slash-command`). The mechanism is recorded. A host calls `recognise` for each tool_use block (name, input, id,
+turn) and, when the call's tool_result arrives, `apply_result` with its `is_error`; `Turns` numbers the turns the
+same way for all.
 
 Rejected (the decision of issue 17): a call the host answered with an error tool_result is a rejected activation,
 whatever its mechanism, and a rejected activation never counts as fired (Observation.fired). The spec defines an
@@ -39,9 +40,10 @@ READ_TOOL = "Read"
 SUBAGENT_TOOLS = ("Task", "Agent")
 SKILLS_FOLDER = (".claude", "skills")
 SUBAGENT_SUFFIX = " (subagent)"
-# A prompt whose first line is `/name` of a user-invocable skill: the host expands the command itself (no Skill
-# tool call); Claude Code (with --replay-user-messages) echoes this tag as the first user message, the api host
-# sends it. An unknown `/name` is passed on as plain text, without the tag.
+# A prompt that starts with `/name` of a user-invocable skill (runner.corpus.slash: the name up to the first
+# whitespace): the host expands the command itself (no Skill tool call); Claude Code (with --replay-user-messages)
+# echoes this tag as the first user message, the api host sends it. An unknown `/name` is passed on as plain text,
+# without the tag.
 COMMAND_NAME = re.compile(r"<command-name>/([^<\s]+)</command-name>")
 
 

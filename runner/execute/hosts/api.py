@@ -60,6 +60,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
+import shlex
 import time
 import typing
 import weakref
@@ -68,7 +70,7 @@ from typing import Any, TypeGuard
 import anthropic
 from anthropic.types import CacheControlEphemeralParam, TextBlockParam
 
-from runner.corpus import frontmatter
+from runner.corpus import frontmatter, slash
 from runner.corpus.library import Library, Skill
 from runner.corpus.settings import HOST_DEFAULT_LISTING_BUDGET
 from runner.execute.hosts import billing
@@ -105,6 +107,15 @@ CACHE_MIN_TOKENS = 1024
 EPHEMERAL: CacheControlEphemeralParam = {"type": "ephemeral"}
 # A request's `system`: the text, or one text block marked for caching (ApiHost.system_param).
 SystemParam = str | list[TextBlockParam]
+
+# A slash command of a skill whose frontmatter says `user-invocable: false`: CLI 2.1.332 answers this itself and sends
+# no request (measured).
+NOT_USER_INVOCABLE = ('This skill can only be invoked by Claude, not directly by users. Ask Claude to use the "{name}" '
+                      'skill for you.')
+# Argument placeholders of a skill body (with_arguments).
+INDEXED_ARGUMENT = re.compile(r"\$ARGUMENTS\[(\d+)\]|\$(\d+)")
+ALL_ARGUMENTS = re.compile(r"\$ARGUMENTS(?!\[)")
+PLACEHOLDER = re.compile(r"\$ARGUMENTS|\$\d")
 
 BASE_PROMPT = (
     "You are Claude, an AI assistant helping a user with tasks in a software project. The project "
@@ -306,6 +317,8 @@ class ApiHost:
         self.files = files
         # Other names Claude Code accepts in a Skill call (a frontmatter `name` that differs from the folder).
         self.aliases = library.aliases()
+        # Every name a slash command may use for a skill -> its folder name (as the CLI resolves it, measured).
+        self.slash_names = {**{name: name for name in library.skills}, **self.aliases}
         self.prices = prices
         self._api_key = api_key
         self.base_url = base_url
@@ -481,6 +494,8 @@ class _Session:
         return spent + worst > self.spec.max_usd + 1e-12
 
     async def loop(self, client: anthropic.AsyncAnthropic) -> None:
+        if self.final_answer is not None:
+            return  # answered before the first turn, as the CLI answers it (expand_command)
         deadline = time.monotonic() + self.spec.timeout_s
         while True:
             if self.turns >= self.spec.max_turns:
@@ -559,27 +574,33 @@ class _Session:
         return result
 
     def expand_command(self) -> None:
-        """A prompt whose first line is `/name` of a user-invocable skill: the skill is loaded before
-        the first turn, in the blocks Claude Code sends for a slash command (measured on CLI 2.1.332)."""
-        first, _, rest = self.spec.prompt.partition("\n")
-        name = first.strip().removeprefix("/") if first.startswith("/") else ""
-        skill = self.host.library.skills.get(name)
-        if skill is None or skill.fields.get("user-invocable") is False or name in self.spec.exclude_skills:
+        """A prompt that is a slash command naming a skill (runner.corpus.slash: the name up to the first whitespace,
+        the rest the arguments): the skill is loaded before the first turn, in the blocks Claude Code sends for it
+        (measured on CLI 2.1.332, issue 29). A skill that is not user-invocable is refused with the CLI's own answer
+        and no request; any other `/word` is sent to the model as written."""
+        command = slash.parse(self.spec.prompt)
+        name = slash.invoked_skill(self.spec.prompt, self.host.slash_names)
+        if command is None or name is None or name in self.spec.exclude_skills:
             return
-        body = self.skill_body(name)
+        body = self.skill_body(name, command.args)
         if body is None:
             return
-        command = (f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>\n"
-                   f"<command-args>{rest}</command-args>")
-        content = [{"type": "text", "text": command}, {"type": "text", "text": body}]
+        if self.host.library.skills[name].fields.get("user-invocable") is False:
+            self.final_answer = NOT_USER_INVOCABLE.format(name=name)
+            return
+        text = f"<command-message>{name}</command-message>\n<command-name>/{name}</command-name>\n"
+        if command.args:
+            text += f"<command-args>{command.args}</command-args>\n"
+        content = [{"type": "text", "text": text}, {"type": "text", "text": body}]
         self.messages[0] = {"role": "user", "content": content}
         self.transcript[1] = {"role": "user", "content": content}
         # Recognised from the tag as the claude-code and replay hosts recognise it (a name the tag cannot carry,
-        # with a space or `<`, is still the command this host expanded).
-        self.activations.append(slash_command(command) or Activation(name=name, mechanism="slash-command", turn=0))
+        # with `<`, is still the command this host expanded).
+        self.activations.append(slash_command(text) or Activation(name=name, mechanism="slash-command", turn=0))
 
-    def skill_body(self, name: str) -> str | None:
-        """`Base directory ...` and the SKILL.md body the session sees, or None when there is none."""
+    def skill_body(self, name: str, args: str | None = None) -> str | None:
+        """`Base directory ...` and the SKILL.md body the session sees, or None when there is none. `args`: a slash
+        command's arguments, put in as Claude Code puts them (with_arguments); None for a Skill tool call."""
         skill_md = self.view.file((*SKILLS_PREFIX, name, "SKILL.md"))
         if skill_md is None:
             return None
@@ -587,7 +608,8 @@ class _Session:
         parts = frontmatter.split(text, name)
         body = parts[2] if isinstance(parts, tuple) else text
         # Inline shell as Claude Code shows it in eval sessions (runner.execute.hosts.wall): never run, a placeholder.
-        return f"Base directory for this skill: {'/'.join((*SKILLS_PREFIX, name))}\n\n{without_shell(body)}"
+        body = without_shell(body) if args is None else with_arguments(without_shell(body), args)
+        return f"Base directory for this skill: {'/'.join((*SKILLS_PREFIX, name))}\n\n{body}"
 
     def skill(self, tool_input: dict[str, Any]) -> tuple[Any, bool]:
         # Which skill the call loads is this host's answer, as the CLI's is: like CLI 2.1.332 it trims the name and
@@ -645,6 +667,26 @@ class _Session:
             obs.final_answer = None
         else:
             obs.final_answer = self.final_answer
+
+
+def with_arguments(body: str, args: str) -> str:
+    """A skill body with a slash command's arguments put in as CLI 2.1.332 puts them (measured): `$ARGUMENTS[n]` and
+    `$n` become the n-th argument (split as a shell splits words) where there is one and stay as written where there is
+    none, `$ARGUMENTS` becomes all of them; a body with no such placeholder gets `ARGUMENTS: <args>` appended when
+    there are arguments. Not copied: the CLI escapes a leading `!` and splits words with backticks its own way
+    (measured: `!x y` is put in as `\\!x y`, `` `x y` z `` gives `$0` = `x`); here they are put in as written."""
+    try:
+        words = shlex.split(args)
+    except ValueError:  # an unbalanced quote: the CLI takes the whole text as one word (measured: `it's fine`)
+        words = [args]
+    placeholder = PLACEHOLDER.search(body) is not None
+
+    def word(match: re.Match[str]) -> str:
+        index = int(match.group(1) or match.group(2))
+        return words[index] if index < len(words) else match.group(0)
+    body = INDEXED_ARGUMENT.sub(word, body)
+    body = ALL_ARGUMENTS.sub(lambda _: args, body)
+    return body if placeholder or not args else f"{body}\n\nARGUMENTS: {args}"
 
 
 def fill_cost(obs: Observation, spent: billing.Mark, max_usd: float | None) -> None:
