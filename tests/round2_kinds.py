@@ -77,7 +77,10 @@ def deferrals(root: Path) -> Path:
         {"id": "seo-question", "prompt": "How do we rank for 'cheap notes app'?",
          "expected_output": "Defers to the seo-audit skill."},
         {"id": "discount", "prompt": "Should we offer a 20% launch discount?",
-         "expectations": ["Does not defer to page-cro; answers the discount question itself."]}]})
+         "expectations": ["Does not defer to page-cro; answers the discount question itself."]},
+        # Invoked by hand (issue 29 item 2): the redirect is what the skill does once invoked, judged on the answer.
+        {"id": "invoked-redirect", "prompt": "/pricing-strategy our checkout converts at 1%, fix it",
+         "expected_output": "Says this is conversion work and defers to the page-cro skill."}]})
     return root
 
 

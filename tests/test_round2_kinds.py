@@ -102,6 +102,8 @@ def test_a_case_that_hands_its_request_to_another_skill_is_a_routing_case(tmp_pa
         # Negated: the author says it does not defer.
         "discount": ("trigger", "format:skill-creator", "pricing-strategy", []),
         "tiers": ("trigger", "format:skill-creator", "pricing-strategy", []),
+        # Invoked by hand: the skill fires whatever the model would pick; the redirect is judged on the answer.
+        "invoked-redirect": ("refusal", "explicit-invocation", "pricing-strategy", []),
     }
     assert by_uid["pricing-strategy/evals/checkout-cro"].skill == "pricing-strategy"  # still its file's case
 
@@ -115,9 +117,9 @@ def test_census_and_plan_name_the_rule_behind_each_kind_no_field_decided(tmp_pat
     assert guessed["pricing-strategy/evals/checkout-cro"] == ("deferral:defers-to", "discrimination")
     assert guessed["pricing-strategy/evals/tiers"] == ("format:skill-creator", "trigger")
     assert census["kind_rules"]["by_rule"] == {"format:skill-creator": 4, "deferral:cross-references": 1,
-                                               "deferral:defers-to": 1}
+                                               "deferral:defers-to": 1, "explicit-invocation": 1}
     text_census = cli("census", "--library", str(root)).output
-    assert "Kinds decided by a rule of the runner, not by a field of the file: 6 case(s)" in text_census
+    assert "Kinds decided by a rule of the runner, not by a field of the file: 7 case(s)" in text_census
     assert "deferral:defers-to: 1: pricing-strategy/evals/checkout-cro (discrimination)" in text_census
     assert "format:skill-creator: 4: " in text_census and "… and 1 more" in text_census
 

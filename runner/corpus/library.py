@@ -10,6 +10,7 @@ the readers would make each format's reading rules live apart from the fields th
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import os
@@ -696,10 +697,15 @@ class _Loader:
                  for index, raw in enumerate(entries) if isinstance(raw, dict)}
         if the_shape in ("skill-creator", "scenario"):
             for index, item in items.items():
-                # A prompt that invokes its own skill by hand is no routing question: what its words say of firing or
-                # deferring is the outcome judged on the answer (classify.invocation_kind decides its kind below).
                 if slash.invoked_skill(item.prompt, self.slash_names) != skill.name:
                     kinds.refine(item, entries[index], skill.name, self.rules, self.canonical)
+                    continue
+                # A prompt that invokes its own skill by hand is no routing question: the skill fires, and what the
+                # words say of not firing or deferring is the outcome judged on the answer. Only the reading's kind
+                # is kept (classify.invocation_kind makes it a refusal below), never a new target.
+                read = dataclasses.replace(item)
+                kinds.refine(read, entries[index], skill.name, self.rules, self.canonical)
+                item.kind, item.kind_rule = read.kind, read.kind_rule
         case_ids = {index: (stem if single else f"{stem}:{item.id}") if the_shape == "scenario" else f"{prefix}{item.id}"
                     for index, item in items.items() if item.id}
         owners = {index: _owner_and_target(items[index], the_shape, skill.name) for index in case_ids}
