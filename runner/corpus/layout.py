@@ -239,8 +239,10 @@ def _walk(folder: Path, walk: _Walk, depth: int = 0, limit: int = MAX_DEPTH) -> 
         if below:
             found.extend(below)
         elif _meant_as_skill(child):
+            # Named at the folder (or its wrongly cased skill.md): the SKILL.md it lacks does not exist.
+            wrong_case = next((c for c in _children(child) if c.name.lower() == "skill.md"), child)
             walk.findings.append(error(
-                "skill-md-missing", walk.show(child / SKILL_MD), 1,
+                "skill-md-missing", walk.show(wrong_case), 1,
                 f"{child.name}/ holds eval files or a skill.md but no SKILL.md (the name is case-sensitive); the "
                 "host will not list it and its cases are not read", skill=child.name))
     return found

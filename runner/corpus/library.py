@@ -335,7 +335,8 @@ class _Loader:
         for path, admitted in files:
             self.load_eval_file(path, skill, admitted)
         if not skill.eval_files and not skill.template:
-            self.findings.append(warning("evals-missing", self.show(folder / "evals" / "evals.json"), 1,
+            # At the skill's SKILL.md: the file a finding names must exist (evals/evals.json is the one missing).
+            self.findings.append(warning("evals-missing", skill.skill_md, 1,
                                          f"{skill.name} has no eval file (evals/evals.json or another the runner "
                                          "reads): it has no behaviour cases", skill=skill.name))
         probes_dir = folder / "evals" / "probes"
@@ -701,13 +702,13 @@ class _Loader:
     def _load_probe(self, probe_dir: Path, skill: Skill) -> None:
         probe_file, question_file = probe_dir / "probe.json", probe_dir / "question.md"
         if not probe_file.exists():
-            self.findings.append(error("probe-missing-file", self.show(probe_file), 1,
+            self.findings.append(error("probe-missing-file", self.show(probe_dir), 1,
                                        f"probe folder {probe_dir.name}/ has no probe.json"))
             return
         checked = self.read_checked(probe_file, schemas.PROBE, "probe-schema")
         question, problem = read_text(question_file, self.policy) if (
             question_file.exists() or question_file.is_symlink()) else (None, error(
-                "probe-missing-file", self.show(question_file), 1,
+                "probe-missing-file", self.show(probe_dir), 1,
                 f"probe folder {probe_dir.name}/ has no question.md (the work artifact)"))
         if problem:
             self.findings.append(problem)

@@ -98,7 +98,9 @@ def run_on_host(root: Path, validator: LibraryValidator, timeout_s: float) -> Va
 def run_library_validator(root: Path, validator: LibraryValidator | None, timeout_s: float,
                           execute: Executor = run_on_host) -> list[Finding]:
     if validator is None:
-        return [info("library-validator-missing", SETTINGS_FILE, 1,
+        # A finding names a file that exists: the settings file when the library has one, else the root itself.
+        where = SETTINGS_FILE if (root / SETTINGS_FILE).is_file() else "."
+        return [info("library-validator-missing", where, 1,
                      f"no library validator configured or found (looked for {DEFAULT_VALIDATOR.as_posix()}); "
                      "set [validator] command in .skill-evals.toml to run yours first")]
     done = execute(root, validator, timeout_s)
