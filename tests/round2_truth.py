@@ -26,7 +26,9 @@ def plugin_namespaces(root: Path) -> Path:
     for plugin, topic in (("web-kit", "page titles"), ("shop-kit", "product listings")):
         folder = skill(root / "plugins" / plugin / "skills" / "seo",
                        description=f"Use when improving search ranking of {topic}.")
-        creator_evals(folder, "seo", count=2)
+        write_json(folder / "evals" / "evals.json", {"skill_name": "seo", "evals": [
+            {"id": i, "prompt": f"Improve the search ranking of our {topic}, step {i}.",
+             "expectations": [f"Names step {i}."]} for i in (1, 2)]})
         write_json(root / "plugins" / plugin / ".claude-plugin" / "plugin.json", {"name": plugin})
     creator_evals(skill(root / "plugins" / "web-kit" / "skills" / "sitemap-writer"), "sitemap-writer", count=1)
     write_json(root / ".claude-plugin" / "marketplace.json", {

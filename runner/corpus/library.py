@@ -149,6 +149,12 @@ class Skill(BaseModel):
     overlaps_lines: list[int] = []
     eval_files: list[str] = []
 
+    @property
+    def folder_name(self) -> str:
+        """The name without its plugin namespace (`seo` of `web-kit:seo`): what the frontmatter and the eval
+        files of the skill call it."""
+        return self.name.split(":", 1)[1] if self.plugin and self.name.startswith(f"{self.plugin}:") else self.name
+
 
 class Agent(BaseModel):
     name: str
@@ -201,7 +207,13 @@ def aliases_of(skills: dict[str, Skill]) -> dict[str, str]:
         name = skill.fields.get("name")
         if isinstance(name, str) and name and name != skill.name and name not in skills:
             claimed.setdefault(name, []).append(skill.name)
-    return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1}
+    return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1} | namespaced_of(skills)
+
+
+def namespaced_of(skills: dict[str, Skill]) -> dict[str, str]:
+    """`plugin:skill` names, each mapped to itself: a Skill call naming one names that skill, not its bare name
+    (runner.execute.hosts.activation.skill_name looks a call's whole name up here first)."""
+    return {name: name for name, skill in skills.items() if skill.folder_name != name}
 
 
 def names_of(skills: dict[str, Skill], agents: dict[str, Agent]) -> dict[str, str]:
@@ -490,7 +502,7 @@ class _Loader:
 
     def check_owner(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, key: str) -> None:
         owner = doc.data.get(key) if isinstance(doc.data, dict) else None
-        if isinstance(owner, str) and owner != skill.name:
+        if isinstance(owner, str) and owner not in (skill.name, skill.folder_name):
             self.findings.append(error(
                 "skill-field-mismatch", shown, doc.line(key),
                 f"`{key}` is {owner!r} but the file lives in {skill.name}/; cases are keyed by folder, so "

@@ -287,6 +287,10 @@ def render_text(census: Census, console: Console) -> None:
                   f"{len(li.with_description)} keep their description, {len(li.name_only)} listed by name only "
                   f"(listing ≈ {li.estimated_listing_chars:,} characters). Measure the real listing with the surface "
                   "audit.")
+    if li.unparsed_frontmatter:
+        console.print(f"  The estimate is uncertain for {len(li.unparsed_frontmatter)} skill(s) whose frontmatter does "
+                      f"not parse (their description is taken from the body; the host may read another): "
+                      f"{', '.join(li.unparsed_frontmatter)}", markup=False)
     for probe in census.probes:
         console.print(f"Probe {probe.uid}: {probe.kind}, {probe.seeded_defects} defect(s) "
                       f"({', '.join(probe.shapes)}); review by a person: " + "; ".join(probe.review_items))

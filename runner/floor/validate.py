@@ -133,9 +133,9 @@ def check_frontmatter(skill: Skill) -> list[Finding]:
         out.append(error("name-missing", file, lines.get("name", 2), "frontmatter needs a `name` (the folder name)"))
     else:
         line = lines["name"]
-        if name != skill.name:
+        if name != skill.folder_name:
             out.append(error("name-mismatch", file, line,
-                             f"`name` is {name!r} but the folder is {skill.name!r}; they must be equal"))
+                             f"`name` is {name!r} but the folder is {skill.folder_name!r}; they must be equal"))
         if not skill.template and not is_kebab(name):
             out.append(error("name-format", file, line,
                              f"`name` {name!r} must be lowercase kebab-case (a-z, 0-9, single hyphens)"))
