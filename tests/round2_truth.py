@@ -90,9 +90,24 @@ def no_settings_file(root: Path) -> Path:
     return root
 
 
+def unparsed_frontmatter(root: Path) -> Path:
+    """Skills whose frontmatter the strict parser rejects (no frontmatter; YAML broken by colons): the census's
+    listing estimate must name them as the skills it is uncertain about."""
+    git_init(root)
+    base = root / ".claude" / "skills"
+    for name, text in (("bare-notes", "No frontmatter here.\n# Bare notes\n"),
+                       ("colon-heavy", "---\nname: colon-heavy\ndescription: Use for: colons: in text\n---\n# C\n")):
+        (base / name).mkdir(parents=True)
+        (base / name / "SKILL.md").write_text(text, encoding="utf-8")
+        creator_evals(base / name, name, count=1)
+    creator_evals(skill(base / "well-formed"), "well-formed", count=1)
+    return root
+
+
 LIBRARIES: dict[str, Callable[[Path], Path]] = {
     "plugin-namespaces": plugin_namespaces,
     "one-plugin-repeats-a-name": one_plugin_repeats_a_name,
     "several-roots": several_roots,
     "no-settings-file": no_settings_file,
+    "unparsed-frontmatter": unparsed_frontmatter,
 }

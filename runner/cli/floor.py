@@ -60,8 +60,7 @@ def validate(library_path: Path, config: Path | None, fmt: str, validator_comman
     else:
         click.echo(findings_mod.render_text(results))
         click.echo(f"checked {len(library.skills)} skill(s), {len(library.cases):,} case(s), "
-                   f"{len(library.probes)} probe(s) in "
-                   f"{', '.join(library.layout.roots) if library.layout else library.skills_dir}")
+                   f"{len(library.probes)} probe(s) in {library.read_from()}")
         if library.layout is not None:
             click.echo(f"layout: {library.layout.description}; read {', '.join(library.layout.roots) or 'nothing'} "
                        f"({library.layout.note})")

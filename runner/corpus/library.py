@@ -174,6 +174,10 @@ class Library(BaseModel):
     template_cases: list[Case] = []
     probes: list[Probe] = []
 
+    def read_from(self) -> str:
+        """Every root skills were read from, as a header shows them (not only the first of several)."""
+        return ", ".join(self.layout.roots) if self.layout and self.layout.roots else self.skills_dir
+
     def skill_paths(self) -> dict[str, Path]:
         """Skill name -> its folder: what a session receives as `.claude/skills/<name>/`."""
         return {name: Path(skill.path) for name, skill in self.skills.items()}
