@@ -38,6 +38,17 @@ def test_two_plugins_shipping_one_name_are_two_skills(tmp_path: Path) -> None:
     assert sorted(library.skills) == ["notes"]
     duplicate = [f for f in findings if f.rule == "duplicate-skill-name"]
     assert len(duplicate) == 1 and duplicate[0].skill == "notes"
+    # The manifest's plugin name becomes part of a session's folder name: one that is no plain name (`../x`) does
+    # not namespace, and the clash stays a duplicate.
+    root = plugin_namespaces(tmp_path / "escape")
+    manifest = root / ".claude-plugin" / "marketplace.json"
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    data["plugins"][1]["name"] = "../../escape"
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    library, findings = load_library(root, Settings())
+    assert sorted(library.skills) == ["seo", "sitemap-writer"]
+    assert not any("/" in name for name in library.skills)
+    assert [f.rule for f in findings if f.level.value == "error"] == ["duplicate-skill-name"]
 
 
 def test_a_skill_call_naming_the_plugin_picks_that_skill(tmp_path: Path) -> None:

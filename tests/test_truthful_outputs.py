@@ -192,3 +192,15 @@ def test_every_path_and_count_the_author_reads_is_true(tmp_path: Path, builder: 
     checked = cli("validate", "--library", library).output
     assert f"checked {skills['total']} skill(s), {cases['total']:,} case(s)" in checked
     assert all(r in checked.splitlines()[-2] for r in roots), checked
+
+
+def test_a_settings_finding_names_the_settings_file_given(tmp_path: Path) -> None:
+    """`--config` names the settings file: a finding about `[library] roots` points there, not at a
+    .skill-evals.toml the library does not have."""
+    library = compat.rival_roots(tmp_path / "repo")
+    config = tmp_path / "elsewhere.toml"
+    config.write_text('[library]\nroots = ["no-such-folder", "skills"]\n', encoding="utf-8")
+    code, validated = _run_json("validate", "--library", str(library), "--config", str(config), "--format", "json")
+    invalid = [f for f in validated["findings"] if f["rule"] == "settings-invalid"]
+    assert code == 1 and len(invalid) == 1
+    assert _exists(library, invalid[0]["file"]) and Path(invalid[0]["file"]).name == "elsewhere.toml"

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -557,6 +558,9 @@ def _agents(root: Path, settings: Settings, skills: list[SkillFolder], extra: li
     return out
 
 
+_PLUGIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
 def _namespaced(skills: list[SkillFolder]) -> list[SkillFolder]:
     """Claude Code names a plugin's skill `plugin:skill`, so two plugins that each ship `seo` do not clash: where
     two plugins ship one name, each of those skills takes the host's name (and a session gets it as the folder
@@ -565,7 +569,10 @@ def _namespaced(skills: list[SkillFolder]) -> list[SkillFolder]:
     plugins: dict[str, set[str]] = {}
     for skill in skills:
         plugins.setdefault(skill.name, set()).add(skill.plugin or "")
-    clashing = {name for name, owners in plugins.items() if len(owners) > 1 and "" not in owners}
+    # The plugin's name comes from a manifest the pull request may write, and becomes part of a folder name in
+    # every session: only a plain name (no `/`, no `..`) namespaces; otherwise the clash stays a duplicate.
+    clashing = {name for name, owners in plugins.items()
+                if len(owners) > 1 and all(_PLUGIN_NAME.fullmatch(owner) for owner in owners)}
     return [skill.model_copy(update={"name": f"{skill.plugin}:{skill.name}"}) if skill.name in clashing else skill
             for skill in skills]
 

@@ -858,7 +858,9 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
     root = Path(layout.root)
     settings_shown = display_path(settings_file, root) if settings_file else SETTINGS_FILE
     loader = _Loader(root, layout, settings, settings_shown)
-    loader.findings.extend(layout_findings)
+    # The layout names the settings by their default name; `--config` may have named another file.
+    loader.findings.extend(f.model_copy(update={"file": settings_shown}) if f.file == SETTINGS_FILE else f
+                           for f in layout_findings)
     agents_dirs = [root / d for d in layout.agents_dirs]
     for folder in [Path(found.path) for found in layout.skills] + agents_dirs:
         loader.findings.extend(scan_tree(folder, loader.policy))
