@@ -145,8 +145,19 @@ def test_every_path_and_count_the_author_reads_is_true(tmp_path: Path, builder: 
     assert skills["with_evals"] == len(eval_files)
     assert skills["with_trigger_evals"] == sum(
         1 for fs in eval_files.values() if any(Path(f).name == "trigger-evals.json" for f in fs))
-    probe_dirs = {n for n, f in folders.items() if any((f / "evals" / "probes").glob("*/probe.json"))}
-    assert skills["with_probes"] <= len(probe_dirs)
+    # A probe counts when its folder holds both files and no error names anything in it.
+    errors = [Path(f["file"]) for f in validated["findings"] if f["level"] == "error"]
+    with_probes = {n for n, f in folders.items() for d in (f / "evals" / "probes").glob("*/")
+                   if (d / "probe.json").is_file() and (d / "question.md").is_file()
+                   and not any(e == d.relative_to(root) or d.relative_to(root) in e.parents for e in errors)}
+    assert skills["with_probes"] == len(with_probes)
+    # Never silence: every JSON file in a skill's evals/ or evaluations/ folder (its fixtures and probes aside) is
+    # read as one of its eval files or named by a finding.
+    named_files = {f["file"] for f in validated["findings"]}
+    for name, folder in folders.items():
+        for path in [*folder.glob("evals/*.json"), *folder.glob("evaluations/*.json")]:
+            shown = path.relative_to(root).as_posix()
+            assert shown in skills["eval_files"][name] or shown in named_files, f"{shown}: neither read nor reported"
     agents = set()
     for shown in census["library"].get("agents_dirs", []):
         agents |= {p.stem for p in (root / shown).glob("*.md")}
@@ -189,8 +200,12 @@ def test_every_path_and_count_the_author_reads_is_true(tmp_path: Path, builder: 
         skills["total"], skills["real"], len(skills["templates"]), len(skills["manual_only"]), skills["with_evals"],
         skills["with_trigger_evals"], skills["with_probes"], len(census["subagents"]["defined"])]
     assert f"Cases: {cases['total']:,} " in text
+    f = census["findings"]
+    assert f"Validation: {f['error']} error(s), {f['warning']} warning(s)" in text
     checked = cli("validate", "--library", library).output
     assert f"checked {skills['total']} skill(s), {cases['total']:,} case(s)" in checked
+    c = validated["counts"]
+    assert f"{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)" in checked
     assert all(r in checked.splitlines()[-2] for r in roots), checked
 
 
