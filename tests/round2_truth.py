@@ -30,6 +30,11 @@ def plugin_namespaces(root: Path) -> Path:
             {"id": i, "prompt": f"Improve the search ranking of our {topic}, step {i}.",
              "expectations": [f"Names step {i}."]} for i in (1, 2)]})
         write_json(root / "plugins" / plugin / ".claude-plugin" / "plugin.json", {"name": plugin})
+    # Aegis's discrimination set names its own skill by the bare name its author knows.
+    write_json(root / "plugins" / "shop-kit" / "skills" / "seo" / "evals" / "trigger-evals.json", {
+        "skill": "seo", "overlaps_with": [], "cases": [
+            {"id": "listing-rank", "prompt": "Rank our product listings higher in search.", "expected_skill": "seo",
+             "should_not_trigger": ["sitemap-writer"]}]})
     creator_evals(skill(root / "plugins" / "web-kit" / "skills" / "sitemap-writer"), "sitemap-writer", count=1)
     write_json(root / ".claude-plugin" / "marketplace.json", {
         "name": "namespace-market", "owner": {"name": "tests"},

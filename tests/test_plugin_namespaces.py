@@ -33,6 +33,7 @@ def test_two_plugins_shipping_one_name_are_two_skills(tmp_path: Path) -> None:
     # Frontmatter `name: seo` and `skill_name: "seo"` are the bare name the author wrote: no mismatch.
     assert not [f for f in findings if f.level.value == "error"], findings
     assert {c.uid for c in library.cases} >= {"web-kit:seo/evals/1", "shop-kit:seo/evals/2"}
+    assert next(c for c in library.cases if c.uid == "shop-kit:seo/trigger/listing-rank").target == "shop-kit:seo"
     # One plugin listing two folders named `notes`: the host would see `desk:notes` twice, a real duplicate.
     library, findings = load_library(one_plugin_repeats_a_name(tmp_path / "desk"), Settings())
     assert sorted(library.skills) == ["notes"]

@@ -693,13 +693,19 @@ class _Loader:
             case = Case(
                 uid=self.uid(skill, "trigger", case_id), skill=skill.name, source="trigger", id=case_id, file=shown,
                 line=doc.line("cases", index), format="aegis", prompt=_text(raw.get("prompt")) or "",
-                target=_text(raw.get("expected_skill")) or "", should_not_trigger=_strings(raw.get("should_not_trigger")),
+                target=self.own_name(_text(raw.get("expected_skill")) or "", skill),
+                should_not_trigger=_strings(raw.get("should_not_trigger")),
                 reason=_text(raw.get("reason")), note=_text(raw.get("note")),
                 kind="invalid" if errors else "discrimination",
                 kind_rule="schema-invalid" if errors else "source:trigger-evals",
                 lines=self.ref_lines(doc, index, raw),
             )
             self.keep(case, skill, seen)
+
+    @staticmethod
+    def own_name(name: str, skill: Skill) -> str:
+        """The file's own skill named as its author wrote it (`seo` in `web-kit:seo`'s files) is that skill."""
+        return skill.name if name == skill.folder_name else name
 
     @staticmethod
     def ref_lines(doc: jsonfile.JsonDocument, index: int, raw: dict) -> dict[str, int]:
