@@ -43,7 +43,7 @@ def test_nested_category_folders(tmp_path: Path) -> None:
     assert library.skills["memo-drafter"].dir == "skills/writing/memo-drafter"
     assert kinds(library) == {"trigger": 6}
     # `planned/` holds no skill: a category, never a broken skill. `half-done/` was meant as one.
-    assert rules(findings) == [("error", "skill-md-missing", "skills/data/half-done/SKILL.md")]
+    assert rules(findings) == [("error", "skill-md-missing", "skills/data/half-done/skill.md")]
     assert findings[0].skill == "half-done"
 
 

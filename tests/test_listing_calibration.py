@@ -117,3 +117,18 @@ def test_host_entries_were_measured_with_this_cli() -> None:
         "the bundled Claude Code CLI changed: measure its own listing entries again (runner/data/host_listing.json, "
         "see its `method`) and run this file")
     assert sum(e.always_full for e in measured.entries) == 11 and len(measured.entries) == 13
+
+
+def test_plugin_namespaced_skills_are_estimated_as_listed(tmp_path: Path) -> None:
+    """Two plugins' `seo` reach a session as `.claude/skills/<plugin>:seo/`: the CLI lists them under those names
+    and the estimate says the same (issue 29, item 8)."""
+    from tests.round2_truth import plugin_namespaces
+
+    root = plugin_namespaces(tmp_path / "repo")
+    done = run_cli("surface", "--library", str(root), "--format", "json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    measured = json.loads(done.stdout)
+    estimated = json.loads(cli("census", "--library", str(root), "--format", "json").output)["listing"]
+    assert sorted(measured["with_description"]) == ["shop-kit:seo", "sitemap-writer", "web-kit:seo"]
+    assert estimated["with_description"] == measured["with_description"]
+    assert estimated["estimated_listing_chars"] == measured["listing_chars"] and measured["missing"] == []

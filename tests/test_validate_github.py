@@ -93,7 +93,7 @@ def test_at_most_10_annotations_per_level_then_one_notice_with_the_rest(tmp_path
     plain = [line for line in done.stdout.splitlines() if not line.startswith("::")]
     for i in range(1, 14):
         skill_md = f"lib/.claude/skills/skill-{i:02d}/SKILL.md:2: error[name-mismatch]"
-        evals = f"lib/.claude/skills/skill-{i:02d}/evals/evals.json:1: warning[evals-missing]"
+        evals = f"lib/.claude/skills/skill-{i:02d}/SKILL.md:1: warning[evals-missing]"
         assert any(line.startswith(skill_md) for line in plain), skill_md
         assert any(line.startswith(evals) for line in plain), evals
     assert plain[-1] == "26 error(s), 13 warning(s), 0 note(s)"

@@ -102,7 +102,7 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
         known = ", ".join(p.uid for p in library.probes) or "none"
         fail_usage(f"no such probe: {', '.join(unknown)} (probes in this library: {known})")
     if not library.probes:
-        click.echo(f"No tier-2 probes in {library.skills_dir} (evals/probes/<id>/probe.json beside a skill): "
+        click.echo(f"No tier-2 probes in {library.read_from()} (evals/probes/<id>/probe.json beside a skill): "
                    "nothing to calibrate.")
         return
     if not chosen:

@@ -62,7 +62,7 @@ def validate(library_path: Path, config: Path | None, fmt: str, validator_comman
         click.echo(findings_mod.render_text(results))
         unreadable = len(library.unreadable_files())
         click.echo(f"checked {len(library.skills)} skill(s), {len(library.read_cases()):,} case(s), "
-                   f"{len(library.probes)} probe(s) in {library.skills_dir}"
+                   f"{len(library.probes)} probe(s) in {library.read_from()}"
                    + (f"; {unreadable} eval file(s) of which no case could be read" if unreadable else ""))
         if library.layout is not None:
             click.echo(f"layout: {library.layout.description}; read {', '.join(library.layout.roots) or 'nothing'} "

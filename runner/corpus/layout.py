@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -73,7 +74,8 @@ class LibraryError(UsageError):
 
 
 class SkillFolder(BaseModel):
-    name: str = Field(description="The folder's name: the name the host lists the skill under.")
+    name: str = Field(description="The name the host lists the skill under: the folder's name, or "
+                                  "`<plugin>:<folder>` where two plugins ship one name.")
     path: str = Field(description="The folder, absolute, as found (a symlink inside the repository stays one).")
     root: str = Field(description="The root it was found under, as shown (relative to the repository).")
     plugin: str | None = Field(default=None, description="The plugin that ships it (marketplace and plugin layouts).")
@@ -250,8 +252,10 @@ def _walk(folder: Path, walk: _Walk, depth: int = 0, limit: int = MAX_DEPTH) -> 
         if below:
             found.extend(below)
         elif _meant_as_skill(child):
+            # Named at the folder (or its wrongly cased skill.md): the SKILL.md it lacks does not exist.
+            wrong_case = next((c for c in _children(child) if c.name.lower() == "skill.md"), child)
             walk.findings.append(error(
-                "skill-md-missing", walk.show(child / SKILL_MD), 1,
+                "skill-md-missing", walk.show(wrong_case), 1,
                 f"{child.name}/ holds eval files or a skill.md but no SKILL.md (the name is case-sensitive); the "
                 "host will not list it and its cases are not read", skill=child.name))
     return found
@@ -565,10 +569,29 @@ def _agents(root: Path, settings: Settings, skills: list[SkillFolder], extra: li
     return out
 
 
+_PLUGIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _namespaced(skills: list[SkillFolder]) -> list[SkillFolder]:
+    """Claude Code names a plugin's skill `plugin:skill`, so two plugins that each ship `seo` do not clash: where
+    two plugins ship one name, each of those skills takes the host's name (and a session gets it as the folder
+    `.claude/skills/<plugin>:<skill>/`, which the CLI lists as `<plugin>:<skill>`, measured on 2.1.332). A name
+    one plugin ships once keeps its bare name, the one a project skill has in a session."""
+    plugins: dict[str, set[str]] = {}
+    for skill in skills:
+        plugins.setdefault(skill.name, set()).add(skill.plugin or "")
+    # The plugin's name comes from a manifest the pull request may write, and becomes part of a folder name in
+    # every session: only a plain name (no `/`, no `..`) namespaces; otherwise the clash stays a duplicate.
+    clashing = {name for name, owners in plugins.items()
+                if len(owners) > 1 and all(_PLUGIN_NAME.fullmatch(owner) for owner in owners)}
+    return [skill.model_copy(update={"name": f"{skill.plugin}:{skill.name}"}) if skill.name in clashing else skill
+            for skill in skills]
+
+
 def _dedupe(skills: list[SkillFolder], root: Path) -> tuple[list[SkillFolder], list[Finding]]:
     kept: dict[str, SkillFolder] = {}
     problems: list[Finding] = []
-    for skill in skills:
+    for skill in _namespaced(skills):
         if not (is_unicode(skill.name) and is_unicode(skill.path)):  # one a rule above did not meet (see _not_utf8)
             problems.append(error(NAME_NOT_UTF8, display_path(Path(skill.path), root), 1,
                                   "a skill folder whose path is not valid UTF-8 (shown escaped): it is not read",
@@ -583,7 +606,7 @@ def _dedupe(skills: list[SkillFolder], root: Path) -> tuple[list[SkillFolder], l
         problems.append(error(
             "duplicate-skill-name", display_path(Path(skill.path) / SKILL_MD, root), 1,
             f"a second skill folder named {skill.name!r} (the first is {display_path(Path(first.path), root)}/); "
-            "a session lists skills by folder name, so only the first is read. Rename one of them",
+            "the host would list both under one name, so only the first is read. Rename one of them",
             skill=skill.name))
     return list(kept.values()), problems
 

@@ -162,6 +162,12 @@ class Skill(BaseModel):
     overlaps_lines: list[int] = []
     eval_files: list[str] = []
 
+    @property
+    def folder_name(self) -> str:
+        """The name without its plugin namespace (`seo` of `web-kit:seo`): what the frontmatter and the eval
+        files of the skill call it."""
+        return self.name.split(":", 1)[1] if self.plugin and self.name.startswith(f"{self.plugin}:") else self.name
+
 
 class UnreadFile(BaseModel):
     """An eval-looking file the runner found and did not read, and why (validate says it too, as a finding)."""
@@ -197,6 +203,10 @@ class Library(BaseModel):
     def read_cases(self) -> list[Case]:
         """The cases read from the eval files: every case but those entries."""
         return [case for case in self.cases if case.source != "file"]
+
+    def read_from(self) -> str:
+        """Every root skills were read from, as a header shows them (not only the first of several)."""
+        return ", ".join(self.layout.roots) if self.layout and self.layout.roots else self.skills_dir
 
     def skill_paths(self) -> dict[str, Path]:
         """Skill name -> its folder: what a session receives as `.claude/skills/<name>/`."""
@@ -241,7 +251,13 @@ def aliases_of(skills: dict[str, Skill]) -> dict[str, str]:
         name = skill.fields.get("name")
         if isinstance(name, str) and name and name != skill.name and name not in skills:
             claimed.setdefault(name, []).append(skill.name)
-    return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1}
+    return {alias: owners[0] for alias, owners in claimed.items() if len(owners) == 1} | namespaced_of(skills)
+
+
+def namespaced_of(skills: dict[str, Skill]) -> dict[str, str]:
+    """`plugin:skill` names, each mapped to itself: a Skill call naming one names that skill, not its bare name
+    (runner.execute.hosts.activation.skill_name looks a call's whole name up here first)."""
+    return {name: name for name, skill in skills.items() if skill.folder_name != name}
 
 
 def slash_names_of(skills: dict[str, Skill]) -> dict[str, str]:
@@ -404,7 +420,8 @@ class _Loader:
                                                            "here"), skill.name)
         unreadable = any(c.skill == skill.name and c.source == "file" for c in [*self.cases, *self.template_cases])
         if not skill.eval_files and not skill.template and not unreadable:
-            self.findings.append(warning("evals-missing", self.show(folder / "evals" / "evals.json"), 1,
+            # At the skill's SKILL.md: the file a finding names must exist (evals/evals.json is the one missing).
+            self.findings.append(warning("evals-missing", skill.skill_md, 1,
                                          f"{skill.name} has no eval file (evals/evals.json or another the runner "
                                          "reads): it has no behaviour cases", skill=skill.name))
         probes_dir = folder / "evals" / "probes"
@@ -620,7 +637,7 @@ class _Loader:
 
     def check_owner(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, key: str) -> None:
         owner = doc.data.get(key) if isinstance(doc.data, dict) else None
-        if isinstance(owner, str) and owner != skill.name:
+        if isinstance(owner, str) and owner not in (skill.name, skill.folder_name):
             self.findings.append(error(
                 "skill-field-mismatch", shown, doc.line(key),
                 f"`{key}` is {owner!r} but the file lives in {skill.name}/; cases are keyed by folder, so "
@@ -831,13 +848,19 @@ class _Loader:
             case = Case(
                 uid=self.uid(skill, "trigger", case_id), skill=skill.name, source="trigger", id=case_id, file=shown,
                 line=doc.line("cases", index), format="aegis", prompt=_text(raw.get("prompt")) or "",
-                target=_text(raw.get("expected_skill")) or "", should_not_trigger=_strings(raw.get("should_not_trigger")),
+                target=self.own_name(_text(raw.get("expected_skill")) or "", skill),
+                should_not_trigger=_strings(raw.get("should_not_trigger")),
                 reason=_text(raw.get("reason")), note=_text(raw.get("note")),
                 kind="invalid" if errors else "discrimination",
                 kind_rule="schema-invalid" if errors else "source:trigger-evals",
                 lines=self.ref_lines(doc, index, raw),
             )
             self.keep(case, skill, seen)
+
+    @staticmethod
+    def own_name(name: str, skill: Skill) -> str:
+        """The file's own skill named as its author wrote it (`seo` in `web-kit:seo`'s files) is that skill."""
+        return skill.name if name == skill.folder_name else name
 
     @staticmethod
     def ref_lines(doc: jsonfile.JsonDocument, index: int, raw: dict) -> dict[str, int]:
@@ -857,13 +880,13 @@ class _Loader:
     def _load_probe(self, probe_dir: Path, skill: Skill) -> None:
         probe_file, question_file = probe_dir / "probe.json", probe_dir / "question.md"
         if not probe_file.exists():
-            self.findings.append(error("probe-missing-file", self.show(probe_file), 1,
+            self.findings.append(error("probe-missing-file", self.show(probe_dir), 1,
                                        f"probe folder {probe_dir.name}/ has no probe.json"))
             return
         checked = self.read_checked(probe_file, schemas.PROBE, "probe-schema")
         question, problem = read_text(question_file, self.policy) if (
             question_file.exists() or question_file.is_symlink()) else (None, error(
-                "probe-missing-file", self.show(question_file), 1,
+                "probe-missing-file", self.show(probe_dir), 1,
                 f"probe folder {probe_dir.name}/ has no question.md (the work artifact)"))
         if problem:
             self.findings.append(problem)
@@ -1035,7 +1058,9 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
     root = Path(layout.root)
     settings_shown = display_path(settings_file, root) if settings_file else SETTINGS_FILE
     loader = _Loader(root, layout, settings, settings_shown)
-    loader.findings.extend(layout_findings)
+    # The layout names the settings by their default name; `--config` may have named another file.
+    loader.findings.extend(f.model_copy(update={"file": settings_shown}) if f.file == SETTINGS_FILE else f
+                           for f in layout_findings)
     agents_dirs = [root / d for d in layout.agents_dirs]
     for folder in [Path(found.path) for found in layout.skills] + agents_dirs:
         loader.findings.extend(scan_tree(folder, loader.policy))

@@ -21,6 +21,7 @@ from runner.floor.listing import ListingEstimate, estimate
 from runner.floor.validate import manual_only_targets
 
 SCHEMA_VERSION = 1
+TRIGGER_EVALS = "trigger-evals.json"
 # Seed 000 rules a script cannot check: a person reviews each probe against them.
 PROBE_REVIEW_ITEMS = (
     "rule 3: the defects are independent (catching one does not make another obvious)",
@@ -40,9 +41,12 @@ class SkillCounts(BaseModel):
     templates: list[str]
     real: int
     manual_only: list[str]
-    with_evals: int
-    with_trigger_evals: int
+    with_evals: int = Field(description="Skills with at least one eval file read, in any format the runner reads.")
+    with_trigger_evals: int = Field(description="Skills with a file named trigger-evals.json read (Aegis's "
+                                                "discrimination set or a trigger query set under that name).")
     with_probes: int
+    folders: dict[str, str] = Field(default={}, description="Skill name -> its folder, relative to the repository.")
+    eval_files: dict[str, list[str]] = Field(default={}, description="Skill name -> the eval files read as its.")
 
 
 class CaseCounts(BaseModel):
@@ -52,6 +56,8 @@ class CaseCounts(BaseModel):
     by_kind: dict[str, int]
     by_format: dict[str, int] = {}
     by_label: dict[str, int] = {}
+    by_file: dict[str, int] = Field(default={}, description="Eval file -> the cases read from it (template "
+                                                            "example cases included): one file, one set of cases.")
     template_cases_not_run: int
     unreadable_files: list[CaseRef] = Field(default=[], description="Eval files of which no case could be read (not "
                                                                      "counted as cases: how many they hold is not "
@@ -139,6 +145,10 @@ class Census(BaseModel):
     findings: dict[str, int]
 
 
+def _file_name(shown: str) -> str:
+    return shown.rsplit("/", 1)[-1]
+
+
 def _counter(values: list[str]) -> dict[str, int]:
     return dict(sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -158,6 +168,7 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
         kind_class.setdefault(case.kind, Counter())[assertion.assertion_class] += 1
     return Census(
         library={"root": library.root, "skills_dir": library.skills_dir, "agents_dir": library.agents_dir,
+                 "agents_dirs": library.layout.agents_dirs if library.layout else [],
                  "content_hash": library.content_hash,
                  **({"layout": library.layout.kind, "layout_description": library.layout.description,
                      "roots": library.layout.roots, "layout_note": library.layout.note,
@@ -166,15 +177,20 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
             total=len(skills), templates=sorted(s.name for s in skills if s.template),
             real=sum(1 for s in skills if not s.template),
             manual_only=sorted(s.name for s in skills if s.manual_only),
-            with_evals=sum(1 for s in skills if any(f.endswith("/evals.json") for f in s.eval_files)),
-            with_trigger_evals=sum(1 for s in skills if s.trigger_file),
+            # Counted from the files read, whatever their format, never from one format's file names: a census
+            # keyed on Aegis names said "0 with evals" of libraries whose every skill had skill-creator files.
+            with_evals=sum(1 for s in skills if s.eval_files),
+            with_trigger_evals=sum(1 for s in skills if any(_file_name(f) == TRIGGER_EVALS for f in s.eval_files)),
             with_probes=len({p.skill for p in library.probes}),
+            folders={s.name: s.dir for s in skills},
+            eval_files={s.name: list(dict.fromkeys(s.eval_files)) for s in skills},
         ),
         cases=CaseCounts(
             total=len(cases), by_source=_counter([c.source for c in cases]),
             by_type=_counter([c.case_type or f"({c.format})" for c in evals_cases]),
             by_kind=_counter([c.kind for c in cases]), by_format=_counter([c.format for c in cases]),
             by_label=_counter([c.label for c in cases if c.label]),
+            by_file=dict(Counter(c.file for c in [*cases, *library.template_cases])),
             template_cases_not_run=len(library.template_cases),
             unreadable_files=[CaseRef(uid=c.uid, rule=c.kind_rule, detail=f"{c.file}:{c.line}") for c in unreadable],
         ),
@@ -263,13 +279,16 @@ def render_kind_rules(found: KindRules, console: Console, examples: int = 3) -> 
 
 def render_text(census: Census, console: Console) -> None:
     s, c, a = census.skills, census.cases, census.assertions
-    console.print(f"[bold]Census of {census.library['skills_dir']}[/bold]  (content {census.library['content_hash'][:12]})")
+    # Every root read: a header naming only the first of several misleads about what was counted.
+    read = ", ".join(census.library.get("roots") or [census.library["skills_dir"]])
+    console.print(f"[bold]Census of {read}[/bold]  (content {census.library['content_hash'][:12]})")
     if census.library.get("layout"):
         console.print(f"Layout: {census.library['layout_description']}; read {', '.join(census.library['roots'])} "
                       f"({census.library['layout_note']})", markup=False)
     console.print(f"Skills: {s.total} folders = {s.real} skills + {len(s.templates)} template(s) "
                   f"{', '.join(s.templates) or ''}; {len(s.manual_only)} manual-only; "
-                  f"{s.with_trigger_evals} with trigger-evals.json; {s.with_probes} with probes; "
+                  f"{s.with_evals} with eval files read; {s.with_trigger_evals} with a trigger-evals.json; "
+                  f"{s.with_probes} with probes; "
                   f"{len(census.subagents.defined)} subagents defined")
     console.print(f"Cases: {c.total:,} (template example cases, not run: {c.template_cases_not_run})")
     if c.unreadable_files:
@@ -324,6 +343,10 @@ def render_text(census: Census, console: Console) -> None:
                   f"{len(li.with_description)} keep their description, {len(li.name_only)} listed by name only "
                   f"(listing ≈ {li.estimated_listing_chars:,} characters). Measure the real listing with the surface "
                   "audit.")
+    if li.unparsed_frontmatter:
+        console.print(f"  The estimate is uncertain for {len(li.unparsed_frontmatter)} skill(s) whose frontmatter does "
+                      f"not parse (their description is taken from the body; the host may read another): "
+                      f"{', '.join(li.unparsed_frontmatter)}", markup=False)
     for probe in census.probes:
         console.print(f"Probe {probe.uid}: {probe.kind}, {probe.seeded_defects} defect(s) "
                       f"({', '.join(probe.shapes)}); review by a person: " + "; ".join(probe.review_items))

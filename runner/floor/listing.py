@@ -92,6 +92,11 @@ class ListingEstimate(BaseModel):
     host_name_only: list[str] = []
     with_description: list[str]
     name_only: list[str]
+    unparsed_frontmatter: list[str] = Field(
+        default=[], description="Listed skills whose frontmatter the runner's strict parser rejects: the estimate "
+                                "takes their description from the body, the host may read one from the broken "
+                                "frontmatter, so the listing's size (and, near the budget, who keeps a "
+                                "description) can differ by up to those descriptions' length.")
 
 
 def entry_line(name: str, description: str | None, max_description_chars: int) -> str:
@@ -335,4 +340,5 @@ def estimate(library: Library, settings: ListingSettings,
         host_name_only=[line.name for line, keep in zip(theirs, theirs_kept) if not keep],
         with_description=[line.name for line, keep in zip(mine, mine_kept) if keep],
         name_only=[line.name for line, keep in zip(mine, mine_kept) if not keep],
+        unparsed_frontmatter=sorted(s.name for s in listed_skills(library) if not s.frontmatter_ok),
     )

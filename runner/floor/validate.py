@@ -99,7 +99,9 @@ def run_on_host(root: Path, validator: LibraryValidator, timeout_s: float) -> Va
 def run_library_validator(root: Path, validator: LibraryValidator | None, timeout_s: float,
                           execute: Executor = run_on_host) -> list[Finding]:
     if validator is None:
-        return [info("library-validator-missing", SETTINGS_FILE, 1,
+        # A finding names a file that exists: the settings file when the library has one, else the root itself.
+        where = SETTINGS_FILE if (root / SETTINGS_FILE).is_file() else "."
+        return [info("library-validator-missing", where, 1,
                      f"no library validator configured or found (looked for {DEFAULT_VALIDATOR.as_posix()}); "
                      "set [validator] command in .skill-evals.toml to run yours first")]
     done = execute(root, validator, timeout_s)
@@ -132,9 +134,9 @@ def check_frontmatter(skill: Skill) -> list[Finding]:
         out.append(error("name-missing", file, lines.get("name", 2), "frontmatter needs a `name` (the folder name)"))
     else:
         line = lines["name"]
-        if name != skill.name:
+        if name != skill.folder_name:
             out.append(error("name-mismatch", file, line,
-                             f"`name` is {name!r} but the folder is {skill.name!r}; they must be equal"))
+                             f"`name` is {name!r} but the folder is {skill.folder_name!r}; they must be equal"))
         if not skill.template and not is_kebab(name):
             out.append(error("name-format", file, line,
                              f"`name` {name!r} must be lowercase kebab-case (a-z, 0-9, single hyphens)"))

@@ -20,8 +20,9 @@ Grep) the CLI answers an Agent or Task call with "No such tool available: Agent.
 session", an unknown agent type with "Agent type 'x' not found", and a Read of a SKILL.md that is not there (an
 unknown skill, or the probe control arm's excluded one) with "File does not exist" — none of these ran anything.
 
-Names: a Skill call's `skill` is trimmed (the CLI launches " pdf " as pdf), its `plugin:` prefix and leading `/`
-dropped, and a host's aliases applied (a frontmatter `name` that differs from the folder, mapped to the folder
+Names: a Skill call's `skill` is trimmed (the CLI launches " pdf " as pdf), its leading `/` dropped, its `plugin:`
+prefix dropped unless the library names the skill with it (two plugins ship one name: `web-kit:seo` and
+`shop-kit:seo` are two skills, runner.corpus.layout), and a host's aliases applied (a frontmatter `name` that differs from the folder, mapped to the folder
 name); a Read's path is normalised first (the CLI reads `.claude/skills/./pdf/SKILL.md`). A Skill call without a
 name, a Read of any other file and a Task/Agent call without an agent type are no activation (they stay tool calls).
 """
@@ -49,7 +50,10 @@ COMMAND_NAME = re.compile(r"<command-name>/([^<\s]+)</command-name>")
 
 def skill_name(raw: str, aliases: Mapping[str, str] | None = None) -> str:
     """The skill a Skill call's `skill` names ("" when none)."""
-    name = raw.strip().split(":")[-1].lstrip("/").strip()
+    whole = raw.strip().lstrip("/").strip()
+    if whole in (aliases or {}):  # a `plugin:skill` name the library has (two plugins ship `skill`)
+        return (aliases or {})[whole]
+    name = whole.split(":")[-1].strip()
     return (aliases or {}).get(name, name)
 
 
