@@ -177,7 +177,11 @@ def test_every_path_and_count_the_author_reads_is_true(tmp_path: Path, builder: 
     assert sum(by_file.values()) == cases["total"] + cases["template_cases_not_run"]
     assert cases["total"] == sum(cases["by_kind"].values()) == sum(cases["by_source"].values())
     assert cases["total"] == validated["cases"]
-    assert len(plan["cases"]) == cases["total"]
+    # The plan holds every case read, and one entry per eval file of which no case could be read (issue 29 item 10).
+    unreadable = {ref["uid"] for ref in cases["unreadable_files"]}
+    assert len(plan["cases"]) == cases["total"] + len(unreadable)
+    assert {c["uid"] for c in plan["cases"] if c["uid"] in unreadable} == unreadable
+    assert all((root / ref["detail"].rsplit(":", 1)[0]).exists() for ref in cases["unreadable_files"])
     # results.json holds every planned case (and may add a row for a file no case could be read from), all UNRUN.
     assert {c["uid"] for c in plan["cases"]} <= {c["uid"] for c in results["cases"]}
     assert {c["state"] for c in results["cases"]} <= {"UNRUN"}
