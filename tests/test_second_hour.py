@@ -188,3 +188,16 @@ def test_calibrate_judge_prints_rates_as_percentages_and_an_unmeasured_one_as_su
     measured = Rates(items=2, agreement=1.0, false_pass_rate=None, false_fail_rate=0.0, judge_error_rate=0.0)
     assert rates(measured) == ("agreement 100.0%, false PASS n/a (no item to measure it on), false FAIL 0.0%, "
                                "JUDGE-ERROR 0.0%")
+
+
+def test_the_census_header_and_counts_read_as_sentences(example_copy: Path) -> None:
+    """The census names the library by its folder and where its skills were read; counts agree with their nouns, no
+    space stands before a semicolon, and no line ends on a colon with nothing after it."""
+    text = cli("census", "--library", str(example_copy)).output
+    lines = text.splitlines()
+    assert lines[0].startswith("Census of library/, skills read from .claude/skills"), lines[0]
+    skills = next(line for line in lines if line.startswith("Skills: "))
+    assert skills.startswith("Skills: 5 skill folders: 5 skills, 0 templates; 1 manual-only;"), skills
+    assert skills.endswith("; 1 subagent defined"), skills
+    assert not [line for line in lines if " ;" in line or line.endswith(": ")]
+    assert "Pattern breaks: 0 refusal-like id(s) typed should_not_trigger (run as no_trigger)\n" in text

@@ -7,10 +7,12 @@ it, so an author can check the runner's reading of their files before anything r
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from runner.corpus import classify, kinds
@@ -259,6 +261,10 @@ def _table(title: str, rows: dict[str, int] | list[tuple[str, ...]], headers: tu
     return table
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
 def _sample(refs: list[CaseRef], limit: int = 8) -> str:
     shown = ", ".join(r.uid for r in refs[:limit])
     return shown + (f" … and {len(refs) - limit} more" if len(refs) > limit else "")
@@ -279,17 +285,21 @@ def render_kind_rules(found: KindRules, console: Console, examples: int = 3) -> 
 
 def render_text(census: Census, console: Console) -> None:
     s, c, a = census.skills, census.cases, census.assertions
-    # Every root read: a header naming only the first of several misleads about what was counted.
-    read = ", ".join(census.library.get("roots") or [census.library["skills_dir"]])
-    console.print(f"[bold]Census of {read}[/bold]  (content {census.library['content_hash'][:12]})")
+    # Every root read: a header naming only the first of several misleads about what was counted. The library is
+    # named by its folder, the roots as read inside it ("." is its root itself).
+    read = ", ".join(r if r not in ("", ".") else "the repository root"
+                     for r in census.library.get("roots") or [census.library["skills_dir"]])
+    console.print(f"[bold]Census of {escape(Path(census.library['root']).name)}/[/bold], skills read from "
+                  f"{escape(read)}  (content {census.library['content_hash'][:12]})")
     if census.library.get("layout"):
         console.print(f"Layout: {census.library['layout_description']}; read {', '.join(census.library['roots'])} "
                       f"({census.library['layout_note']})", markup=False)
-    console.print(f"Skills: {s.total} folders = {s.real} skills + {len(s.templates)} template(s) "
-                  f"{', '.join(s.templates) or ''}; {len(s.manual_only)} manual-only; "
+    templates = f" ({', '.join(s.templates)})" if s.templates else ""
+    console.print(f"Skills: {_plural(s.total, 'skill folder')}: {_plural(s.real, 'skill')}, "
+                  f"{_plural(len(s.templates), 'template')}{templates}; {len(s.manual_only)} manual-only; "
                   f"{s.with_evals} with eval files read; {s.with_trigger_evals} with a trigger-evals.json; "
-                  f"{s.with_probes} with probes; "
-                  f"{len(census.subagents.defined)} subagents defined")
+                  f"{s.with_probes} with probes; {_plural(len(census.subagents.defined), 'subagent')} defined",
+                  markup=False)
     console.print(f"Cases: {c.total:,} (template example cases, not run: {c.template_cases_not_run})")
     if c.unreadable_files:
         console.print(f"Eval files of which no case could be read (their cases are not counted; `validate` says why): "
@@ -304,8 +314,9 @@ def render_text(census: Census, console: Console) -> None:
     render_kind_rules(census.kind_rules, console)
     console.print(_table("Refusal cases: how each was recognised", census.refusals.by_rule, ("rule", "cases")))
     pb = census.pattern_breaks
-    console.print(f"Pattern breaks: {len(pb.refusal_like_ids_typed_no_trigger)} refusal-like id(s) typed "
-                  f"should_not_trigger (run as no_trigger): {_sample(pb.refusal_like_ids_typed_no_trigger)}")
+    typed = pb.refusal_like_ids_typed_no_trigger
+    console.print(f"Pattern breaks: {len(typed)} refusal-like id(s) typed should_not_trigger (run as no_trigger)"
+                  + (f": {_sample(typed)}" if typed else ""), markup=False)
     console.print(f"  {len(pb.halt_cases)} halt case(s) (stop-*), run as trigger unless overridden")
     if pb.explicit_invocations:
         console.print(f"  {len(pb.explicit_invocations)} case(s) invoke their skill by hand (`/name ...`): the kind is "
