@@ -107,6 +107,10 @@ def refuse_no_skills(loaded: Loaded, path: Path) -> None:
     """A command that plans (select, plan, run) on a library with no skill: nothing could ever run, which an empty
     folder already says (runner.corpus.layout); an empty .claude/skills says the same, not a plan of nothing."""
     if not loaded.library.skills:
+        # The settings or the layout may say why (a root that is no usable path): those errors come first.
+        errors = [f for f in loaded.findings if f.level is findings_mod.Level.ERROR]
+        if errors:
+            click.echo(findings_mod.render_text(errors), err=True)
         fail_usage(f"{path}: no skills found (no folder of it holds a SKILL.md the host would read); "
                    "`skill-evals validate` lists what was found instead")
 
