@@ -89,29 +89,25 @@ def spec(prompt: str) -> SessionSpec:
                        timeout_s=60, max_output_tokens=256)
 
 
-def run_api(library: Library, fake: FakeAnthropic, prompt: str) -> Observation:
-    files = LibraryFiles.of(library, Settings().limits.max_file_bytes)
-    host = ApiHost(library, files, load_prices(Settings()), KEY, fake.url, None)
-
+def observed(host: ApiHost | ClaudeCodeHost, prompt: str) -> Observation:
+    """One session of `prompt` on `host`, which is closed after it."""
     async def main() -> Observation:
         try:
             return await host.run(spec(prompt))
         finally:
             await host.aclose()
     return asyncio.run(main())
+
+
+def run_api(library: Library, fake: FakeAnthropic, prompt: str) -> Observation:
+    files = LibraryFiles.of(library, Settings().limits.max_file_bytes)
+    return observed(ApiHost(library, files, load_prices(Settings()), KEY, fake.url, None), prompt)
 
 
 def run_claude_code(library: Library, fake: FakeAnthropic, prompt: str, work: Path) -> Observation:
     files = LibraryFiles.of(library, Settings().limits.max_file_bytes)
-    host = ClaudeCodeHost(files, load_prices(Settings()), KEY, fake.url, None, ["Skill", "Read", "Glob", "Grep"],
-                          work_parent=work)
-
-    async def main() -> Observation:
-        try:
-            return await host.run(spec(prompt))
-        finally:
-            await host.aclose()
-    return asyncio.run(main())
+    return observed(ClaudeCodeHost(files, load_prices(Settings()), KEY, fake.url, None, ["Skill", "Read", "Glob", "Grep"],
+                                   work_parent=work), prompt)
 
 
 def acts(obs: Observation) -> list[tuple[str, str, int, bool]]:
