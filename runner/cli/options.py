@@ -297,7 +297,7 @@ batch_poll_option = click.option(
 
 
 def out_folder_option(help: str, required: bool = False, new_run: bool = False) -> Decorator:
-    """--out FOLDER; `new_run`: a folder a new run folder is made in (never one holding a run or anything else)."""
+    """--out FOLDER; `new_run`: the folder a new run (or merge) writes, which may hold no run and nothing else."""
     folder = click.Path(path_type=Path, file_okay=False)
     callback = new_run_folder if new_run else writable_folder
     if required:  # no default at all: click then says the option is missing
