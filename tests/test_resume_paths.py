@@ -55,10 +55,11 @@ def test_resume_and_judge_read_the_library_the_plan_recorded(tmp_path: Path) -> 
         assert judged.returncode == 0, judged.stdout + judged.stderr
         assert "Re-judged" in judged.stdout
         # From the run folder itself and from the repository root, by relative paths, as the README's user types them.
-        inside = run_cli("run", "--resume", ".", env=env, cwd=out)
-        assert inside.returncode == 0 and "library changed" not in inside.stderr, inside.stdout + inside.stderr
-        from_root = run_cli("judge", "../run", env=env, cwd=library)
-        assert from_root.returncode == 0 and "Re-judged" in from_root.stdout, from_root.stdout + from_root.stderr
+        for where, folder in ((out, "."), (library, "../run")):
+            resumed = run_cli("run", "--resume", folder, env=env, cwd=where)
+            assert resumed.returncode == 0 and "library changed" not in resumed.stderr, resumed.stdout + resumed.stderr
+            rejudged = run_cli("judge", folder, env=env, cwd=where)
+            assert rejudged.returncode == 0 and "Re-judged" in rejudged.stdout, rejudged.stdout + rejudged.stderr
         # An empty folder is no library at all: still the recorded one.
         empty = tmp_path / "empty"
         empty.mkdir()
