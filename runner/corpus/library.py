@@ -409,16 +409,16 @@ class _Loader:
         files = self.eval_files(folder)
         files += [(path, NAMED_EVAL_FILES.get(path.name, OTHER_EVAL_FILES)) for path in self.outside.get(skill.name, [])
                   if self.named(path, "an eval file", "each of its cases")]
+        unreadable = False  # an eval file of the skill that gave no case: the skill does have one
         for path, admitted in files:
             marks = self.marks()
             self.load_eval_file(path, skill, admitted)
-            self.stand_in(marks, skill, "file", relative_shown(self.show(path), skill.dir) or self.show(path),
-                          self.show(path), FILE_UNREADABLE)
+            unreadable |= self.stand_in(marks, skill, "file", relative_shown(self.show(path), skill.dir)
+                                        or self.show(path), self.show(path), FILE_UNREADABLE)
         for path in outside.in_skill(folder):
             if os.path.realpath(path) not in self.read_by and self.policy.inside(path):
                 self.not_read(path, outside.WHY_SUFFIX.get(path.suffix.lower(), "no rule reads a file of this name "
                                                            "here"), skill.name)
-        unreadable = any(c.skill == skill.name and c.source == "file" for c in [*self.cases, *self.template_cases])
         if not skill.eval_files and not skill.template and not unreadable:
             # At the skill's SKILL.md: the file a finding names must exist (evals/evals.json is the one missing).
             self.findings.append(warning("evals-missing", skill.skill_md, 1,
@@ -435,14 +435,15 @@ class _Loader:
         return len(self.findings), len(self.cases) + len(self.template_cases)
 
     def stand_in(self, marks: tuple[int, int], skill: Skill, source: Source, case_id: str, shown: str,
-                 rule: str) -> None:
+                 rule: str) -> bool:
         """When reading a file gave errors and not one case, an invalid case that stands for the file: its cases'
         ids cannot be read, but the run must still show that something of this skill's was not run and why
-        (seed 002). Its uid is `<skill>/file/<the file, relative to the skill>` (a probe keeps its own uid)."""
+        (seed 002). Its uid is `<skill>/file/<the file, relative to the skill>` (a probe keeps its own uid).
+        True when the file has one (made now, or kept from an earlier read of the same uid)."""
         findings, cases = marks
         errors = [f for f in self.findings[findings:] if f.level is Level.ERROR]
         if not errors or len(self.cases) + len(self.template_cases) > cases:
-            return
+            return False
         first = min(errors, key=sort_key)
         case = Case(uid=self.uid(skill, source, case_id), skill=skill.name, source=source, id=case_id, file=shown,
                     line=first.line if first.file == shown else 1, format="probe" if source == "probe" else "file",
@@ -450,6 +451,7 @@ class _Loader:
         if case.uid not in self.kept:
             self.kept[case.uid] = (shown, case.line)
             (self.template_cases if skill.template else self.cases).append(case)
+        return True
 
     @staticmethod
     def present(path: Path) -> bool:
