@@ -38,7 +38,6 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
     context.refuse_unknown_selection(loaded.library, skills, cases)
     selection = context.select(loaded.library, loaded.settings, tier, base=base, head=head, period=period,
                                skills=skills, cases=cases, neighbours=neighbours)
-    context.refuse_unknown_skills(selection.unknown_skills)
     if fmt == "json":
         click.echo(selection.model_dump_json(indent=2))
     else:
@@ -80,7 +79,6 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
                                     audit=not no_surface, floor=gate)
     except ValueError as exc:  # the stages' own kinds (a quarantine file, a selection) are UsageErrors
         fail_usage(str(exc))
-    context.refuse_unknown_skills(prepared.unknown_skills)
     if out:
         runs_mod.write_plan(runs_mod.RunDir(out), prepared)
     if fmt == "json":

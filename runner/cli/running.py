@@ -128,7 +128,6 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
             assert chosen is not None
             prepared = runs_mod.prepare(loaded.library, loaded.settings, chosen,
                                         credentials, audit=True, floor=gate, rundir=rundir)
-            context.refuse_unknown_skills(prepared.unknown_skills)
             runs_mod.write_plan(rundir, prepared)
     except ValueError as exc:  # the stages' own kinds (a resume, a quarantine file, a selection) are UsageErrors
         fail_usage(str(exc))
