@@ -3,7 +3,7 @@ and through batches with prompt caching marked.
 
     python -m benchmarks.batch [--short] [--reps N] [--out FILE.json]
 
-The run: the real runner (runner.execute.run.prepare, then runner.execute.run.execute or runner.execute.batch.execute_batched)
+The run: the real runner (runner.pipeline.run.prepare, then runner.pipeline.run.execute or runner.execute.batch.execute_batched)
 on Project Aegis — the cases of its first 11 skills by name, 101 cases, N=3, k=2, judge on — or, with
 --short, on the bundled example library (one skill). The API is runner/testing/fake_anthropic.py in this
 process, scripted the same way for every mode: a case's first turn calls the Skill tool with the
@@ -88,7 +88,7 @@ def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) 
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
     from runner.execute import batch as batch_mod
-    from runner.execute import run as runs_mod
+    from runner.pipeline import run as runs_mod
     from runner.execute.rundir import RunDir
     from runner.testing.fake_anthropic import FakeAnthropic
 
@@ -123,8 +123,8 @@ def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) 
 
 def tally(out: Path, prepared: Any, results: Any) -> dict[str, Any]:
     from runner.corpus.settings import Settings
-    from runner.execute.hosts.base import Usage
-    from runner.plan import prices as prices_mod
+    from runner.hosts.base import Usage
+    from runner.hosts import prices as prices_mod
 
     records = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines() if line.strip()]
     finished = [r for r in records if r["status"] == "finished"]

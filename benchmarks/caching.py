@@ -3,7 +3,7 @@
     python -m benchmarks.caching [--short] [--cases 100] [--library PATH ...] [--model M ...] --out FILE.json
 
 Each run sends `--cases` sessions (the library's own case prompts, in corpus order, repeated when the
-library has fewer) through the real ApiHost (runner.execute.run.make_host) against runner/testing/fake_anthropic.py,
+library has fewer) through the real ApiHost (runner.pipeline.run.make_host) against runner/testing/fake_anthropic.py,
 at concurrency 8 with 50 ms latency, every session playing a Skill call then a final text (two
 requests). Once with prompt caching (the host marks the tools + system prefix when it can be cached)
 and once without. The fake accounts the cache as the API does (its module docstring): a prefix below
@@ -11,7 +11,7 @@ the model's minimum is never cached, and a prefix is only read by requests that 
 response that wrote it began, so the first wave of concurrent sessions all write.
 
 Reported per (library, model): input / cache-write / cache-read tokens summed over the sessions, the
-share of input tokens served from cache, and the cost of both runs from runner.plan.prices (cache writes
+share of input tokens served from cache, and the cost of both runs from runner.hosts.prices (cache writes
 at 1.25x input, reads at 0.1x unless the price table says otherwise). Token figures are deterministic
 (the fake's 4-characters-a-token count), so one repetition is the measurement.
 """
@@ -57,7 +57,7 @@ def prompts(library: Any, count: int) -> list[str]:
 
 
 async def run_all(host: Any, model: str, texts: list[str]) -> list[Any]:
-    from runner.execute.hosts.base import SessionSpec
+    from runner.hosts.base import SessionSpec
 
     gate = asyncio.Semaphore(CONCURRENCY)
 
@@ -75,10 +75,10 @@ async def run_all(host: Any, model: str, texts: list[str]) -> list[Any]:
 def measure(library_path: Path, model: str, caching: bool, cases: int) -> Figures:
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
-    from runner.execute.hosts.api import CHARS_PER_TOKEN, TOOLS_CHARS
-    from runner.execute.hosts.base import Usage
-    from runner.execute.run import Credentials, make_host
-    from runner.plan import prices as prices_mod
+    from runner.hosts.api import CHARS_PER_TOKEN, TOOLS_CHARS
+    from runner.hosts.base import Usage
+    from runner.pipeline.run import Credentials, make_host
+    from runner.hosts import prices as prices_mod
     from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 
     settings = Settings()

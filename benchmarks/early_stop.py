@@ -3,7 +3,7 @@
 Part 1, simulation (thousands of cases, no sessions): a scripted host fires the target with
 probability p. Case c's i-th attempt outcome is drawn from a seed of its own (p, c, i), so the
 early-stop policy and fixed N see the very same i-th outcome. The early-stop side replays
-runner.execute.executor.AsTheyFinish.run_case's loop with runner.results.quorum's own functions (starts_allowed,
+runner.execute.executor.AsTheyFinish.run_case's loop with runner.core.quorum's own functions (starts_allowed,
 Tally): it starts what starts_allowed allows, then waits until some in-flight attempts finish
 (attempts take a seeded random 1-3 time units, so several may finish together, like
 asyncio.wait(FIRST_COMPLETED)), counts them, and asks again. Fixed N runs all N. Each side's
@@ -41,11 +41,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from runner.corpus.library import Case
-from runner.execute.hosts.base import Activation, Observation
+from runner.hosts.base import Activation, Observation
 from runner.execute.rundir import AttemptRecord
 from runner.plan.build import PlannedCase
 from runner.results.build import case_result
-from runner.results.quorum import QuorumRule, Tally, starts_allowed
+from runner.core.quorum import QuorumRule, Tally, starts_allowed
 from runner.results.verdicts import AttemptOutcome, attempt_outcome
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def record(case: Case, repeat: int, draw: Draw) -> AttemptRecord:
 
 
 def early_stop_repeats(rule: QuorumRule, outcomes: list[AttemptOutcome], timing: random.Random) -> list[int]:
-    """The repeats (1-based) AsTheyFinish.run_case would start, replayed with runner.results.quorum's functions."""
+    """The repeats (1-based) AsTheyFinish.run_case would start, replayed with runner.core.quorum's functions."""
     wins = losses = errors = 0
     started: list[int] = []
     finishes: dict[int, int] = {}  # repeat -> the time it finishes

@@ -13,7 +13,7 @@ Rows, each at every concurrency:
 - `claude-code before`: `skill-evals run --library LIB --host claude-code --repeats 3 --quorum 2`, a config file with
   `[run] decide_early = false`, `early_stop = false`: every session runs to its end, all 60 run.
 - `claude-code after`: the same with `decide_early = true` (the default): a session ends once its outcome is certain.
-- `first-turn`: `--host first-turn`, the same config as `after`; only when runner.execute.hosts.registry.HOST_NAMES
+- `first-turn`: `--host first-turn`, the same config as `after`; only when runner.hosts.registry.HOST_NAMES
   has it (else the row is skipped and the report says why).
 - `bare claude -p`: the CLI-CPU floor. One `claude -p QUERY --output-format stream-json --verbose` per session, each
   in a fresh temporary project holding the same library under .claude/skills, with a fresh HOME and
@@ -64,7 +64,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from runner.execute.hosts.claude_code import bundled_cli, cli_version
+from runner.hosts.claude_code import bundled_cli, cli_version
 from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text, tool
 from runner.testing.fake_judge import JUDGE_MATCH
@@ -427,10 +427,10 @@ def markdown(report: dict[str, Any]) -> str:
 # ---- main ------------------------------------------------------------------------------------------
 
 def first_turn_available() -> tuple[bool, str]:
-    from runner.execute.hosts.registry import HOST_NAMES
+    from runner.hosts.registry import HOST_NAMES
     if FIRST_TURN.host in HOST_NAMES:
         return True, ""
-    return False, (f"the first-turn row: no host named {FIRST_TURN.host!r} in runner.execute.hosts.registry"
+    return False, (f"the first-turn row: no host named {FIRST_TURN.host!r} in runner.hosts.registry"
                    f".HOST_NAMES {HOST_NAMES} (not built yet in this tree)")
 
 

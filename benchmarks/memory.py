@@ -59,7 +59,7 @@ def peak_kib() -> int:
 def _prepare(library_path: Path) -> Any:
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
-    from runner.execute import run as runs
+    from runner.pipeline import run as runs
     from runner.floor.validate import check_library
 
     settings = Settings()
@@ -72,7 +72,7 @@ def _prepare(library_path: Path) -> Any:
 
 
 class ScriptedHost:
-    """runner.execute.hosts.base.Host answering in-process: the target fires, a ~12 KB transcript, no network."""
+    """runner.hosts.base.Host answering in-process: the target fires, a ~12 KB transcript, no network."""
 
     name = "scripted"
 
@@ -95,7 +95,7 @@ class ScriptedHost:
     async def run(self, spec: Any) -> Any:
         import asyncio
 
-        from runner.execute.hosts.base import Activation, Observation, ToolCall, Usage
+        from runner.hosts.base import Activation, Observation, ToolCall, Usage
 
         await asyncio.sleep(0)  # yield like a real session would
         target = self.targets[spec.uid]
@@ -116,7 +116,7 @@ def _execute(prepared: Any, rundir: Any) -> int:
     """runs.execute's executor part (no signal handlers, no results step), with the scripted host."""
     import asyncio
 
-    from runner.execute import run as runs
+    from runner.pipeline import run as runs
     from runner.execute.budget import Ledger
     from runner.execute.executor import Executor, RunState
 
@@ -132,7 +132,7 @@ def _execute(prepared: Any, rundir: Any) -> int:
 
 
 def _attempts(prepared: Any, rundir: Any, repeats: int) -> int:
-    from runner.execute.hosts.base import ToolCall, Usage
+    from runner.hosts.base import ToolCall, Usage
     from runner.execute.rundir import AttemptRecord
     from runner.judge.prose import JudgeCall
     from runner.results.verdicts import AssertionOutcome, AttemptOutcome
@@ -187,7 +187,7 @@ class ChildResult(BaseModel):
 
 def child(step: str, library: Path | None, run: Path | None, repeats: int) -> ChildResult:
     started = time.monotonic()
-    from runner.execute import run as runs
+    from runner.pipeline import run as runs
     from runner.execute.rundir import ATTEMPTS, RESULTS, RunDir
     from runner.results import build as _results  # noqa: F401 - the baseline imports what every step imports
 

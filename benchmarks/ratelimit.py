@@ -1,5 +1,5 @@
 """Rate limits: the api host at a fixed concurrency against a fake Messages API that enforces a
-requests-per-window limit, with and without the adaptive limiter (runner.execute.ratelimit).
+requests-per-window limit, with and without the adaptive limiter (runner.hosts.ratelimit).
 
 Time is scaled: the fake's window is `--window` seconds (the API's is 60) with the limit in
 proportion, and the limiter is told the same window. Each session is one request (the fake answers
@@ -34,8 +34,8 @@ from runner.corpus import settings as settings_mod
 from runner.corpus.library import load_library
 from runner.execute.budget import Ledger
 from runner.execute.executor import Executor, RunState
-from runner.execute.ratelimit import AdaptiveLimiter, LimiterStats
-from runner.execute.run import Credentials, Options, finish, prepare, write_plan
+from runner.hosts.ratelimit import AdaptiveLimiter, LimiterStats
+from runner.pipeline.run import Credentials, Options, finish, prepare, write_plan
 from runner.execute.rundir import RunDir
 from runner.testing.fake_anthropic import FakeAnthropic, Recorded, text
 
@@ -133,7 +133,7 @@ def run_arm(library_root: Path, fake: FakeAnthropic, out: Path, *, concurrency: 
     write_plan(rundir, prepared)
     state = RunState(ledger=Ledger(cap_usd=prepared.plan.cap_usd))
     if limiter is None:
-        # The baseline: the runner before runner.execute.ratelimit (a fixed window, no middleware on the client).
+        # The baseline: the runner before runner.hosts.ratelimit (a fixed window, no middleware on the client).
         limiter = AdaptiveLimiter(concurrency, default_pause_s=prepared.plan.rate_limit_pause_s, adaptive=False)
     executor = Executor(prepared.plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
                         prepared.known_names, limiter=limiter)

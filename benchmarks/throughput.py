@@ -6,7 +6,7 @@ The fake (runner/testing/fake_anthropic.py) runs in a SEPARATE process with a fi
 so the CPU time of this process is the runner's own (host objects, the anthropic SDK or the
 claude-agent-sdk, asyncio) and the CLI subprocesses' CPU is read apart (RUSAGE_CHILDREN). Every
 session plays the same script: a Skill call, then a final text (two requests). The host objects
-are the real ones (runner.execute.run.make_host on the example library), driven by an asyncio semaphore
+are the real ones (runner.pipeline.run.make_host on the example library), driven by an asyncio semaphore
 as runner.execute.executor.Executor drives them (without its ledger and run folder).
 
 Figures per (host, concurrency), as the median over --reps repetitions with min-max:
@@ -112,9 +112,9 @@ class FakeProcess:
 def make_host(name: str, url: str, library_path: Path = EXAMPLE) -> Any:
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
-    from runner.execute.run import Credentials
-    from runner.execute.run import make_host as runs_make_host
-    from runner.plan import prices as prices_mod
+    from runner.pipeline.run import Credentials
+    from runner.pipeline.run import make_host as runs_make_host
+    from runner.hosts import prices as prices_mod
 
     settings = Settings()
     library, _ = load_library(library_path, settings)
@@ -123,7 +123,7 @@ def make_host(name: str, url: str, library_path: Path = EXAMPLE) -> Any:
 
 
 def make_spec(attempt_id: str) -> Any:
-    from runner.execute.hosts.base import SessionSpec
+    from runner.hosts.base import SessionSpec
 
     # The attempt id in the prompt lets the fake's records be matched to their session.
     return SessionSpec(attempt_id=attempt_id, uid=attempt_id, prompt=f"{PROMPT} [{attempt_id}]", model=MODEL,

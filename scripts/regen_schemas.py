@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 
 from runner.corpus.settings import Settings
 from runner.improve.model import Improve
-from runner.judge.calibration import LabelledItem
+from runner.judge.agreement import LabelledItem
 from runner.results.build import Results
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "runner" / "schemas"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from runner.corpus.settings import Settings
-from runner.execute.hosts.base import Usage
-from runner.plan.prices import PriceTable
-from runner.plan.prices import load as load_prices
+from runner.hosts.base import Usage
+from runner.hosts.prices import PriceTable
+from runner.hosts.prices import load as load_prices
 from runner.testing.fake_anthropic import Billed, FakeAnthropic
 
 

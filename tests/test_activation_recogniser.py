@@ -1,5 +1,5 @@
 """One activation recogniser (issue 17): what counts as a skill or subagent activation, and when the host's
-answer rejects it, decided in one place (runner.execute.hosts.activation) for the claude-code, api and replay hosts.
+answer rejects it, decided in one place (runner.hosts.activation) for the claude-code, api and replay hosts.
 
 - A table of tool calls, each with and without an error result, through the recogniser.
 - One conversation seen by the claude-code host's recorder (the SDK's messages, as the CLI streams them) and by
@@ -26,13 +26,13 @@ from claude_agent_sdk import AssistantMessage, ResultMessage, TextBlock, ToolRes
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.activation import Turns, apply_result, recognise, skill_md_name, skill_name
-from runner.execute.hosts.api import ApiHost
-from runner.execute.hosts.base import Activation, Observation, SessionSpec
-from runner.execute.hosts.claude_code import ClaudeCodeHost, _Recorder
-from runner.execute.hosts.replay import ReplayHost, _from_transcript
-from runner.execute.hosts.workspace import LibraryFiles
-from runner.plan.prices import load as load_prices
+from runner.hosts.activation import Turns, apply_result, recognise, skill_md_name, skill_name
+from runner.hosts.api import ApiHost
+from runner.hosts.base import Activation, Observation, SessionSpec
+from runner.hosts.claude_code import ClaudeCodeHost, _Recorder
+from runner.hosts.replay import ReplayHost, _from_transcript
+from runner.hosts.workspace import LibraryFiles
+from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE
 from runner.testing.fake_anthropic import FakeAnthropic, blocks, text, tool
 from tests.test_run import attempts, case, results_of, skill_evals_run
@@ -57,7 +57,7 @@ def spec(attempt_id: str = "a#main#1", prompt: str = "review the auth code") -> 
 SR = "security-reviewer (subagent)"
 TASK = {"subagent_type": "security-reviewer", "description": "review", "prompt": "review the auth code"}
 # (tool, input, aliases) -> (name, mechanism) or None, for a call the host answered; the same call answered with
-# an error is the same activation, rejected (every mechanism alike: runner.execute.hosts.activation).
+# an error is the same activation, rejected (every mechanism alike: runner.hosts.activation).
 TABLE: list[tuple[str, Any, dict[str, str], tuple[str, str] | None]] = [
     ("Skill", {"skill": "pdf"}, {}, ("pdf", "skill-tool")),
     ("Skill", {"skill": "no-such-skill"}, {}, ("no-such-skill", "skill-tool")),  # the host's answer decides
@@ -155,7 +155,7 @@ CONVERSATION: list[Reply] = [
     ([{"type": "text", "text": "Done."}], {}),
 ]
 
-# Decided (runner.execute.hosts.activation): a call the host answered with an error is a rejected activation, whatever
+# Decided (runner.hosts.activation): a call the host answered with an error is a rejected activation, whatever
 # the mechanism; `plugin:name` names the skill `name` (semantics §5).
 EXPECTED = [
     ("test-report-triage", "skill-tool", 0, False),
@@ -218,7 +218,7 @@ def recorded(messages: list[Any]) -> _Recorder:
 
 def test_claude_code_and_replay_agree_on_one_conversation(tmp_path: Path) -> None:
     recorder = recorded(sdk_messages(CONVERSATION))
-    # The replay of the transcript the claude-code host records (runner.execute.hosts.claude_code._as_dict) ...
+    # The replay of the transcript the claude-code host records (runner.hosts.claude_code._as_dict) ...
     of_claude_code = replayed(tmp_path, recorder.transcript, "claude-code-run")
     # ... and of the same conversation recorded as Messages API messages (the api host's transcript).
     of_api = replayed(tmp_path, api_transcript(CONVERSATION), "api-run")

@@ -52,7 +52,7 @@ def test_three_skills_with_neighbours_on_the_real_cli(aegis_skills: Path, tmp_pa
                 expected_activation[case.uid] = "PASS"
             elif case.kind == "discrimination" and is_subagent(case.target):
                 # The default allowlist offers no Agent tool: the CLI refuses the call, no subagent runs, and a
-                # refused call is no activation (runner.execute.hosts.activation, issue 17). None of the three skills'
+                # refused call is no activation (runner.hosts.activation, issue 17). None of the three skills'
                 # cases has a subagent target today; tests/test_activation_recogniser.py runs this path.
                 fake.script(key, tool("Agent", {"subagent_type": subagent_name(case.target), "description": "review",
                                                 "prompt": case.prompt}), text("Delegated."))

@@ -13,14 +13,14 @@ import pytest
 
 from runner.corpus.library import Library, load_library
 from runner.corpus.settings import ListingSettings, Settings
-from runner.execute.hosts.api import ApiHost
-from runner.execute.hosts.base import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
-from runner.execute.hosts.replay import ReplayHost
-from runner.execute.hosts.workspace import LibraryFiles
+from runner.hosts.api import ApiHost
+from runner.hosts.base import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.replay import ReplayHost
+from runner.hosts.workspace import LibraryFiles
 from runner.floor.listing import estimate
-from runner.floor.surface import LISTING_HEADER, parse_listing
-from runner.plan.prices import PriceTable
-from runner.plan.prices import load as load_prices
+from runner.hosts.surface import LISTING_HEADER, parse_listing
+from runner.hosts.prices import PriceTable
+from runner.hosts.prices import load as load_prices
 from runner.testing.fake_anthropic import (
     FakeAnthropic,
     Recorded,

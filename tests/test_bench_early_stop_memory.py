@@ -12,9 +12,9 @@ from benchmarks import early_stop, memory
 from benchmarks.synthetic import generate
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.base import ToolCall
+from runner.hosts.base import ToolCall
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
-from runner.results.quorum import QuorumRule
+from runner.core.quorum import QuorumRule
 from runner.results.verdicts import AttemptOutcome
 from tests.conftest import EXAMPLE
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runner.execute.hosts.registry import HOST_NAMES
+from runner.hosts.registry import HOST_NAMES
 from tests.conftest import REPO
 
 BARE = "bare claude -p"

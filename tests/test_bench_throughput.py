@@ -22,10 +22,10 @@ import pytest
 
 from runner.corpus.library import Library, load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts import workspace
-from runner.execute.hosts.api import ApiHost
-from runner.execute.hosts.base import Observation, SessionSpec, Usage
-from runner.plan.prices import load as load_prices
+from runner.hosts import workspace
+from runner.hosts.api import ApiHost
+from runner.hosts.base import Observation, SessionSpec, Usage
+from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO
 from runner.testing.fake_anthropic import FakeAnthropic, cache_min_tokens_for, input_tokens_for, skill, text, tool
 
@@ -245,7 +245,7 @@ def test_claude_code_sessions_link_a_read_only_snapshot_never_the_library(exampl
 
 
 def test_claude_code_host_links_only_when_no_tool_can_write(tmp_path):
-    from runner.execute.hosts.claude_code import ClaudeCodeHost
+    from runner.hosts.claude_code import ClaudeCodeHost
 
     library, _ = load_library(EXAMPLE, Settings())
     files = workspace.LibraryFiles.of(library, Settings().limits.max_file_bytes)

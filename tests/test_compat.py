@@ -14,7 +14,7 @@ from runner.corpus.findings import Finding
 from runner.corpus.layout import LibraryError
 from runner.corpus.library import ANY_SKILL, LIBRARY_OWNER, Library, load_library
 from runner.corpus.settings import Settings
-from runner.floor.surface import parse_listing
+from runner.hosts.surface import parse_listing
 from tests import compat_libraries as compat
 from tests.conftest import cli, findings_of, line_of
 from runner.testing.fake_anthropic import FakeAnthropic, text
@@ -274,7 +274,7 @@ def test_validate_and_census_on_the_formats_library(tmp_path: Path) -> None:
 
 
 def test_answer_keys_never_reach_a_session(tmp_path: Path) -> None:
-    from runner.execute.hosts import workspace
+    from runner.hosts import workspace
 
     root = compat.formats_library(tmp_path / "repo")
     library, _ = load(root)

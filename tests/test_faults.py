@@ -26,7 +26,7 @@ import pytest
 from runner.corpus.library import Assertion
 from runner.corpus.settings import Settings
 from runner.judge.prose import Judge, JudgeSettingsView
-from runner.plan.prices import load as load_prices
+from runner.hosts.prices import load as load_prices
 from runner.testing.fake_anthropic import (
     SPEND_LIMIT_MESSAGES,
     FakeAnthropic,
@@ -75,7 +75,7 @@ API_SESSION_FAULTS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "stop_reason missing": (odd_message(drop=("stop_reason",)), ("stop_reason",)),
     "text null": (odd_message(content=[{"type": "text", "text": None}]), ("text",)),
 }
-# What the CLI shows of the same faults (measured on CLI 2.1.332; see runner/execute/hosts/claude_code.py).
+# What the CLI shows of the same faults (measured on CLI 2.1.332; see runner/hosts/claude_code.py).
 CLI_SESSION_FAULTS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "error body with status 200": (ok_error("overloaded_error", "Overloaded (fake 200)"),
                                    ("malformed response (HTTP 200)",)),
@@ -198,7 +198,7 @@ SPEND_SESSIONS = [
     *[("api", kind, 1, SPEND_LIMIT_MESSAGES[kind]) for kind in ("tier", "bare-429", "org", "workspace", "billing")],
     # The CLI retries a 429 itself (CLAUDE_CODE_MAX_RETRIES = host_max_retries, default 2) and says only
     # `api_retry` with error_status 429 meanwhile; a 400 it sends twice more at once, each time without one of
-    # its beta headers; a 402 it reports in its own words. Measured on CLI 2.1.332 (runner/execute/hosts/claude_code.py).
+    # its beta headers; a 402 it reports in its own words. Measured on CLI 2.1.332 (runner/hosts/claude_code.py).
     # A 429 without retry-after whose message names no limit is not in this list: the CLI shows nothing that
     # tells it from a rate limit. (The workspace 400 takes the org 400's path: the api host run covers its words.)
     *[("claude-code", kind, 3, SPEND_LIMIT_MESSAGES[kind]) for kind in ("tier", "org")],

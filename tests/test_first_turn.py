@@ -16,11 +16,11 @@ from typing import Any
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.base import Observation, SessionSpec
-from runner.execute.hosts.claude_code import bundled_cli, cli_version
-from runner.execute.hosts.first_turn import CAPTURE_FILE, SENTINEL, FirstTurnHost, breakpoints, ineligible
-from runner.execute.hosts.registry import HostInputs, make_host
-from runner.plan.prices import load as load_prices
+from runner.hosts.base import Observation, SessionSpec
+from runner.hosts.claude_code import bundled_cli, cli_version
+from runner.hosts.first_turn import CAPTURE_FILE, SENTINEL, FirstTurnHost, breakpoints, ineligible
+from runner.hosts.registry import HostInputs, make_host
+from runner.hosts.prices import load as load_prices
 from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic, Recorded, break_stream, dynamic, error, text, tool
 from tests.billed import billed_usd

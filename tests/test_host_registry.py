@@ -7,7 +7,7 @@ import typing
 import pytest
 
 from runner.corpus.settings import RunSettings
-from runner.execute.hosts import registry
+from runner.hosts import registry
 
 
 def test_every_name_has_a_factory_and_the_settings_accept_it():
@@ -21,8 +21,8 @@ def test_an_unregistered_name_is_refused_before_anything_is_built():
 
 
 def test_reading_the_names_imports_no_host():
-    code = ("import sys; from runner.execute.hosts import registry; registry.HOST_NAMES; "
+    code = ("import sys; from runner.hosts import registry; registry.HOST_NAMES; "
             "print(sorted(m for m in sys.modules if m.startswith(('claude_agent_sdk', 'anthropic', "
-            "'runner.execute.hosts.api', 'runner.execute.hosts.claude_code'))))")
+            "'runner.hosts.api', 'runner.hosts.claude_code'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

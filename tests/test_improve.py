@@ -265,7 +265,7 @@ def test_the_description_edit_is_one_line_and_changes_nothing_else() -> None:
 
 def test_the_verdict_needs_intervals_that_do_not_overlap() -> None:
     def score(passed: int, failed: int, errored: int = 0) -> Score:
-        from runner.results.quorum import wilson_interval
+        from runner.core.quorum import wilson_interval
         return Score(run_dir="x", passed=passed, failed=failed, errored=errored, unrun=0,
                      rate=passed / (passed + failed), wilson_95=wilson_interval(passed, passed + failed),
                      spend_usd=0, cases=[])

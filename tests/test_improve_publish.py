@@ -46,7 +46,7 @@ def library(tmp_path: Path, text: str = ONE_LINE) -> Path:
 
 
 def score(passed: int, failed: int, run_dir: str) -> Score:
-    from runner.results.quorum import wilson_interval
+    from runner.core.quorum import wilson_interval
 
     decided = passed + failed
     return Score(run_dir=run_dir, passed=passed, failed=failed, errored=0, unrun=0,

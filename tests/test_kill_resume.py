@@ -21,9 +21,9 @@ from typing import Any
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.base import Usage as RunnerUsage
+from runner.hosts.base import Usage as RunnerUsage
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
-from runner.plan.prices import load as load_prices
+from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE
 from runner.testing.fake_anthropic import FakeAnthropic, Usage, hang, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
@@ -320,7 +320,7 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
     import asyncio
 
     from runner.execute.budget import Journal, Ledger
-    from runner.execute.run import open_ledger
+    from runner.pipeline.run import open_ledger
     from runner.judge.prose import JudgeCall
     from runner.plan.build import Plan
 
@@ -356,7 +356,7 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
     assert sorted(prior) == ["s/evals/done", "s/evals/old"]
     # recorded 0.05 + 0.02 + 0.01 judge; lost: 0.4 in flight at its worst case + 0.03 settled without a record
     assert abs(ledger.spent_usd - (0.08 + 0.43)) < 1e-9
-    from runner.execute.run import lost_in_flight
+    from runner.pipeline.run import lost_in_flight
     lost = lost_in_flight(rundir, "h", prior)
     assert abs(lost.usd - 0.43) < 1e-9 and lost.reservations == 1 and lost.attempts == ("s/evals/in-flight#main#1",)
     # A journal that is gone never makes recorded spend disappear.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.execute.hosts.claude_code import bundled_cli, cli_version
+from runner.hosts.claude_code import bundled_cli, cli_version
 from runner.floor.listing import collation_key, host_listing
 from tests.conftest import cli, run_cli
 

@@ -18,12 +18,12 @@ import pytest
 
 from runner.corpus.library import Assertion, Library, load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.api import ApiHost
-from runner.execute.hosts.base import Observation, SessionSpec
-from runner.execute.hosts.workspace import LibraryFiles
+from runner.hosts.api import ApiHost
+from runner.hosts.base import Observation, SessionSpec
+from runner.hosts.workspace import LibraryFiles
 from runner.judge.prose import Judge, JudgeSettingsView
-from runner.plan.prices import PriceTable
-from runner.plan.prices import load as load_prices
+from runner.hosts.prices import PriceTable
+from runner.hosts.prices import load as load_prices
 from runner.testing.fake_anthropic import (
     FakeAnthropic,
     break_stream,
@@ -101,7 +101,7 @@ def test_every_retry_of_a_lost_reply_is_counted_and_the_bound_stops_at_the_reser
         tight = roomy.bound_usd / 2
         capped = api_session(library, prices, fake, "Always cut, please", max_usd=tight)
     assert capped.lost_replies == 3 and capped.cost_usd == pytest.approx(tight) and capped.cost_basis == "reservation"
-    from runner.execute.hosts import billing
+    from runner.hosts import billing
 
     assert billing.charge(1.0, 0.9, 0.5) == (0.5, 0.4, "reservation")
     assert billing.charge(1.0, 0.4, 0.5) == (0.6, 0.0, "reservation")  # reported usage alone passes it: counted

@@ -17,7 +17,7 @@ import pytest
 
 from runner.corpus.settings import Settings
 from runner.plan import build as plan_mod
-from runner.plan.prices import load as load_prices
+from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 

@@ -14,7 +14,7 @@ import pytest
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.activation import recognise
+from runner.hosts.activation import recognise
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 from tests.conftest import fake_env, run_cli
 from tests.round2_truth import one_plugin_repeats_a_name, plugin_namespaces

@@ -21,7 +21,7 @@ import pytest
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts import workspace
+from runner.hosts import workspace
 from tests.conftest import findings_of, line_of, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, error, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids
@@ -496,7 +496,7 @@ def test_a_pattern_that_backtracks_without_end_is_an_error_not_a_hang(example_co
     makes it an ERROR attempt (never PASS or FAIL) in about PATTERN_TIMEOUT_S."""
     import asyncio
 
-    from runner.execute.hosts.base import Observation
+    from runner.hosts.base import Observation
     from runner.probes import arms
 
     library, _ = load_library(example_copy, Settings())

@@ -1,4 +1,4 @@
-"""The adaptive rate limiter (runner.execute.ratelimit): its policy on real asyncio, the fake's
+"""The adaptive rate limiter (runner.hosts.ratelimit): its policy on real asyncio, the fake's
 requests-per-window limit, the real anthropic SDK with the limiter's middleware against that fake,
 one end-to-end run of the api host, and the benchmark's short mode.
 
@@ -22,9 +22,9 @@ import anthropic
 import pytest
 
 from benchmarks.ratelimit import widen_backlog
-from runner.execute.hosts.api import ApiHost
-from runner.execute.hosts.base import Observation
-from runner.execute.ratelimit import (
+from runner.hosts.api import ApiHost
+from runner.hosts.base import Observation
+from runner.hosts.ratelimit import (
     AdaptiveLimiter,
     RateLimitMiddleware,
     cli_rate_limit_retries,
@@ -333,7 +333,7 @@ HOST_TAKES_MIDDLEWARE = "self.middleware" in inspect.getsource(ApiHost.__init__)
 
 
 @pytest.mark.xfail(not HOST_TAKES_MIDDLEWARE, strict=True,
-                   reason="runner/execute/hosts/api.py does not pass `ApiHost.middleware` to its client yet "
+                   reason="runner/hosts/api.py does not pass `ApiHost.middleware` to its client yet "
                           "(the change is described in benchmarks/results/ratelimit.md)")
 def test_api_host_run_against_the_limited_fake(tmp_path: Path) -> None:
     from benchmarks.ratelimit import EXAMPLE, run_arm
@@ -363,9 +363,9 @@ def test_claude_code_retried_429_reaches_the_limiter_through_the_transcript() ->
     from benchmarks.ratelimit import EXAMPLE
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
-    from runner.execute.hosts.base import SessionSpec
-    from runner.execute.run import Credentials, make_host
-    from runner.plan import prices as prices_mod
+    from runner.hosts.base import SessionSpec
+    from runner.pipeline.run import Credentials, make_host
+    from runner.hosts import prices as prices_mod
 
     settings = Settings()
     library, _ = load_library(EXAMPLE, settings)

@@ -1,5 +1,5 @@
 """A killed run's worst cases reconciled with the evidence it left (runner.execute.reconcile), and the CLI's session
-log read as untrusted data (runner.execute.hosts.cli_log): the parts, in-process. The whole path, a run killed with
+log read as untrusted data (runner.hosts.cli_log): the parts, in-process. The whole path, a run killed with
 SIGKILL and resumed with the real Claude Code CLI, is tests/test_kill_resume.py."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from runner.execute.budget import Journal, Ledger, journal_totals, open_reservations
-from runner.execute.hosts import cli_log
-from runner.execute.hosts.base import Usage
-from runner.execute.hosts.cli_spend import MARK_SUFFIX, write_mark
+from runner.hosts import cli_log
+from runner.hosts.base import Usage
+from runner.hosts.cli_spend import MARK_SUFFIX, write_mark
 from runner.execute.reconcile import plan_costs, reconcile
 from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir
 from runner.plan.build import CostEstimate, Plan

@@ -23,7 +23,7 @@ import pytest
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute import run as runs_mod
+from runner.pipeline import run as runs_mod
 from runner.execute.executor import CaseStarts
 from runner.execute.rundir import ATTEMPTS, KEY, REPAIRS, AttemptRecord, RunDir, RunFolderKeyError, signed_line
 from runner.report import markdown, rollup

@@ -250,7 +250,7 @@ def test_quarantine_file_and_previous_runs(tmp_path: Path) -> None:
     markdown = report("markdown", runs[0])
     assert "flips with the runner image" in markdown and "QUARANTINED" in markdown
     assert "PASS" in markdown and "FAIL" in markdown and "positive-nightly-summary-with-skip" in markdown
-    # The history section (runner/results/history.py render_markdown), after the report itself.
+    # The history section (runner/report/history.py render_markdown), after the report itself.
     assert markdown.count("### History: 2 run(s)") == 1
     history = markdown.split("### History: 2 run(s)", 1)[1]
     assert "no result is claimed" in markdown.split("### History", 1)[0]

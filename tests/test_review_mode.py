@@ -9,7 +9,7 @@ from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
-from runner.judge.calibration import load_labels
+from runner.judge.agreement import load_labels
 from runner.report import html as html_report
 from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.corpus import formats, tags
+from runner.corpus import dialects, tags
 from runner.corpus.library import Case, load_library
 from runner.corpus.settings import Settings
 from runner.testing.fake_anthropic import FakeAnthropic, text
@@ -39,7 +39,7 @@ def cases_of(root: Path) -> dict[str, Case]:
 ])
 def test_a_type_value_is_a_kind_a_typo_of_one_or_a_tag(value: str, kind: str | None, near: str | None,
                                                        label: str | None) -> None:
-    assert tags.read_type(value, formats.TRIGGER_TYPES, formats.NEGATIVE_TYPES) == tags.TypeReading(kind, near, label)
+    assert tags.read_type(value, dialects.TRIGGER_TYPES, dialects.NEGATIVE_TYPES) == tags.TypeReading(kind, near, label)
 
 
 def test_category_tags_keep_the_case_runnable_and_are_its_label(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_labels_schema_matches_the_model() -> None:
     """labels.json (the review mode's download, calibrate-judge's input) is a list of LabelledItem."""
     from pydantic import TypeAdapter
 
-    from runner.judge.calibration import LabelledItem
+    from runner.judge.agreement import LabelledItem
     shipped = json.loads(resources.files("runner").joinpath("schemas", "labels.schema.json").read_text())
     generated = TypeAdapter(list[LabelledItem]).json_schema()
     for key in ("$schema", "title"):

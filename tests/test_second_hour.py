@@ -183,7 +183,7 @@ def test_an_empty_skills_folder_is_no_library_as_an_empty_folder_is(tmp_path: Pa
 def test_calibrate_judge_prints_rates_as_percentages_and_an_unmeasured_one_as_such() -> None:
     """Only PASS labels: no item can be a false PASS. The line said Python's `None`; it says why there is no rate."""
     from runner.cli.calibrating import rates
-    from runner.judge.calibration import Rates
+    from runner.judge.agreement import Rates
 
     measured = Rates(items=2, agreement=1.0, false_pass_rate=None, false_fail_rate=0.0, judge_error_rate=0.0)
     assert rates(measured) == ("agreement 100.0%, false PASS n/a (no item to measure it on), false FAIL 0.0%, "

@@ -24,10 +24,10 @@ import pytest
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.base import Observation, SessionSpec
-from runner.execute.hosts.claude_code import ClaudeCodeHost
-from runner.execute.hosts.workspace import LibraryFiles
-from runner.plan.prices import load as load_prices
+from runner.hosts.base import Observation, SessionSpec
+from runner.hosts.claude_code import ClaudeCodeHost
+from runner.hosts.workspace import LibraryFiles
+from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE
 from runner.testing.fake_anthropic import FakeAnthropic, blocks, dynamic, is_billing_block, skill, text, tool
 
@@ -171,10 +171,10 @@ RESTRICTED = ("echo 0 > /proc/sys/user/max_user_namespaces && "
 SESSION_IN_RESTRICTED = '''
 import asyncio, json, sys
 from runner.corpus.library import load_library
-from runner.execute.hosts.base import SessionSpec
-from runner.execute.hosts.claude_code import ClaudeCodeHost
-from runner.execute.hosts.workspace import LibraryFiles
-from runner.plan.prices import load as load_prices
+from runner.hosts.base import SessionSpec
+from runner.hosts.claude_code import ClaudeCodeHost
+from runner.hosts.workspace import LibraryFiles
+from runner.hosts.prices import load as load_prices
 from runner.corpus.settings import Settings
 library, _ = load_library(sys.argv[1], Settings())
 host = ClaudeCodeHost(LibraryFiles.of(library, Settings().limits.max_file_bytes), load_prices(Settings()), "sk-x",

@@ -1,6 +1,6 @@
 """Issue 28: a pull request under review cannot run a program in an eval session, nor reach the run from one.
 
-Wall 1 (runner.execute.hosts.wall): nothing of the library runs. One run of the real Claude Code CLI against the fake
+Wall 1 (runner.hosts.wall): nothing of the library runs. One run of the real Claude Code CLI against the fake
 Messages API, on a library holding every mechanism Claude Code would run a program through — a skill's frontmatter
 hooks (command and http, every event), its inline shell, an `allowed-tools` granting Bash, a subagent's hooks and MCP
 server, the repository's own `.claude/settings.json` (hooks, status line, apiKeyHelper, env pointing the CLI at
@@ -8,7 +8,7 @@ another server) and `.mcp.json`, and a case whose files would put a settings fil
 the fake model fires the skill, calls Bash and delegates to the subagent: no command ran (no marker file), no request
 went anywhere but the fake, no record was forged, and the case with the settings file was held back by the floor.
 
-Wall 2 (runner.execute.hosts.confine): what runs anyway is confined. A trusted configuration that allows Bash lets the
+Wall 2 (runner.hosts.confine): what runs anyway is confined. A trusted configuration that allows Bash lets the
 fake model run the attack the issue reproduced (append a forged PASS to attempts.jsonl, read the library's answer
 key, read the runner's environment, write outside the session): with Landlock every step is refused; with
 `session_confinement = "off"` the same command succeeds (so the test can fail).
@@ -30,8 +30,8 @@ import yaml
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts import confine, wall
-from runner.floor import executables
+from runner.hosts import confine, wall
+from runner.corpus import executables
 from runner.floor import validate as validate_mod
 from runner.report import markdown
 from runner.results.build import Results
@@ -328,7 +328,7 @@ def test_required_confinement_refuses_a_machine_without_it(tmp_path: Path) -> No
 
 def test_the_session_folder_never_takes_host_configuration(tmp_path: Path) -> None:
     """Behind the floor: even asked to, the workspace puts no case file in .claude/, .git/ or .mcp.json."""
-    from runner.execute.hosts import workspace
+    from runner.hosts import workspace
 
     root = hostile_library(tmp_path / "library", tmp_path / "marks", "http://127.0.0.1:9", tmp_path / "run")
     library, _ = load_library(root, Settings())

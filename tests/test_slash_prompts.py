@@ -19,14 +19,14 @@ import pytest
 from runner.corpus import slash
 from runner.corpus.library import Library, load_library
 from runner.corpus.settings import Settings
-from runner.execute.hosts.api import ApiHost, with_arguments
-from runner.execute.hosts.base import Observation, SessionSpec
-from runner.execute.hosts.claude_code import ClaudeCodeHost
-from runner.execute.hosts.workspace import LibraryFiles
+from runner.hosts.api import ApiHost, with_arguments
+from runner.hosts.base import Observation, SessionSpec
+from runner.hosts.claude_code import ClaudeCodeHost
+from runner.hosts.workspace import LibraryFiles
 from runner.floor.census import compute
 from runner.floor.validate import check_library as validate_library
 from runner.plan.build import unrun_reason
-from runner.plan.prices import load as load_prices
+from runner.hosts.prices import load as load_prices
 from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests import round2_slash as r2

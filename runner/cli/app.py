@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.corpus.findings import is_unicode, printable
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

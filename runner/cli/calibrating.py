@@ -1,5 +1,5 @@
 """`calibrate-judge` and `calibrate`: measure the judge on labelled answers, and tier-2 probes by the seed-000
-protocol. What they compute is runner.judge.calibration's and runner.probes.calibration's; here they are parsed,
+protocol. What they compute is runner.judge.agreement's and runner.probes.calibration's; here they are parsed,
 started and printed."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from runner.cli.app import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, fail_usage
 from runner.cli.environment import CALIBRATE_ENVIRONMENT, JUDGE_ENVIRONMENT
 
 if TYPE_CHECKING:
-    from runner.judge.calibration import CalibrationRecord, Rates
+    from runner.judge.agreement import CalibrationRecord, Rates
 from runner.corpus import findings as findings_mod
 
 
@@ -41,23 +41,23 @@ def rates(measured: Rates | CalibrationRecord) -> str:
 def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge_model: str | None,
                     no_record: bool) -> None:
     """Run the judge on labelled answers: agreement, false PASS, false FAIL, JUDGE-ERROR against thresholds."""
-    from runner.execute import run as runs_mod
-    from runner.judge import calibration
+    from runner.pipeline import run as runs_mod
+    from runner.judge import agreement
 
     at = context.load_settings(library_path, config)  # no library is read: the labels are the corpus here
     if findings_mod.has_errors(at.findings):
         click.echo(findings_mod.render_text(at.findings))
         sys.exit(EXIT_USAGE)
     settings = context.with_judge_model(at.settings, judge_model)
-    items = calibration.load_labels(labels)
+    items = agreement.load_labels(labels)
     credentials = context.credentials()
     if not credentials.api_key:
         fail_usage("calibration needs ANTHROPIC_API_KEY; nothing was judged")
-    settings = calibration.calibrating_settings(settings)
+    settings = agreement.calibrating_settings(settings)
     the_judge, unavailable = runs_mod.make_judge(settings, credentials, runs_mod.prices_mod.load(settings), at.root)
     if the_judge is None:
         fail_usage(f"the judge is not available ({unavailable})")
-    record = calibration.calibrate(the_judge, items, str(labels), settings.judge.calibration)
+    record = agreement.calibrate(the_judge, items, str(labels), settings.judge.calibration)
     console = Console(soft_wrap=True, highlight=False)
     console.print(f"Judge {record.model} (prompt {record.prompt_version}) on {record.items} labelled item(s): "
                   f"{rates(record)}; cost ${record.cost_usd:.4f}")
@@ -65,7 +65,7 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
         console.print(f"  class {name}: {by.items} item(s), {rates(by)}")
     console.print("PASSED the thresholds" if record.passed else "FAILED: " + "; ".join(record.failures))
     if not no_record:
-        console.print(f"Recorded in {calibration.append_record(at.root, record)}")
+        console.print(f"Recorded in {agreement.append_record(at.root, record)}")
     sys.exit(EXIT_OK if record.passed else EXIT_FINDINGS)
 
 
@@ -91,7 +91,7 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
               max_usd: float | None, concurrency: int | None, fmt: str, validator_sandbox: str = "none") -> None:
     """Calibrate tier-2 probes by the seed-000 protocol (control 2 reps, then treatment 2 reps) and record
     the verdict in calibration.json beside each probe: ceiling, window, floor or inconclusive."""
-    from runner.execute import run as runs_mod
+    from runner.pipeline import run as runs_mod
     from runner.probes import calibration as pc
     from runner.report import probes as probe_report
 

@@ -30,7 +30,7 @@ from runner.floor import gate as floor_mod
 from runner.floor import validate as validate_mod
 
 if TYPE_CHECKING:
-    from runner.execute import run as runs_mod
+    from runner.pipeline import run as runs_mod
     from runner.plan.select import Selection
 
 CONTAINER_TAG = "skill-evals-runner:local"
@@ -130,7 +130,7 @@ def committed_quarantine(root: Path, commit: str) -> committed_mod.Committed:
 
 def credentials(environ: dict[str, str] | None = None) -> runs_mod.Credentials:
     """The API key and endpoint from the environment (or from `environ`: {} for none), for the host and judge."""
-    from runner.execute import run as runs_mod
+    from runner.pipeline import run as runs_mod
     return runs_mod.credentials_from_env(os.environ if environ is None else environ)
 
 
@@ -145,7 +145,7 @@ def run_options(settings: settings_mod.Settings, loaded: Loaded | None = None, *
     """The options of one command, checked against the settings they change (k against N, which may come from
     [tiers.<tier>]): a usage error naming the option, before the floor runs and before anything is started.
     `loaded`: with --settings-commit, its commit's quarantine list applies unless --quarantine names another."""
-    from runner.execute import run as runs_mod
+    from runner.pipeline import run as runs_mod
     if loaded is not None and kw.get("quarantine_file") is None and loaded.quarantine_file is not None:
         kw["quarantine_file"] = loaded.quarantine_file
     try:

@@ -51,7 +51,7 @@ def improve_command(skill: str, library_path: Path, config: Path | None, host: s
                     no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
                     untrusted_settings: bool = False, settings_commit: str | None = None) -> None:
     """Improve SKILL's description on train cases; report it on held-out test cases. Never edits the library."""
-    from runner.execute import run as runs_mod
+    from runner.pipeline import run as runs_mod
     from runner.improve import loop
     from runner.improve.propose import Proposer
     from runner.improve.render import print_improve

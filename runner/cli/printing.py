@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from runner.execute import run as runs_mod
-    from runner.floor.surface import Surface
+    from runner.pipeline import run as runs_mod
+    from runner.hosts.surface import Surface
     from runner.plan import build as plan_mod
     from runner.results import build as results_mod
 

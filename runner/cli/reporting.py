@@ -78,7 +78,7 @@ def report(run_dir: Path, fmt: str, out: Path | None, previous: tuple[Path, ...]
     history = None
     earlier = list(previous) + (history_runs(history_dir, run_dir, last) if history_dir is not None else [])
     if earlier:
-        from runner.results import history as history_mod
+        from runner.report import history as history_mod
         # Labelled by folder: two runs that finished in the same second stay apart.
         history = history_mod.compare(results, [read_results(p) for p in earlier],
                                       labels=[str(p) for p in earlier], current_label=str(run_dir))

@@ -97,7 +97,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         from runner.cli.incontainer import run_in_container
         run_in_container(library_path, config, out, resume_dir, base_image, settings_commit)
         return
-    from runner.execute import run as runs_mod
+    from runner.pipeline import run as runs_mod
     from runner.execute.progress import reporter
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
@@ -168,8 +168,8 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_model: str | None,
                   max_usd: float | None, batch: bool = False, batch_poll_s: float = 30.0) -> None:
     """Judge a finished run again from its stored answers (no session), into a new results file."""
-    from runner.execute import run as runs_mod
-    from runner.judge import rejudge as rejudge_mod
+    from runner.pipeline import run as runs_mod
+    from runner.pipeline import rejudge as rejudge_mod
 
     loaded = context.load(library_path, config)
     rundir = runs_mod.RunDir(run_dir)

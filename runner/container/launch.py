@@ -19,7 +19,7 @@
     skill or a tool could read. (A session can still SPEND through the proxy while the run lasts — the Messages
     API is what it is there for — but it can never take the key away.)
   - a read-only root filesystem; tmpfs for ``/tmp`` (exec: session folders and the CLI's environment wrapper
-    live there, since Docker's 64 MB noexec /dev/shm is never chosen by runner.execute.hosts.workspace) and for HOME.
+    live there, since Docker's 64 MB noexec /dev/shm is never chosen by runner.hosts.workspace) and for HOME.
   - a non-root user, ``no-new-privileges``, every capability dropped, no Docker socket, memory / CPU / pids
     limits and ``nofile`` / ``nproc`` ulimits (nproc counts every process of the uid on the host kernel, so it
     is set above ``pids_limit``, which is the container's own bound).
@@ -68,7 +68,7 @@ import docker.types
 
 from runner.container.apiproxy import ApiProxy
 from runner.container.apirelay import SOCKET_ENV
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 
 if TYPE_CHECKING:
     from runner.corpus.settings import Settings
@@ -94,7 +94,7 @@ TMP_SIZE = "1g"         # session folders and the library snapshot; counted agai
 HOME_SIZE = "64m"
 
 # The deadline (PlanDeadline, plan_bound).
-SURFACE_AUDIT_S = 120.0     # runner.execute.hosts.claude_code's surface-audit session bound
+SURFACE_AUDIT_S = 120.0     # runner.hosts.claude_code's surface-audit session bound
 PLANNING_MARGIN_S = 300.0   # starting the container, loading the library, the floor, counting tokens
 RUN_MARGIN_S = 300.0        # at least; 10 % of the bound when that is more
 BATCH_WINDOW_S = 86_400.0   # a Message Batch ends within 24 hours

@@ -42,7 +42,7 @@ import requests.exceptions
 
 import runner  # its __file__ locates the source checkout
 from runner.container.launch import IMAGE_USER, REPO_MOUNT, ContainerError, ensure_image, given_image
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.floor.validate import LibraryValidator, ValidatorRun
 
 DEFAULT_BASE_IMAGE = "python:3.12-slim"

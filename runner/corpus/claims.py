@@ -1,7 +1,7 @@
 """What an activation assertion claims: which skills must fire and which must not.
 
 Read by the verdict (runner.results.verdicts.check_activation_assertion) and by the plan, which needs to know
-which names decide an activation-only case early (runner.plan.decide).
+which names decide an activation-only case early (runner.corpus.decide).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ class Rules:
     unjudgeable: tuple[Rule, ...]
     workspace_prompt: tuple[Rule, ...]
     signposts: tuple[str, ...]
-    # Phrases saying a request belongs to another skill (runner.corpus.kinds: deferral cases).
+    # Phrases saying a request belongs to another skill (runner.corpus.kind_words: deferral cases).
     deferral: tuple[Rule, ...] = ()
 
 

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.corpus.settings import SETTINGS_FILE
 
 # Past any real settings file; a larger blob is refused before it is written anywhere.

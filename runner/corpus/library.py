@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, kinds, outside, slash, tags
+from runner.corpus import bounded, classify, dialects, frontmatter, jsonfile, kind_words, outside, slash, tags
 from runner.corpus import schema_check as schemas
 from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, sort_key, warning
@@ -47,7 +47,7 @@ SUBAGENT_SUFFIX = " (subagent)"
 # skill, and its target is any skill (it passes when none of the library's skills fires).
 LIBRARY_OWNER = "(library)"
 ANY_SKILL = "(any skill)"
-# Eval files a skill folder may hold, and the shapes (runner.corpus.formats) each name admits. Cases of the files
+# Eval files a skill folder may hold, and the shapes (runner.corpus.dialects) each name admits. Cases of the files
 # named here keep their own ids in their uid; other files' cases are `<file stem>:<id>`.
 NAMED_EVAL_FILES: dict[str, tuple[str, ...]] = {
     "evals.json": ("aegis-evals", "skill-creator", "trigger-set", "scenario", "skill-checks"),
@@ -256,7 +256,7 @@ def aliases_of(skills: dict[str, Skill]) -> dict[str, str]:
 
 def namespaced_of(skills: dict[str, Skill]) -> dict[str, str]:
     """`plugin:skill` names, each mapped to itself: a Skill call naming one names that skill, not its bare name
-    (runner.execute.hosts.activation.skill_name looks a call's whole name up here first)."""
+    (runner.hosts.activation.skill_name looks a call's whole name up here first)."""
     return {name: name for name, skill in skills.items() if skill.folder_name != name}
 
 
@@ -317,7 +317,7 @@ def _case_errors(paths: set[tuple[Any, ...]], list_key: str, index: int) -> list
     return [p[2:] for p in paths if p[:2] == (list_key, index)]
 
 
-def _owner_and_target(item: formats.Item, the_shape: str, skill: str) -> tuple[str, str]:
+def _owner_and_target(item: dialects.Item, the_shape: str, skill: str) -> tuple[str, str]:
     """A routing case belongs to the skill it expects, or to the library when it expects none (then any
     library skill firing is its loss); every other case to the skill whose folder holds its file."""
     if the_shape == "routing":
@@ -372,7 +372,7 @@ class _Loader:
         self.name_map: dict[str, str] = {}  # every name of a skill -> its folder name
         self.unread: list[UnreadFile] = []
         self.outside: dict[str, list[Path]] = {}  # skill -> its eval files of `…/evals/<skill>/` (runner.corpus.outside)
-        self.canonical: dict[str, str] = {}  # each of those names -> the name cases use (runner.corpus.kinds)
+        self.canonical: dict[str, str] = {}  # each of those names -> the name cases use (runner.corpus.kind_words)
         # Every name a slash command may use for a skill -> its folder name (runner.corpus.slash).
         self.slash_names: dict[str, str] = {}
 
@@ -535,7 +535,7 @@ class _Loader:
             self.not_read(path, "it cannot be read as JSON (the error at it says why)", finding=False)
             return
         shown = self.show(path)
-        the_shape, why = formats.shape(doc.data, path.name)
+        the_shape, why = dialects.shape(doc.data, path.name)
         if the_shape not in admitted:
             named = path.name in NAMED_EVAL_FILES or path.parent.name == "evaluations"
             described = ", ".join(SHAPE_NAMES[a] for a in admitted)
@@ -704,9 +704,9 @@ class _Loader:
 
     def _load_items(self, doc: jsonfile.JsonDocument, skill: Skill, shown: str, the_shape: str, prefix: str,
                     stem: str) -> None:
-        """The cases of a skill-creator, trigger-set, scenario or routing file (runner.corpus.formats)."""
+        """The cases of a skill-creator, trigger-set, scenario or routing file (runner.corpus.dialects)."""
         source = SOURCE_OF[the_shape]
-        list_key, entries = formats.items(doc.data, the_shape)
+        list_key, entries = dialects.items(doc.data, the_shape)
         single = list_key == ""  # one scenario: the file itself
         base = () if single or list_key is None else (list_key,)
 
@@ -717,19 +717,19 @@ class _Loader:
         if the_shape in ("skill-creator", "scenario"):
             for index, item in items.items():
                 if slash.invoked_skill(item.prompt, self.slash_names) != skill.name:
-                    kinds.refine(item, entries[index], skill.name, self.rules, self.canonical)
+                    kind_words.refine(item, entries[index], skill.name, self.rules, self.canonical)
                     continue
                 # A prompt that invokes its own skill by hand is no routing question: the skill fires, and what the
                 # words say of not firing or deferring is the outcome judged on the answer. Only the reading's kind
                 # is kept (classify.invocation_kind makes it a refusal below), never a new target.
                 read = dataclasses.replace(item)
-                kinds.refine(read, entries[index], skill.name, self.rules, self.canonical)
+                kind_words.refine(read, entries[index], skill.name, self.rules, self.canonical)
                 item.kind, item.kind_rule = read.kind, read.kind_rule
         case_ids = {index: (stem if single else f"{stem}:{item.id}") if the_shape == "scenario" else f"{prefix}{item.id}"
                     for index, item in items.items() if item.id}
         owners = {index: _owner_and_target(items[index], the_shape, skill.name) for index in case_ids}
         uids = {index: f"{owners[index][0]}/{source}/{case_id}" for index, case_id in case_ids.items()}
-        problems, paths = schemas.check(doc, formats.SCHEMA_OF[the_shape], shown, "eval-schema",
+        problems, paths = schemas.check(doc, dialects.SCHEMA_OF[the_shape], shown, "eval-schema",
                                         self.scoped(doc, _case_at(base, uids, single)))
         self.findings.extend(problems)
         self.report_unused(doc, entries, the_shape, shown, pointer_of)
@@ -743,18 +743,18 @@ class _Loader:
             self.keep(self.item_case(entries[index], items[index], the_shape, skill, shown, doc, pointer, case_id,
                                      owner, target, invalid), skill, seen)
 
-    def item(self, raw: dict, the_shape: str, pointer: tuple[Any, ...], index: int, skill: Skill) -> formats.Item:
+    def item(self, raw: dict, the_shape: str, pointer: tuple[Any, ...], index: int, skill: Skill) -> dialects.Item:
         if the_shape == "skill-checks":
-            return formats.checks_item(raw, index, None if skill.name == LIBRARY_OWNER else skill.name, self.name_map)
+            return dialects.checks_item(raw, index, None if skill.name == LIBRARY_OWNER else skill.name, self.name_map)
         if the_shape == "skill-creator":
-            return formats.creator_item(raw, pointer, index)
+            return dialects.creator_item(raw, pointer, index)
         if the_shape == "trigger-set":
-            return formats.trigger_item(raw, index)
+            return dialects.trigger_item(raw, index)
         if the_shape == "scenario":
-            return formats.scenario_item(raw, pointer, index, skill.name)
-        return formats.routing_item(raw, index)
+            return dialects.scenario_item(raw, pointer, index, skill.name)
+        return dialects.routing_item(raw, index)
 
-    def item_case(self, raw: dict, item: formats.Item, the_shape: str, skill: Skill, shown: str,
+    def item_case(self, raw: dict, item: dialects.Item, the_shape: str, skill: Skill, shown: str,
                   doc: jsonfile.JsonDocument, pointer: tuple[Any, ...], case_id: str, owner: str, target: str,
                   invalid: bool) -> Case:
         source = SOURCE_OF[the_shape]
@@ -772,12 +772,12 @@ class _Loader:
             should_not_trigger=item.should_not_trigger, files=item.files,
             files_dir=skill.path if item.files else None, expected_output=item.expected_output, note=item.note,
             assertions=self.classified(written, skill, uid), kind=kind, kind_rule=rule, label=item.label,
-            lines={"expected_skill": doc.line(*pointer, next((k for k in formats.EXPECTED_KEYS if k in raw), "id")),
+            lines={"expected_skill": doc.line(*pointer, next((k for k in dialects.EXPECTED_KEYS if k in raw), "id")),
                    **{f"should_not_trigger/{i}": doc.line(*pointer) for i in range(len(item.should_not_trigger))}},
         )
         if kind == "unknown":
             written_type = rule.split(":", 1)[1]
-            near = tags.read_type(written_type.split("=", 1)[1], formats.TRIGGER_TYPES, formats.NEGATIVE_TYPES).near
+            near = tags.read_type(written_type.split("=", 1)[1], dialects.TRIGGER_TYPES, dialects.NEGATIVE_TYPES).near
             self.findings.append(error(
                 "unknown-case-type", shown, doc.line(*pointer, "type" if "type" in raw else "kind"),
                 f"case {case_id!r}: {written_type} looks like a case kind (close to {near!r}) that the runner does not "
@@ -793,23 +793,23 @@ class _Loader:
                       pointer_of: Callable[[int], tuple[Any, ...]]) -> None:
         """A key no reader uses is a warning naming it (the case still loads): a typo, or a field this runner
         does not read."""
-        known = {"skill-creator": formats.CREATOR_KEYS, "trigger-set": formats.TRIGGER_KEYS,
-                 "scenario": formats.SCENARIO_KEYS, "routing": formats.ROUTING_KEYS,
-                 "skill-checks": formats.CHECKS_KEYS}[the_shape]
-        for key, index in formats.unused_keys(entries, known):
+        known = {"skill-creator": dialects.CREATOR_KEYS, "trigger-set": dialects.TRIGGER_KEYS,
+                 "scenario": dialects.SCENARIO_KEYS, "routing": dialects.ROUTING_KEYS,
+                 "skill-checks": dialects.CHECKS_KEYS}[the_shape]
+        for key, index in dialects.unused_keys(entries, known):
             self.findings.append(warning(
                 "eval-unknown-key", shown, doc.line(*pointer_of(index), key),
                 f"key {key!r} is not read by the runner ({SHAPE_NAMES[the_shape]}); the case loads without it"))
         if the_shape == "skill-checks":
             checks = [entry.get("checks") if isinstance(entry, dict) else None for entry in entries]
-            for key, index in formats.unused_keys(checks, formats.CHECKS_READ):  # once per key and file
+            for key, index in dialects.unused_keys(checks, dialects.CHECKS_READ):  # once per key and file
                 self.findings.append(warning(
                     "eval-unknown-key", shown, doc.line(*pointer_of(index), "checks", key),
                     f"check {key!r} is not read by the runner (it reads checks.skill_invoked); the case is "
                     "decided without it"))
         if the_shape == "skill-creator" and isinstance(doc.data, dict):
             for key in doc.data:
-                if key not in formats.CREATOR_TOP_KEYS:
+                if key not in dialects.CREATOR_TOP_KEYS:
                     self.findings.append(warning("eval-unknown-key", shown, doc.line(key),
                                                  f"top-level key {key!r} is not read by the runner"))
 
@@ -964,9 +964,9 @@ class _Loader:
             marks = self.marks()
             doc, problems = jsonfile.read(path, policy)
             self.findings.extend(problems)
-            if doc is not None and formats.shape(doc.data, path.name)[0] != "trigger-set":
+            if doc is not None and dialects.shape(doc.data, path.name)[0] != "trigger-set":
                 self.findings.append(error("eval-format-unknown", policy.show(path), 1,
-                                           f"trigger_set file {entry.path} is {formats.shape(doc.data, path.name)[1]},"
+                                           f"trigger_set file {entry.path} is {dialects.shape(doc.data, path.name)[1]},"
                                            " not a trigger query set (a list of `{query, should_trigger}`)"))
             elif doc is not None:
                 skill.eval_files.append(policy.show(path))
@@ -1002,12 +1002,12 @@ class _Loader:
             if doc is None:
                 self.not_read(path, "it cannot be read as JSON (the error at it says why)", finding=False)
                 continue
-            the_shape, why = formats.shape(doc.data, path.name)
-            mine = formats.checks_owner(doc.data, self.name_map) if the_shape == "skill-checks" else None
+            the_shape, why = dialects.shape(doc.data, path.name)
+            mine = dialects.checks_owner(doc.data, self.name_map) if the_shape == "skill-checks" else None
             if the_shape == "routing" and path.parent == self.root / "evals":
                 prefix = "" if path.stem == "routing" else f"{path.stem}:"
                 self._load_items(doc, library, self.show(path), "routing", prefix, path.stem)
-            elif the_shape == "skill-checks" and (mine or formats.checks_targets(doc.data, self.name_map)):
+            elif the_shape == "skill-checks" and (mine or dialects.checks_targets(doc.data, self.name_map)):
                 owner = skills[mine] if mine in skills else library
                 start = len(self.findings)
                 if mine in skills:

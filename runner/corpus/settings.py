@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.corpus import bounded
 from runner.corpus.findings import Finding, display_path, error
-from runner.execute.hosts.registry import HostName
+from runner.hosts.registry import HostName
 
 SETTINGS_FILE = ".skill-evals.toml"
 
@@ -158,7 +158,7 @@ class RunSettings(_Strict):
                                                        "all N.")
     decide_early: bool = Field(default=True, description="An activation-only case's session ends as soon as its "
                                                         "outcome can no longer change (the target fired, a forbidden "
-                                                        "skill fired: runner.plan.decide); false runs every session "
+                                                        "skill fired: runner.corpus.decide); false runs every session "
                                                         "to its end. Cases with assertions about the answer always "
                                                         "run to the end.")
     baseline: bool = Field(default=False, description="Every executed output case (assertions about the answer) "

@@ -8,7 +8,7 @@ arguments — `/alpha summarise the notes`, `/alpha` on a line of its own follow
 matched exactly (case-sensitive; `/alpha:x` is not `alpha`), against a skill's folder name or its frontmatter
 `name`. A `/word` that names no skill is sent to the model as written.
 
-The api host expands with it (runner.execute.hosts.api), the classifier decides an explicit invocation with it
+The api host expands with it (runner.hosts.api), the classifier decides an explicit invocation with it
 (runner.corpus.classify) and the plan lets an explicit invocation of a manual-only skill run (runner.plan.build):
 one parse, so the three cannot disagree about what a prompt invokes.
 """

@@ -20,7 +20,7 @@ reservation (AttemptRecord.reservation_id), so the caller can tell the spend no 
 
 Two more events make a killed run's worst cases smaller where evidence allows (issue 28): `progress` (written, not
 fsynced, each time an attempt's tally changes: what its session had spent so far, lost replies and the request in
-flight at their bounds; runner.execute.hosts.billing), and `reconcile` (fsynced, written once per unsettled
+flight at their bounds; runner.hosts.billing), and `reconcile` (fsynced, written once per unsettled
 reservation by the next process of the run folder, runner.execute.reconcile: the figure the best evidence gives,
 never below what the evidence shows billed, never above the reservation, and where it came from). A reconciled
 reservation counts at its reconciled figure and is never reconciled again.

@@ -27,16 +27,16 @@ from typing import Any, Protocol
 
 from runner.corpus.library import Case, Probe
 from runner.execute.budget import Ledger, Reservation
-from runner.execute.hosts import billing
-from runner.execute.hosts.base import Host, Observation, SessionSpec
-from runner.execute.ratelimit import AdaptiveLimiter, RateLimitMiddleware
+from runner.hosts import billing
+from runner.hosts.base import Host, Observation, SessionSpec
+from runner.hosts.ratelimit import AdaptiveLimiter, RateLimitMiddleware
 from runner.execute.rundir import AttemptRecord, RunDir
 from runner.judge.prose import Grader, JudgeCall
 from runner.plan.build import Plan, PlannedCase
 from runner.probes import arms as probes_mod
 from runner.probes.arms import ARMS, Arm, ProbeGrade
 from runner.results import uplift
-from runner.results.quorum import QuorumRule, Tally, starts_allowed
+from runner.core.quorum import QuorumRule, Tally, starts_allowed
 from runner.results.verdicts import (
     AttemptOutcome,
     apply_judgement,
@@ -203,9 +203,9 @@ class Executor:
         self.state = state
         self.known = known_names
         self.progress = progress
-        # Session starts go through one adaptive limiter (runner.execute.ratelimit): the plan's concurrency is its
+        # Session starts go through one adaptive limiter (runner.hosts.ratelimit): the plan's concurrency is its
         # ceiling, a 429 shrinks it and pauses starts. It joins the host's client middleware too
-        # (runner.execute.hosts.base.Host.middleware): a host's own requests are paced and their retried 429s observed.
+        # (runner.hosts.base.Host.middleware): a host's own requests are paced and their retried 429s observed.
         self.limiter = limiter or AdaptiveLimiter(plan.concurrency, default_pause_s=plan.rate_limit_pause_s)
         middleware = host.middleware
         middleware[:] = [m for m in middleware if not isinstance(m, RateLimitMiddleware)]

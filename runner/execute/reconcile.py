@@ -3,15 +3,15 @@
 A SIGKILL leaves every reservation in flight unsettled in reservations.jsonl (runner.execute.budget), each counted at
 its worst case, and without this a resumed run would count them so forever: three kills of a $0.55 run left 14 of
 24 cases UNRUN (budget-cap) with $0.08 really billed. So the next process of the run folder, holding its lock
-(RunDir.claim) and before anything empties the killed sessions' folders (runner.execute.hosts.workspace.
+(RunDir.claim) and before anything empties the killed sessions' folders (runner.hosts.workspace.
 claim_run_parent), reconciles each unsettled reservation once, with the best evidence there is:
 
 1. `attempt-record`: a record in attempts.jsonl that names the reservation (finished or cancelled): its cost.
 2. `session-log`: the killed claude-code session's folder, found by the mark its host left beside it
-   (runner.execute.hosts.cli_spend.MARK_SUFFIX, naming the reservation), whose CLI session log
-   (runner.execute.hosts.cli_log) shows the usage of every reply it received and every request it sent without a
+   (runner.hosts.cli_spend.MARK_SUFFIX, naming the reservation), whose CLI session log
+   (runner.hosts.cli_log) shows the usage of every reply it received and every request it sent without a
    reply (the one in flight at the kill among them): the replies at their cost plus each lost request at its bound.
-3. `progress`: the last figure the killed process journaled for it (runner.execute.hosts.billing: what its session
+3. `progress`: the last figure the killed process journaled for it (runner.hosts.billing: what its session
    had reported so far, lost replies and the request in flight at their bounds).
 4. `none`: nothing says more; it stays at its worst case.
 The figure is never below what the evidence shows billed (the usage reported) and never above the reservation
@@ -34,12 +34,12 @@ from pathlib import Path
 
 from runner.corpus.settings import Price
 from runner.execute.budget import OpenReservation, Reconciled, open_reservations, reconcile_line
-from runner.execute.hosts import billing, cli_log, workspace
-from runner.execute.hosts.base import SessionSpec
-from runner.execute.hosts.cli_spend import MARK_SUFFIX, CliCosts, StreamSeen
+from runner.hosts import billing, cli_log, workspace
+from runner.hosts.base import SessionSpec
+from runner.hosts.cli_spend import MARK_SUFFIX, CliCosts, StreamSeen
 from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir
 from runner.plan.build import Plan
-from runner.plan.prices import PriceTable
+from runner.hosts.prices import PriceTable
 
 MARK_MAX_BYTES = 4096
 MAX_MARKS = 10_000

@@ -55,9 +55,9 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from runner.corpus import bounded
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.corpus.findings import is_unicode, printable_tree
-from runner.execute.hosts.base import Bound, CostBasis, Decided, FirstTurn, ToolCall, Usage
+from runner.hosts.base import Bound, CostBasis, Decided, FirstTurn, ToolCall, Usage
 from runner.judge.prose import JudgeCall
 from runner.probes.arms import ProbeGrade
 from runner.results.verdicts import AttemptOutcome
@@ -90,7 +90,7 @@ class AttemptRecord(BaseModel):
     turns: int = 0
     usage: Usage = Usage()
     cost_usd: float = 0.0
-    # How cost_usd was established, and its part that is a bound for lost replies (runner.execute.hosts.billing).
+    # How cost_usd was established, and its part that is a bound for lost replies (runner.hosts.billing).
     cost_basis: CostBasis = "reported"
     bound_usd: float = 0.0
     lost_replies: int = 0
@@ -100,7 +100,7 @@ class AttemptRecord(BaseModel):
     # ledger kept no journal (older run folders, batch mode, re-judging): then this record alone shows its spend.
     reservation_id: str | None = None
     duration_s: float = 0.0
-    # What the model received before the case prompt, hashed (runner.execute.hosts.base.Observation.prefix_hash), the
+    # What the model received before the case prompt, hashed (runner.hosts.base.Observation.prefix_hash), the
     # session-path mode (claude-code) and the first model call's input: results.json's `cost` is made of them.
     prefix_hash: str | None = None
     session_path: str | None = None

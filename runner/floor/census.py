@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from runner.corpus import classify, kinds
+from runner.corpus import classify, kind_words
 from runner.corpus.findings import Finding, counts
 from runner.corpus.library import Library, UnreadFile, is_subagent, subagent_name
 from runner.corpus.settings import Settings
@@ -81,7 +81,7 @@ class PatternBreaks(BaseModel):
 
 
 class KindRules(BaseModel):
-    """Cases whose kind a rule of the runner decided, not a field of the file (runner.corpus.kinds.by_heuristic)."""
+    """Cases whose kind a rule of the runner decided, not a field of the file (runner.corpus.kind_words.by_heuristic)."""
 
     total: int = 0
     by_rule: dict[str, int] = {}
@@ -165,7 +165,7 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
     manual_skills = {s.name for s in skills if s.manual_only}
     workspace = [c for c in cases if c.workspace_signals]
     kind_class: dict[str, Counter] = {}
-    guessed = [c for c in cases if kinds.by_heuristic(c.kind_rule)]
+    guessed = [c for c in cases if kind_words.by_heuristic(c.kind_rule)]
     for case, assertion in assertions:
         kind_class.setdefault(case.kind, Counter())[assertion.assertion_class] += 1
     return Census(

@@ -23,7 +23,7 @@ from runner.corpus import classify
 from runner.corpus.findings import Finding, display_path, error, info, warning
 from runner.corpus.library import ANY_SKILL, Case, Library, Probe, Skill, is_kebab, is_subagent, subagent_name
 from runner.corpus.settings import SETTINGS_FILE, Settings
-from runner.floor import executables
+from runner.corpus import executables
 
 DEFAULT_VALIDATOR = Path("scripts") / "validate-skills.py"
 NAME_MAX = 64

@@ -4,7 +4,7 @@ What enters: a loaded `Library`, its `Settings`, one skill's name, the credentia
 model, N and k, rounds, candidates per round, the spend cap, a seed). What leaves: an `Improve` (model.py), written
 as improve.json, with a unified diff of SKILL.md when a candidate was chosen. Nothing in the library is modified:
 every candidate is evaluated in a temporary copy of the library, through the ordinary run pipeline
-(runner.execute.run: prepare, write_plan, execute), one run folder per evaluation under the improve folder.
+(runner.pipeline.run: prepare, write_plan, execute), one run folder per evaluation under the improve folder.
 
 The stages, each a module:
 - split.py — the skill's trigger cases (trigger, refusal, no_trigger, discrimination) split into train and held-out

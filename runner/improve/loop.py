@@ -5,7 +5,7 @@
    candidates. A candidate over the 1,024-character limit, empty, already tried, or one that would make the listing
    drop a description it kept (the listing-budget rule of runner.floor.listing for the host) is recorded with that
    state and never run. The others are run on train, each in a temporary copy of the library whose SKILL.md carries
-   the candidate (skillmd.py), through runner.execute.run (prepare, write_plan, execute) — the same code as
+   the candidate (skillmd.py), through runner.pipeline.run (prepare, write_plan, execute) — the same code as
    `skill-evals run`, one run folder per evaluation under `<out>/runs/`.
 3. Inside the round, the candidates that beat the best so far on train (complete runs only), best first and at most
    `finalists` of them, get the neighbour check: the neighbours' own cases are run with the candidate in place and
@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.corpus import bounded
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.corpus.library import Case, Library, load_library
 from runner.corpus.settings import Settings
-from runner.execute import run as runs_mod
+from runner.pipeline import run as runs_mod
 from runner.execute.budget import Ledger
-from runner.execute.hosts.registry import HostName
+from runner.hosts.registry import HostName
 from runner.floor import listing
 from runner.improve import split as split_mod
 from runner.improve.model import (
@@ -74,7 +74,7 @@ from runner.improve.skillmd import rewrite_description
 from runner.plan.build import API_HOST_NOTE
 from runner.plan.select import SelectedCase, Selection
 from runner.results.build import Results
-from runner.results.quorum import wilson_interval
+from runner.core.quorum import wilson_interval
 
 RUNS = "runs"
 IMPROVE_JSON = "improve.json"
@@ -100,7 +100,7 @@ class Bounds:
 class Inputs:
     library: Library
     library_path: Path  # as given on the command line: the copy is loaded from the same place inside it
-    settings: Settings  # with the command line's options applied (runner.execute.run.apply_options)
+    settings: Settings  # with the command line's options applied (runner.pipeline.run.apply_options)
     skill: str
     credentials: runs_mod.Credentials
     bounds: Bounds

@@ -24,11 +24,11 @@ import anthropic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from runner.execute.budget import Ledger
-from runner.execute.hosts.api import reply_problem, reply_usage
-from runner.execute.hosts.base import Usage
-from runner.execute.ratelimit import SpendLimitMiddleware, SpendLimitReached
+from runner.hosts.api import reply_problem, reply_usage
+from runner.hosts.base import Usage
+from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached
 from runner.improve.model import DESCRIPTION_LIMIT, ProposalCall
-from runner.plan.prices import PriceTable
+from runner.hosts.prices import PriceTable
 
 # The first line of every proposer request's user message: how a reader of a request log (or the fake's scripts)
 # tells a proposer call from a session.

@@ -12,12 +12,12 @@ failed call makes every assertion of that attempt JUDGE-ERROR; that is visible, 
 
 The reply is structured output validated against a schema. Any failure — transport error after
 the SDK's retries, timeout, a spend limit, a reply that is not a readable Message (an error body or
-an event stream sent with status 200, usage / content / stop_reason missing: runner.execute.hosts.api.
+an event stream sent with status 200, usage / content / stop_reason missing: runner.hosts.api.
 reply_problem), refusal, truncation, JSON that does not validate, a missing or extra verdict,
 evidence that does not occur in the answer — is JUDGE-ERROR with its cause. It is never turned into
 PASS or FAIL, and no reply makes the judge raise.
 
-A spend limit (runner.execute.ratelimit.spend_limit_cause) is recognised from the first response by the
+A spend limit (runner.hosts.ratelimit.spend_limit_cause) is recognised from the first response by the
 client's SpendLimitMiddleware, without the SDK's retries; the JudgeCall says so (`spend_limit`) and
 the executor stops the run, as for a session that hit one.
 """
@@ -37,11 +37,11 @@ from anthropic.types import Message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.corpus.library import Assertion
-from runner.execute.hosts import billing
-from runner.execute.hosts.api import reply_problem, reply_usage
-from runner.execute.hosts.base import CostBasis, ToolCall, Usage
-from runner.execute.ratelimit import SpendLimitMiddleware, SpendLimitReached
-from runner.plan.prices import PriceTable
+from runner.hosts import billing
+from runner.hosts.api import reply_problem, reply_usage
+from runner.hosts.base import CostBasis, ToolCall, Usage
+from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached
+from runner.hosts.prices import PriceTable
 from runner.results.verdicts import AssertionOutcome
 
 SYSTEM_PROMPT = """You are an independent grader of an AI assistant's answer. You are given a rubric: a list of \
@@ -137,7 +137,7 @@ class JudgeCall(BaseModel):
     usage: Usage = Usage()
     cost_usd: float = 0.0
     cost_basis: CostBasis = Field(default="reported", description="How cost_usd was established "
-                                                                  "(runner.execute.hosts.billing).")
+                                                                  "(runner.hosts.billing).")
     bound_usd: float = Field(default=0.0, description="Of cost_usd, the bound charged for replies that were lost.")
     duration_s: float = 0.0
     error: str | None = Field(default=None, description="The cause when the call produced no valid verdicts.")
@@ -233,7 +233,7 @@ class JudgeSettingsView(BaseModel):
 
 class Grader(Protocol):
     """What a run and a re-judging ask of a judge: a Judge, or runner.execute.batch.host.BatchJudge (the same calls
-    through Message Batches). The executor, tier-2 probe grading and runner.judge.rejudge take a Grader; only what
+    through Message Batches). The executor, tier-2 probe grading and runner.pipeline.rejudge take a Grader; only what
     makes a judge's requests itself (the batch judge, calibration) needs the Judge."""
 
     settings: JudgeSettingsView

@@ -18,7 +18,7 @@ prices, cache prices and the model's minimum cacheable prefix from the price tab
 
 Without a surface audit (`plan --no-surface`, the kill switch) the first request is an estimate, and says so in
 `token_basis`: the census's model of the listing (runner.floor.listing) plus what the host sends besides it, as the audit
-measured it once (runner.floor.surface.KNOWN_REQUESTS for Claude Code; the api host's own prompt and tools), with the
+measured it once (runner.hosts.surface.KNOWN_REQUESTS for Claude Code; the api host's own prompt and tools), with the
 host's known cache layout (`first_request`).
 
 Judge calls: `judge_calls_planned` is what the plan's work would judge, the same with and without a key;
@@ -39,19 +39,19 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from runner.corpus import bounded, kinds
+from runner.corpus import bounded, kind_words
 from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import CostSettings, LoadedKind, Price, Settings, TierSettings
-from runner.execute.hosts.activation import SUBAGENT_TOOLS
-from runner.execute.hosts.sessionpath import SessionPath
-from runner.execute.hosts.wall import SessionWall
+from runner.hosts.activation import SUBAGENT_TOOLS
+from runner.hosts.sessionpath import SessionPath
+from runner.hosts.wall import SessionWall
 from runner.floor import listing as listing_mod
 from runner.floor.gate import INVALID_CASE, FloorGate, Hold, describe
-from runner.floor.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Surface
+from runner.hosts.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Surface
 from runner.judge.prose import prompt_version
-from runner.plan import decide
-from runner.plan.prices import PriceTable
+from runner.corpus import decide
+from runner.hosts.prices import PriceTable
 from runner.plan.quarantine import QuarantineEntry
 from runner.results.uplift import is_output_case
 
@@ -94,10 +94,10 @@ class PlannedCase(BaseModel):
     calibration: str | None = Field(default=None, description="Probes: the calibration verdict and version used, "
                                                              "or `uncalibrated` ([probes] allow_uncalibrated).")
     first_turn: bool = Field(default=False, description="The first-turn host may send this case's first request "
-                                                        "itself (runner.plan.decide.first_turn_ineligible).")
+                                                        "itself (runner.corpus.decide.first_turn_ineligible).")
     decide_when: list[list[str]] = Field(default=[], description="Activation-only cases with [run] decide_early: "
                                                                  "the session ends once every name of one set "
-                                                                 "fired (runner.plan.decide).")
+                                                                 "fired (runner.corpus.decide).")
 
     @property
     def sessions(self) -> int:
@@ -265,10 +265,10 @@ class Plan(BaseModel):
                                                             "of them proves nothing.")
     surface: Surface | None
     session_path: SessionPath | None = Field(default=None, description="claude-code: how every session sees its "
-                                                                      "folder (runner.execute.hosts.sessionpath), as "
+                                                                      "folder (runner.hosts.sessionpath), as "
                                                                       "detected when the run was planned.")
     session_wall: SessionWall | None = Field(default=None, description="claude-code: how every session's processes "
-                                                                      "are confined (runner.execute.hosts.wall), as "
+                                                                      "are confined (runner.hosts.wall), as "
                                                                       "detected when the run was planned.")
     quarantine: list[QuarantineEntry] = Field(default=[], description="Entries of .skill-evals/quarantine.json "
                                                                        "in force when the run was planned.")
@@ -380,7 +380,7 @@ def unrun_reason(case: Case, library: Library, subagents: bool = True) -> str | 
         return "manual-only-target"
     # Like a manual-only target (semantics §2): a subagent the host cannot start can neither activate (a trigger
     # case would FAIL for the harness's configuration, not the skill) nor fail to (a no-trigger case would pass
-    # proving nothing). Since a refused call is no activation (runner.execute.hosts.activation), it is UNRUN, never FAIL.
+    # proving nothing). Since a refused call is no activation (runner.hosts.activation), it is UNRUN, never FAIL.
     if is_subagent(case.target) and not subagents:
         return "subagent-not-callable"
     if not case.prompt.strip():
@@ -425,7 +425,7 @@ def first_request(library: Library, settings: Settings, host: str, surface: Surf
     """The surface audit's captured request when there is one. Without it (`plan --no-surface`, the kill switch),
     an estimate: the census's model of the listing this library gets (runner.floor.listing, the same rule the audit is
     checked against) plus what the host sends besides it — Claude Code's system prompt, tools and context as the
-    audit measured them once (runner.floor.surface.KNOWN_REQUESTS), the api host's own prompt and tools — with the
+    audit measured them once (runner.hosts.surface.KNOWN_REQUESTS), the api host's own prompt and tools — with the
     host's known cache layout."""
     if surface is not None and surface.request_chars:
         layout: CacheLayout = surface.cache_layout if not surface.error else "none"
@@ -451,7 +451,7 @@ def first_request(library: Library, settings: Settings, host: str, surface: Surf
             f"({shown.estimated_listing_chars:,} characters), / {CHARS_PER_TOKEN}"
             + (f" ({'; '.join(caveats)})" if caveats else "")))
     if host == "api":
-        from runner.execute.hosts import api as api_host  # the approximation's own prompt and tools (imports the SDK)
+        from runner.hosts import api as api_host  # the approximation's own prompt and tools (imports the SDK)
 
         shown = listing_mod.estimate(library, settings.listing, "api")
         system = len(api_host.BASE_PROMPT) + 2 + len(LISTING_HEADER) + shown.estimated_listing_chars
@@ -757,7 +757,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     for case, why in selected:
         planned = PlannedCase(
             uid=case.uid, skill=case.skill, file=case.file, line=case.line, kind=case.kind, target=case.target,
-            kind_rule=case.kind_rule if kinds.by_heuristic(case.kind_rule) else None, label=case.label,
+            kind_rule=case.kind_rule if kind_words.by_heuristic(case.kind_rule) else None, label=case.label,
             should_not_trigger=case.should_not_trigger, repeats=tier_rule.repeats, quorum=tier_rule.quorum,
             unrun_reason=unrun_reason(case, library, subagents), why=why, warnings=surface_warnings(case, surface))
         if case.kind == "probe":

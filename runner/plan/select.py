@@ -44,7 +44,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.corpus.files import relative_shown
 from runner.corpus.library import ANY_SKILL, SUBAGENT_SUFFIX, Case, Library, is_subagent
 from runner.corpus.settings import SelectSettings

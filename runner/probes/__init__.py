@@ -1,5 +1,5 @@
 """Tier-2 probes (seed 000): a control and a treatment arm of one session, graded on what the agent DID.
 
 In: a probe case and a host. Out: arm observations and a probe verdict (arms.py). calibration.py is the live
-calibration protocol of `skill-evals calibrate` (not the judge's calibration, runner.judge.calibration).
+calibration protocol of `skill-evals calibrate` (not the judge's calibration, runner.judge.agreement).
 """

@@ -22,9 +22,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from runner.corpus.library import Assertion, Probe
-from runner.execute.hosts.base import Observation, SessionSpec
+from runner.hosts.base import Observation, SessionSpec
 from runner.judge.prose import Grader, JudgeCall
-from runner.results.quorum import wilson_interval
+from runner.core.quorum import wilson_interval
 from runner.results.verdicts import AssertionOutcome, AttemptOutcome, AttemptState
 
 Arm = Literal["control", "treatment"]

@@ -44,17 +44,17 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from runner.corpus import bounded
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.corpus.findings import display_path
 from runner.corpus.library import Library, Probe
 from runner.corpus.settings import Settings
 from runner.execute.budget import Ledger
 from runner.execute.executor import until_signalled
-from runner.execute.hosts.base import Host, Usage
+from runner.hosts.base import Host, Usage
 from runner.floor.gate import FloorGate, Hold
 from runner.judge.prose import Judge
 from runner.plan import build as plan_mod
-from runner.plan.prices import PriceTable
+from runner.hosts.prices import PriceTable
 from runner.probes.arms import ARMS, Arm, ProbeGrade, grade, judge_worst_usd, session_spec
 
 CALIBRATION_FILE = "calibration.json"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from runner.results.build import Results
-    from runner.results.history import History
+    from runner.report.history import History
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,13 @@ class Format:
 
 
 def _history_markdown(history: History) -> str:
-    from runner.results import history as history_mod
+    from runner.report import history as history_mod
     return history_mod.render_markdown(history)
 
 
 def _markdown(report: Report) -> str:
     from runner.report import markdown
-    from runner.results import history as history_mod
+    from runner.report import history as history_mod
     extra = "\n\n" + _history_markdown(report.history) if report.history is not None else ""
     changed = tuple(history_mod.changed_since_lines(report.history)) if report.history is not None else ()
     try:

@@ -35,7 +35,7 @@ from typing import Any
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
-from runner.results.history import History, TrendPoint
+from runner.report.history import History, TrendPoint
 from runner.results.uplift import describe as uplift_text
 from runner.results.verdicts import CASE_STATES, CaseState
 

@@ -25,7 +25,7 @@ from runner.probes.arms import ArmResult
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
-from runner.results.quorum import wilson_interval
+from runner.core.quorum import wilson_interval
 from runner.results.uplift import Uplift, UpliftArm
 from runner.results.uplift import describe as uplift_text
 from runner.results.verdicts import CASE_STATES
@@ -524,7 +524,7 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
                          "([probes] allow_uncalibrated): whether a probe sits in the usable window is not known.",
                          roll.uncalibrated, shape, budget)
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
-    lines += list(changed)  # "Changed since last run" (runner.results.history), read right after the counts
+    lines += list(changed)  # "Changed since last run" (runner.report.history), read right after the counts
     lines += skill_table(roll, shape) + body + probe_section(results) + uplift_section(results, shape)
     lines += unrun_section(roll, shape)
     lines.append(escape(roll.not_executed_sentence))
@@ -547,7 +547,7 @@ def _largest(fits, high: int) -> int | None:
 
 def render(results: Results, limit: int = DEFAULT_LIMIT, changed: tuple[str, ...] = ()) -> str:
     """The Markdown report of `results`, at most `limit` characters. `changed`: the "Changed since last run"
-    lines (runner.results.history.changed_since_lines, already escaped and capped), kept at every step.
+    lines (runner.report.history.changed_since_lines, already escaped and capped), kept at every step.
 
     Truncation, in order, stopping at the first rendering that fits:
     1. everything (all assertions, all evidence quoted in full);

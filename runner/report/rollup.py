@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from runner.plan.build import UNCALIBRATED
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results
-from runner.results.quorum import wilson_interval
+from runner.core.quorum import wilson_interval
 from runner.results.uplift import Uplift
 from runner.results.verdicts import CASE_STATES
 from runner.results.vetting import summary as refused_summary

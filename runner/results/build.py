@@ -17,14 +17,14 @@ from pydantic import BaseModel, Field
 from runner.corpus.library import Case
 from runner.floor.gate import EVAL_FILE_UNREADABLE
 from runner.corpus.settings import LoadedKind
-from runner.execute.hosts.base import Usage
-from runner.execute.hosts.wall import SessionWall
+from runner.hosts.base import Usage
+from runner.hosts.wall import SessionWall
 from runner.execute.rundir import AttemptRecord, TailRepair
-from runner.floor.surface import Surface
+from runner.hosts.surface import Surface
 from runner.plan.build import KindBasis, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
-from runner.results.quorum import QuorumRule, decide
+from runner.core.quorum import QuorumRule, decide
 from runner.results.uplift import TREATMENT, SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.vetting import RefusedRecord, case_reason
 from runner.results.verdicts import (
@@ -123,7 +123,7 @@ class PlanSummary(BaseModel):
                                                            "held back: the library's validator switched off by the "
                                                            "settings (validator-disabled).")
     session_wall: SessionWall | None = Field(default=None, description="claude-code: how the sessions' processes were "
-                                                                      "confined (runner.execute.hosts.wall); every "
+                                                                      "confined (runner.hosts.wall); every "
                                                                       "report says when they were not.")
 
 
@@ -148,7 +148,7 @@ class Spend(BaseModel):
                                                       "reported: requests whose reply was lost (cut, reset, timed "
                                                       "out, cancelled, usage unreadable), each charged its bound, "
                                                       "capped at its attempt's reservation "
-                                                      "(runner.execute.hosts.billing).")
+                                                      "(runner.hosts.billing).")
     lost_replies: int = Field(default=0, description="Requests whose reply was lost, charged at their bound.")
     judge_usd: float = 0.0
     judge_calls: int = 0
@@ -172,7 +172,7 @@ class Spend(BaseModel):
 
 class FirstTurnSummary(BaseModel):
     """first-turn host: Claude Code's own first request sent directly, and what it decided
-    (runner.execute.hosts.first_turn)."""
+    (runner.hosts.first_turn)."""
 
     cli_version: str = Field(description="The Claude Code version whose first request was captured.")
     capture_hashes: list[str] = Field(description="Hash of each capture the attempts were built from (one per run).")
@@ -201,7 +201,7 @@ class CostSummary(BaseModel):
                                                  "prefix).")
     sessions_with_prefix_hash: int = 0
     session_path: dict[str, int] = Field(default={}, description="claude-code: sessions per session-path mode "
-                                                                 "(runner.execute.hosts.sessionpath).")
+                                                                 "(runner.hosts.sessionpath).")
     token_scale: float = Field(default=1.0, description="The API's count of a first turn's input per token of the "
                                                         "plan's estimate of it (characters / 4): a later plan's "
                                                         "[cost] basis scales its token figures by it.")
@@ -209,7 +209,7 @@ class CostSummary(BaseModel):
     model_calls: int = Field(default=0, description="Requests the sessions' models answered (first-turn requests "
                                                     "included).")
     decided_early: int = Field(default=0, description="Sessions a host ended once their outcome could no longer "
-                                                      "change ([run] decide_early; runner.plan.decide).")
+                                                      "change ([run] decide_early; runner.corpus.decide).")
     first_turn: FirstTurnSummary | None = None
 
 
@@ -291,7 +291,7 @@ def sessions_per_case(kind: str, kinds: Mapping[str, str], finished: list[Attemp
 
 @dataclass(frozen=True)
 class LostInFlight:
-    """Spend the reservation journal shows and no record does (runner.execute.run.lost_in_flight)."""
+    """Spend the reservation journal shows and no record does (runner.pipeline.run.lost_in_flight)."""
 
     usd: float = 0.0
     reservations: int = 0
@@ -393,7 +393,7 @@ def refuse_cases(cases: list[CaseResult], refused: list[RefusedRecord], mine: se
 
 
 def wall_note(results: Results) -> str | None:
-    """One line for every report when the sessions ran unconfined (runner.execute.hosts.wall): the first wall (no
+    """One line for every report when the sessions ran unconfined (runner.hosts.wall): the first wall (no
     program of the library runs) still stood, the second did not."""
     found = results.plan.session_wall
     if found is None or found.mode != "none":

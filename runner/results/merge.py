@@ -49,7 +49,7 @@ from collections import Counter
 from pathlib import Path
 
 
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, RunDir, signed_line
 from runner.plan.build import Plan
 from runner.results import modelfile, vetting

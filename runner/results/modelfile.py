@@ -15,7 +15,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from runner.corpus import bounded
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 
 M = TypeVar("M", bound=BaseModel)
 

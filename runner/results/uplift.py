@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from pydantic import BaseModel, Field
 
 from runner.corpus.library import Case
-from runner.results.quorum import wilson_interval
+from runner.core.quorum import wilson_interval
 from runner.results.verdicts import AttemptOutcome, combine
 
 if TYPE_CHECKING:  # the plan reads which cases are output cases without the run folder's modules

@@ -18,8 +18,8 @@ from pydantic import BaseModel
 
 from runner.corpus.claims import activation_claims
 from runner.corpus.library import ANY_SKILL, Assertion, Case, is_subagent
-from runner.execute.hosts.base import Observation
-from runner.results.quorum import QuorumRule, Tally, decide, wilson_interval
+from runner.hosts.base import Observation
+from runner.core.quorum import QuorumRule, Tally, decide, wilson_interval
 
 # An attempt's combined outcome: its activation part and every assertion a script or the judge decided.
 # JUDGE-ERROR here means the host observed fine but the judge could not decide: never PASS, never FAIL.

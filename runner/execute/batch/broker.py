@@ -27,7 +27,7 @@ import anthropic
 from anthropic.types import Message
 
 from runner.execute.batch.store import BatchRecord, BatchStore
-from runner.execute.ratelimit import SpendLimitMiddleware, SpendLimitReached
+from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached
 
 MAX_REQUESTS = 100_000  # per batch (API limit)
 MAX_BYTES = 128 * 1024 * 1024  # per batch we send; the API's limit is 256 MB
@@ -56,7 +56,7 @@ class ItemResult:
     message: Message | None = None
     error_type: str | None = None
     cause: str = ""
-    spend_limit: bool = False  # the Batches API said spending must stop (runner.execute.ratelimit.SpendLimitReached)
+    spend_limit: bool = False  # the Batches API said spending must stop (runner.hosts.ratelimit.SpendLimitReached)
 
     @property
     def retryable(self) -> bool:
@@ -260,7 +260,7 @@ def _api_failure(exc: BaseException) -> str:
 
 def make_broker(api_key: str, base_url: str | None, folder: Path, poll_s: float, max_retries: int = 2
                 ) -> BatchBroker:
-    # As on the direct path: a spend limit raises at its first response, never retried (runner.execute.ratelimit).
+    # As on the direct path: a spend limit raises at its first response, never retried (runner.hosts.ratelimit).
     client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=600,
                                       middleware=[SpendLimitMiddleware()])
     return BatchBroker(client, BatchStore(folder), poll_s=poll_s)

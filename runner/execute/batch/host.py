@@ -1,7 +1,7 @@
 """The batch adapters: a host and a judge that answer as the direct ones do, their model calls sent through batches.
 
-In: the run's own host and judge (runner.execute.hosts.api.ApiHost, runner.judge.prose.Judge) and a broker
-(runner.execute.batch.broker). Out: a `Host` (runner.execute.hosts.base) and a `Grader` (runner.judge.prose) the one
+In: the run's own host and judge (runner.hosts.api.ApiHost, runner.judge.prose.Judge) and a broker
+(runner.execute.batch.broker). Out: a `Host` (runner.hosts.base) and a `Grader` (runner.judge.prose) the one
 executor uses unchanged:
 - `BatchApiHost`: the api host's own session loop, tools, listing and Observation, each model turn one request of a
   batch; so attempt records and states are the ones of the direct path. A result without a message makes the
@@ -33,13 +33,13 @@ from anthropic.types import Message
 
 from runner.corpus.library import Assertion
 from runner.execute.batch.broker import BatchBroker, custom_id, digest
-from runner.execute.hosts import api as api_mod
-from runner.execute.hosts.base import ErrorKind, Host, ListingSeen, Observation, SessionSpec, ToolCall, utf8_safe
-from runner.execute.hosts.sessionpath import SessionPath
-from runner.execute.hosts.wall import SessionWall
-from runner.floor.surface import Surface
+from runner.hosts import api as api_mod
+from runner.hosts.base import ErrorKind, Host, ListingSeen, Observation, SessionSpec, ToolCall, utf8_safe
+from runner.hosts.sessionpath import SessionPath
+from runner.hosts.wall import SessionWall
+from runner.hosts.surface import Surface
 from runner.judge.prose import Judge, JudgeCall, failed, read_reply
-from runner.plan.prices import PriceTable
+from runner.hosts.prices import PriceTable
 from runner.results.verdicts import AssertionOutcome
 
 
@@ -68,7 +68,7 @@ def batch_prices(table: PriceTable) -> PriceTable:
 
 
 class BatchJudge:
-    """A `Grader` (runner.judge.prose): the judge's calls, as runner.execute.executor and runner.judge.rejudge make
+    """A `Grader` (runner.judge.prose): the judge's calls, as runner.execute.executor and runner.pipeline.rejudge make
     them, answered through batches."""
 
     def __init__(self, judge: Judge, broker: BatchBroker):
@@ -102,7 +102,7 @@ class BatchJudge:
             if result.kind == "succeeded" and result.message is not None:
                 outcomes, call = read_reply(result.message, answer, assertions, call, self.prices, started)
                 if not isinstance(api_mod.reply_usage(result.message), api_mod.Usage):
-                    # A succeeded result was billed; its usage cannot be read: its bound (runner.execute.hosts.billing).
+                    # A succeeded result was billed; its usage cannot be read: its bound (runner.hosts.billing).
                     bound = self.inner.request_bound_usd(params) * BATCH_DISCOUNT
                     call.cost_usd, call.bound_usd, call.cost_basis = call.cost_usd + bound, bound, "bound"
                 return outcomes, call

@@ -1,8 +1,8 @@
-"""What a Claude Code session cost, its lost replies included: the claude-code host's side of runner.execute.hosts.billing.
+"""What a Claude Code session cost, its lost replies included: the claude-code host's side of runner.hosts.billing.
 
 The CLI makes its own requests and retries lost replies itself; its result message's usage counts only what it
 received (a reply whose usage was null counts 0 tokens, $0). What shows the rest:
-- the CLI's session log (runner.execute.hosts.cli_log): every request it sent and the usage of every reply it got,
+- the CLI's session log (runner.hosts.cli_log): every request it sent and the usage of every reply it got,
   so each request without a reply is a lost one, with an estimate of its input;
 - its stream-json output, when the log is missing: an `api_retry` event without an HTTP status (a connection
   dropped, a stream cut: the request may have been billed; one with a status was refused, not billed), a reply
@@ -20,10 +20,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.execute.hosts import billing
-from runner.execute.hosts.base import SessionSpec, Usage
-from runner.execute.hosts.cli_log import TURN_SLACK, SessionLog
-from runner.plan.prices import PriceTable
+from runner.hosts import billing
+from runner.hosts.base import SessionSpec, Usage
+from runner.hosts.cli_log import TURN_SLACK, SessionLog
+from runner.hosts.prices import PriceTable
 
 
 def _input(usage: Usage) -> int:

@@ -4,7 +4,7 @@ A host is chosen by name on the command line and in the settings; keeping the na
 means a new host is offered by every command that takes `--host` at once, never by some of them.
 
 Each name has its factory here too (FACTORIES, make_host): callers make a host by name and then reach it only
-through runner.execute.hosts.base.Host, never by testing which host it is. Settings and the command line read
+through runner.hosts.base.Host, never by testing which host it is. Settings and the command line read
 HostName and HOST_NAMES without making a host, so nothing here imports a host module at import time: a factory imports its
 module when it is called (the CLI's `validate` must not pay for claude-agent-sdk). Adding a host is its module (a
 class that satisfies Host), its name in HostName and its factory in FACTORIES below, and its docs
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Literal, get_args
 if TYPE_CHECKING:  # types only: this module is imported where no host is made (settings, the CLI's choices)
     from runner.corpus.library import Library
     from runner.corpus.settings import Settings
-    from runner.execute.hosts.base import Host
-    from runner.execute.hosts.claude_code import ClaudeCodeHost
-    from runner.plan.prices import PriceTable
+    from runner.hosts.base import Host
+    from runner.hosts.claude_code import ClaudeCodeHost
+    from runner.hosts.prices import PriceTable
 
 # The one spelling of the host names: settings ([run] host) type their field with it, the CLI offers HOST_NAMES.
 HostName = Literal["claude-code", "api", "first-turn"]
@@ -53,8 +53,8 @@ def _claude_code_host(inputs: HostInputs) -> ClaudeCodeHost:
     """A claude-code host keeps its session folders under the run folder's own session-folder parent, emptied
     first of what a killed process of the same run folder left (workspace.claim_run_parent) and removed when the
     host goes."""
-    from runner.execute.hosts.claude_code import ClaudeCodeHost
-    from runner.execute.hosts.workspace import LibraryFiles, claim_run_parent
+    from runner.hosts.claude_code import ClaudeCodeHost
+    from runner.hosts.workspace import LibraryFiles, claim_run_parent
 
     settings = inputs.settings
     files = LibraryFiles.of(inputs.library, settings.limits.max_file_bytes)
@@ -70,8 +70,8 @@ def _claude_code_host(inputs: HostInputs) -> ClaudeCodeHost:
 
 
 def _api(inputs: HostInputs) -> Host:
-    from runner.execute.hosts.api import ApiHost
-    from runner.execute.hosts.workspace import LibraryFiles
+    from runner.hosts.api import ApiHost
+    from runner.hosts.workspace import LibraryFiles
 
     settings = inputs.settings
     files = LibraryFiles.of(inputs.library, settings.limits.max_file_bytes)
@@ -84,8 +84,8 @@ def _first_turn(inputs: HostInputs) -> Host:
     """Claude Code's first request sent directly, around a real claude-code host (its hand-offs and the capture).
     Not the `replay` host (re-judging a run folder). A run folder whose capture was made with another CLI version
     than the installed one is refused (first_turn.FirstTurnCaptureError, a usage error)."""
-    from runner.execute.hosts.claude_code import cli_version
-    from runner.execute.hosts.first_turn import FirstTurnHost, load_capture
+    from runner.hosts.claude_code import cli_version
+    from runner.hosts.first_turn import FirstTurnHost, load_capture
 
     real = _claude_code_host(inputs)
     saved = load_capture(inputs.run_folder, cli_version(real.cli)) if inputs.run_folder is not None else None

@@ -14,7 +14,7 @@ was ended: a timeout, a cancel, a SIGKILL), or its usage could not be read. The 
 
 The log is written in the session's own folder, so it is read as untrusted data: regular files only (never through a
 symlink), at most MAX_FILES files of MAX_FILE_BYTES each, lines over MAX_LINE_BYTES skipped, and anything malformed
-is no evidence. Callers use it only to charge MORE than the stream showed (runner.execute.hosts.claude_code) or, for a
+is no evidence. Callers use it only to charge MORE than the stream showed (runner.hosts.claude_code) or, for a
 run killed with SIGKILL, to bring a worst case down to what it shows billed plus the bound of what it shows lost
 (runner.execute.reconcile).
 """
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.execute.hosts.base import Usage
+from runner.hosts.base import Usage
 
 PROJECTS = "projects"
 CHARS_PER_TOKEN = 4

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.execute.rundir import RESULTS
 from runner.results.build import CaseResult, Results, moment
 

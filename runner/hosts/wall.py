@@ -12,8 +12,8 @@ and the run that judges it:
    with no servers keeps every MCP server out; the tool list holds only the allowed tools (a skill's `allowed-tools`
    cannot add Bash); and no settings file can be in the session's project at all: the session folder holds only the
    skills, the subagents and the case's files, and a case file may not land in `.claude/`, `.git/` or `.mcp.json`
-   (runner.floor.executables). A folder the CLI was never told to trust gets no subagent frontmatter hooks either.
-2. Whatever runs anyway is confined (`detect`, runner.execute.hosts.confine): with Landlock, every process of the
+   (runner.corpus.executables). A folder the CLI was never told to trust gets no subagent frontmatter hooks either.
+2. Whatever runs anyway is confined (`detect`, runner.hosts.confine): with Landlock, every process of the
    session reads only the system's folders and its own folder, writes only its own folder, cannot read the runner's
    environment or memory, and cannot signal it. The run folder, its key, the library's answer keys and the runner's
    HOME are out of reach. Where the kernel has no Landlock the sessions still run, unconfined, and the plan and every
@@ -34,12 +34,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from runner.corpus.errors import UsageError
-from runner.execute.hosts import confine
+from runner.core.errors import UsageError
+from runner.hosts import confine
 
 # Flag settings of every session. `--settings` outranks project and user settings for these keys (measured on CLI
 # 2.1.332, tests/test_session_wall.py): disableAllHooks stops every hook of settings files, skills and subagents,
-# and the status line; the SDK's own callback hooks (runner.execute.hosts.claude_code's early decision) still run.
+# and the status line; the SDK's own callback hooks (runner.hosts.claude_code's early decision) still run.
 # disableSkillShellExecution puts "[shell command execution disabled by policy]" where a skill or slash command has
 # inline shell, instead of running it (without it the CLI refuses the whole skill when Bash is not allowed).
 SESSION_SETTINGS: dict[str, object] = {"disableAllHooks": True, "disableSkillShellExecution": True}

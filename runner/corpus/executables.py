@@ -2,7 +2,7 @@
 
 A library under review may come from an untrusted pull request, and Claude Code runs some of what a session folder
 holds: a skill's or subagent's frontmatter `hooks`, a SKILL.md's inline shell, a subagent's `mcpServers`, and every
-helper a project settings file names. Eval sessions run none of them (runner.execute.hosts.wall switches them off); the
+helper a project settings file names. Eval sessions run none of them (runner.hosts.wall switches them off); the
 floor says where a library has them, so an author knows the evals measure the skill without them:
 
 - `skill-hooks-not-run`, `agent-hooks-not-run`, `agent-mcp-not-started`, `skill-inline-shell`: warnings. The skill's
@@ -10,7 +10,7 @@ floor says where a library has them, so an author knows the evals measure the sk
 - `case-file-reserved`: an error that holds back its case. A case's files are copied into the session's project
   folder, where `.claude/` (settings with hooks, `apiKeyHelper`, `env`; commands; agents), `.mcp.json` and `.git/`
   (a repository whose config runs commands) would be read by the host as its own configuration. Such a file never
-  reaches a session (runner.execute.hosts.workspace refuses it too).
+  reaches a session (runner.hosts.workspace refuses it too).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from pydantic import BaseModel
 from runner.corpus.library import Case, Probe
 from runner.execute.budget import Ledger
 from runner.execute.executor import STOP_SPEND_LIMIT, Executor, RunState, probe_arm
-from runner.execute.hosts.base import Activation, Observation
-from runner.execute.hosts.replay import ReplayHost
+from runner.hosts.base import Activation, Observation
+from runner.hosts.replay import ReplayHost
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, AttemptRecord, RunDir
 from runner.judge.prose import Grader, prompt_version
 from runner.plan.build import Plan

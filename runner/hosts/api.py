@@ -18,9 +18,9 @@ is what decides skill selection as far as it can be copied through the public AP
   `.claude/skills/<name>/SKILL.md` is an activation too, mechanism `skill-md-read`).
 
 Which call is an activation, and that an answer with an error rejects it, is decided for every host by
-runner.execute.hosts.activation (this host only answers the calls).
+runner.hosts.activation (this host only answers the calls).
 
-The project folder is virtual (runner.execute.hosts.workspace.LibraryView): no tool of this host writes,
+The project folder is virtual (runner.hosts.workspace.LibraryView): no tool of this host writes,
 so nothing is copied per session; reads come straight from the library under the rules a copied
 session folder had (no skill's answer key, no excluded skill, nothing resolving outside the
 repository, no file over the size limit).
@@ -35,7 +35,7 @@ system prompt stays a plain string. `prompt_caching=False` never marks it.
 Errors (never raised; an Observation with `error_kind`):
 - the session's wall clock (`asyncio.timeout(spec.timeout_s)`) or the SDK's request timeout
   (APITimeoutError, after its own retries) -> `timeout` (bounds_hit also holds "timeout");
-- a spend limit (runner.execute.ratelimit.spend_limit_cause: 429 `enforced_spend_limit_reached`, 429 without
+- a spend limit (runner.hosts.ratelimit.spend_limit_cause: 429 `enforced_spend_limit_reached`, 429 without
   `retry-after`, 400 "You have reached your specified ... API usage limits", 402) -> `spend-limit` with
   the API's message, from the FIRST response: the client's innermost middleware raises
   SpendLimitReached, which the SDK does not retry (the executor then stops the run);
@@ -73,9 +73,9 @@ from anthropic.types import CacheControlEphemeralParam, TextBlockParam
 from runner.corpus import frontmatter, slash
 from runner.corpus.library import Library, Skill
 from runner.corpus.settings import HOST_DEFAULT_LISTING_BUDGET
-from runner.execute.hosts import billing
-from runner.execute.hosts.activation import recognise, slash_command
-from runner.execute.hosts.base import (
+from runner.hosts import billing
+from runner.hosts.activation import recognise, slash_command
+from runner.hosts.base import (
     Activation,
     Bound,
     ErrorKind,
@@ -86,14 +86,14 @@ from runner.execute.hosts.base import (
     Usage,
     utf8_safe,
 )
-from runner.execute.hosts.sessionpath import SessionPath
-from runner.execute.hosts.wall import SessionWall
-from runner.execute.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
-from runner.execute.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
+from runner.hosts.sessionpath import SessionPath
+from runner.hosts.wall import SessionWall
+from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
+from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
 from runner.floor import listing
-from runner.floor.executables import without_shell
-from runner.floor.surface import LISTING_HEADER, Surface
-from runner.plan.prices import PriceTable
+from runner.corpus.executables import without_shell
+from runner.hosts.surface import LISTING_HEADER, Surface
+from runner.hosts.prices import PriceTable
 
 HOST_NAME = "api"
 HOST_VERSION = "api-approximation"
@@ -451,7 +451,7 @@ class _Session:
         self.chars_at_last_call = 0
         self.first_turn_input: int | None = None
         # The attempt's tally when the executor opened one (its requests, lost replies included); from here on
-        # this session's figures are what it adds (runner.execute.hosts.billing).
+        # this session's figures are what it adds (runner.hosts.billing).
         self.tally = billing.current() or billing.Tally()
         self.start = self.tally.mark()
 
@@ -607,14 +607,14 @@ class _Session:
         text = skill_md.read_text(encoding="utf-8", errors="replace")
         parts = frontmatter.split(text, name)
         body = parts[2] if isinstance(parts, tuple) else text
-        # Inline shell as Claude Code shows it in eval sessions (runner.execute.hosts.wall): never run, a placeholder.
+        # Inline shell as Claude Code shows it in eval sessions (runner.hosts.wall): never run, a placeholder.
         body = without_shell(body) if args is None else with_arguments(without_shell(body), args)
         return f"Base directory for this skill: {'/'.join((*SKILLS_PREFIX, name))}\n\n{body}"
 
     def skill(self, tool_input: dict[str, Any]) -> tuple[Any, bool]:
         # Which skill the call loads is this host's answer, as the CLI's is: like CLI 2.1.332 it trims the name and
         # drops a leading `/`, and refuses `plugin:name` for a project skill (measured: "Unknown skill:
-        # plugin:migration-planner"). The activation is recorded by `answer` (runner.execute.hosts.activation).
+        # plugin:migration-planner"). The activation is recorded by `answer` (runner.hosts.activation).
         raw = tool_input.get("skill")
         name = raw.strip().removeprefix("/") if isinstance(raw, str) else ""
         name = self.host.aliases.get(name, name)

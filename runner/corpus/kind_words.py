@@ -22,9 +22,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from runner.corpus import classify, formats
+from runner.corpus import classify, dialects
 
-# The rules of runner.corpus.formats that decided only because nothing was written: what this module may refine.
+# The rules of runner.corpus.dialects that decided only because nothing was written: what this module may refine.
 DEFAULT_RULES = ("format:skill-creator", "format:scenario")
 # Words of an item that may say what it expects, beside its assertions.
 TEXT_KEYS = ("name", "eval_name", "description", "expected_output", "expected")
@@ -38,7 +38,7 @@ class Deferral:
     rule: str
 
 
-def item_texts(raw: dict, item: formats.Item) -> list[str]:
+def item_texts(raw: dict, item: dialects.Item) -> list[str]:
     """The item's own words about what should happen, in the order written."""
     texts = [raw[key] for key in TEXT_KEYS if isinstance(raw.get(key), str) and raw[key].strip()]
     return texts + [text for text, _ in item.assertions]
@@ -60,7 +60,7 @@ def deferral(texts: list[str], own: str, rules: classify.Rules, names: Mapping[s
     return None
 
 
-def refine(item: formats.Item, raw: dict, owner: str, rules: classify.Rules, names: Mapping[str, str]) -> None:
+def refine(item: dialects.Item, raw: dict, owner: str, rules: classify.Rules, names: Mapping[str, str]) -> None:
     """Set the item's kind from its words when only a default decided it (see the module docstring)."""
     if item.kind_rule not in DEFAULT_RULES:
         return

@@ -14,7 +14,7 @@ later retry's success hides the earlier loss. `BillingMiddleware` (innermost in 
 sees every HTTP attempt and its raw status) counts each attempt into the current `Tally`: one answered with an HTTP
 error status is not billed (the API bills no error), every other one is, and only the one whose usage the caller
 read is "reported"; the rest are bounds. The Claude Code CLI retries by itself too: its host counts the requests its
-session log shows (runner.execute.hosts.cli_log).
+session log shows (runner.hosts.cli_log).
 
 The current tally lives in a ContextVar (`metering`): the executor opens one per attempt around `Host.run`, so the
 Host protocol keeps its signature, every request the attempt's task makes (the middleware runs in that task) lands
@@ -37,8 +37,8 @@ from typing import Any
 
 import anthropic
 
-from runner.execute.hosts.base import CostBasis, Usage
-from runner.plan.prices import PriceTable
+from runner.hosts.base import CostBasis, Usage
+from runner.hosts.prices import PriceTable
 
 CHARS_PER_TOKEN = 4  # the estimate runner.plan.build and the judge's worst case use
 # runner.plan.build.MAX_TOOL_RESULT_TOKENS (not imported: that module imports this one's importers): the most a

@@ -18,21 +18,21 @@ from runner.corpus.findings import printable_tree
 if TYPE_CHECKING:  # for the Host protocol's types only: base.py is imported where no host is (the plan, the records)
     import anthropic
 
-    from runner.execute.hosts.sessionpath import SessionPath
-    from runner.execute.hosts.wall import SessionWall
-    from runner.floor.surface import Surface
+    from runner.hosts.sessionpath import SessionPath
+    from runner.hosts.wall import SessionWall
+    from runner.hosts.surface import Surface
 
 ErrorKind = Literal[
     "api-error",      # the API answered with an error after the client's own transport retries
     "rate-limited",   # 429 that outlived the retries
-    "spend-limit",    # spending must stop (runner.execute.ratelimit.spend_limit_cause: 429 enforced_spend_limit_reached or
+    "spend-limit",    # spending must stop (runner.hosts.ratelimit.spend_limit_cause: 429 enforced_spend_limit_reached or
                       # without retry-after, 400 "...API usage limits", 402): the run stops
     "timeout",        # the session outlived its wall-clock bound
     "host-crash",     # the host process died or could not start
     "malformed",      # the host or API produced output the harness cannot read
     "ambiguous",      # the session ended in a way that does not show what happened
 ]
-# How a cost was established (runner.execute.hosts.billing): the API's usage figures; with a bound for lost replies;
+# How a cost was established (runner.hosts.billing): the API's usage figures; with a bound for lost replies;
 # that bound capped at the reservation.
 CostBasis = Literal["reported", "bound", "reservation"]
 Mechanism = Literal["skill-tool", "skill-md-read", "subagent", "slash-command"]
@@ -58,10 +58,10 @@ class SessionSpec(BaseModel):
     request_input_tokens: int | None = Field(
         default=None, description="The plan's estimate of a session's first request, in input tokens: what a request "
                                   "whose reply was lost is charged as when nothing the host saw shows its size "
-                                  "(runner.execute.hosts.billing). None: such a request is charged max_usd.")
+                                  "(runner.hosts.billing). None: such a request is charged max_usd.")
     decide_when: list[list[str]] = Field(
         default=[], description="An activation-only attempt's outcome is certain once every name of one of these sets "
-                                "fired (runner.plan.decide): a host may end the session there. Empty: the session "
+                                "fired (runner.corpus.decide): a host may end the session there. Empty: the session "
                                 "runs to its end.")
 
 
@@ -72,7 +72,7 @@ class Activation(BaseModel):
     tool_use_id: str | None = None
     rejected: bool = Field(default=False, description="The host answered the call with an error (an unknown skill, a "
                                                       "Read of a SKILL.md that is not there, a refused Task/Agent "
-                                                      "call): it never counts as fired (runner.execute.hosts.activation).")
+                                                      "call): it never counts as fired (runner.hosts.activation).")
 
 
 class ToolCall(BaseModel):
@@ -93,7 +93,7 @@ class Usage(BaseModel):
 
 
 class Decided(BaseModel):
-    """Why and where a host ended a session before the session ended itself (issue 21, runner.plan.decide)."""
+    """Why and where a host ended a session before the session ended itself (issue 21, runner.corpus.decide)."""
 
     names: list[str] = Field(description="The set of SessionSpec.decide_when that had fired.")
     event: str = Field(description="The event the decision was taken at, e.g. `PostToolUse Skill(pdf), turn 0`.")
@@ -101,7 +101,7 @@ class Decided(BaseModel):
 
 
 class FirstTurn(BaseModel):
-    """The first-turn host's part in an attempt (runner.execute.hosts.first_turn)."""
+    """The first-turn host's part in an attempt (runner.hosts.first_turn)."""
 
     capture_hash: str = Field(description="Hash of the Claude Code request the attempt's first turn was built from.")
     cli_version: str
@@ -134,7 +134,7 @@ class Observation(BaseModel):
     host_cost_usd: float | None = Field(default=None, description="The host's own cost figure, when it gives one.")
     cost_basis: CostBasis = Field(default="reported", description="How cost_usd was established: reported (the API's "
                                                                   "usage figures), bound (with a bound for replies "
-                                                                  "that were lost: runner.execute.hosts.billing), "
+                                                                  "that were lost: runner.hosts.billing), "
                                                                   "reservation (that bound, capped at max_usd).")
     bound_usd: float = Field(default=0.0, description="Of cost_usd, the part that is a bound, not reported usage.")
     lost_replies: int = Field(default=0, description="Requests the API may have billed whose reply was not read whole "
@@ -144,8 +144,8 @@ class Observation(BaseModel):
     duration_s: float = 0.0
     prefix_hash: str | None = Field(default=None, description="A hash of what the session's model received before "
                                                               "the case prompt, as far as the host can tell "
-                                                              "(runner.execute.hosts.claude_code.prefix_fingerprint, "
-                                                              "runner.execute.hosts.api.ApiHost.prefix_hash); sessions "
+                                                              "(runner.hosts.claude_code.prefix_fingerprint, "
+                                                              "runner.hosts.api.ApiHost.prefix_hash); sessions "
                                                               "with one hash can share one prompt cache.")
     model_calls: int | None = Field(default=None, description="Requests that got a reply from the model (the CLI's "
                                                               "`num_turns` counts otherwise): the turns of the "
@@ -154,7 +154,7 @@ class Observation(BaseModel):
                                                                           "model call (all three input fields): "
                                                                           "what the plan's cost basis is made of.")
     session_path: str | None = Field(default=None, description="claude-code: how the session saw its folder "
-                                                               "(runner.execute.hosts.sessionpath: mount-namespace, "
+                                                               "(runner.hosts.sessionpath: mount-namespace, "
                                                                "user-namespace, per-session-path).")
     decided: Decided | None = Field(default=None, description="Set when the host ended the session once its "
                                                               "outcome could no longer change (issue 21).")
@@ -177,7 +177,7 @@ class Observation(BaseModel):
 class Host(Protocol):
     """What a run asks of a host; every caller reaches a host through these members only, whatever its kind.
 
-    A host is made by name (runner.execute.hosts.registry); the plan records its `name`, `versions()` and
+    A host is made by name (runner.hosts.registry); the plan records its `name`, `versions()` and
     `session_path`, the surface audit calls `surface()`, the executor hands its rate limiter to `middleware` and
     calls `run()` per attempt, and the run calls `aclose()` in the event loop the sessions ran in.
     """
@@ -188,18 +188,18 @@ class Host(Protocol):
     def middleware(self) -> list[anthropic.Middleware]:
         """The anthropic SDK client middleware of the API client the host itself makes requests with.
 
-        The executor puts the run's rate limiter here before the first session (runner.execute.ratelimit), so each
+        The executor puts the run's rate limiter here before the first session (runner.hosts.ratelimit), so each
         request is paced and its retried 429s are observed. A host whose requests the runner does not make (the
         claude-code CLI makes its own) keeps a list that nothing reads."""
 
     @property
     def session_path(self) -> SessionPath | None:
-        """How each session sees its own folder (runner.execute.hosts.sessionpath), recorded in the plan: where
+        """How each session sees its own folder (runner.hosts.sessionpath), recorded in the plan: where
         a fixed path lets sessions share one prompt cache. None for a host whose sessions have no folder."""
 
     @property
     def session_wall(self) -> SessionWall | None:
-        """How each session's processes are confined (runner.execute.hosts.wall), recorded in the plan. None for a
+        """How each session's processes are confined (runner.hosts.wall), recorded in the plan. None for a
         host that starts no process for a session (its tools run in the runner)."""
 
     def versions(self) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The real host: Claude Code through `claude-agent-sdk`, with Claude Code's own system prompt.
 
-Each attempt gets a fresh workspace (runner.execute.hosts.workspace), project settings only, no MCP
+Each attempt gets a fresh workspace (runner.hosts.workspace), project settings only, no MCP
 servers, `dontAsk` permissions with a read-only tool allowlist that includes Skill, max turns,
 a wall-clock timeout, and an explicit minimal environment. The SDK merges the parent process's
 environment into the CLI's, so the CLI is started through a small wrapper that runs it under
@@ -8,7 +8,7 @@ environment into the CLI's, so the CLI is started through a small wrapper that r
 
 Speed: session folders go to a memory filesystem when one is available (workspace.default_parent),
 and the library is filtered and copied once per host into a read-only staging snapshot
-(runner.execute.hosts.workspace.Staging); each session's folder is hard links to it when the allowed tools
+(runner.hosts.workspace.Staging); each session's folder is hard links to it when the allowed tools
 cannot write, copies otherwise. Building and removing a session folder run in a worker thread, so
 one session's file work never stalls the event loop the other sessions' streams run on. `close()` /
 `aclose()` remove the snapshot (also done when the host is collected or at exit, as for the wrapper).
@@ -19,7 +19,7 @@ the system prompt's auto-memory paragraph named the session's own memory folder 
 the first message's environment text named the session's working directory. Auto-memory is switched off
 (`CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`, passed through the wrapper's allowlist: without that the variable never
 reached the CLI; a session has no memory anyway, semantics §5), and each session's folder is seen at one fixed
-path where a namespace allows it (runner.execute.hosts.sessionpath, which also says what the fallback keeps). Each
+path where a namespace allows it (runner.hosts.sessionpath, which also says what the fallback keeps). Each
 observation carries the session's prefix hash (`prefix_fingerprint`) and session-path mode.
 
 Why one long module: the CLI wrapper's environment, the stream recorder and the session's lifecycle share
@@ -61,14 +61,14 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk import _errors as sdk_errors
 
-from runner.execute.hosts import billing, cli_log, sessionpath, wall, workspace
-from runner.execute.hosts.cli_spend import CliCosts, Spent, StreamSeen, remove_mark, write_mark
-from runner.execute.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_TOOLS, Turns, apply_result, decided, \
+from runner.hosts import billing, cli_log, sessionpath, wall, workspace
+from runner.hosts.cli_spend import CliCosts, Spent, StreamSeen, remove_mark, write_mark
+from runner.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_TOOLS, Turns, apply_result, decided, \
     recognise, slash_command
-from runner.execute.hosts.base import (Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage,
+from runner.hosts.base import (Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage,
                                       utf8_safe)
-from runner.floor.surface import CaptureServer, Surface, surface_from_request
-from runner.plan.prices import PriceTable
+from runner.hosts.surface import CaptureServer, Surface, surface_from_request
+from runner.hosts.prices import PriceTable
 
 if TYPE_CHECKING:
     import anthropic
@@ -99,8 +99,8 @@ def cli_version(cli: Path) -> str:
 def write_env_wrapper(directory: Path, cli: Path, session_path: sessionpath.SessionPath | None = None,
                       session_wall: wall.SessionWall | None = None) -> Path:
     """A shell script that execs the CLI with only the KEEP variables (`env -i`), in the session's own
-    namespace with its folder at the fixed path when `session_path` has one (runner.execute.hosts.sessionpath),
-    confined to that folder when `session_wall` is Landlock (runner.execute.hosts.wall)."""
+    namespace with its folder at the fixed path when `session_path` has one (runner.hosts.sessionpath),
+    confined to that folder when `session_wall` is Landlock (runner.hosts.wall)."""
     keep = " ".join(f'${{{name}:+"{name}=${name}"}}' for name in KEEP)
     mode = session_path.mode if session_path is not None else sessionpath.FALLBACK
     fixed = Path(session_path.path) if session_path is not None and session_path.path else sessionpath.FIXED_PATH
@@ -177,7 +177,7 @@ class _Recorder:
         if block.tool_use_id in self.call_by_id:
             self.call_by_id[block.tool_use_id].is_error = bool(block.is_error)
         # Any call the CLI answered with an error is rejected, a refused Task/Agent call included
-        # (runner.execute.hosts.activation: it started no subagent, so it is no activation).
+        # (runner.hosts.activation: it started no subagent, so it is no activation).
         if block.tool_use_id in self.activation_by_id:
             apply_result(self.activation_by_id[block.tool_use_id], block.is_error)
 
@@ -253,13 +253,13 @@ class _Recorder:
             self.spend_limit = cli_spend_limit(message.error, None, text)
 
 
-# The tools whose call can be an activation (runner.execute.hosts.activation.recognise): the hook's matcher.
+# The tools whose call can be an activation (runner.hosts.activation.recognise): the hook's matcher.
 DECIDING_TOOLS = "|".join((SKILL_TOOL, READ_TOOL, *SUBAGENT_TOOLS))
 STOP_REASON = "skill-evals: the attempt's outcome can no longer change"
 
 
 class _Decider:
-    """Ends a session once its outcome is certain (SessionSpec.decide_when, runner.plan.decide; issue 21).
+    """Ends a session once its outcome is certain (SessionSpec.decide_when, runner.corpus.decide; issue 21).
 
     The CLI calls this PostToolUse hook after each call of a tool that can be an activation has run and
     before it sends the next request; answering `continue: false` ends the session there, with a result message
@@ -498,7 +498,7 @@ class ClaudeCodeHost:
         """Run `spec` as one session of this host against a capture endpoint at `url` (CaptureServer): the real
         first request, no model, no key. The same session path, CLI wrapper and library snapshot as the run's
         sessions, so what it sends is what they send but for the prompt (the surface audit; the first-turn host,
-        runner.execute.hosts.first_turn, keeps the whole request)."""
+        runner.hosts.first_turn, keeps the whole request)."""
         probe = ClaudeCodeHost(self.files, self.prices, api_key="skill-evals-surface-audit-no-key", base_url=url,
                                listing_budget_chars=self.listing_budget_chars, allowed_tools=self.allowed_tools,
                                cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0,
@@ -553,7 +553,7 @@ class ClaudeCodeHost:
             hooks=decider.hooks() if decider is not None else None,
             system_prompt={"type": "preset", "preset": "claude_code"}, cwd=str(ws.project),
             # Project settings: skills and subagents load from the project. No settings file is ever in the
-            # project (runner.floor.executables), and the flag settings switch hooks and inline shell off.
+            # project (runner.corpus.executables), and the flag settings switch hooks and inline shell off.
             setting_sources=["project"], settings=json.dumps(wall.SESSION_SETTINGS),
             allowed_tools=list(self.allowed_tools), tools=list(self.allowed_tools),
             permission_mode="dontAsk", max_turns=spec.max_turns, model=spec.model, env=self.environment(ws, spec.max_output_tokens),

@@ -1,6 +1,6 @@
 """Confine one session's process tree with Landlock, then exec the host's CLI (a second wall after the first).
 
-The first wall is that no session can run a command of the library's (runner.execute.hosts.claude_code: hooks and
+The first wall is that no session can run a command of the library's (runner.hosts.claude_code: hooks and
 inline shell switched off, no MCP server, read-only tools; docs/security.md). This is the wall behind it, for the day
 a host version lets one through: every process of the session — the CLI and anything it starts — may
 

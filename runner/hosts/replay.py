@@ -2,7 +2,7 @@
 
 No model is called. `run(spec)` returns what `<run>/attempts.jsonl` recorded for
 `spec.attempt_id`, with the transcript from `<run>/transcripts/`. Activations come from the
-transcript when it shows them, recognised as every host recognises them (runner.execute.hosts.activation:
+transcript when it shows them, recognised as every host recognises them (runner.hosts.activation:
 Skill tool calls, reads of `.claude/skills/<name>/SKILL.md`, Task/Agent subagent calls, a `/name`
 command; a call answered with an error tool_result is `rejected`); otherwise from the recorded
 outcome's `fired` list, as Skill tool activations (turn 0, mechanism unknown to the record). A
@@ -21,20 +21,20 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from runner.execute.hosts.activation import Turns, recognise, slash_command
-from runner.execute.hosts.base import Activation, Observation, SessionSpec, ToolCall, Usage
-from runner.floor.surface import Surface
+from runner.hosts.activation import Turns, recognise, slash_command
+from runner.hosts.base import Activation, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.surface import Surface
 
 if TYPE_CHECKING:
     import anthropic
 
-    from runner.execute.hosts.sessionpath import SessionPath
-    from runner.execute.hosts.wall import SessionWall
+    from runner.hosts.sessionpath import SessionPath
+    from runner.hosts.wall import SessionWall
 
 HOST_NAME = "replay"
 RECORDED_SURFACE = "surface.json"  # runner.execute.rundir.SURFACE: the audit the recorded run wrote
 TOOL_INPUT_CHARS = 300
-# The claude-code host's transcript entries (runner.execute.hosts.claude_code._as_dict of the SDK's messages).
+# The claude-code host's transcript entries (runner.hosts.claude_code._as_dict of the SDK's messages).
 _SDK_ROLES = {"AssistantMessage": "assistant", "UserMessage": "user"}
 
 
@@ -67,14 +67,14 @@ def _content(entry: Any) -> tuple[str | None, str | None, Any, list[dict[str, An
 
 
 def _command(entry: Any, content: Any, blocks: list[dict[str, Any]]) -> Activation | None:
-    """A `/name` command's activation from a user message before the first reply (runner.execute.hosts.activation)."""
+    """A `/name` command's activation from a user message before the first reply (runner.hosts.activation)."""
     if not isinstance(entry, dict) or entry.get("parent_tool_use_id") is not None:
         return None
     if isinstance(content, str):
         return slash_command(content)
     if "_type" in entry:  # the claude-code host reads the CLI's echo of the command, a plain string, only
         return None
-    # The api host sends the command as text blocks (runner.execute.hosts.api._Session.expand_command).
+    # The api host sends the command as text blocks (runner.hosts.api._Session.expand_command).
     return slash_command("".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)))
 
 
@@ -115,7 +115,7 @@ class ReplayHost:
 
     def __init__(self, run_dir: Path, aliases: dict[str, str] | None = None):
         self.run_dir = Path(run_dir)
-        self.aliases = aliases or {}  # as the recording host had them (runner.execute.hosts.activation.skill_name)
+        self.aliases = aliases or {}  # as the recording host had them (runner.hosts.activation.skill_name)
         self._records: dict[str, dict[str, Any]] | None = None
         self.middleware: list[anthropic.Middleware] = []  # no request is made: nothing reads it
 

@@ -1,16 +1,16 @@
 """The first-turn host: Claude Code's own first request, sent directly to the Messages API (issue 21).
 
-Not the `replay` host (runner.execute.hosts.replay), which sends nothing and rebuilds observations from an earlier
+Not the `replay` host (runner.hosts.replay), which sends nothing and rebuilds observations from an earlier
 run folder to judge them again. This host runs new attempts; it spends like any other.
 
 What it sends. The real CLI (through a real ClaudeCodeHost, `self.real`) runs once against a local capture
-endpoint (runner.floor.surface.CaptureServer) with a sentinel prompt, the run's model, its max_output_tokens and
+endpoint (runner.hosts.surface.CaptureServer) with a sentinel prompt, the run's model, its max_output_tokens and
 its per-session budget, in the same session path, wrapper and library snapshot as the run's sessions. Its first
 request (body, and headers but the key) is kept: `first-turn-capture.json` in the run folder. For an eligible
 attempt the host copies that body, puts the case's prompt in the one text block that holds the sentinel, gives it
 the per-session values the CLI would (below), and sends it with the anthropic SDK to `/v1/messages?beta=true`
 (`client.beta.messages`), streamed as the CLI streams it, with the CLI's `anthropic-beta` header, through the
-run's rate limiter and the spend-limit middleware (as runner.execute.hosts.api.ApiHost does).
+run's rate limiter and the spend-limit middleware (as runner.hosts.api.ApiHost does).
 
 What differs from the CLI's own request for the same prompt (tests/test_first_turn.py shows nothing else does;
 measured on CLI 2.1.332):
@@ -31,13 +31,13 @@ Not covered (unmeasured: no key and no internet here): the capture is made again
 own endpoint the CLI adds first-party attribution fields to that billing block (e.g. `cch=`); the captured block
 lacks them. The tests compare both requests against the same local endpoint.
 
-Which attempts (`ineligible`, runner.plan.decide.first_turn_ineligible): activation-only ones that one skill
+Which attempts (`ineligible`, runner.corpus.decide.first_turn_ineligible): activation-only ones that one skill
 firing can settle (a set of one name in SessionSpec.decide_when), without excluded skills or case files, and whose prompt the CLI sends as written (measured: a `/name` prompt is expanded, an `@path`
 mention attaches the file, the keyword "ultrathink" adds a reminder, an empty prompt is sent as "(no content)").
 Any other attempt runs on `self.real` from the start (FirstTurn outcome not-eligible).
 
 When the first reply decides (`Judgement`): a tool_use reply whose accepted activations complete a set of
-decide_when (runner.execute.hosts.activation.decided) -> Observation.decided, no final answer; a reply that ends
+decide_when (runner.hosts.activation.decided) -> Observation.decided, no final answer; a reply that ends
 the turn without a tool call -> the session is over with nothing activated, its text the final answer. Accepted
 means what the CLI would surely have run: a Skill call naming a model-invocable library skill among the offered
 tools, a Read of a library skill's SKILL.md at the session's own path, a Task/Agent call naming a library subagent
@@ -73,19 +73,19 @@ import anthropic
 import httpx2
 from pydantic import BaseModel, Field
 
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.corpus.library import Library
-from runner.execute.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_SUFFIX, SUBAGENT_TOOLS, decided, recognise
-from runner.execute.hosts import billing
-from runner.execute.hosts.api import Clients, classify_error, fill_cost, SessionError, loop_client, reply_usage
-from runner.execute.hosts.base import (Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage,
+from runner.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_SUFFIX, SUBAGENT_TOOLS, decided, recognise
+from runner.hosts import billing
+from runner.hosts.api import Clients, classify_error, fill_cost, SessionError, loop_client, reply_usage
+from runner.hosts.base import (Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage,
                                       utf8_safe)
-from runner.execute.hosts.claude_code import ClaudeCodeHost, cli_version
-from runner.execute.hosts.sessionpath import SessionPath
-from runner.execute.hosts.wall import SessionWall
-from runner.floor.surface import CaptureServer, Surface, surface_from_request
-from runner.execute.ratelimit import SpendLimitReached
-from runner.plan.decide import first_turn_ineligible
+from runner.hosts.claude_code import ClaudeCodeHost, cli_version
+from runner.hosts.sessionpath import SessionPath
+from runner.hosts.wall import SessionWall
+from runner.hosts.surface import CaptureServer, Surface, surface_from_request
+from runner.hosts.ratelimit import SpendLimitReached
+from runner.corpus.decide import first_turn_ineligible
 
 HOST_NAME = "first-turn"
 CAPTURE_FILE = "first-turn-capture.json"
@@ -225,7 +225,7 @@ def request_headers(capture: Capture, session_id: str) -> dict[str, str]:
 
 
 def ineligible(spec: SessionSpec) -> str | None:
-    """Why the attempt runs on Claude Code from the start, or None (runner.plan.decide.first_turn_ineligible, which
+    """Why the attempt runs on Claude Code from the start, or None (runner.corpus.decide.first_turn_ineligible, which
     the plan also shows)."""
     return first_turn_ineligible(spec.decide_when, spec.exclude_skills, spec.case_files, spec.prompt)
 

@@ -2,7 +2,7 @@
 
 The CLI calls these functions; they hold no state between calls. Credentials are read once
 from the environment into memory and handed to the host explicitly; the host never inherits
-the runner's environment (see runner.execute.hosts.claude_code).
+the runner's environment (see runner.hosts.claude_code).
 
 One process per run folder: `run` and `--resume` claim the folder first (RunDir.claim: a lock, and the cut
 of a torn line a killed process left), then build the host under that run folder's own session parent
@@ -28,22 +28,22 @@ from typing import Any
 from pydantic import ValidationError
 
 from runner.corpus import bounded
-from runner.corpus.errors import UsageError
+from runner.core.errors import UsageError
 from runner.corpus.findings import Finding
 from runner.corpus.library import Case, Library, Probe
 from runner.corpus.settings import MAX_REPEATS, ListingSettings, RunSettings, Settings, TierSettings
 from runner.execute import reconcile as reconcile_mod
 from runner.execute.budget import Journal, Ledger, Reconciled, journal_totals
 from runner.execute.executor import STOP_CANCELLED, Dispatch, Executor, RunState, until_signalled
-from runner.execute.hosts import registry as host_registry
-from runner.execute.hosts.base import Host
+from runner.hosts import registry as host_registry
+from runner.hosts.base import Host
 from runner.execute.rundir import PLAN, RESERVATIONS, RESULTS, SURFACE, AttemptRecord, RunDir
 from runner.floor.gate import FloorGate
-from runner.floor.surface import Surface
-from runner.judge import calibration
+from runner.hosts.surface import Surface
+from runner.judge import agreement
 from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
 from runner.plan import build as plan_mod
-from runner.plan import prices as prices_mod
+from runner.hosts import prices as prices_mod
 from runner.plan import quarantine as quarantine_mod
 from runner.plan.build import Plan
 from runner.plan.select import Selection, select_configured
@@ -178,7 +178,7 @@ def baseline_of(settings: Settings, options: Options) -> bool:
 
 def make_host(name: str, library: Library, settings: Settings, credentials: Credentials,
               prices: prices_mod.PriceTable, api_key_for_host: str, run_folder: Path | None = None) -> Host:
-    """The host registered as `name` (runner.execute.hosts.registry). `run_folder`: the run this host serves,
+    """The host registered as `name` (runner.hosts.registry). `run_folder`: the run this host serves,
     whose lock this process holds (RunDir.claim); a host that keeps folders keeps them under it."""
     return host_registry.make_host(name, host_registry.HostInputs(
         library=library, settings=settings, prices=prices, api_key=api_key_for_host,
@@ -217,7 +217,7 @@ def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.
         return None, "judge-disabled"
     if not credentials.api_key:
         return None, "no-credentials"
-    if settings.judge.require_calibration and not calibration.passing_record(root, settings.judge.model,
+    if settings.judge.require_calibration and not agreement.passing_record(root, settings.judge.model,
                                                                                prompt_version()):
         return None, "judge-not-calibrated"
     return Judge(view, credentials.api_key, credentials.base_url, prices), None

@@ -6,7 +6,7 @@ trigger, no_trigger or discrimination case whose assertions are all activation c
 nothing about the answer, a file or a script is checked. Every other case runs to its end.
 
 `decide_when(case, known)` gives the sets (PlannedCase.decide_when, handed to the host as SessionSpec.decide_when;
-a host checks them with runner.execute.hosts.activation.decided); the outcome is certain once every name of one
+a host checks them with runner.hosts.activation.decided); the outcome is certain once every name of one
 set fired, because activations only ever add to what fired (runner.results.verdicts.attempt_outcome):
 - trigger: the target fired -> the activation part is PASS whatever follows;
 - no_trigger: the target fired -> FAIL whatever follows (`(any skill)`: any one of the library's skills fired);
@@ -72,7 +72,7 @@ ULTRATHINK = re.compile(r"\bultrathink\b", re.IGNORECASE)
 
 def first_turn_ineligible(decide_when: list[list[str]], exclude_skills: list[str], case_files: list[str],
                           prompt: str) -> str | None:
-    """Why the first-turn host (runner.execute.hosts.first_turn) runs an attempt on Claude Code from the start, or
+    """Why the first-turn host (runner.hosts.first_turn) runs an attempt on Claude Code from the start, or
     None: it sends Claude Code's captured first request with only the prompt put in, so the attempt must be
     activation-only, its session the captured one, its prompt sent as written, and its first reply able to decide
     it — a set of one name (a discrimination case with neighbours is certain only once they all fired, which a first

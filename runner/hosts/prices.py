@@ -8,7 +8,7 @@ from importlib import resources
 from pydantic import BaseModel
 
 from runner.corpus.settings import Price, Settings
-from runner.execute.hosts.base import Usage
+from runner.hosts.base import Usage
 
 PER_MILLION = 1_000_000
 

@@ -34,7 +34,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import PurePosixPath
 
-from runner.execute.hosts.base import Activation, Mechanism
+from runner.hosts.base import Activation, Mechanism
 
 SKILL_TOOL = "Skill"
 READ_TOOL = "Read"
@@ -102,7 +102,7 @@ def slash_command(text: str) -> Activation | None:
 
 
 def decided(sets: Sequence[Sequence[str]], fired: Collection[str]) -> list[str] | None:
-    """The first set of SessionSpec.decide_when of which every name fired (runner.plan.decide), or None."""
+    """The first set of SessionSpec.decide_when of which every name fired (runner.corpus.decide), or None."""
     for names in sets:
         if names and all(name in fired for name in names):
             return list(names)

@@ -59,7 +59,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from runner.corpus.files import ReadPolicy, make_policy
-from runner.floor.executables import reserved_path
+from runner.corpus.executables import reserved_path
 
 if TYPE_CHECKING:
     from runner.corpus.library import Library
@@ -152,7 +152,7 @@ class Workspace:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def seen_at(self, fixed: Path) -> "Workspace":
-        """The same folders as a session sees them when its root is bound at `fixed` (runner.execute.hosts.sessionpath)."""
+        """The same folders as a session sees them when its root is bound at `fixed` (runner.hosts.sessionpath)."""
         return Workspace(root=fixed, home=fixed / self.home.relative_to(self.root),
                          project=fixed / self.project.relative_to(self.root),
                          config=fixed / self.config.relative_to(self.root))
