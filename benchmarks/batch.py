@@ -3,7 +3,7 @@ and through batches with prompt caching marked.
 
     python -m benchmarks.batch [--short] [--reps N] [--out FILE.json]
 
-The run: the real runner (runner.pipeline.run.prepare, then runner.pipeline.run.execute or runner.execute.batch.execute_batched)
+The run: the real runner (runner.pipeline.run.prepare, then runner.pipeline.run.execute or runner.pipeline.batched.execute_batched)
 on Project Aegis — the cases of its first 11 skills by name, 101 cases, N=3, k=2, judge on — or, with
 --short, on the bundled example library (one skill). The API is runner/testing/fake_anthropic.py in this
 process, scripted the same way for every mode: a case's first turn calls the Skill tool with the
@@ -123,7 +123,7 @@ def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) 
 
 def tally(out: Path, prepared: Any, results: Any) -> dict[str, Any]:
     from runner.corpus.settings import Settings
-    from runner.hosts.base import Usage
+    from runner.core.observation import Usage
     from runner.hosts import prices as prices_mod
 
     records = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines() if line.strip()]

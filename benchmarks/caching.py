@@ -57,7 +57,7 @@ def prompts(library: Any, count: int) -> list[str]:
 
 
 async def run_all(host: Any, model: str, texts: list[str]) -> list[Any]:
-    from runner.hosts.base import SessionSpec
+    from runner.core.observation import SessionSpec
 
     gate = asyncio.Semaphore(CONCURRENCY)
 
@@ -76,7 +76,7 @@ def measure(library_path: Path, model: str, caching: bool, cases: int) -> Figure
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
     from runner.hosts.api import CHARS_PER_TOKEN, TOOLS_CHARS
-    from runner.hosts.base import Usage
+    from runner.core.observation import Usage
     from runner.pipeline.run import Credentials, make_host
     from runner.hosts import prices as prices_mod
     from runner.testing.fake_anthropic import FakeAnthropic, skill, text

@@ -7,7 +7,7 @@ runner.execute.executor.AsTheyFinish.run_case's loop with runner.core.quorum's o
 Tally): it starts what starts_allowed allows, then waits until some in-flight attempts finish
 (attempts take a seeded random 1-3 time units, so several may finish together, like
 asyncio.wait(FIRST_COMPLETED)), counts them, and asks again. Fixed N runs all N. Each side's
-verdict is computed by the code that writes results.json: runner.results.verdicts.attempt_outcome on an
+verdict is computed by the code that writes results.json: runner.execute.grading.attempt_outcome on an
 Observation, then runner.results.build.case_result over the AttemptRecords (its state and its
 activation state). Errors can be mixed in (`--error-rates`): an errored attempt counts for
 neither side and is never replaced.
@@ -41,12 +41,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from runner.corpus.library import Case
-from runner.hosts.base import Activation, Observation
+from runner.core.observation import Activation, Observation
 from runner.execute.rundir import AttemptRecord
 from runner.plan.build import PlannedCase
 from runner.results.build import case_result
 from runner.core.quorum import QuorumRule, Tally, starts_allowed
-from runner.results.verdicts import AttemptOutcome, attempt_outcome
+from runner.core.outcomes import AttemptOutcome
+from runner.execute.grading import attempt_outcome
 
 REPO = Path(__file__).resolve().parent.parent
 RATES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)

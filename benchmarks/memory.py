@@ -95,7 +95,7 @@ class ScriptedHost:
     async def run(self, spec: Any) -> Any:
         import asyncio
 
-        from runner.hosts.base import Activation, Observation, ToolCall, Usage
+        from runner.core.observation import Activation, Observation, ToolCall, Usage
 
         await asyncio.sleep(0)  # yield like a real session would
         target = self.targets[spec.uid]
@@ -132,10 +132,10 @@ def _execute(prepared: Any, rundir: Any) -> int:
 
 
 def _attempts(prepared: Any, rundir: Any, repeats: int) -> int:
-    from runner.hosts.base import ToolCall, Usage
+    from runner.core.observation import ToolCall, Usage
     from runner.execute.rundir import AttemptRecord
     from runner.judge.prose import JudgeCall
-    from runner.results.verdicts import AssertionOutcome, AttemptOutcome
+    from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 
     rng = random.Random(11)
     answer = ("Synthetic final answer. " * 125)[:3000]

@@ -123,7 +123,7 @@ def make_host(name: str, url: str, library_path: Path = EXAMPLE) -> Any:
 
 
 def make_spec(attempt_id: str) -> Any:
-    from runner.hosts.base import SessionSpec
+    from runner.core.observation import SessionSpec
 
     # The attempt id in the prompt lets the fake's records be matched to their session.
     return SessionSpec(attempt_id=attempt_id, uid=attempt_id, prompt=f"{PROMPT} [{attempt_id}]", model=MODEL,

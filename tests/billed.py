@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runner.corpus.settings import Settings
-from runner.hosts.base import Usage
+from runner.core.observation import Usage
 from runner.hosts.prices import PriceTable
 from runner.hosts.prices import load as load_prices
 from runner.testing.fake_anthropic import Billed, FakeAnthropic

@@ -28,7 +28,7 @@ from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.activation import Turns, apply_result, recognise, skill_md_name, skill_name
 from runner.hosts.api import ApiHost
-from runner.hosts.base import Activation, Observation, SessionSpec
+from runner.core.observation import Activation, Observation, SessionSpec
 from runner.hosts.claude_code import ClaudeCodeHost, _Recorder
 from runner.hosts.replay import ReplayHost, _from_transcript
 from runner.hosts.workspace import LibraryFiles

@@ -14,7 +14,7 @@ import pytest
 from runner.corpus.library import Library, load_library
 from runner.corpus.settings import ListingSettings, Settings
 from runner.hosts.api import ApiHost
-from runner.hosts.base import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
+from runner.core.observation import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.replay import ReplayHost
 from runner.hosts.workspace import LibraryFiles
 from runner.floor.listing import estimate

@@ -20,7 +20,7 @@ from typing import Any
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Price, Settings
-from runner.hosts.base import ToolCall
+from runner.core.observation import ToolCall
 from runner.judge.prose import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, build_user_message
 from runner.hosts.prices import PriceTable
 from tests.conftest import EXAMPLE, REPO, fake_env, run_cli

@@ -12,10 +12,10 @@ from benchmarks import early_stop, memory
 from benchmarks.synthetic import generate
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.hosts.base import ToolCall
+from runner.core.observation import ToolCall
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
 from runner.core.quorum import QuorumRule
-from runner.results.verdicts import AttemptOutcome
+from runner.core.outcomes import AttemptOutcome
 from tests.conftest import EXAMPLE
 
 

@@ -24,7 +24,7 @@ from runner.corpus.library import Library, load_library
 from runner.corpus.settings import Settings
 from runner.hosts import workspace
 from runner.hosts.api import ApiHost
-from runner.hosts.base import Observation, SessionSpec, Usage
+from runner.core.observation import Observation, SessionSpec, Usage
 from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO
 from runner.testing.fake_anthropic import FakeAnthropic, cache_min_tokens_for, input_tokens_for, skill, text, tool

@@ -181,7 +181,7 @@ def test_frontmatter_name_differs_from_folder_is_an_alias() -> None:
 
 
 def test_frontmatter_alias_is_one_skill_for_the_classifier_and_the_verdict(tmp_path: Path) -> None:
-    from runner.results import verdicts
+    from runner.execute import grading
 
     root = tmp_path / "repo"
     compat.git_init(root)
@@ -195,9 +195,9 @@ def test_frontmatter_alias_is_one_skill_for_the_classifier_and_the_verdict(tmp_p
     [case] = library.cases
     [assertion] = case.assertions
     assert assertion.assertion_class == "activation"  # `pdf` is a name of the library
-    fired = verdicts.check_activation_assertion(assertion, case, ["pdf-tools"], library.names())
+    fired = grading.check_activation_assertion(assertion, case, ["pdf-tools"], library.names())
     assert fired.state == "FAIL" and "pdf-tools fired" in fired.evidence
-    assert verdicts.check_activation_assertion(assertion, case, ["docx-tools"], library.names()).state == "PASS"
+    assert grading.check_activation_assertion(assertion, case, ["docx-tools"], library.names()).state == "PASS"
 
 
 # ---- eval formats ---------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Decide early (issue 21 §1): an activation-only attempt ends once its outcome can no longer change.
 
-The rule (runner.corpus.decide) is held against the verdict itself (runner.results.verdicts.attempt_outcome): for
+The rule (runner.corpus.decide) is held against the verdict itself (runner.execute.grading.attempt_outcome): for
 every activation-only case of the example library and of a skill-creator trigger set, no continuation of a sequence
 the rule calls decided changes the outcome. Then the real Claude Code CLI against the fake Messages API: a decided
 session makes one request and stops; a case whose answer is checked runs to its end; [run] decide_early = false
@@ -17,11 +17,11 @@ from pathlib import Path
 from runner.corpus.library import Case, load_library
 from runner.corpus.settings import Settings
 from runner.hosts.activation import decided
-from runner.hosts.base import Activation, Observation
+from runner.core.observation import Activation, Observation
 from runner.corpus.decide import activation_only, decide_when, first_turn_ineligible
 from runner.report import html, junit, markdown
 from runner.results.build import Results
-from runner.results.verdicts import attempt_outcome
+from runner.execute.grading import attempt_outcome
 from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
 from tests.conftest import EXAMPLE, fake_env, run_cli

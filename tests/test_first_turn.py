@@ -16,7 +16,7 @@ from typing import Any
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.hosts.base import Observation, SessionSpec
+from runner.core.observation import Observation, SessionSpec
 from runner.hosts.claude_code import bundled_cli, cli_version
 from runner.hosts.first_turn import CAPTURE_FILE, SENTINEL, FirstTurnHost, breakpoints, ineligible
 from runner.hosts.registry import HostInputs, make_host

@@ -20,7 +20,7 @@ import pytest
 
 from runner.corpus.library import Assertion, Case
 from runner.corpus.settings import Settings
-from runner.hosts.base import ToolCall
+from runner.core.observation import ToolCall
 from runner.execute.rundir import AttemptRecord
 from runner.judge.prose import (
     SYSTEM_PROMPT,
@@ -38,7 +38,9 @@ from runner.plan.build import PlannedCase
 from runner.hosts.prices import load as load_prices
 from runner.results.build import case_result
 from runner.core.quorum import QuorumRule
-from runner.results.verdicts import AssertionOutcome, AttemptOutcome, apply_judgement, assertion_results
+from runner.core.outcomes import AssertionOutcome, AttemptOutcome
+from runner.execute.grading import apply_judgement
+from runner.results.verdicts import assertion_results
 from runner.testing.fake_anthropic import (
     FakeAnthropic,
     Usage,
@@ -502,8 +504,8 @@ def test_an_attempt_whose_only_prose_assertion_was_never_judged_is_not_recorded_
     §3 precedence over its parts); the case keeps what it already did right: UNRUN for the judge's reason, the
     quorum decided by the attempts (no extra session starts), never PASS."""
     from runner.execute.executor import CaseStarts
-    from runner.hosts.base import Activation, Observation
-    from runner.results.verdicts import attempt_outcome, mark_unjudged
+    from runner.core.observation import Activation, Observation
+    from runner.execute.grading import attempt_outcome, mark_unjudged
 
     observed = Observation(attempt_id="x/evals/refuse#main#1", host="api", final_answer="Not all green.",
                            activations=[Activation(name="x", mechanism="skill-tool", turn=0)])

@@ -21,7 +21,7 @@ from typing import Any
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.hosts.base import Usage as RunnerUsage
+from runner.core.observation import Usage as RunnerUsage
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
 from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE

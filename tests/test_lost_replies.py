@@ -19,7 +19,7 @@ import pytest
 from runner.corpus.library import Assertion, Library, load_library
 from runner.corpus.settings import Settings
 from runner.hosts.api import ApiHost
-from runner.hosts.base import Observation, SessionSpec
+from runner.core.observation import Observation, SessionSpec
 from runner.hosts.workspace import LibraryFiles
 from runner.judge.prose import Judge, JudgeSettingsView
 from runner.hosts.prices import PriceTable

@@ -496,7 +496,7 @@ def test_a_pattern_that_backtracks_without_end_is_an_error_not_a_hang(example_co
     makes it an ERROR attempt (never PASS or FAIL) in about PATTERN_TIMEOUT_S."""
     import asyncio
 
-    from runner.hosts.base import Observation
+    from runner.core.observation import Observation
     from runner.probes import arms
 
     library, _ = load_library(example_copy, Settings())

@@ -102,7 +102,7 @@ def test_api_host_sessions_send_one_prefix_and_record_its_hash(tmp_path) -> None
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
     from runner.hosts.api import TOOLS, ApiHost, prefix_hash
-    from runner.hosts.base import SessionSpec
+    from runner.core.observation import SessionSpec
     from runner.hosts.workspace import LibraryFiles
     from runner.hosts.prices import load as load_prices
     from runner.testing.fake_anthropic import skill

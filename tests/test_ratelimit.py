@@ -23,7 +23,7 @@ import pytest
 
 from benchmarks.ratelimit import widen_backlog
 from runner.hosts.api import ApiHost
-from runner.hosts.base import Observation
+from runner.core.observation import Observation
 from runner.hosts.ratelimit import (
     AdaptiveLimiter,
     RateLimitMiddleware,
@@ -363,7 +363,7 @@ def test_claude_code_retried_429_reaches_the_limiter_through_the_transcript() ->
     from benchmarks.ratelimit import EXAMPLE
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
-    from runner.hosts.base import SessionSpec
+    from runner.core.observation import SessionSpec
     from runner.pipeline.run import Credentials, make_host
     from runner.hosts import prices as prices_mod
 

@@ -13,7 +13,7 @@ import pytest
 from runner.cli.printing import cap_line as _cap_line
 from runner.corpus import claims, classify
 from runner.corpus.library import Assertion, Case
-from runner.results import verdicts
+from runner.execute import grading
 from tests.conftest import cli, cli_imports
 
 RULES = classify.packaged_rules()
@@ -105,7 +105,7 @@ def _assertion(text: str) -> Assertion:
 def test_activation_verdicts(text: str, fired: list[str], state: str) -> None:
     assertion = _assertion(text)
     assert assertion.assertion_class == "activation"
-    outcome = verdicts.check_activation_assertion(assertion, _case(), fired, set(NAMES))
+    outcome = grading.check_activation_assertion(assertion, _case(), fired, set(NAMES))
     assert outcome.state == state, outcome.evidence
 
 
@@ -121,8 +121,8 @@ def test_an_override_to_activation_still_reads_the_negation() -> None:
     # No rule reads these words; the author overrode the class: the first named skill decides.
     assertion = Assertion(index=1, text="Must never, even once, let pdf run.", line=1,
                           assertion_class="activation", class_rule="override")
-    assert verdicts.check_activation_assertion(assertion, _case(), [], set(NAMES)).state == "PASS"
-    assert verdicts.check_activation_assertion(assertion, _case(), ["pdf"], set(NAMES)).state == "FAIL"
+    assert grading.check_activation_assertion(assertion, _case(), [], set(NAMES)).state == "PASS"
+    assert grading.check_activation_assertion(assertion, _case(), ["pdf"], set(NAMES)).state == "FAIL"
 
 
 # ---- a path that holds no library is refused before the slow imports -----------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from runner.execute.budget import Journal, Ledger, journal_totals, open_reservations
 from runner.hosts import cli_log
-from runner.hosts.base import Usage
+from runner.core.observation import Usage
 from runner.hosts.cli_spend import MARK_SUFFIX, write_mark
 from runner.execute.reconcile import plan_costs, reconcile
 from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir

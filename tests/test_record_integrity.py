@@ -28,7 +28,7 @@ from runner.execute.executor import CaseStarts
 from runner.execute.rundir import ATTEMPTS, KEY, REPAIRS, AttemptRecord, RunDir, RunFolderKeyError, signed_line
 from runner.report import markdown, rollup
 from runner.results.build import Results
-from runner.results.verdicts import AssertionOutcome, AttemptOutcome
+from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 from tests.test_kill_resume import demo_skill
 from tests.test_run import results_of

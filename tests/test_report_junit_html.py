@@ -23,7 +23,7 @@ import pytest
 from runner.execute.rundir import AttemptRecord, RunDir
 from runner.report import html as html_report
 from runner.report import junit
-from runner.results.verdicts import AssertionOutcome, AttemptOutcome
+from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 from tests.report_fixtures import HOSTILE, every_state, large
 
 XSD = Path(__file__).parent / "data" / "junit.xsd"

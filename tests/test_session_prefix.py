@@ -24,7 +24,7 @@ import pytest
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
-from runner.hosts.base import Observation, SessionSpec
+from runner.core.observation import Observation, SessionSpec
 from runner.hosts.claude_code import ClaudeCodeHost
 from runner.hosts.workspace import LibraryFiles
 from runner.hosts.prices import load as load_prices

@@ -20,7 +20,7 @@ from runner.corpus import slash
 from runner.corpus.library import Library, load_library
 from runner.corpus.settings import Settings
 from runner.hosts.api import ApiHost, with_arguments
-from runner.hosts.base import Observation, SessionSpec
+from runner.core.observation import Observation, SessionSpec
 from runner.hosts.claude_code import ClaudeCodeHost
 from runner.hosts.workspace import LibraryFiles
 from runner.floor.census import compute

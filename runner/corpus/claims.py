@@ -1,6 +1,6 @@
 """What an activation assertion claims: which skills must fire and which must not.
 
-Read by the verdict (runner.results.verdicts.check_activation_assertion) and by the plan, which needs to know
+Read by the verdict (runner.execute.grading.check_activation_assertion) and by the plan, which needs to know
 which names decide an activation-only case early (runner.corpus.decide).
 """
 
@@ -38,3 +38,17 @@ def activation_claims(text: str, case: Case, known: Collection[str]) -> list[tup
         return []
     before = text.split(names[0])[0] if names[0] in text else text
     return [(names[0], not _NEGATIVE.search(before))]
+
+
+# The assertions an uplift arm and an output case are graded on: those about the answer (runner.results.uplift).
+RUBRIC_CLASSES = ("artifact_shape", "semantic")
+
+
+def rubric_indexes(case: Case) -> list[int]:
+    """The assertions both arms are graded on: those about the answer."""
+    return [a.index for a in case.assertions if a.assertion_class in RUBRIC_CLASSES]
+
+
+def is_output_case(case: Case) -> bool:
+    """An output case: not a tier-2 probe (it has arms of its own), with at least one assertion about the answer."""
+    return case.kind != "probe" and bool(rubric_indexes(case))

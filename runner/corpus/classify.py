@@ -14,7 +14,8 @@ from importlib import resources
 
 import yaml
 
-from runner.corpus.settings import ClassifySettings, LoadedKind
+from runner.corpus.settings import ClassifySettings
+from runner.core.kinds import LoadedKind
 
 KNOWN_EVAL_TYPES = ("should_trigger", "should_not_trigger", "should_not_do")
 

@@ -7,7 +7,7 @@ nothing about the answer, a file or a script is checked. Every other case runs t
 
 `decide_when(case, known)` gives the sets (PlannedCase.decide_when, handed to the host as SessionSpec.decide_when;
 a host checks them with runner.hosts.activation.decided); the outcome is certain once every name of one
-set fired, because activations only ever add to what fired (runner.results.verdicts.attempt_outcome):
+set fired, because activations only ever add to what fired (runner.execute.grading.attempt_outcome):
 - trigger: the target fired -> the activation part is PASS whatever follows;
 - no_trigger: the target fired -> FAIL whatever follows (`(any skill)`: any one of the library's skills fired);
 - discrimination: the target and every should_not_trigger neighbour fired -> every pair is lost and the case FAILs

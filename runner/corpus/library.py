@@ -33,7 +33,8 @@ from runner.corpus.layout import (
     discover,
     locate,
 )
-from runner.corpus.settings import SETTINGS_FILE, LoadedKind, Settings
+from runner.corpus.settings import SETTINGS_FILE, Settings
+from runner.core.kinds import LoadedKind
 
 # `file`: an eval file of which no case could be read (FILE_UNREADABLE): one entry stands for all its cases.
 Source = Literal["evals", "trigger", "probe", "scenario", "routing", "file"]

@@ -16,17 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.corpus import bounded
 from runner.corpus.findings import Finding, display_path, error
-from runner.hosts.registry import HostName
+from runner.core.hostnames import HostName
+from runner.core.kinds import AssertionClass, CaseKind
 
 SETTINGS_FILE = ".skill-evals.toml"
 
-# Case kinds (semantics §2): what a case measures. The one definition: corpus, plan, results and overrides use it.
-CaseKind = Literal["trigger", "refusal", "no_trigger", "discrimination", "probe"]
-# A case the loader read but the runner cannot run: a type it does not know (`unknown`) or an item that breaks its
-# format's schema (`invalid`). The floor holds these back (UNRUN floor-error); they never reach a host.
-BrokenKind = Literal["unknown", "invalid"]
-LoadedKind = Literal[CaseKind, BrokenKind]
-AssertionClass = Literal["activation", "artifact_shape", "semantic", "unjudgeable"]
+# Claude Code tools that never write a file: only with these alone may sessions share linked files
+# (runner.hosts.workspace), and only these may settings from the code under review allow (runner.corpus.trust).
+READ_ONLY_TOOLS = frozenset({"Skill", "Read", "Glob", "Grep", "LS", "TodoWrite"})
 
 
 class _Strict(BaseModel):

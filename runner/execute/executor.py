@@ -28,22 +28,26 @@ from typing import Any, Protocol
 from runner.corpus.library import Case, Probe
 from runner.execute.budget import Ledger, Reservation
 from runner.hosts import billing
-from runner.hosts.base import Host, Observation, SessionSpec
+from runner.hosts.base import Host
+from runner.core.observation import Observation, SessionSpec
 from runner.hosts.ratelimit import AdaptiveLimiter, RateLimitMiddleware
 from runner.execute.rundir import AttemptRecord, RunDir
 from runner.judge.prose import Grader, JudgeCall
 from runner.plan.build import Plan, PlannedCase
 from runner.probes import arms as probes_mod
 from runner.probes.arms import ARMS, Arm, ProbeGrade
-from runner.results import uplift
+from runner.corpus.claims import rubric_indexes
 from runner.core.quorum import QuorumRule, Tally, starts_allowed
-from runner.results.verdicts import (
-    AttemptOutcome,
+from runner.core.outcomes import AttemptOutcome
+from runner.execute.grading import (
+    CONTROL,
     apply_judgement,
     attempt_outcome,
+    control_outcome,
     counts_as_win,
     mark_unjudged,
     needs_judge,
+    rubric_failed,
 )
 
 # Why starting stopped, in the words of semantics §3 (UNRUN reasons).
@@ -221,7 +225,7 @@ class Executor:
             model=self.plan.model, max_turns=self.plan.max_turns, timeout_s=self.plan.timeout_s,
             max_output_tokens=self.plan.max_output_tokens, max_usd=self.plan.estimate.worst_session_usd,
             case_files=case.files, case_files_dir=case.files_dir,
-            exclude_skills=[case.skill] if arm == uplift.CONTROL else [],
+            exclude_skills=[case.skill] if arm == CONTROL else [],
             decide_when=planned.decide_when if arm == "main" else [])
 
     def probe_spec(self, planned: PlannedCase, arm: Arm, repeat: int) -> SessionSpec:
@@ -253,13 +257,13 @@ class Executor:
         (run --baseline) grades both arms on the rubric: its control arm on the rubric only, and its main arm's
         rubric even when the activation alone lost (the uplift compares the answers of every attempt)."""
         outcome = attempt_outcome(case, obs, self.known)
-        rubric = uplift.rubric_indexes(case) if baselined else []
-        if arm == uplift.CONTROL:
-            outcome = uplift.control_outcome(outcome, case.skill, rubric)
+        rubric = rubric_indexes(case) if baselined else []
+        if arm == CONTROL:
+            outcome = control_outcome(outcome, case.skill, rubric)
         pending = needs_judge(outcome)
         if not pending or outcome.activation == "ERROR":
             return outcome, None
-        if outcome.state == "FAIL" and (not baselined or uplift.rubric_failed(outcome, rubric)):
+        if outcome.state == "FAIL" and (not baselined or rubric_failed(outcome, rubric)):
             # Already a loss (wrong activation or a failed check): no money is spent judging the rest.
             return mark_unjudged(outcome, "attempt-already-failed"), None
         if obs.final_answer is None:

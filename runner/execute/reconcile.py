@@ -35,7 +35,7 @@ from pathlib import Path
 from runner.corpus.settings import Price
 from runner.execute.budget import OpenReservation, Reconciled, open_reservations, reconcile_line
 from runner.hosts import billing, cli_log, workspace
-from runner.hosts.base import SessionSpec
+from runner.core.observation import SessionSpec
 from runner.hosts.cli_spend import MARK_SUFFIX, CliCosts, StreamSeen
 from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir
 from runner.plan.build import Plan

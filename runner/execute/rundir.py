@@ -57,10 +57,10 @@ from pydantic_core import PydanticSerializationError
 from runner.corpus import bounded
 from runner.core.errors import UsageError
 from runner.corpus.findings import is_unicode, printable_tree
-from runner.hosts.base import Bound, CostBasis, Decided, FirstTurn, ToolCall, Usage
+from runner.core.observation import Bound, CostBasis, Decided, FirstTurn, ToolCall, Usage
 from runner.judge.prose import JudgeCall
 from runner.probes.arms import ProbeGrade
-from runner.results.verdicts import AttemptOutcome
+from runner.core.outcomes import AttemptOutcome
 
 PLAN = "plan.json"
 SURFACE = "surface.json"
@@ -100,7 +100,7 @@ class AttemptRecord(BaseModel):
     # ledger kept no journal (older run folders, batch mode, re-judging): then this record alone shows its spend.
     reservation_id: str | None = None
     duration_s: float = 0.0
-    # What the model received before the case prompt, hashed (runner.hosts.base.Observation.prefix_hash), the
+    # What the model received before the case prompt, hashed (runner.core.observation.Observation.prefix_hash), the
     # session-path mode (claude-code) and the first model call's input: results.json's `cost` is made of them.
     prefix_hash: str | None = None
     session_path: str | None = None

@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from runner.corpus.files import relative_shown
 from runner.corpus.findings import Finding, Level, sort_key
 from runner.corpus.library import FILE_UNREADABLE, Case, Library
-from runner.corpus.settings import BrokenKind
+from runner.core.kinds import BrokenKind
 
 FLOOR_ERROR = "floor-error"
 INVALID_CASE = "invalid-case"

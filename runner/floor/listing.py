@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from runner.corpus.library import Library, Skill
 from runner.corpus.settings import ListingSettings
-from runner.hosts.registry import HostName
+from runner.core.hostnames import HostName
 
 CLAUDE_CODE_MODEL = "Claude Code's rule: host's bundled skills whole, every name charged, then descriptions greedily"
 API_MODEL = "the api host's approximation: name order, greedy fit of `- name: description` lines within the budget"

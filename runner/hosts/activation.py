@@ -34,7 +34,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import PurePosixPath
 
-from runner.hosts.base import Activation, Mechanism
+from runner.core.observation import Activation, Mechanism
 
 SKILL_TOOL = "Skill"
 READ_TOOL = "Read"

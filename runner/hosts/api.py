@@ -75,17 +75,8 @@ from runner.corpus.library import Library, Skill
 from runner.corpus.settings import HOST_DEFAULT_LISTING_BUDGET
 from runner.hosts import billing
 from runner.hosts.activation import recognise, slash_command
-from runner.hosts.base import (
-    Activation,
-    Bound,
-    ErrorKind,
-    ListingSeen,
-    Observation,
-    SessionSpec,
-    ToolCall,
-    Usage,
-    utf8_safe,
-)
+from runner.core.observation import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.base import utf8_safe
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView

@@ -37,7 +37,7 @@ from typing import Any
 
 import anthropic
 
-from runner.hosts.base import CostBasis, Usage
+from runner.core.observation import CostBasis, Usage
 from runner.hosts.prices import PriceTable
 
 CHARS_PER_TOKEN = 4  # the estimate runner.plan.build and the judge's worst case use

@@ -65,8 +65,8 @@ from runner.hosts import billing, cli_log, sessionpath, wall, workspace
 from runner.hosts.cli_spend import CliCosts, Spent, StreamSeen, remove_mark, write_mark
 from runner.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_TOOLS, Turns, apply_result, decided, \
     recognise, slash_command
-from runner.hosts.base import (Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage,
-                                      utf8_safe)
+from runner.core.observation import Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.base import utf8_safe
 from runner.hosts.surface import CaptureServer, Surface, surface_from_request
 from runner.hosts.prices import PriceTable
 

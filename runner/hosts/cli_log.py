@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.hosts.base import Usage
+from runner.core.observation import Usage
 
 PROJECTS = "projects"
 CHARS_PER_TOKEN = 4

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.hosts import billing
-from runner.hosts.base import SessionSpec, Usage
+from runner.core.observation import SessionSpec, Usage
 from runner.hosts.cli_log import TURN_SLACK, SessionLog
 from runner.hosts.prices import PriceTable
 

@@ -78,8 +78,8 @@ from runner.corpus.library import Library
 from runner.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_SUFFIX, SUBAGENT_TOOLS, decided, recognise
 from runner.hosts import billing
 from runner.hosts.api import Clients, classify_error, fill_cost, SessionError, loop_client, reply_usage
-from runner.hosts.base import (Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage,
-                                      utf8_safe)
+from runner.core.observation import Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.base import utf8_safe
 from runner.hosts.claude_code import ClaudeCodeHost, cli_version
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall

@@ -8,7 +8,7 @@ from importlib import resources
 from pydantic import BaseModel
 
 from runner.corpus.settings import Price, Settings
-from runner.hosts.base import Usage
+from runner.core.observation import Usage
 
 PER_MILLION = 1_000_000
 

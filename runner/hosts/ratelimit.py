@@ -65,7 +65,7 @@ import anthropic
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from runner.hosts.base import Observation
+    from runner.core.observation import Observation
 
 API_PERIOD_S = 60.0  # the API's request limit is per minute
 DEFAULT_MARGIN = 0.05  # pacing slack for clock and network jitter: throughput at most 1/1.05 of the limit

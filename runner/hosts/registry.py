@@ -18,7 +18,9 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, get_args
+
+from runner.core.hostnames import HostName
 
 if TYPE_CHECKING:  # types only: this module is imported where no host is made (settings, the CLI's choices)
     from runner.corpus.library import Library
@@ -27,8 +29,7 @@ if TYPE_CHECKING:  # types only: this module is imported where no host is made (
     from runner.hosts.claude_code import ClaudeCodeHost
     from runner.hosts.prices import PriceTable
 
-# The one spelling of the host names: settings ([run] host) type their field with it, the CLI offers HOST_NAMES.
-HostName = Literal["claude-code", "api", "first-turn"]
+# The CLI offers HOST_NAMES; settings ([run] host) type their field with HostName (runner.core.hostnames).
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from runner.hosts.activation import Turns, recognise, slash_command
-from runner.hosts.base import Activation, Observation, SessionSpec, ToolCall, Usage
+from runner.core.observation import Activation, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.surface import Surface
 
 if TYPE_CHECKING:

@@ -58,6 +58,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from runner.corpus.settings import READ_ONLY_TOOLS
 from runner.corpus.files import ReadPolicy, make_policy
 from runner.corpus.executables import reserved_path
 
@@ -65,8 +66,6 @@ if TYPE_CHECKING:
     from runner.corpus.library import Library
 
 
-# Claude Code tools that never write a file: only then may sessions share linked files.
-READ_ONLY_TOOLS = frozenset({"Skill", "Read", "Glob", "Grep", "LS", "TodoWrite"})
 READ_ONLY_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 
 

@@ -48,7 +48,7 @@ from runner.corpus.library import Case, Library, load_library
 from runner.corpus.settings import Settings
 from runner.pipeline import run as runs_mod
 from runner.execute.budget import Ledger
-from runner.hosts.registry import HostName
+from runner.core.hostnames import HostName
 from runner.floor import listing
 from runner.improve import split as split_mod
 from runner.improve.model import (

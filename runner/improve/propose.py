@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from runner.execute.budget import Ledger
 from runner.hosts.api import reply_problem, reply_usage
-from runner.hosts.base import Usage
+from runner.core.observation import Usage
 from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached
 from runner.improve.model import DESCRIPTION_LIMIT, ProposalCall
 from runner.hosts.prices import PriceTable

@@ -30,7 +30,7 @@ from runner.core.errors import UsageError
 from runner.corpus.findings import first_problem
 from runner.corpus.library import Assertion
 from runner.corpus.settings import CalibrationThresholds, Settings
-from runner.hosts.base import ToolCall
+from runner.core.observation import ToolCall
 from runner.judge.prose import Judge
 
 RECORD_FILE = Path(".skill-evals") / "judge-calibration.json"

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from runner.corpus.library import Case, Probe
 from runner.execute.budget import Ledger
 from runner.execute.executor import STOP_SPEND_LIMIT, Executor, RunState, probe_arm
-from runner.hosts.base import Activation, Observation
+from runner.core.observation import Activation, Observation
 from runner.hosts.replay import ReplayHost
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, AttemptRecord, RunDir
 from runner.judge.prose import Grader, prompt_version

@@ -500,7 +500,7 @@ def open_ledger(rundir: RunDir, plan: Plan, plan_hash: str, mine: set[str] | Non
 def execute(prepared: Prepared, rundir: RunDir, progress: Any = None, dispatch: Dispatch | None = None
             ) -> results_mod.Results:
     """Run the plan; on SIGINT/SIGTERM stop starting, cancel in-flight sessions, write results. `dispatch`: how
-    the starts go (runner.execute.executor; batched rounds for `--batch`, runner.execute.batch.execute_batched)."""
+    the starts go (runner.execute.executor; batched rounds for `--batch`, runner.pipeline.batched.execute_batched)."""
     plan = prepared.plan
     prior, ledger = open_ledger(rundir, plan, prepared.plan_hash, shard_uids(plan, prepared.shard))
     state = RunState(ledger=ledger)

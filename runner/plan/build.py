@@ -42,7 +42,8 @@ from pydantic import BaseModel, Field
 from runner.corpus import bounded, kind_words
 from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library, is_subagent
-from runner.corpus.settings import CostSettings, LoadedKind, Price, Settings, TierSettings
+from runner.corpus.settings import CostSettings, Price, Settings, TierSettings
+from runner.core.kinds import LoadedKind
 from runner.hosts.activation import SUBAGENT_TOOLS
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
@@ -53,7 +54,7 @@ from runner.judge.prose import prompt_version
 from runner.corpus import decide
 from runner.hosts.prices import PriceTable
 from runner.plan.quarantine import QuarantineEntry
-from runner.results.uplift import is_output_case
+from runner.corpus.claims import is_output_case
 
 SCHEMA_VERSION = 1
 # Claude Code's Read tool returns at most about 25,000 tokens of a file; a skill body or a

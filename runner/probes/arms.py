@@ -21,15 +21,16 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from runner.core.states import ProbeState
 from runner.corpus.library import Assertion, Probe
-from runner.hosts.base import Observation, SessionSpec
+from runner.core.observation import Observation, SessionSpec
 from runner.judge.prose import Grader, JudgeCall
 from runner.core.quorum import wilson_interval
-from runner.results.verdicts import AssertionOutcome, AttemptOutcome, AttemptState
+from runner.core.outcomes import AssertionOutcome, AttemptOutcome
+from runner.core.states import AttemptState
 
 Arm = Literal["control", "treatment"]
 ARMS: tuple[Arm, Arm] = ("control", "treatment")
-ProbeState = Literal["CAUGHT", "MISSED", "ERROR", "JUDGE-ERROR"]
 ACT_INDEX = 1  # rubric item a1 is the act; a2.. are the defects' caught_when (band probes)
 
 

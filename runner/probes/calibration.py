@@ -50,7 +50,8 @@ from runner.corpus.library import Library, Probe
 from runner.corpus.settings import Settings
 from runner.execute.budget import Ledger
 from runner.execute.executor import until_signalled
-from runner.hosts.base import Host, Usage
+from runner.hosts.base import Host
+from runner.core.observation import Usage
 from runner.floor.gate import FloorGate, Hold
 from runner.judge.prose import Judge
 from runner.plan import build as plan_mod

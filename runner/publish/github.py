@@ -62,7 +62,7 @@ from runner.corpus import repopath
 from runner.report import markdown
 from runner.report.rollup import kind_label
 from runner.results.build import CaseResult, Results
-from runner.results.verdicts import CASE_STATES, CaseState
+from runner.core.states import CASE_STATES, CaseState
 
 log = logging.getLogger(__name__)
 

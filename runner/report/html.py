@@ -37,7 +37,7 @@ from runner.report import rollup
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
 from runner.report.history import History, TrendPoint
 from runner.results.uplift import describe as uplift_text
-from runner.results.verdicts import CASE_STATES, CaseState
+from runner.core.states import CASE_STATES, CaseState
 
 TRANSCRIPT_CAP = 200_000       # bytes of embedded JSON per attempt's transcript
 TOTAL_CAP = 25_000_000         # bytes of embedded transcripts for the whole page

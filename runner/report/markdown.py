@@ -28,7 +28,7 @@ from runner.results.build import CaseResult, Results, floor_note, kill_note, not
 from runner.core.quorum import wilson_interval
 from runner.results.uplift import Uplift, UpliftArm
 from runner.results.uplift import describe as uplift_text
-from runner.results.verdicts import CASE_STATES
+from runner.core.states import CASE_STATES
 
 MARKER = "<!-- skill-evals-report -->"
 DEFAULT_LIMIT = 65_000  # GitHub refuses comments over 65,535 characters; this leaves room for a note.

@@ -15,7 +15,7 @@ from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results
 from runner.core.quorum import wilson_interval
 from runner.results.uplift import Uplift
-from runner.results.verdicts import CASE_STATES
+from runner.core.states import CASE_STATES
 from runner.results.vetting import summary as refused_summary
 
 

@@ -39,7 +39,7 @@ from runner.report.markdown import (
 from runner.report.rollup import Rollup
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
-from runner.results.verdicts import CASE_STATES
+from runner.core.states import CASE_STATES
 
 STATE_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "magenta", "JUDGE-ERROR": "yellow",
                "QUARANTINED": "cyan", "UNRUN": "dim"}

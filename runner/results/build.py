@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 
 from runner.corpus.library import Case
 from runner.floor.gate import EVAL_FILE_UNREADABLE
-from runner.corpus.settings import LoadedKind
-from runner.hosts.base import Usage
+from runner.core.kinds import LoadedKind
+from runner.core.observation import Usage
 from runner.hosts.wall import SessionWall
 from runner.execute.rundir import AttemptRecord, TailRepair
 from runner.hosts.surface import Surface
@@ -25,21 +25,11 @@ from runner.plan.build import KindBasis, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.core.quorum import QuorumRule, decide
-from runner.results.uplift import TREATMENT, SkillUplift, Uplift, case_uplift, skill_uplifts
+from runner.execute.grading import TREATMENT
+from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.vetting import RefusedRecord, case_reason
-from runner.results.verdicts import (
-    CASE_STATES,
-    ActivationResult,
-    AssertionResult,
-    CaseState,
-    PairResult,
-    activation_result,
-    assertion_results,
-    fired_instead,
-    pair_results,
-    rollup,
-    tally_of,
-)
+from runner.core.states import CASE_STATES, CaseState
+from runner.results.verdicts import ActivationResult, AssertionResult, PairResult, activation_result, assertion_results, fired_instead, pair_results, rollup, tally_of
 
 SCHEMA_VERSION = 1
 NOT_EXECUTED = ("{n} case(s) were not executed (UNRUN); no result is claimed for them.")

@@ -54,7 +54,7 @@ from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS,
 from runner.plan.build import Plan
 from runner.results import modelfile, vetting
 from runner.results.build import CaseResult, Results, assertion_counts, moment, not_executed, refuse_cases
-from runner.results.verdicts import CASE_STATES
+from runner.core.states import CASE_STATES
 from runner.results.vetting import RefusedRecord
 
 OTHER_SHARD = "other-shard"

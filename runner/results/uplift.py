@@ -16,75 +16,22 @@ the interval. When that interval spans 0 the run shows "no measurable uplift".
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import BaseModel, Field
 
+from runner.corpus.claims import rubric_indexes
 from runner.corpus.library import Case
 from runner.core.quorum import wilson_interval
-from runner.results.verdicts import AttemptOutcome, combine
+from runner.execute.grading import CONTROL, TREATMENT, rubric_state
 
 if TYPE_CHECKING:  # the plan reads which cases are output cases without the run folder's modules
     from runner.execute.rundir import AttemptRecord
 
-RUBRIC_CLASSES = ("artifact_shape", "semantic")
-CONTROL = "control"
-TREATMENT = "main"  # the case's own attempts are the treatment arm
-RubricState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "UNRUN"]
 UpliftVerdict = Literal["uplift", "no measurable uplift", "worse with the skill", "not measured"]
 NO_UPLIFT: UpliftVerdict = "no measurable uplift"
 INTERVAL_RULE = ("conservative: treatment Wilson low - control Wilson high, treatment Wilson high - control "
                  "Wilson low")
-
-
-def rubric_indexes(case: Case) -> list[int]:
-    """The assertions both arms are graded on: those about the answer."""
-    return [a.index for a in case.assertions if a.assertion_class in RUBRIC_CLASSES]
-
-
-def is_output_case(case: Case) -> bool:
-    """An output case: not a tier-2 probe (it has arms of its own), with at least one assertion about the answer."""
-    return case.kind != "probe" and bool(rubric_indexes(case))
-
-
-def rubric_state(outcome: AttemptOutcome, rubric: Iterable[int]) -> RubricState:
-    """One attempt on the rubric alone. A host error is ERROR; any rubric FAIL is FAIL; an assertion not
-    decided (not judged, cut short) leaves the attempt UNRUN: neither a pass nor a fail."""
-    if outcome.state == "ERROR" and outcome.target_fired is None:
-        return "ERROR"  # the host could not observe the session
-    wanted = set(rubric)
-    states = {a.state for a in outcome.assertions if a.index in wanted}
-    if not states:
-        return "UNRUN"
-    for state in ("FAIL", "ERROR", "JUDGE-ERROR"):
-        if state in states:
-            return state
-    if states - {"PASS"}:
-        return "UNRUN"
-    return "PASS"
-
-
-def rubric_failed(outcome: AttemptOutcome, rubric: Iterable[int]) -> bool:
-    """A rubric assertion a script already failed: judging the rest could not make the attempt pass."""
-    wanted = set(rubric)
-    return any(a.state == "FAIL" and a.index in wanted for a in outcome.assertions)
-
-
-def control_outcome(outcome: AttemptOutcome, skill: str, rubric: Iterable[int]) -> AttemptOutcome:
-    """A control attempt's outcome from `attempt_outcome`'s: its activation part is whether the skill under test
-    stayed out (the arm's precondition), never whether the case's target fired (it cannot). A skill that fired
-    anyway makes the attempt ERROR: it is no baseline. Only the rubric's assertions are kept."""
-    wanted = set(rubric)
-    assertions = [a for a in outcome.assertions if a.index in wanted]
-    if outcome.target_fired is None:  # the host could not observe the session
-        return outcome.model_copy(update={"assertions": assertions})
-    if skill in outcome.fired:
-        return outcome.model_copy(update={
-            "state": "ERROR", "activation": "ERROR", "assertions": assertions,
-            "error": f"{skill} fired in the control arm: the session is no baseline"})
-    return outcome.model_copy(update={"activation": "PASS", "assertions": assertions, "error": None,
-                                      "state": combine("PASS", assertions)})
 
 
 # ---- results.json ---------------------------------------------------------------------------------

@@ -34,13 +34,14 @@ from anthropic.types import Message
 from runner.corpus.library import Assertion
 from runner.execute.batch.broker import BatchBroker, custom_id, digest
 from runner.hosts import api as api_mod
-from runner.hosts.base import ErrorKind, Host, ListingSeen, Observation, SessionSpec, ToolCall, utf8_safe
+from runner.core.observation import ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall
+from runner.hosts.base import Host, utf8_safe
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.hosts.surface import Surface
 from runner.judge.prose import Judge, JudgeCall, failed, read_reply
 from runner.hosts.prices import PriceTable
-from runner.results.verdicts import AssertionOutcome
+from runner.core.outcomes import AssertionOutcome
 
 
 def _batch_discount() -> float:
