@@ -42,10 +42,10 @@ RUN pip install --quiet --no-deps . \
 USER 10001:10001
 ENV HOME=/home/evals
 WORKDIR /repo
-# `skill-evals`, behind runner.container.apirelay: with SKILL_EVALS_API_SOCKET (what `run --container` sets: network mode
+# `skill-evals`, behind runner.cli.entrypoint (the relay of runner.container.apirelay): with SKILL_EVALS_API_SOCKET (what `run --container` sets: network mode
 # none, the API through the runner's proxy on the host) it first makes that socket the ANTHROPIC_BASE_URL; without
 # it, it is plain `skill-evals`. -P: never import from the working directory (/repo, the repository under review).
 # `run --container` also makes the root filesystem read-only, with tmpfs /tmp (exec) and HOME; nothing here
 # writes outside them at run time (PYTHONDONTWRITEBYTECODE above).
-ENTRYPOINT ["/opt/venv/bin/python3", "-P", "-m", "runner.container.apirelay"]
+ENTRYPOINT ["/opt/venv/bin/python3", "-P", "-m", "runner.cli.entrypoint"]
 CMD ["--help"]

@@ -87,7 +87,7 @@ def script(fake: Any, library: Any) -> None:
 def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) -> dict[str, Any]:
     from runner.corpus.library import load_library
     from runner.corpus.settings import Settings
-    from runner.execute import batch as batch_mod
+    from runner.pipeline.batched import execute_batched
     from runner.pipeline import run as runs_mod
     from runner.execute.rundir import RunDir
     from runner.testing.fake_anthropic import FakeAnthropic
@@ -110,7 +110,7 @@ def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) 
         if mode == "direct":
             results = runs_mod.execute(prepared, rundir)
         else:
-            results = batch_mod.execute_batched(prepared, rundir, credentials, None, poll_s=0.05)
+            results = execute_batched(prepared, rundir, credentials, None, poll_s=0.05)
         wall, cpu = time.monotonic() - started, time.process_time() - cpu
         bodies = [r.body for r in fake.message_requests] + [item.params for item in fake.batch_items]
         http = {"messages": len(fake.message_requests), "batch_creates": len(fake.batch_creates),

@@ -17,7 +17,7 @@ from runner.hosts.api import ApiHost
 from runner.core.observation import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.replay import ReplayHost
 from runner.hosts.workspace import LibraryFiles
-from runner.floor.listing import estimate
+from runner.hosts.listing import estimate
 from runner.hosts.surface import LISTING_HEADER, parse_listing
 from runner.hosts.prices import PriceTable
 from runner.hosts.prices import load as load_prices

@@ -128,9 +128,11 @@ def test_the_repository_cannot_replace_the_runner(client, image: str, tmp_path: 
     repo = tmp_path / "repo"
     (repo / "runner").mkdir(parents=True)
     (repo / "runner" / "__init__.py").write_text("")
-    (repo / "runner" / "apirelay.py").write_text("print('HIJACKED')\n")
+    (repo / "runner" / "cli").mkdir()
+    (repo / "runner" / "cli" / "__init__.py").write_text("print('HIJACKED')\n")
+    (repo / "runner" / "cli" / "entrypoint.py").write_text("print('HIJACKED')\n")
     assert client.images.get(image).attrs["Config"]["Entrypoint"] == ["/opt/venv/bin/python3", "-P", "-m",
-                                                                      "runner.container.apirelay"]
+                                                                      "runner.cli.entrypoint"]
     outcome = ctr.run_in_container(client, image, repo, tmp_path / "out", ["--version"], {}, deadline=120)
     assert outcome.exit_code == 0 and "HIJACKED" not in outcome.logs, outcome.logs
     assert f"version {version('skill-evals')}" in outcome.stdout

@@ -3,7 +3,7 @@
 Each library here is synthetic text. The estimate must equal the measurement exactly: which
 library skills keep their description, which are listed by name only, and the listing's size.
 A mismatch after a CLI update means runner/data/host_listing.json (the host's own entries) or
-the rule in runner/floor/listing.py must be measured again.
+the rule in runner/hosts/listing.py must be measured again.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runner.hosts.claude_code import bundled_cli, cli_version
-from runner.floor.listing import collation_key, host_listing
+from runner.hosts.listing import collation_key, host_listing
 from tests.conftest import cli, run_cli
 
 WORDS = ("ledger queue cache schema budget review audit rollout token index stream plan triage deploy "

@@ -92,6 +92,7 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
     """Calibrate tier-2 probes by the seed-000 protocol (control 2 reps, then treatment 2 reps) and record
     the verdict in calibration.json beside each probe: ceiling, window, floor or inconclusive."""
     from runner.pipeline import run as runs_mod
+    from runner.pipeline import probe_calibration as calibration_run
     from runner.probes import calibration as pc
     from runner.report import probes as probe_report
 
@@ -137,10 +138,10 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
                    "nothing was started")
     the_host = runs_mod.make_host(settings.run.host, library, settings, credentials, prices,
                                   credentials.api_key or "")
-    prepared = pc.prepare(library, settings, the_host, judge, prices, chosen)
+    prepared = calibration_run.prepare(library, settings, the_host, judge, prices, chosen)
     for reason in prepared.refused:
         click.echo(f"skill-evals: not calibrated: {reason}", err=True)
-    records, cancelled = pc.run_all(prepared.calibrations) if prepared.calibrations else ([], False)
+    records, cancelled = calibration_run.run_all(prepared.calibrations) if prepared.calibrations else ([], False)
     probe_report.print_records(records, prepared.declaration, prepared.ledger, console, fmt)
     if cancelled:
         sys.exit(130)

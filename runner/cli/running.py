@@ -145,8 +145,8 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
     with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
         batch = batch or prepared.plan.batch  # a batched run resumes batched
         if batch:
-            from runner.execute import batch as batch_mod
-            results = batch_mod.execute_batched(prepared, rundir, credentials, progress, batch_poll_s)
+            from runner.pipeline.batched import execute_batched
+            results = execute_batched(prepared, rundir, credentials, progress, batch_poll_s)
         else:
             results = runs_mod.execute(prepared, rundir, progress)
     print_results(results, rundir.path, console)

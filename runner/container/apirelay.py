@@ -3,13 +3,13 @@
 Why: `run --container` gives the container no network (``none``) and no API key. Its only way out is the
 socket of the runner's proxy on the host (runner.container.apiproxy), bind-mounted at the path in ``SKILL_EVALS_API_SOCKET``.
 The anthropic SDK could speak HTTP over a unix socket, the Claude Code CLI cannot: both need an http:// base URL.
-So :func:`main`, the container's entry point, starts :class:`Relay` — a byte pump from 127.0.0.1:<ephemeral> (the
+So the container's entry point (runner.cli.entrypoint) starts :class:`Relay` — a byte pump from 127.0.0.1:<ephemeral> (the
 container's own loopback) to the socket, HTTP-agnostic, one asyncio thread — points ``ANTHROPIC_BASE_URL`` at it,
 and runs ``skill-evals`` in the same process: the api host, the judge, batches and every CLI session (which get
 ``ANTHROPIC_BASE_URL`` through their environment allowlist) all go through it. ``ANTHROPIC_API_KEY`` in here is
 the proxy's per-run placeholder, never the key.
 
-Without ``SKILL_EVALS_API_SOCKET`` (no key on the host, or the image run by hand) :func:`main` is plain
+Without ``SKILL_EVALS_API_SOCKET`` (no key on the host, or the image run by hand) the entry point is plain
 ``skill-evals``.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-import sys
 
 from runner.container.serverthread import ServerThread
 
@@ -94,23 +93,3 @@ def socket_problem(path: str) -> str | None:
     except OSError as exc:
         return f"{exc.strerror}"
     return None if stat.S_ISSOCK(mode) else "not a socket"
-
-
-def main(argv: list[str] | None = None) -> None:
-    """The container's entry point: the relay when there is a proxy socket, then ``skill-evals`` ``argv``."""
-    socket_path = os.environ.pop(SOCKET_ENV, "")
-    if socket_path:
-        problem = socket_problem(socket_path)
-        if problem is not None:
-            print(f"skill-evals: the API proxy's socket {socket_path} cannot be used ({problem}); the runner on "
-                  "the host mounts it, so this image is not meant to be given SKILL_EVALS_API_SOCKET by hand",
-                  file=sys.stderr)
-            sys.exit(2)
-        os.environ["ANTHROPIC_BASE_URL"] = Relay(socket_path).start().url
-    from runner.cli import main as cli_main
-
-    cli_main(args=sys.argv[1:] if argv is None else argv, prog_name="skill-evals")
-
-
-if __name__ == "__main__":
-    main()

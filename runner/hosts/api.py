@@ -6,7 +6,7 @@ is what decides skill selection as far as it can be copied through the public AP
 
 - the listing: `LISTING_HEADER`, then `- name: description` per model-invocable skill in name
   order, or `- name` alone once the running total of entry lines would pass the character budget
-  (`listing_budget_chars`, default 8,000 — the greedy rule of runner/floor/listing.py). Claude Code puts
+  (`listing_budget_chars`, default 8,000 — the greedy rule of runner/hosts/listing.py). Claude Code puts
   the listing in a `role: "system"` message inside `messages`, which the public Messages API does
   not accept; here it is the second part of the `system` prompt. Skills whose folder has no
   SKILL.md (Claude Code does not list them) and manual-only skills are not listed; a skill
@@ -81,7 +81,7 @@ from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
 from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
-from runner.floor import listing
+from runner.hosts import listing
 from runner.corpus.executables import without_shell
 from runner.hosts.surface import LISTING_HEADER, Surface
 from runner.hosts.prices import PriceTable

@@ -3,7 +3,7 @@
 1. The current description is run on the train cases (N repeats, quorum k, the ordinary executor and host).
 2. Each round, the proposer (propose.py) sees the train verdicts of the best description so far and proposes
    candidates. A candidate over the 1,024-character limit, empty, already tried, or one that would make the listing
-   drop a description it kept (the listing-budget rule of runner.floor.listing for the host) is recorded with that
+   drop a description it kept (the listing-budget rule of runner.hosts.listing for the host) is recorded with that
    state and never run. The others are run on train, each in a temporary copy of the library whose SKILL.md carries
    the candidate (skillmd.py), through runner.pipeline.run (prepare, write_plan, execute) — the same code as
    `skill-evals run`, one run folder per evaluation under `<out>/runs/`.
@@ -49,7 +49,7 @@ from runner.corpus.settings import Settings
 from runner.pipeline import run as runs_mod
 from runner.execute.budget import Ledger
 from runner.core.hostnames import HostName
-from runner.floor import listing
+from runner.hosts import listing
 from runner.improve import split as split_mod
 from runner.improve.model import (
     DESCRIPTION_LIMIT,

@@ -17,7 +17,7 @@ previous run measured (`[cost] basis`, results.json's `cost.by_kind`) or else fr
 prices, cache prices and the model's minimum cacheable prefix from the price table.
 
 Without a surface audit (`plan --no-surface`, the kill switch) the first request is an estimate, and says so in
-`token_basis`: the census's model of the listing (runner.floor.listing) plus what the host sends besides it, as the audit
+`token_basis`: the census's model of the listing (runner.hosts.listing) plus what the host sends besides it, as the audit
 measured it once (runner.hosts.surface.KNOWN_REQUESTS for Claude Code; the api host's own prompt and tools), with the
 host's known cache layout (`first_request`).
 
@@ -47,7 +47,7 @@ from runner.core.kinds import LoadedKind
 from runner.hosts.activation import SUBAGENT_TOOLS
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
-from runner.floor import listing as listing_mod
+from runner.hosts import listing as listing_mod
 from runner.floor.gate import INVALID_CASE, FloorGate, Hold, describe
 from runner.hosts.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Surface
 from runner.judge.prose import prompt_version
@@ -424,7 +424,7 @@ class FirstRequest:
 def first_request(library: Library, settings: Settings, host: str, surface: Surface | None,
                   versions: dict[str, str] | None = None) -> FirstRequest:
     """The surface audit's captured request when there is one. Without it (`plan --no-surface`, the kill switch),
-    an estimate: the census's model of the listing this library gets (runner.floor.listing, the same rule the audit is
+    an estimate: the census's model of the listing this library gets (runner.hosts.listing, the same rule the audit is
     checked against) plus what the host sends besides it — Claude Code's system prompt, tools and context as the
     audit measured them once (runner.hosts.surface.KNOWN_REQUESTS), the api host's own prompt and tools — with the
     host's known cache layout."""

@@ -1,6 +1,6 @@
 """`--batch`: model turns and judge calls through the Message Batches API, at half the price.
 
-In: a prepared run (runner.pipeline.run.prepare) or a re-judge's judge, the run folder, the credentials. Out: the
+The run that sends them is runner.pipeline.batched. In: a prepared run (runner.pipeline.run.prepare) or a re-judge's judge, the run folder, the credentials. Out: the
 same attempts and results the direct path writes (`run --batch`: runner.pipeline.run.execute with batched rounds),
 plus `<run>/batches/`, the record of every batch sent, which a resume polls instead of paying again.
 
@@ -29,33 +29,9 @@ JUDGE-ERROR with `spend_limit`, and the run stops as on the direct path.
 
 from __future__ import annotations
 
-import dataclasses
-
-from runner.pipeline import run as runs_mod
 from runner.execute.batch.broker import DEFAULT_POLL_S, MAX_REQUESTS, BatchBroker, make_broker
 from runner.execute.batch.host import BATCH_DISCOUNT, BatchApiHost, BatchJudge, GatedHost, batch_prices
 from runner.execute.batch.store import BATCHES, BatchRecord, BatchStore, summary
-from runner.execute.executor import ProgressFn, Rounds
-from runner.hosts.api import ApiHost
-from runner.hosts.base import Host
-from runner.execute.rundir import RunDir
-from runner.judge.prose import Judge
-from runner.results.build import Results
 
 __all__ = ["BATCHES", "BATCH_DISCOUNT", "DEFAULT_POLL_S", "MAX_REQUESTS", "BatchApiHost", "BatchBroker", "BatchJudge",
-           "BatchRecord", "BatchStore", "GatedHost", "batch_prices", "execute_batched", "make_broker", "summary"]
-
-
-def execute_batched(prepared: runs_mod.Prepared, rundir: RunDir, credentials: runs_mod.Credentials,
-                    progress: ProgressFn | None = None, poll_s: float = DEFAULT_POLL_S) -> Results:
-    """`run --batch`: the one executor (runner.pipeline.run.execute) with batched rounds, its host and judge sending
-    their model calls through one broker. The results are built from the prepared plan, as on the direct path."""
-    broker = make_broker(credentials.api_key or "", credentials.base_url, rundir.path / BATCHES, poll_s)
-    host: Host = (BatchApiHost(prepared.host, broker) if isinstance(prepared.host, ApiHost)
-                  else GatedHost(prepared.host, prepared.plan.concurrency))
-    judge = prepared.judge
-    if isinstance(judge, Judge):  # the run's own (runner.pipeline.run.make_judge); without one, prose stays UNRUN
-        judge = BatchJudge(judge, broker)
-    # An api-host session's worst case (its reservation and its own budget bound) is at batch prices.
-    rounds = Rounds(broker, MAX_REQUESTS, session_price=BATCH_DISCOUNT if isinstance(host, BatchApiHost) else 1.0)
-    return runs_mod.execute(dataclasses.replace(prepared, host=host, judge=judge), rundir, progress, rounds)
+           "BatchRecord", "BatchStore", "GatedHost", "batch_prices", "make_broker", "summary"]

@@ -1,0 +1,110 @@
+"""The package's shape, held by tests: the stages import in pipeline order only, and no import cycle.
+
+Every import counts, at module level or inside a function, under TYPE_CHECKING or not: a lazy import is still a
+dependency the next engineer must know about. docs/architecture.md draws the same order.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import runner
+
+PACKAGE = Path(runner.__file__).parent
+
+# Pipeline order, bottom first. A package may import itself and any package before it, never one after it.
+# `testing` (the fakes the tests and benchmarks start) sits on top: nothing in the product imports it.
+ORDER = ["core", "corpus", "hosts", "judge", "floor", "plan", "probes", "execute", "results", "report",
+         "pipeline", "improve", "publish", "container", "cli", "__main__", "testing"]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imported(path: Path, module: str | None = None) -> set[str]:
+    """The runner modules `path` (the module `module`, by default its name in the package) imports, resolved
+    (relative imports too)."""
+    module = module or _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)  # `from runner.x import module`
+    return {name for name in found if name == "runner" or name.startswith("runner.")}
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def package_imports() -> dict[str, set[tuple[str, str]]]:
+    """stage -> {(module, imported module)} for every import that leaves the stage."""
+    edges: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        stage = _stage(module)
+        for target in _imported(path):
+            other = _stage(target)
+            if other is not None and other != stage and other in ORDER and stage is not None:
+                edges[stage].add((module, target))
+    return edges
+
+
+def test_every_package_has_a_place_in_the_order() -> None:
+    stages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} | {"__main__"}
+    data_only = {"data", "schemas"}  # files shipped in the package, no code
+    assert stages - data_only - set(ORDER) == set(), "add the new package to ORDER (and docs/architecture.md)"
+
+
+def test_no_stage_imports_a_later_one() -> None:
+    rank = {name: index for index, name in enumerate(ORDER)}
+    backwards = sorted(f"{module} imports {target}" for stage, edges in package_imports().items()
+                       for module, target in edges if rank[_stage(target) or ""] > rank[stage])
+    assert backwards == []
+
+
+def test_no_import_cycle_between_packages() -> None:
+    graph = {stage: {_stage(target) for _, target in edges} for stage, edges in package_imports().items()}
+    seen: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in seen:
+            return None
+        seen.add(node)
+        path.append(node)
+        for nxt in sorted(n for n in graph.get(node, ()) if n):
+            cycle = visit(nxt)
+            if cycle:
+                return cycle
+        path.pop()
+        return None
+
+    cycles = [cycle for stage in sorted(graph) if (cycle := visit(stage))]
+    assert cycles == []
+
+
+def test_the_rule_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
+    """The checker itself: an import inside a function and a relative import of a later stage are found."""
+    source = tmp_path / "probe.py"
+    source.write_text("def f():\n    from runner.report import rollup\n    import runner.cli.app\n"
+                      "from ..plan import build\n")
+    found = _imported(source, "runner.corpus.probe")
+    assert {"runner.report.rollup", "runner.cli.app", "runner.plan.build"} <= found
