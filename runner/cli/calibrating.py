@@ -42,6 +42,7 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
                     no_record: bool) -> None:
     """Run the judge on labelled answers: agreement, false PASS, false FAIL, JUDGE-ERROR against thresholds."""
     from runner.pipeline import run as runs_mod
+    from runner.hosts import prices as prices_mod
     from runner.judge import agreement
 
     at = context.load_settings(library_path, config)  # no library is read: the labels are the corpus here
@@ -54,7 +55,7 @@ def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge
     if not credentials.api_key:
         fail_usage("calibration needs ANTHROPIC_API_KEY; nothing was judged")
     settings = agreement.calibrating_settings(settings)
-    the_judge, unavailable = runs_mod.make_judge(settings, credentials, runs_mod.prices_mod.load(settings), at.root)
+    the_judge, unavailable = runs_mod.make_judge(settings, credentials, prices_mod.load(settings), at.root)
     if the_judge is None:
         fail_usage(f"the judge is not available ({unavailable})")
     record = agreement.calibrate(the_judge, items, str(labels), settings.judge.calibration)
@@ -92,6 +93,7 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
     """Calibrate tier-2 probes by the seed-000 protocol (control 2 reps, then treatment 2 reps) and record
     the verdict in calibration.json beside each probe: ceiling, window, floor or inconclusive."""
     from runner.pipeline import run as runs_mod
+    from runner.hosts import prices as prices_mod
     from runner.pipeline import probe_calibration as calibration_run
     from runner.probes import calibration as pc
     from runner.report import probes as probe_report
@@ -131,7 +133,7 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
     credentials = context.credentials()
     if not credentials.api_key:
         fail_usage("calibration runs live sessions and needs ANTHROPIC_API_KEY; nothing was started")
-    prices = runs_mod.prices_mod.load(settings)
+    prices = prices_mod.load(settings)
     judge, unavailable = runs_mod.make_judge(settings, credentials, prices, loaded.root)
     if judge is None:
         fail_usage(f"calibration grades the act with the judge, which is not available ({unavailable}); "

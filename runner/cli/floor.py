@@ -104,11 +104,12 @@ def surface(library_path: Path, config: Path | None, host: str | None, model: st
     """What the model is shown: which skills keep their description (no spend, no key)."""
     loaded = context.load(library_path, config)  # before the slow import below: a bad path fails fast
     from runner.pipeline import run as runs_mod
+    from runner.hosts import prices as prices_mod
 
     settings, _ = runs_mod.apply_options(loaded.settings, context.run_options(
         loaded.settings, host=host, model=model, listing_budget=listing_budget))
     credentials = context.credentials({})
-    prices = runs_mod.prices_mod.load(settings)
+    prices = prices_mod.load(settings)
     the_host = runs_mod.make_host(settings.run.host, loaded.library, settings, credentials, prices, "")
     result = asyncio.run(runs_mod.audit_surface(the_host, loaded.library, settings.run.model))
     if fmt == "json":

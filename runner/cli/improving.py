@@ -52,6 +52,7 @@ def improve_command(skill: str, library_path: Path, config: Path | None, host: s
                     untrusted_settings: bool = False, settings_commit: str | None = None) -> None:
     """Improve SKILL's description on train cases; report it on held-out test cases. Never edits the library."""
     from runner.pipeline import run as runs_mod
+    from runner.hosts import prices as prices_mod
     from runner.improve import loop
     from runner.improve.propose import Proposer
     from runner.improve.render import print_improve
@@ -91,7 +92,7 @@ def improve_command(skill: str, library_path: Path, config: Path | None, host: s
                          finalists=finalists)
     inputs = loop.Inputs(library=loaded.library, library_path=library_path, settings=settings, skill=skill,
                          credentials=credentials, bounds=bounds, out=out)
-    prices = runs_mod.prices_mod.load(settings)
+    prices = prices_mod.load(settings)
     for what, name in (("model", bounds.model), ("proposer model", bounds.proposer_model)):
         if credentials.api_key and prices.price(name) is None:
             fail_usage(f"the {what} {name!r} has no price in the price table, so the cap could not limit it")

@@ -64,6 +64,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
          untrusted_settings: bool = False, settings_commit: str | None = None, **run_options: object) -> None:
     """The cost arithmetic of a run, before anything is spent: exactly the cases `run` would run."""
     from runner.pipeline import run as runs_mod
+    from runner.execute.rundir import RunDir
 
     loaded = context.load(library_path, config, settings_commit)
     context.refuse_no_skills(loaded, library_path)
@@ -80,7 +81,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     except ValueError as exc:  # the stages' own kinds (a quarantine file, a selection) are UsageErrors
         fail_usage(str(exc))
     if out:
-        runs_mod.write_plan(runs_mod.RunDir(out), prepared)
+        runs_mod.write_plan(RunDir(out), prepared)
     if fmt == "json":
         click.echo(prepared.plan.model_dump_json(indent=2))
     else:

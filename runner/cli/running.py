@@ -98,6 +98,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         run_in_container(library_path, config, out, resume_dir, base_image, settings_commit)
         return
     from runner.pipeline import run as runs_mod
+    from runner.execute.rundir import RunDir
     from runner.execute.progress import reporter
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
@@ -117,13 +118,13 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
     try:
         if resume_dir:
             # Same library content as planned (prepare_resume checks the hash), so the plan's holds still apply.
-            rundir = runs_mod.RunDir(resume_dir)
+            rundir = RunDir(resume_dir)
             max_usd = run_options.get("max_usd")
             prepared = runs_mod.prepare_resume(rundir, loaded.library, loaded.settings, credentials,
                                                max_usd=max_usd if isinstance(max_usd, float) else None)
         else:
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-            rundir = runs_mod.RunDir(out or Path("runs") / stamp)
+            rundir = RunDir(out or Path("runs") / stamp)
             # With the run folder, prepare locks it (a second process on it is refused) before the host exists.
             assert chosen is not None
             prepared = runs_mod.prepare(loaded.library, loaded.settings, chosen,
@@ -169,10 +170,12 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
                   max_usd: float | None, batch: bool = False, batch_poll_s: float = 30.0) -> None:
     """Judge a finished run again from its stored answers (no session), into a new results file."""
     from runner.pipeline import run as runs_mod
+    from runner.hosts import prices as prices_mod
+    from runner.execute.rundir import RunDir
     from runner.pipeline import rejudge as rejudge_mod
 
     loaded = context.load(library_path, config)
-    rundir = runs_mod.RunDir(run_dir)
+    rundir = RunDir(run_dir)
     credentials = context.credentials()
     if not credentials.api_key:
         fail_usage("judging needs ANTHROPIC_API_KEY; nothing was judged")
@@ -182,7 +185,7 @@ def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_
     if plan.library.content_hash != loaded.library.content_hash:
         fail_usage(f"{run_dir}: the library changed since this run; its assertions would not be the ones judged")
     settings = context.with_judge_model(loaded.settings, judge_model)
-    prices = runs_mod.prices_mod.load(settings)
+    prices = prices_mod.load(settings)
     made, unavailable = runs_mod.make_judge(settings, credentials, prices, loaded.root)
     if made is None:
         fail_usage(f"the judge is not available ({unavailable})")

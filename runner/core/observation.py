@@ -9,7 +9,7 @@ results read them, so they live below every stage.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -150,7 +150,7 @@ class Observation(BaseModel):
     decided: Decided | None = Field(default=None, description="Set when the host ended the session once its "
                                                               "outcome could no longer change (issue 21).")
     first_turn: FirstTurn | None = Field(default=None, description="first-turn host: what its first turn did.")
-    transcript: list[dict] = Field(default=[], description="The host's messages, secrets removed.")
+    transcript: list[dict[str, Any]] = Field(default=[], description="The host's messages, secrets removed.")
 
     @property
     def ok(self) -> bool:

@@ -7,6 +7,8 @@ to the judge, and an override in `.skill-evals.toml` can correct any single deci
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -86,14 +88,14 @@ _SELF = r"\b(?:this|the)\s+skill\b(?!['\u2019]s\b)"
 
 def _trie(words: list[str]) -> str:
     """An alternation of literal words factored by prefix (fast to try; the longest wins first)."""
-    tree: dict[str, dict] = {}
+    tree: dict[str, dict[str, Any]] = {}
     for word in words:
         node = tree
         for char in word:
             node = node.setdefault(char, {})
         node[""] = {}
 
-    def render(node: dict[str, dict]) -> str:
+    def render(node: dict[str, dict[str, Any]]) -> str:
         ends = "" in node
         branches = [re.escape(char) + render(child) for char, child in sorted(node.items()) if char]
         if not branches:

@@ -150,7 +150,7 @@ class Item:
     problem: str | None = None  # the item cannot be run as written (a finding, the case UNRUN)
 
 
-def item_id(raw: dict, keys: tuple[str, ...]) -> str | None:
+def item_id(raw: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     for key in keys:
         value = raw.get(key)
         if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
@@ -158,7 +158,7 @@ def item_id(raw: dict, keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _text(raw: dict, keys: tuple[str, ...]) -> str:
+def _text(raw: dict[str, Any], keys: tuple[str, ...]) -> str:
     return next((raw[k] for k in keys if isinstance(raw.get(k), str) and raw[k].strip()), "")
 
 
@@ -177,7 +177,7 @@ def assertion_text(value: Any) -> str | None:
                  if isinstance(value.get(k), str) and value[k].strip()), None)
 
 
-def _assertions(raw: dict, pointer: tuple[Any, ...], keys: tuple[str, ...]) -> tuple[list[tuple[str, str]],
+def _assertions(raw: dict[str, Any], pointer: tuple[Any, ...], keys: tuple[str, ...]) -> tuple[list[tuple[str, str]],
                                                                                    list[tuple[Any, ...]]]:
     texts: list[tuple[str, str]] = []
     where: list[tuple[Any, ...]] = []
@@ -195,7 +195,7 @@ def _assertions(raw: dict, pointer: tuple[Any, ...], keys: tuple[str, ...]) -> t
     return texts, where
 
 
-def type_field(raw: dict, wanted: object = None) -> tuple[LoadedKind | None, str, str | None]:
+def type_field(raw: dict[str, Any], wanted: object = None) -> tuple[LoadedKind | None, str, str | None]:
     """(kind or None, rule, label) from an item's `type` / `kind` (runner.corpus.tags): a kind it names, an
     unknown kind it misspells, or None with the category tag it is (the item's other fields decide)."""
     label = None
@@ -212,7 +212,7 @@ def type_field(raw: dict, wanted: object = None) -> tuple[LoadedKind | None, str
     return None, "", label
 
 
-def creator_kind(raw: dict, case_id: str | None) -> tuple[LoadedKind, str]:
+def creator_kind(raw: dict[str, Any], case_id: str | None) -> tuple[LoadedKind, str]:
     """(kind, rule) of a skill-creator item: trigger unless something written says it is a negative control."""
     wanted = raw.get("should_trigger")
     if wanted is False:
@@ -233,7 +233,7 @@ def creator_kind(raw: dict, case_id: str | None) -> tuple[LoadedKind, str]:
     return "trigger", "format:skill-creator"
 
 
-def creator_item(raw: dict, pointer: tuple[Any, ...], position: int) -> Item:
+def creator_item(raw: dict[str, Any], pointer: tuple[Any, ...], position: int) -> Item:
     case_id = item_id(raw, ("id", "eval_id")) or f"e{position + 1}"
     kind, rule = creator_kind(raw, case_id)
     texts, where = _assertions(raw, pointer, ("expectations", "assertions") + BEHAVIOUR_KEYS)
@@ -247,7 +247,7 @@ def creator_item(raw: dict, pointer: tuple[Any, ...], position: int) -> Item:
                 label=type_field(raw)[2])
 
 
-def trigger_item(raw: dict, position: int) -> Item:
+def trigger_item(raw: dict[str, Any], position: int) -> Item:
     wanted = raw.get("should_trigger")
     kind: LoadedKind = "trigger" if wanted is True else "no_trigger" if wanted is False else "invalid"
     return Item(id=item_id(raw, ("id",)) or f"q{position + 1}", prompt=_text(raw, ("query", "prompt")), kind=kind,
@@ -255,7 +255,7 @@ def trigger_item(raw: dict, position: int) -> Item:
                 note=raw.get("split") if isinstance(raw.get("split"), str) else None)
 
 
-def scenario_item(raw: dict, pointer: tuple[Any, ...], position: int, owner: str) -> Item:
+def scenario_item(raw: dict[str, Any], pointer: tuple[Any, ...], position: int, owner: str) -> Item:
     skills = [s for s in raw.get("skills", []) if isinstance(s, str) and s.strip()] \
         if isinstance(raw.get("skills"), list) else []
     target = owner if not skills or owner in skills else skills[0]
@@ -278,7 +278,7 @@ def _names(value: Any) -> list[str] | None:
     return None
 
 
-def routing_item(raw: dict, position: int) -> Item:
+def routing_item(raw: dict[str, Any], position: int) -> Item:
     item = Item(id=item_id(raw, ("id",)) or f"r{position + 1}", prompt=_text(raw, ("prompt", "query")),
                 kind="discrimination", kind_rule="format:routing")
     key = next((k for k in EXPECTED_KEYS if k in raw), None)
@@ -333,7 +333,7 @@ def checks_targets(data: Any, names: dict[str, str]) -> list[str]:
     return out
 
 
-def checks_item(raw: dict, position: int, owner: str | None, names: dict[str, str]) -> Item:
+def checks_item(raw: dict[str, Any], position: int, owner: str | None, names: dict[str, str]) -> Item:
     """A skill-checks item: `skill_invoked` naming a skill makes a trigger case of that skill; true / false a trigger
     / no_trigger case of the file's skill (`owner`: its `evals/<skill>/` folder or its `skill` key)."""
     item = Item(id=item_id(raw, ("id", "name")) or f"c{position + 1}", prompt=_text(raw, ("prompt", "query")),

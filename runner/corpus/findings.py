@@ -123,7 +123,7 @@ def render_text(findings: list[Finding]) -> str:
     return "\n".join(lines)
 
 
-def render_json(findings: list[Finding], extra: dict | None = None) -> str:
+def render_json(findings: list[Finding], extra: dict[str, Any] | None = None) -> str:
     payload = {
         "schema_version": 1,
         "counts": counts(findings),

@@ -33,7 +33,7 @@ class _StrictLoader(_BaseLoader):  # type: ignore[misc, valid-type]
     """SafeLoader that refuses duplicate keys instead of keeping the last one."""
 
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[str, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -43,7 +43,8 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
         seen[key] = key_node.start_mark.line
-    return loader.construct_mapping(node, deep=deep)
+    mapping: dict[str, Any] = loader.construct_mapping(node, deep=deep)
+    return mapping
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)

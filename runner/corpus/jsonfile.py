@@ -51,7 +51,7 @@ def _positions(text: str) -> dict[str, int]:
     """
     lines: dict[str, int] = {"": 1}
     # Each frame: [pointer, is_object, next array index, pending member key]
-    stack: list[list] = []
+    stack: list[list[Any]] = []
     line = 1
     last = 0
     expect_key = False

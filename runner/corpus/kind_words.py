@@ -18,6 +18,8 @@ rule that ran before is never overridden: these are fallbacks for items nothing 
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,7 +40,7 @@ class Deferral:
     rule: str
 
 
-def item_texts(raw: dict, item: dialects.Item) -> list[str]:
+def item_texts(raw: dict[str, Any], item: dialects.Item) -> list[str]:
     """The item's own words about what should happen, in the order written."""
     texts = [raw[key] for key in TEXT_KEYS if isinstance(raw.get(key), str) and raw[key].strip()]
     return texts + [text for text, _ in item.assertions]
@@ -60,7 +62,7 @@ def deferral(texts: list[str], own: str, rules: classify.Rules, names: Mapping[s
     return None
 
 
-def refine(item: dialects.Item, raw: dict, owner: str, rules: classify.Rules, names: Mapping[str, str]) -> None:
+def refine(item: dialects.Item, raw: dict[str, Any], owner: str, rules: classify.Rules, names: Mapping[str, str]) -> None:
     """Set the item's kind from its words when only a default decided it (see the module docstring)."""
     if item.kind_rule not in DEFAULT_RULES:
         return

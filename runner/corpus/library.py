@@ -744,7 +744,7 @@ class _Loader:
             self.keep(self.item_case(entries[index], items[index], the_shape, skill, shown, doc, pointer, case_id,
                                      owner, target, invalid), skill, seen)
 
-    def item(self, raw: dict, the_shape: str, pointer: tuple[Any, ...], index: int, skill: Skill) -> dialects.Item:
+    def item(self, raw: dict[str, Any], the_shape: str, pointer: tuple[Any, ...], index: int, skill: Skill) -> dialects.Item:
         if the_shape == "skill-checks":
             return dialects.checks_item(raw, index, None if skill.name == LIBRARY_OWNER else skill.name, self.name_map)
         if the_shape == "skill-creator":
@@ -755,7 +755,7 @@ class _Loader:
             return dialects.scenario_item(raw, pointer, index, skill.name)
         return dialects.routing_item(raw, index)
 
-    def item_case(self, raw: dict, item: dialects.Item, the_shape: str, skill: Skill, shown: str,
+    def item_case(self, raw: dict[str, Any], item: dialects.Item, the_shape: str, skill: Skill, shown: str,
                   doc: jsonfile.JsonDocument, pointer: tuple[Any, ...], case_id: str, owner: str, target: str,
                   invalid: bool) -> Case:
         source = SOURCE_OF[the_shape]
@@ -866,7 +866,7 @@ class _Loader:
         return skill.name if name == skill.folder_name else name
 
     @staticmethod
-    def ref_lines(doc: jsonfile.JsonDocument, index: int, raw: dict) -> dict[str, int]:
+    def ref_lines(doc: jsonfile.JsonDocument, index: int, raw: dict[str, Any]) -> dict[str, int]:
         lines = {"expected_skill": doc.line("cases", index, "expected_skill")}
         for position, _ in enumerate(_strings(raw.get("should_not_trigger"))):
             lines[f"should_not_trigger/{position}"] = doc.line("cases", index, "should_not_trigger", position)

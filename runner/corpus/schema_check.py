@@ -30,7 +30,8 @@ MAX_ERRORS_PER_FILE = 25
 @lru_cache(maxsize=None)
 def schema(name: str) -> dict[str, Any]:
     text = resources.files("runner").joinpath("schemas", f"{name}.schema.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 @lru_cache(maxsize=None)

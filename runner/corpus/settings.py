@@ -292,7 +292,7 @@ class Settings(_Strict):
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-def _line_of_key(text: str, loc: tuple) -> int:
+def _line_of_key(text: str, loc: tuple[Any, ...]) -> int:
     """Best line for a validation error: the last key of its location that the text names."""
     names = [part for part in loc if isinstance(part, str)]
     lines = text.splitlines()

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -153,18 +153,18 @@ def _record_json(record: AttemptRecord, key: bytes | None = None) -> str:
     return line[:-1] + f',"{MAC_FIELD}":"{record_mac(key, json.loads(line))}"}}'
 
 
-def canonical_json(fields: dict) -> bytes:
+def canonical_json(fields: dict[str, Any]) -> bytes:
     """One byte string per JSON value, whatever the key order or spacing it was written with: what a MAC covers."""
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
-def record_mac(key: bytes, fields: dict) -> str:
+def record_mac(key: bytes, fields: dict[str, Any]) -> str:
     """HMAC-SHA256 (hex) of a record's fields, its own `mac` left out."""
     body = {name: value for name, value in fields.items() if name != MAC_FIELD}
     return hmac.new(key, canonical_json(body), hashlib.sha256).hexdigest()
 
 
-def signed_line(fields: dict, key: bytes | None) -> str:
+def signed_line(fields: dict[str, Any], key: bytes | None) -> str:
     """A record's JSON object as one line, signed again with `key` (another folder's records, e.g. merged shards),
     or unsigned when `key` is None."""
     body = {name: value for name, value in fields.items() if name != MAC_FIELD}
@@ -173,7 +173,7 @@ def signed_line(fields: dict, key: bytes | None) -> str:
     return json.dumps(body, ensure_ascii=True, separators=(",", ":"))
 
 
-def mac_matches(key: bytes, fields: dict) -> bool:
+def mac_matches(key: bytes, fields: dict[str, Any]) -> bool:
     given = fields.get(MAC_FIELD)
     return isinstance(given, str) and hmac.compare_digest(given, record_mac(key, fields))
 
@@ -238,7 +238,7 @@ class RecordLine:
     lack it: a write torn by a kill, unless it is a whole record the next append completes)."""
 
     number: int
-    fields: dict | None
+    fields: dict[str, Any] | None
     record: AttemptRecord | None
     whole: bool = True
 
@@ -248,7 +248,7 @@ class RecordLine:
         return not self.whole and self.record is None
 
 
-def parse_record(text: str) -> tuple[dict | None, AttemptRecord | None]:
+def parse_record(text: str) -> tuple[dict[str, Any] | None, AttemptRecord | None]:
     """A line's JSON object and the record validated from that same object: what a MAC covers is what counts (a
     second parser could read a duplicated key another way)."""
     try:
@@ -549,7 +549,7 @@ class RunDir:
     def read_attempts(self, plan_hash: str | None = None, slim: bool = False) -> list[AttemptRecord]:
         return list(self.iter_attempts(plan_hash, slim))
 
-    def write_transcript(self, attempt_id: str, messages: list[dict]) -> str:
+    def write_transcript(self, attempt_id: str, messages: list[dict[str, Any]]) -> str:
         relative = f"{TRANSCRIPTS}/{transcript_name(attempt_id)}.json"
         text = json.dumps(messages, indent=1, ensure_ascii=False, default=str)
         if not is_unicode(text):

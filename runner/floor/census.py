@@ -164,7 +164,7 @@ def compute(library: Library, settings: Settings, findings: list[Finding]) -> Ce
     manual = [c for group in manual_only_targets(library).values() for c in group]
     manual_skills = {s.name for s in skills if s.manual_only}
     workspace = [c for c in cases if c.workspace_signals]
-    kind_class: dict[str, Counter] = {}
+    kind_class: dict[str, Counter[str]] = {}
     guessed = [c for c in cases if kind_words.by_heuristic(c.kind_rule)]
     for case, assertion in assertions:
         kind_class.setdefault(case.kind, Counter())[assertion.assertion_class] += 1

@@ -274,7 +274,8 @@ def reply_problem(response: object) -> str | None:
 def reply_record(response: object) -> dict[str, Any]:
     """The reply as the transcript keeps it, readable or not."""
     if hasattr(response, "model_dump"):
-        return response.model_dump(mode="json", exclude_none=False, warnings=False)
+        dumped: dict[str, Any] = response.model_dump(mode="json", exclude_none=False, warnings=False)
+        return dumped
     return {"unreadable": str(response)[:4000]}
 
 

@@ -127,13 +127,14 @@ def _as_dict(message: Any) -> dict[str, Any]:
     return {"_type": type(message).__name__, "repr": repr(message)}
 
 
-def _redact(messages: list[dict], secret: str | None) -> list[dict]:
+def _redact(messages: list[dict[str, Any]], secret: str | None) -> list[dict[str, Any]]:
     if not secret:
         return messages
     text = json.dumps(messages, default=str)
     if secret not in text:
         return messages
-    return json.loads(text.replace(secret, "[redacted]"))
+    redacted: list[dict[str, Any]] = json.loads(text.replace(secret, "[redacted]"))
+    return redacted
 
 
 class _Recorder:
@@ -160,7 +161,7 @@ class _Recorder:
         self.first_turn_input: int | None = None  # the first API reply's input tokens (all three fields)
         self.replies: set[str] = set()  # ids of the API's replies (not the CLI's own synthetic messages)
         self.init_date = ""
-        self.transcript: list[dict] = []
+        self.transcript: list[dict[str, Any]] = []
         self.seen = StreamSeen()  # the requests the stream shows, for the session's cost (cli_spend)
         self.on_spend: Callable[[], None] | None = None  # called when `seen` changed
 

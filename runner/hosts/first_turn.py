@@ -650,7 +650,7 @@ class FirstTurnHost:
         return await self.hand_off(spec, found, base, verdict.hand_off, started)
 
     def observation(self, spec: SessionSpec, found: Capture, replied: Usage | None,
-                    transcript: list[dict]) -> Observation:
+                    transcript: list[dict[str, Any]]) -> Observation:
         """The first turn's observation; `replied`: the reply's usage, None when no reply began (then nothing was
         spent that the API reported)."""
         reply = transcript[-1]

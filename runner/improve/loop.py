@@ -47,6 +47,7 @@ from runner.core.errors import UsageError
 from runner.corpus.library import Case, Library, load_library
 from runner.corpus.settings import Settings
 from runner.pipeline import run as runs_mod
+from runner.execute.rundir import RunDir
 from runner.execute.budget import Ledger
 from runner.core.hostnames import HostName
 from runner.hosts import listing
@@ -196,7 +197,7 @@ def run_cases(inputs: Inputs, workspace: Workspace, ledger: Ledger, description:
     bounds = inputs.bounds
     options = runs_mod.Options(host=bounds.host, model=bounds.model, repeats=bounds.repeats, quorum=bounds.quorum,
                                max_usd=remaining_usd(ledger), no_judge=True, selection_file=selection_file)
-    rundir = runs_mod.RunDir(run_dir)
+    rundir = RunDir(run_dir)
     prepared = runs_mod.prepare(library, inputs.settings, options, inputs.credentials, audit=False, rundir=rundir)
     runs_mod.write_plan(rundir, prepared)
     results = runs_mod.execute(prepared, rundir)

@@ -112,7 +112,7 @@ class JudgeReply(BaseModel):
     verdicts: list[JudgeItem]
 
 
-def reply_schema() -> dict:
+def reply_schema() -> dict[str, Any]:
     """The JSON Schema sent as the structured-output format (strict: every key required)."""
     return {
         "type": "object", "additionalProperties": False, "required": ["verdicts"],
@@ -185,7 +185,7 @@ def _rubric(assertions: list[Assertion]) -> str:
 
 
 def user_blocks(prompt: str, answer: str, calls: list[ToolCall], assertions: list[Assertion], nonce: str
-                ) -> list[dict]:
+                ) -> list[dict[str, Any]]:
     """The user message as two text blocks; the rubric block ends in a cache breakpoint."""
     rubric = RUBRIC_TEMPLATE.format(rubric=_rubric(assertions))
     transcript = TRANSCRIPT_TEMPLATE.format(nonce=nonce, prompt=_neutralise(prompt),
@@ -199,7 +199,7 @@ def build_user_message(prompt: str, answer: str, calls: list[ToolCall], assertio
     return "".join(block["text"] for block in user_blocks(prompt, answer, calls, assertions, nonce))
 
 
-def system_blocks() -> list[dict]:
+def system_blocks() -> list[dict[str, Any]]:
     return [{"type": "text", "text": SYSTEM_PROMPT, "cache_control": dict(EPHEMERAL)}]
 
 

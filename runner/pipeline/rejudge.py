@@ -13,6 +13,8 @@ lines in `../attempts.jsonl`), and their cases stay ERROR. The new folder has it
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 import json
 from collections.abc import Collection
@@ -51,7 +53,7 @@ def observation_from_record(record: AttemptRecord) -> Observation:
         duration_s=record.duration_s)
 
 
-def changes_between(before: dict, after: results_mod.Results) -> list[Change]:
+def changes_between(before: dict[str, Any], after: results_mod.Results) -> list[Change]:
     old = {c["uid"]: c for c in before.get("cases", [])}
     out: list[Change] = []
     for case in after.cases:

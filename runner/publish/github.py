@@ -262,7 +262,7 @@ def case_annotations(results: Results, path_prefix: str = "") -> tuple[list[dict
     return made, unplaced
 
 
-def _key(item: Mapping[str, Any]) -> tuple:
+def _key(item: Mapping[str, Any]) -> tuple[Any, ...]:
     return (item.get("path"), item.get("start_line"), item.get("annotation_level"), item.get("title") or "",
             item.get("message"))
 

@@ -22,6 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
+from runner.plan.build import UNCALIBRATED
 from runner.report import rollup
 from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, wall_note
 
@@ -137,7 +138,7 @@ def _skip_text(case: CaseResult, not_executed: str) -> str:
         lines.append(detail(case))
     else:
         lines.append(f"Not executed ({case.reason or 'unknown'}); no result is claimed for this case. {not_executed}")
-    if case.calibration == rollup.UNCALIBRATED:
+    if case.calibration == UNCALIBRATED:
         lines.append(f"{rollup.kind_label(case)}: no live calibration of this version ([probes] allow_uncalibrated).")
     return clean("\n".join(lines))
 

@@ -17,6 +17,9 @@ Why one long module: the step-by-step shortening of `render` needs every section
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import math
 import re
 from dataclasses import dataclass
@@ -233,7 +236,7 @@ def state_counts(roll: Rollup) -> list[str]:
                                              ["---:"] * (len(CASE_STATES) + 1)) + [""]
 
 
-def badness(skill: SkillRollup) -> tuple:
+def badness(skill: SkillRollup) -> tuple[Any, ...]:
     """Sort key, worst first: FAIL+ERROR+JUDGE-ERROR cases, then FAILs, ERRORs, trigger losses, pairs lost,
     refusals not complied with, then the name."""
     problems = skill.states["FAIL"] + skill.states["ERROR"] + skill.states["JUDGE-ERROR"]
@@ -531,7 +534,7 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
     return "\n".join(lines) + "\n"
 
 
-def _largest(fits, high: int) -> int | None:
+def _largest(fits: Callable[[int], bool], high: int) -> int | None:
     """The largest n in 0..high with fits(n), assuming fits is monotone; None when even 0 does not fit."""
     if not fits(0):
         return None

@@ -14,6 +14,8 @@ terminal wraps but never cuts.
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from dataclasses import dataclass, field
 
@@ -64,7 +66,7 @@ class Column:
     cells: list[str]
     justify: JustifyMethod = "left"
     name: bool = False  # the row's name (a skill, a case uid): never dropped, never wrapped
-    options: dict = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict[str, Any])
 
     @property
     def empty(self) -> bool:

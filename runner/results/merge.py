@@ -44,6 +44,7 @@ Rollups of the merged file:
 from __future__ import annotations
 
 import filecmp
+from typing import Any
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -225,7 +226,7 @@ def _shard_plan(folder: Path, plan_hash: str) -> Plan | None:
     return plan if plan.digest() == plan_hash else None
 
 
-def _vetted_lines(folder: Path, shard: Results) -> tuple[list[dict], list[RefusedRecord]]:
+def _vetted_lines(folder: Path, shard: Results) -> tuple[list[dict[str, Any]], list[RefusedRecord]]:
     """The shard's accepted records (the JSON objects its lines hold) and the lines refused, vetted with the shard's
     own key when its plan (or its results) say its records are signed, and against its plan when it has one."""
     plan_hash = shard.plan.hash
@@ -288,7 +289,7 @@ def merge_dirs(dirs: list[Path], out: Path) -> Results:
     labels = [str(d) for d in dirs]
     merge(inputs, labels=labels)  # refuses inputs that are not the shards of one plan before any log is read
 
-    records: list[dict] = []
+    records: list[dict[str, Any]] = []
     refused: list[RefusedRecord] = []
     seen: dict[str, Path] = {}
     for folder, shard in zip(dirs, inputs):

@@ -27,6 +27,8 @@ runner.execute.budget). It is listed in results.json (`refused_records`), and th
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -87,7 +89,7 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def claimed_uid(fields: dict | None, planned: dict[str, PlannedCase]) -> str | None:
+def claimed_uid(fields: dict[str, Any] | None, planned: dict[str, PlannedCase]) -> str | None:
     """The planned case a line claims: its uid, else the uid part of its attempt id; None when neither is one."""
     if fields is None:
         return None

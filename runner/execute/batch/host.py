@@ -34,7 +34,7 @@ from anthropic.types import Message
 from runner.corpus.library import Assertion
 from runner.execute.batch.broker import BatchBroker, custom_id, digest
 from runner.hosts import api as api_mod
-from runner.core.observation import ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall
+from runner.core.observation import ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.base import Host, utf8_safe
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
@@ -102,7 +102,7 @@ class BatchJudge:
             result = await self.broker.submit(custom_id("j", key, str(occurrence), f"r{retry}"), params, key)
             if result.kind == "succeeded" and result.message is not None:
                 outcomes, call = read_reply(result.message, answer, assertions, call, self.prices, started)
-                if not isinstance(api_mod.reply_usage(result.message), api_mod.Usage):
+                if not isinstance(api_mod.reply_usage(result.message), Usage):
                     # A succeeded result was billed; its usage cannot be read: its bound (runner.hosts.billing).
                     bound = self.inner.request_bound_usd(params) * BATCH_DISCOUNT
                     call.cost_usd, call.bound_usd, call.cost_basis = call.cost_usd + bound, bound, "bound"
