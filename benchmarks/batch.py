@@ -53,7 +53,7 @@ FIRE_SHARE = 0.8
 
 def workload(short: bool) -> tuple[Path, tuple[str, ...]]:
     """(library, skills): the example library's triage skill, or Aegis's first 11 skills (101 cases)."""
-    from runner.corpus.library import load_library
+    from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
 
     if short or not AEGIS.is_dir():
@@ -85,7 +85,7 @@ def script(fake: Any, library: Any) -> None:
 
 
 def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) -> dict[str, Any]:
-    from runner.corpus.library import load_library
+    from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
     from runner.pipeline.batched import execute_batched
     from runner.pipeline import run as runs_mod

@@ -73,7 +73,7 @@ async def run_all(host: Any, model: str, texts: list[str]) -> list[Any]:
 
 
 def measure(library_path: Path, model: str, caching: bool, cases: int) -> Figures:
-    from runner.corpus.library import load_library
+    from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
     from runner.hosts.api import CHARS_PER_TOKEN, TOOLS_CHARS
     from runner.core.observation import Usage

@@ -57,7 +57,7 @@ def peak_kib() -> int:
 # ---- the child: one step in a fresh process --------------------------------------------------------
 
 def _prepare(library_path: Path) -> Any:
-    from runner.corpus.library import load_library
+    from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
     from runner.pipeline import run as runs
     from runner.floor.validate import check_library

@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from runner.corpus import settings as settings_mod
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.execute.budget import Ledger
 from runner.execute.executor import Executor, RunState
 from runner.hosts.ratelimit import AdaptiveLimiter, LimiterStats

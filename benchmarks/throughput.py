@@ -110,7 +110,7 @@ class FakeProcess:
 # ---- the hosts -------------------------------------------------------------------------------------
 
 def make_host(name: str, url: str, library_path: Path = EXAMPLE) -> Any:
-    from runner.corpus.library import load_library
+    from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
     from runner.pipeline.run import Credentials
     from runner.pipeline.run import make_host as runs_make_host
@@ -255,7 +255,7 @@ def sessions_for(host_name: str, concurrency: int, short: bool) -> int:
 
 
 def first_skill(library_path: Path) -> str:
-    from runner.corpus.library import load_library
+    from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
 
     library, _ = load_library(library_path, Settings())

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from claude_agent_sdk import AssistantMessage, ResultMessage, TextBlock, ToolResultBlock, ToolUseBlock, UserMessage
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.activation import Turns, apply_result, recognise, skill_md_name, skill_name
 from runner.hosts.api import ApiHost

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runner.corpus.library import is_subagent, load_library, subagent_name
+from runner.corpus.library import is_subagent, subagent_name
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.plan.select import select
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text, tool

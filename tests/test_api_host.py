@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.corpus.library import Library, load_library
+from runner.corpus.library import Library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import ListingSettings, Settings
 from runner.hosts.api import ApiHost
 from runner.core.observation import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Price, Settings
 from runner.core.observation import ToolCall
 from runner.judge.prose import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, build_user_message

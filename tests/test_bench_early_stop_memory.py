@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import early_stop, memory
 from benchmarks.synthetic import generate
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.core.observation import ToolCall
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir

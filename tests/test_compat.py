@@ -12,7 +12,8 @@ import pytest
 
 from runner.corpus.findings import Finding
 from runner.corpus.layout import LibraryError
-from runner.corpus.library import ANY_SKILL, LIBRARY_OWNER, Library, load_library
+from runner.corpus.library import ANY_SKILL, LIBRARY_OWNER, Library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.surface import parse_listing
 from tests import compat_libraries as compat

@@ -26,7 +26,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from runner.container import launch as ctr
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.plan.build import Plan
 from tests.conftest import EXAMPLE, REPO, cli

@@ -14,7 +14,8 @@ import json
 import random
 from pathlib import Path
 
-from runner.corpus.library import Case, load_library
+from runner.corpus.library import Case
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.activation import decided
 from runner.core.observation import Activation, Observation

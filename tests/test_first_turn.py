@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.core.observation import Observation, SessionSpec
 from runner.hosts.claude_code import bundled_cli, cli_version

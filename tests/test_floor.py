@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from runner.corpus.findings import error, warning
-from runner.corpus.library import Library, load_library
+from runner.corpus.library import Library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.floor import gate as floor_mod
 from runner.report import html, markdown, rollup, terminal

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from runner.cli import main
 from runner.corpus import settings as settings_mod
 from runner.corpus.findings import render_github, render_json, render_text
-from runner.corpus.library import LibraryError, load_library
+from runner.corpus.layout import LibraryError
+from runner.corpus.loader import load_library
 from runner.floor import census as census_mod
 from runner.floor import gate as floor_mod
 from runner.floor import validate as validate_mod

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.core.observation import Usage as RunnerUsage
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from runner.corpus.library import Assertion, Library, load_library
+from runner.corpus.library import Assertion, Library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.api import ApiHost
 from runner.core.observation import Observation, SessionSpec

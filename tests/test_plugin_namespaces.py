@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.activation import recognise
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts import workspace
 from tests.conftest import findings_of, line_of, run_cli

@@ -31,7 +31,7 @@ from runner.cli import main
 from runner.corpus import frontmatter, jsonfile, schema_check
 from runner.corpus import settings as settings_mod
 from runner.corpus.findings import Finding, render_json
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.floor import census, validate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "library"

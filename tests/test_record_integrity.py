@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.pipeline import run as runs_mod
 from runner.execute.executor import CaseStarts

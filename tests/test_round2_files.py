@@ -16,7 +16,8 @@ from rich.console import Console
 
 from runner.corpus import settings as settings_mod
 from runner.corpus.findings import Finding
-from runner.corpus.library import Library, find_root, load_library
+from runner.corpus.library import Library
+from runner.corpus.loader import find_root, load_library
 from runner.corpus.settings import Settings
 from runner.floor import census
 from tests import round2_files as r2

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from runner.corpus import dialects, tags
-from runner.corpus.library import Case, load_library
+from runner.corpus.library import Case
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_anthropic import skill as skill_call

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import ProbeSettings, Settings
 from runner.floor import census, validate
 from runner.plan.build import ProbeGate, probe_unrun_reason

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from tests.conftest import EXAMPLE, fake_env, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, error, hang, skill, text, tool

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.corpus.library import Library, load_library
+from runner.corpus.library import Library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.plan.select import (
     SelectError,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.core.observation import Observation, SessionSpec
 from runner.hosts.claude_code import ClaudeCodeHost

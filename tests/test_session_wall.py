@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runner.corpus.library import load_library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts import confine, wall
 from runner.corpus import executables

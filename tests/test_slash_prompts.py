@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from runner.corpus import slash
-from runner.corpus.library import Library, load_library
+from runner.corpus.library import Library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.api import ApiHost, with_arguments
 from runner.core.observation import Observation, SessionSpec

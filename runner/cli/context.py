@@ -25,7 +25,8 @@ from runner.corpus import committed as committed_mod
 from runner.corpus import settings as settings_mod
 from runner.corpus import trust
 from runner.corpus.findings import Finding, display_path
-from runner.corpus.library import Library, find_root, load_library
+from runner.corpus.library import Library
+from runner.corpus.loader import find_root, load_library
 from runner.floor import gate as floor_mod
 from runner.floor import validate as validate_mod
 

@@ -44,7 +44,8 @@ from pathlib import Path
 
 from runner.corpus import bounded
 from runner.core.errors import UsageError
-from runner.corpus.library import Case, Library, load_library
+from runner.corpus.library import Case, Library
+from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.pipeline import run as runs_mod
 from runner.execute.rundir import RunDir
