@@ -108,3 +108,57 @@ def test_the_rule_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
                       "from ..plan import build\n")
     found = _imported(source, "runner.corpus.probe")
     assert {"runner.report.rollup", "runner.cli.app", "runner.plan.build"} <= found
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _modules_imported(path: Path) -> set[str]:
+    """The runner modules `path` imports, each import resolved to the module it reads (a name imported from a
+    module is that module; `from runner.x import y` is the module runner.x.y when y is one)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - (node.level - 1)] + ([base] if base else []))
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base)
+    return {name for name in found if name.startswith("runner.")}
+
+
+def crossing_modules() -> dict[str, set[str]]:
+    """stage -> its modules (relative names) that another stage imports."""
+    crossing: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        stage = _stage(_module_name(path))
+        for target in _modules_imported(path):
+            other = _stage(target)
+            if other is not None and other != stage and other in ORDER:
+                crossing[other].add(target.split(".", 2)[2] if target.count(".") >= 2 else "")
+    return crossing
+
+
+def test_each_stage_says_what_crosses_its_boundary() -> None:
+    """Each stage's `__init__.py` lists in `__all__` the modules other stages may import, and exactly those that
+    they do: a new crossing is a decision written down there, and a module no one imports any more leaves it."""
+    import importlib
+
+    crossing = crossing_modules()
+    stale, unlisted = [], []
+    for stage in ORDER:
+        if stage in ("__main__", "testing", "cli"):
+            continue
+        declared = set(getattr(importlib.import_module(f"runner.{stage}"), "__all__", []))
+        used = crossing.get(stage, set()) - {""}
+        unlisted += [f"runner.{stage}.{name}" for name in sorted(used - declared)]
+        stale += [f"runner.{stage}.{name}" for name in sorted(declared - used)]
+    assert unlisted == [], "imported from another stage but not in its package's __all__"
+    assert stale == [], "in __all__ but no other stage imports it"
+    assert crossing.get("cli", set()) <= {""}, "only the package itself (its `main`) crosses from runner.cli"

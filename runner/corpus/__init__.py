@@ -7,3 +7,8 @@ finds the skills, formats.py names each eval file's shape, jsonfile.py and front
 What settings from the code under review may decide (`--untrusted-settings`), key by key: trust.py; the settings
 file as a commit holds it (`--settings-commit`): committed.py.
 """
+
+# The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
+# this list true both ways).
+__all__ = ["bounded", "claims", "classify", "committed", "decide", "executables", "files", "findings", "frontmatter",
+           "kind_words", "layout", "library", "loader", "repopath", "settings", "slash", "trust"]

@@ -6,3 +6,7 @@ holds the spend cap, ratelimit.py the adaptive concurrency, batch/ the Message B
 host and judge that send through it. run.py drives a whole `skill-evals run`
 through every stage (floor, plan, execution, results) and is the one module here that looks past execution.
 """
+
+# The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
+# this list true both ways).
+__all__ = ["batch", "budget", "executor", "grading", "progress", "reconcile", "rundir"]

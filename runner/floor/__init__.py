@@ -4,3 +4,7 @@ In: a `Library`. Out: findings and the floor's decision (gate.py: which skills o
 from running), the census (census.py: what the corpus contains), and the surface audit (surface.py, with
 listing.py's estimate: what the model is really shown of the library). `skill-evals validate` is validate.py.
 """
+
+# The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
+# this list true both ways).
+__all__ = ["census", "gate", "validate"]

@@ -17,3 +17,7 @@ The stages, each a module:
 - model.py — the pydantic models of improve.json.
 - render.py — the terminal table and the unified diff.
 """
+
+# The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
+# this list true both ways).
+__all__ = ["loop", "model", "propose", "render", "skillmd"]

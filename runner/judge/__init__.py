@@ -4,3 +4,7 @@ In: a transcript's answer and an assertion. Out: a judged verdict with its reaso
 checks the judge against labelled transcripts before a run relies on it; rejudge.py judges a finished run
 again from what it recorded. (Tier-2 probe calibration is runner.probes.calibration, a different protocol.)
 """
+
+# The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
+# this list true both ways).
+__all__ = ["agreement", "prose"]

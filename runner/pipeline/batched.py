@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from runner.execute.batch import BATCH_DISCOUNT, BATCHES, MAX_REQUESTS, BatchApiHost, BatchJudge, GatedHost, make_broker
-from runner.execute.batch.broker import DEFAULT_POLL_S
+from runner.execute.batch import (
+    BATCH_DISCOUNT,
+    BATCHES,
+    DEFAULT_POLL_S,
+    MAX_REQUESTS,
+    BatchApiHost,
+    BatchJudge,
+    GatedHost,
+    make_broker,
+)
 from runner.execute.executor import ProgressFn, Rounds
 from runner.execute.rundir import RunDir
 from runner.hosts.api import ApiHost

@@ -4,3 +4,7 @@ In: a `Library`, the floor's decision, settings and prices. Out: a `Plan` (build
 selection of cases and why each was chosen (select.py), cases set aside (quarantine.py), and token prices
 (prices.py) for the worst-case and expected cost.
 """
+
+# The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
+# this list true both ways).
+__all__ = ["build", "quarantine", "select"]

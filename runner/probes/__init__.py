@@ -3,3 +3,7 @@
 In: a probe case and a host. Out: arm observations and a probe verdict (arms.py). calibration.py is the live
 calibration protocol of `skill-evals calibrate` (not the judge's calibration, runner.judge.agreement).
 """
+
+# The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
+# this list true both ways).
+__all__ = ["arms", "calibration"]

@@ -4,3 +4,7 @@ In: a `Results` (and, for HTML, the run folder's transcripts). Out: the terminal
 Markdown rollup (markdown.py), one self-contained HTML page (html.py), JUnit XML (junit.py); versions.py words
 the host and its versions.
 """
+
+# The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
+# this list true both ways).
+__all__ = ["formats", "history", "markdown", "probes", "rollup", "versions"]
