@@ -162,3 +162,18 @@ def test_each_stage_says_what_crosses_its_boundary() -> None:
     assert unlisted == [], "imported from another stage but not in its package's __all__"
     assert stale == [], "in __all__ but no other stage imports it"
     assert crossing.get("cli", set()) <= {""}, "only the package itself (its `main`) crosses from runner.cli"
+
+
+def test_every_kind_has_its_traits_and_no_rule_lists_kinds_of_its_own() -> None:
+    """A kind's meaning to the rules is its row of KIND_TRAITS (runner.core.kinds): every runnable kind has one,
+    and the rules that once listed kinds (grading, early decision, improve's split) read the row instead."""
+    from typing import get_args
+
+    from runner.core.kinds import KIND_TRAITS, CaseKind, traits_of
+
+    assert set(KIND_TRAITS) == set(get_args(CaseKind))
+    assert traits_of("unknown") is None and traits_of("invalid") is None
+    for module in ("execute/grading.py", "corpus/decide.py", "improve/split.py"):
+        source = (PACKAGE / module).read_text(encoding="utf-8")
+        spelled = [kind for kind in get_args(CaseKind) if f'"{kind}"' in source]
+        assert spelled == [], f"{module} spells kinds {spelled}: read KIND_TRAITS instead"

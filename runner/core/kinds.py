@@ -1,11 +1,14 @@
 """Case kinds and assertion classes: what a case measures and how an assertion is decided, in one definition.
 
 The corpus gives each case its kind (runner.corpus.classify), the plan costs by kind, results and every report
-group by it, `[[case_override]]` sets it; all of them read these types.
+group by it, `[[case_override]]` sets it; all of them read these types. What a kind means to each rule is its row
+of KIND_TRAITS: no rule outside this module lists kinds of its own, so a new kind decided like an existing one is a
+name here, its row, and the rule that gives cases the kind.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 # Case kinds (semantics §2): what a case measures. The one definition: corpus, plan, results and overrides use it.
@@ -15,3 +18,36 @@ CaseKind = Literal["trigger", "refusal", "no_trigger", "discrimination", "probe"
 BrokenKind = Literal["unknown", "invalid"]
 LoadedKind = Literal[CaseKind, BrokenKind]
 AssertionClass = Literal["activation", "artifact_shape", "semantic", "unjudgeable"]
+
+# What an attempt's activation part checks (runner.execute.grading): the target fires; the target stays silent; the
+# target fires and every named neighbour stays silent.
+Expectation = Literal["target-fires", "target-silent", "target-fires-neighbours-silent"]
+
+
+@dataclass(frozen=True)
+class KindTraits:
+    """What a kind means to the rules that read it."""
+
+    expects: Expectation
+    # No verdict reads more than which skills fired (when its assertions read nothing else either): a host may end
+    # the session once the activation decides it (runner.corpus.decide).
+    activation_only: bool
+    # `improve` trains and tests a description on it (runner.improve.split): it measures whether a description
+    # makes the skill fire.
+    improvable: bool
+
+
+KIND_TRAITS: dict[CaseKind, KindTraits] = {
+    "trigger": KindTraits(expects="target-fires", activation_only=True, improvable=True),
+    # A refusal also has its answer judged (results.json `parts.refusal`), so its session runs to the end.
+    "refusal": KindTraits(expects="target-fires", activation_only=False, improvable=True),
+    "no_trigger": KindTraits(expects="target-silent", activation_only=True, improvable=True),
+    "discrimination": KindTraits(expects="target-fires-neighbours-silent", activation_only=True, improvable=True),
+    # The treatment arm of a tier-2 probe: the target must fire, and the act is graded (runner.probes.arms).
+    "probe": KindTraits(expects="target-fires", activation_only=False, improvable=False),
+}
+
+
+def traits_of(kind: str) -> KindTraits | None:
+    """The kind's traits; None for a case the runner cannot run (BrokenKind), which no rule reads."""
+    return next((traits for name, traits in KIND_TRAITS.items() if name == kind), None)

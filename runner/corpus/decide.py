@@ -25,16 +25,17 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 
+from runner.core.kinds import traits_of
 from runner.corpus.library import ANY_SKILL, Case, is_subagent
 from runner.corpus.claims import activation_claims
 
-ACTIVATION_ONLY_KINDS = ("trigger", "no_trigger", "discrimination")
 READS_NOTHING_ELSE = ("activation", "unjudgeable")
 
 
 def activation_only(case: Case) -> bool:
     """True when no verdict of the case reads more than which skills fired."""
-    return case.kind in ACTIVATION_ONLY_KINDS and all(a.assertion_class in READS_NOTHING_ELSE
+    traits = traits_of(case.kind)
+    return traits is not None and traits.activation_only and all(a.assertion_class in READS_NOTHING_ELSE
                                                       for a in case.assertions)
 
 
@@ -50,7 +51,8 @@ def decide_when(case: Case, known: Collection[str]) -> list[list[str]]:
                 name = canonical.get(name, name)
                 if name not in claimed:
                     claimed.append(name)
-    if case.kind == "discrimination":
+    traits = traits_of(case.kind)
+    if traits is not None and traits.expects == "target-fires-neighbours-silent":
         bases = [[case.target, *case.should_not_trigger]]
     elif case.target == ANY_SKILL:
         bases = [[name] for name in sorted(set(canonical.values() if canonical else known))

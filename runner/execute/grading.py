@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from runner.core.observation import Observation
 from runner.core.outcomes import AssertionOutcome, AttemptOutcome
+from runner.core.kinds import Expectation, traits_of
 from runner.core.states import AttemptState, RubricState
 from runner.corpus.claims import activation_claims
 from runner.corpus.library import ANY_SKILL, Assertion, Case, is_subagent
@@ -76,9 +77,10 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
                               fired_instead=instead, error=f"{obs.error_kind}: {obs.error_message or ''}".strip())
     cut_short = "max-turns" in obs.bounds_hit or "max-budget" in obs.bounds_hit
     pairs: dict[str, bool] = {}
-    if case.kind == "no_trigger":
+    expects = expectation(case)
+    if expects == "target-silent":
         activation: AttemptState = "FAIL" if target_fired else ("ERROR" if cut_short else "PASS")
-    elif case.kind == "discrimination":
+    elif expects == "target-fires-neighbours-silent":
         pairs = {name: name not in fired for name in case.should_not_trigger}
         if not target_fired or not all(pairs.values()):
             # A neighbour that fired is a certain loss; a target not yet fired is certain only
@@ -87,13 +89,20 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
             activation = "FAIL" if certain_loss else "ERROR"
         else:
             activation = "PASS"
-    else:  # trigger, refusal, probe (treatment arm) — the target must fire
+    else:  # target-fires: trigger, refusal, probe (treatment arm)
         activation = "PASS" if target_fired else ("ERROR" if cut_short else "FAIL")
     assertions = [check_assertion(a, case, obs, known) for a in case.assertions]
     error = "the session hit its turn bound before the result was certain" if activation == "ERROR" else None
     return AttemptOutcome(state=combine(activation, assertions), activation=activation, fired=fired,
                           target_fired=target_fired, fired_instead=instead, pairs=pairs, assertions=assertions,
                           error=error)
+
+
+def expectation(case: Case) -> Expectation:
+    """What the case's activation part checks, from its kind's traits (a kind the runner cannot run never reaches
+    a host, so it is never graded; it reads as the plain rule)."""
+    traits = traits_of(case.kind)
+    return traits.expects if traits is not None else "target-fires"
 
 
 def combine(activation: AttemptState, assertions: list[AssertionOutcome]) -> AttemptState:

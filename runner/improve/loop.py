@@ -48,6 +48,7 @@ from runner.corpus.library import Case, Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.pipeline import run as runs_mod
+from runner.execute import grading
 from runner.execute.rundir import RunDir
 from runner.execute.budget import Ledger
 from runner.core.hostnames import HostName
@@ -307,9 +308,10 @@ def neighbour_case(case: Case, score: Score | None) -> NeighbourCase:
 
 
 def expectation(case: Case) -> str:
-    if case.kind == "no_trigger":
+    expects = grading.expectation(case)
+    if expects == "target-silent":
         return f"{case.skill} must not fire"
-    if case.kind == "discrimination" and case.should_not_trigger:
+    if expects == "target-fires-neighbours-silent" and case.should_not_trigger:
         return f"{case.target} must fire and {', '.join(case.should_not_trigger)} must not"
     return f"{case.target} must fire"
 

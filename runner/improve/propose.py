@@ -23,6 +23,7 @@ from typing import Any
 import anthropic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from runner.core.kinds import traits_of
 from runner.execute.budget import Ledger
 from runner.hosts.api import reply_problem, reply_usage
 from runner.core.observation import Usage
@@ -114,9 +115,11 @@ class ProposalRequest:
 
 
 def _case_line(case: TrainCase) -> str:
-    if case.kind == "no_trigger":
+    traits = traits_of(case.kind)
+    expects = traits.expects if traits is not None else "target-fires"
+    if expects == "target-silent":
         expect = "the skill must NOT fire"
-    elif case.kind == "discrimination":
+    elif expects == "target-fires-neighbours-silent":
         expect = (f"{case.should_fire} must fire and {', '.join(case.must_stay_silent)} must not"
                   if case.must_stay_silent else f"{case.should_fire} must fire")
     else:

@@ -17,10 +17,10 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from runner.core.kinds import traits_of
 from runner.corpus.library import Case, Library
 from runner.plan.select import neighbour_graph
 
-IMPROVE_KINDS = ("trigger", "refusal", "no_trigger", "discrimination")
 DEFAULT_HOLDOUT = 0.4  # skill-creator's run_loop default, so results compare
 
 
@@ -33,10 +33,15 @@ class Split:
     by_kind: dict[str, tuple[int, int]]  # kind -> (train, test) counts
 
 
+def _improvable(case: Case) -> bool:
+    traits = traits_of(case.kind)
+    return traits is not None and traits.improvable
+
+
 def own_cases(library: Library, skill: str) -> list[Case]:
     """The skill's activation cases: from its own eval files, or targeting it from another file."""
     return [c for c in library.cases
-            if c.kind in IMPROVE_KINDS and (c.skill == skill or c.target == skill)]
+            if _improvable(c) and (c.skill == skill or c.target == skill)]
 
 
 def neighbours(library: Library, skill: str) -> list[str]:
@@ -50,7 +55,7 @@ def neighbour_cases(library: Library, skill: str) -> list[Case]:
     mine = {c.uid for c in own_cases(library, skill)}
     near = set(neighbours(library, skill))
     return [c for c in library.cases
-            if c.kind in IMPROVE_KINDS and c.uid not in mine
+            if _improvable(c) and c.uid not in mine
             and (c.skill in near or c.target in near or skill in c.should_not_trigger)]
 
 

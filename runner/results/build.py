@@ -25,7 +25,7 @@ from runner.plan.build import KindBasis, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.core.quorum import QuorumRule, decide
-from runner.execute.grading import TREATMENT
+from runner.execute.grading import TREATMENT, expectation
 from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.vetting import RefusedRecord, case_reason
 from runner.core.states import CASE_STATES, CaseState
@@ -481,7 +481,7 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
         wins=tally.wins, losses=tally.losses, errors=tally.errors, repeats_run=len(finished),
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
-        pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if case.kind == "discrimination" else [],
+        pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if expectation(case) == "target-fires-neighbours-silent" else [],
         assertions=assertions, attempts=[r.attempt_id for r in every_arm],
         cost_usd=round(sum(r.total_cost_usd for r in every_arm), 6),
         warnings=warnings, uplift=case_uplift(case, every_arm) if "control" in planned.arms else None)
