@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, ValidationError
 from runner.corpus import bounded, classify, formats, frontmatter, jsonfile, kinds, outside, slash, tags
 from runner.corpus import schema_check as schemas
 from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
+from runner.corpus.classify import SUBAGENT_SUFFIX
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, sort_key, warning
 from runner.corpus.layout import (
     NAME_NOT_UTF8,
@@ -42,7 +43,6 @@ CaseFormat = Literal["aegis", "skill-creator", "trigger-set", "scenario", "routi
 # Seed 002: UNRUN is the default state of every case, so a case that cannot be read is still shown, never dropped.
 FILE_UNREADABLE = "file-unreadable"
 PROBE_UNREADABLE = "probe-unreadable"
-SUBAGENT_SUFFIX = " (subagent)"
 # A routing case that expects no skill of the library to take its prompt: it belongs to the library, not to a
 # skill, and its target is any skill (it passes when none of the library's skills fires).
 LIBRARY_OWNER = "(library)"

@@ -30,6 +30,7 @@ JUDGE-ERROR with `spend_limit`, and the run stops as on the direct path.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 from runner.execute import run as runs_mod
 from runner.execute.batch.broker import DEFAULT_POLL_S, MAX_REQUESTS, BatchBroker, make_broker
@@ -38,6 +39,7 @@ from runner.execute.batch.store import BATCHES, BatchRecord, BatchStore, summary
 from runner.execute.executor import ProgressFn, Rounds
 from runner.execute.hosts.api import ApiHost
 from runner.execute.hosts.base import Host
+from runner.execute.hosts.registry import traits
 from runner.execute.rundir import RunDir
 from runner.judge.prose import Judge
 from runner.results.build import Results
@@ -51,11 +53,14 @@ def execute_batched(prepared: runs_mod.Prepared, rundir: RunDir, credentials: ru
     """`run --batch`: the one executor (runner.execute.run.execute) with batched rounds, its host and judge sending
     their model calls through one broker. The results are built from the prepared plan, as on the direct path."""
     broker = make_broker(credentials.api_key or "", credentials.base_url, rundir.path / BATCHES, poll_s)
-    host: Host = (BatchApiHost(prepared.host, broker) if isinstance(prepared.host, ApiHost)
+    # A batchable host (HostTraits.batchable) is the api host, whose own loop BatchApiHost runs: the registry says so
+    # of no other (tests/test_host_traits.py builds each batchable host and holds it to that).
+    batchable = traits(prepared.host.name).batchable
+    host: Host = (BatchApiHost(cast(ApiHost, prepared.host), broker) if batchable
                   else GatedHost(prepared.host, prepared.plan.concurrency))
     judge = prepared.judge
     if isinstance(judge, Judge):  # the run's own (runner.execute.run.make_judge); without one, prose stays UNRUN
         judge = BatchJudge(judge, broker)
     # An api-host session's worst case (its reservation and its own budget bound) is at batch prices.
-    rounds = Rounds(broker, MAX_REQUESTS, session_price=BATCH_DISCOUNT if isinstance(host, BatchApiHost) else 1.0)
+    rounds = Rounds(broker, MAX_REQUESTS, session_price=BATCH_DISCOUNT if batchable else 1.0)
     return runs_mod.execute(dataclasses.replace(prepared, host=host, judge=judge), rundir, progress, rounds)
