@@ -36,7 +36,7 @@ HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
 # A version key a host records (Host.versions) -> the name a person knows that program by (runner.report.versions).
-VERSION_LABELS = {"claude-code-cli": "claude-code"}
+VERSION_LABELS: dict[str, str] = {"claude-code-cli": "claude-code"}
 
 # How the census models the skill listing a host shows the model (runner.floor.listing.estimate):
 # - claude-code-cli: the CLI's own rule, the library's skills and then the CLI's own entries as measured
@@ -49,7 +49,8 @@ ListingModel = Literal["claude-code-cli", "name-order-fit"]
 # - api-prompt: the api host's own prompt and tools (runner.execute.hosts.api) plus its listing.
 # None: the listing alone; the host's own prompt and tools are not known.
 RequestModel = Literal["claude-code-cli", "api-prompt"]
-# How the Read of a skill's SKILL.md is an activation: the path's parts before `<name>/SKILL.md`.
+# Where Claude Code finds a project's skills: each session's workspace puts them there, and a Read of
+# `<folder>/<name>/SKILL.md` loads one.
 CLAUDE_SKILLS_FOLDER = ".claude/skills"
 
 
@@ -77,8 +78,7 @@ API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (
 
 @dataclass(frozen=True)
 class HostTraits:
-    """What a caller may know of a host without making it: each trait is read where a host name used to be
-    compared (docs/hosts.md, "Traits")."""
+    """What a caller may know of a host without making it; docs/hosts.md ("Traits") names where each is read."""
 
     # Its sessions are Claude Code's (the real CLI, or its first request sent directly): a session path and wall
     # apply, it can start subagents when allowed the tool, and the plan compares it with the other Claude Code hosts.
