@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from runner.hosts.registry import traits
+
 if TYPE_CHECKING:
     from runner.pipeline import run as runs_mod
     from runner.hosts.surface import Surface
@@ -158,11 +160,12 @@ def print_hosts(plan: plan_mod.Plan, console: Console) -> None:
         mark = " (this run)" if row.host == plan.host else ""
         console.print(f"  {row.host}{mark}: {row.sessions_max} sessions, ≈{row.requests_per_session:.2f} "
                       f"request(s)/session, expected ${row.expected_usd:.2f}; {row.note}", markup=False)
-    first = next((row for row in rows if row.host == "first-turn"), None)
+    # The host that sends Claude Code's first request itself (HostTraits.extra_first_request: first-turn).
+    first = next((row for row in rows if traits(row.host).extra_first_request), None)
     decided = [c.uid for c in plan.cases if c.first_turn and c.unrun_reason is None]
     if first is not None and first.decided_cases:
         shown = ", ".join(decided[:8]) + (f" and {len(decided) - 8} more" if len(decided) > 8 else "")
-        console.print(f"  first-turn would decide from Claude Code's first request, when the first reply settles "
+        console.print(f"  {first.host} would decide from Claude Code's first request, when the first reply settles "
                       f"them: {shown}", markup=False)
 
 

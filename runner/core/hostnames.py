@@ -10,3 +10,5 @@ from __future__ import annotations
 from typing import Literal
 
 HostName = Literal["claude-code", "api", "first-turn"]
+# The host `[run] host` names when the settings name none: the real one.
+DEFAULT_HOST: HostName = "claude-code"

@@ -9,6 +9,7 @@ results read them, so they live below every stage.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -64,6 +65,17 @@ class Activation(BaseModel):
     rejected: bool = Field(default=False, description="The host answered the call with an error (an unknown skill, a "
                                                       "Read of a SKILL.md that is not there, a refused Task/Agent "
                                                       "call): it never counts as fired (runner.hosts.activation).")
+
+
+def fired_names(activations: Iterable[Activation]) -> list[str]:
+    """The names these activations fired, in order, without repeats: the one rule of what counts as fired, read by
+    Observation.fired and by a host that decides while its session runs (runner.hosts.claude_code). An
+    activation the host rejected never fires (runner.hosts.activation)."""
+    seen: list[str] = []
+    for activation in activations:
+        if not activation.rejected and activation.name not in seen:
+            seen.append(activation.name)
+    return seen
 
 
 class ToolCall(BaseModel):
@@ -158,8 +170,4 @@ class Observation(BaseModel):
 
     def fired(self) -> list[str]:
         """Names activated (accepted by the host), in order, without repeats."""
-        seen: list[str] = []
-        for activation in self.activations:
-            if not activation.rejected and activation.name not in seen:
-                seen.append(activation.name)
-        return seen
+        return fired_names(self.activations)

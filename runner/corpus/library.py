@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from runner.corpus import slash
 from runner.corpus.files import relative_shown
+from runner.corpus.classify import SUBAGENT_SUFFIX
 from runner.corpus.layout import (
     Layout,
     LibraryError,  # noqa: F401 - re-exported: the error for a path that holds no library
@@ -28,7 +29,6 @@ CaseFormat = Literal["aegis", "skill-creator", "trigger-set", "scenario", "routi
 # Seed 002: UNRUN is the default state of every case, so a case that cannot be read is still shown, never dropped.
 FILE_UNREADABLE = "file-unreadable"
 PROBE_UNREADABLE = "probe-unreadable"
-SUBAGENT_SUFFIX = " (subagent)"
 # A routing case that expects no skill of the library to take its prompt: it belongs to the library, not to a
 # skill, and its target is any skill (it passes when none of the library's skills fires).
 LIBRARY_OWNER = "(library)"

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.corpus import bounded
 from runner.corpus.findings import Finding, display_path, error
-from runner.core.hostnames import HostName
+from runner.core.hostnames import DEFAULT_HOST, HostName
 from runner.core.kinds import AssertionClass, CaseKind
 
 SETTINGS_FILE = ".skill-evals.toml"
@@ -134,7 +134,7 @@ class SelectSettings(_Strict):
 
 
 class RunSettings(_Strict):
-    host: HostName = "claude-code"
+    host: HostName = DEFAULT_HOST
     model: str = "claude-sonnet-4-6"
     max_turns: int = Field(default=6, ge=1, le=MAX_TURNS)
     timeout_s: float = Field(default=300, gt=0, le=MAX_SESSION_S, description="Wall-clock bound of one session.")

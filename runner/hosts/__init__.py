@@ -2,5 +2,5 @@
 
 # The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
 # this list true both ways).
-__all__ = ["activation", "api", "base", "billing", "cli_log", "cli_spend", "listing", "prices", "ratelimit",
+__all__ = ["api", "base", "billing", "cli_log", "cli_spend", "listing", "prices", "ratelimit",
            "registry", "replay", "sessionpath", "surface", "wall", "workspace"]

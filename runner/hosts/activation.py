@@ -4,7 +4,8 @@ and whether the host's answer rejected it.
 What counts (semantics §5, §2): a Skill tool call naming the skill (also `plugin:name`), in any turn; a Read of
 that skill's `.claude/skills/<name>/SKILL.md`; for a `<agent> (subagent)` target, a Task/Agent tool call with that
 agent type; and a prompt that starts with `/name` (runner.corpus.slash), which the host expands itself
-(`slash-command`). The mechanism is recorded. A host calls `recognise` for each tool_use block (name, input, id,
+(`slash-command`). The tool names and the skills folder are the host's own (HostTraits.activation in
+runner.hosts.registry; Claude Code's for every host registered today). The mechanism is recorded. A host calls `recognise` for each tool_use block (name, input, id,
 turn) and, when the call's tool_result arrives, `apply_result` with its `is_error`; `Turns` numbers the turns the
 same way for all.
 
@@ -34,13 +35,14 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import PurePosixPath
 
+from runner.corpus.classify import SUBAGENT_SUFFIX
 from runner.core.observation import Activation, Mechanism
+from runner.core.hostnames import DEFAULT_HOST
+from runner.hosts.registry import ActivationNames, traits
 
-SKILL_TOOL = "Skill"
-READ_TOOL = "Read"
-SUBAGENT_TOOLS = ("Task", "Agent")
-SKILLS_FOLDER = (".claude", "skills")
-SUBAGENT_SUFFIX = " (subagent)"
+# The tool and folder names are the host's (HostTraits.activation); a caller that names no host (the replay of a
+# recorded run, which every registered host records alike) reads the default host's.
+DEFAULT_NAMES = traits(DEFAULT_HOST).activation
 # A prompt that starts with `/name` of a user-invocable skill (runner.corpus.slash: the name up to the first
 # whitespace): the host expands the command itself (no Skill tool call); Claude Code (with --replay-user-messages)
 # echoes this tag as the first user message, the api host sends it. An unknown `/name` is passed on as plain text,
@@ -57,29 +59,31 @@ def skill_name(raw: str, aliases: Mapping[str, str] | None = None) -> str:
     return (aliases or {}).get(name, name)
 
 
-def skill_md_name(file_path: str) -> str | None:
-    """The skill whose SKILL.md this path is (`.../.claude/skills/<name>/SKILL.md`), or None."""
+def skill_md_name(file_path: str, names: ActivationNames = DEFAULT_NAMES) -> str | None:
+    """The skill whose SKILL.md this path is (`.../<skills folder>/<name>/SKILL.md`), or None."""
     if not file_path.strip():
         return None
     parts = PurePosixPath(posixpath.normpath(file_path.strip())).parts
-    if len(parts) >= 4 and parts[-4:-2] == SKILLS_FOLDER and parts[-1] == "SKILL.md":
+    folder = names.skills_folder_parts
+    if len(parts) >= len(folder) + 2 and parts[-len(folder) - 2:-2] == folder and parts[-1] == "SKILL.md":
         return parts[-2]
     return None
 
 
 def recognise(tool: str, tool_input: object, tool_use_id: str | None, turn: int, is_error: bool | None = None,
-              aliases: Mapping[str, str] | None = None) -> Activation | None:
+              aliases: Mapping[str, str] | None = None, names: ActivationNames = DEFAULT_NAMES) -> Activation | None:
     """The activation a tool_use block is, or None. `is_error`: its tool_result's, when the host already knows it
-    (None: no result yet, or none came; `apply_result` sets it later)."""
+    (None: no result yet, or none came; `apply_result` sets it later). `names`: the host's tools and skills folder
+    (HostTraits.activation)."""
     if not isinstance(tool_input, dict):
         return None
     name: str | None = None
     mechanism: Mechanism | None = None
-    if tool == SKILL_TOOL and isinstance(tool_input.get("skill"), str):
+    if tool == names.skill_tool and isinstance(tool_input.get("skill"), str):
         name, mechanism = skill_name(tool_input["skill"], aliases), "skill-tool"
-    elif tool == READ_TOOL and isinstance(tool_input.get("file_path"), str):
-        name, mechanism = skill_md_name(tool_input["file_path"]), "skill-md-read"
-    elif tool in SUBAGENT_TOOLS and isinstance(tool_input.get("subagent_type"), str) \
+    elif tool == names.read_tool and isinstance(tool_input.get("file_path"), str):
+        name, mechanism = skill_md_name(tool_input["file_path"], names), "skill-md-read"
+    elif tool in names.subagent_tools and isinstance(tool_input.get("subagent_type"), str) \
             and tool_input["subagent_type"].strip():
         name, mechanism = f"{tool_input['subagent_type']}{SUBAGENT_SUFFIX}", "subagent"
     if not name or mechanism is None:

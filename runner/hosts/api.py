@@ -77,6 +77,7 @@ from runner.hosts import billing
 from runner.hosts.activation import recognise, slash_command
 from runner.core.observation import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.base import utf8_safe
+from runner.hosts.registry import traits
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
@@ -87,6 +88,8 @@ from runner.hosts.surface import LISTING_HEADER, Surface
 from runner.hosts.prices import PriceTable
 
 HOST_NAME = "api"
+# The tool names this host offers and the recogniser reads (HostTraits.activation: Claude Code's).
+ACTIVATION = traits(HOST_NAME).activation
 HOST_VERSION = "api-approximation"
 CHARS_PER_TOKEN = 4  # the estimate runner.plan.build uses; only for the per-session budget check
 READ_MAX_BYTES = 200 * 1024
@@ -117,7 +120,7 @@ BASE_PROMPT = (
 )
 
 SKILL_TOOL: dict[str, Any] = {
-    "name": "Skill",
+    "name": ACTIVATION.skill_tool,
     "description": (
         "Execute a skill within the main conversation. Skills provide specialised instructions for "
         "particular tasks. Call this tool with the skill's name (as listed) to load its instructions, "
@@ -129,7 +132,7 @@ SKILL_TOOL: dict[str, Any] = {
 }
 
 READ_TOOL: dict[str, Any] = {
-    "name": "Read",
+    "name": ACTIVATION.read_tool,
     "description": (
         "Read a text file of the project folder (read-only). `file_path` is a path relative to the "
         "project folder, or an absolute path inside it. Files larger than 200 KB cannot be read."
@@ -549,15 +552,16 @@ class _Session:
 
     def answer(self, tool_use_id: str, name: str, tool_input: Any, turn: int) -> dict[str, Any]:
         tool_input = tool_input if isinstance(tool_input, dict) else {}
-        if name == "Skill":
+        if name == ACTIVATION.skill_tool:
             content, is_error = self.skill(tool_input)
-        elif name == "Read":
+        elif name == ACTIVATION.read_tool:
             content, is_error = self.read(tool_input)
         else:
             content, is_error = f"No such tool available: {name}", True
         shown = json.dumps(tool_input, ensure_ascii=False)[:TOOL_INPUT_CHARS]
         self.tool_calls.append(ToolCall(name=name, input=shown, turn=turn, is_error=is_error))
-        activation = recognise(name, tool_input, tool_use_id, turn, is_error=is_error, aliases=self.host.aliases)
+        activation = recognise(name, tool_input, tool_use_id, turn, is_error=is_error, aliases=self.host.aliases,
+                               names=ACTIVATION)
         if activation is not None:
             self.activations.append(activation)
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}

@@ -63,10 +63,10 @@ from claude_agent_sdk import _errors as sdk_errors
 
 from runner.hosts import billing, cli_log, sessionpath, wall, workspace
 from runner.hosts.cli_spend import CliCosts, Spent, StreamSeen, remove_mark, write_mark
-from runner.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_TOOLS, Turns, apply_result, decided, \
-    recognise, slash_command
-from runner.core.observation import Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.activation import Turns, apply_result, decided, recognise, slash_command
+from runner.core.observation import Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage, fired_names
 from runner.hosts.base import utf8_safe
+from runner.hosts.registry import traits
 from runner.hosts.surface import CaptureServer, Surface, surface_from_request
 from runner.hosts.prices import PriceTable
 
@@ -83,6 +83,9 @@ KEEP = (
 )
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
 _INPUT_CHARS = 300
+HOST_NAME = "claude-code"
+# The CLI's tools and skills folder, as the registry records them for this host (HostTraits.activation).
+ACTIVATION = traits(HOST_NAME).activation
 
 
 def bundled_cli() -> Path:
@@ -169,7 +172,7 @@ class _Recorder:
         call = ToolCall(name=block.name, input=json.dumps(block.input)[:_INPUT_CHARS], turn=turn)
         self.calls.append(call)
         self.call_by_id[block.id] = call
-        activation = recognise(block.name, block.input, block.id, turn, aliases=self.aliases)
+        activation = recognise(block.name, block.input, block.id, turn, aliases=self.aliases, names=ACTIVATION)
         if activation is not None:
             self.activation_by_id[block.id] = activation
             self.activations.append(activation)
@@ -255,7 +258,7 @@ class _Recorder:
 
 
 # The tools whose call can be an activation (runner.hosts.activation.recognise): the hook's matcher.
-DECIDING_TOOLS = "|".join((SKILL_TOOL, READ_TOOL, *SUBAGENT_TOOLS))
+DECIDING_TOOLS = "|".join((ACTIVATION.skill_tool, ACTIVATION.read_tool, *ACTIVATION.subagent_tools))
 STOP_REASON = "skill-evals: the attempt's outcome can no longer change"
 
 
@@ -289,13 +292,15 @@ class _Decider:
         return {"continue_": False, "stopReason": STOP_REASON}
 
     def decide(self, tool: str, tool_input: object, response: object, tool_use_id: str | None) -> None:
-        activation = recognise(tool, tool_input, tool_use_id, 0, aliases=self.aliases)
-        if activation is None or (isinstance(response, dict) and response.get("success") is False):
+        refused = isinstance(response, dict) and response.get("success") is False
+        activation = recognise(tool, tool_input, tool_use_id, 0, is_error=refused, aliases=self.aliases,
+                               names=ACTIVATION)
+        if activation is None or not fired_names([activation]):
             return
         self.fired.append(activation.name)
         # The recorder may not have read every earlier message yet: the hook's own list is complete for the
         # tools it matches, the recorder adds a slash command (no tool call).
-        names = {a.name for a in self.recorder.activations if not a.rejected} | set(self.fired)
+        names = set(fired_names(self.recorder.activations)) | set(self.fired)
         hit = decided(self.sets, names)
         if hit is not None:
             self.tool_use_id = tool_use_id
@@ -430,7 +435,7 @@ def _final(tally: billing.Tally, start: billing.Mark, costs: CliCosts, recorder:
 
 
 class ClaudeCodeHost:
-    name = "claude-code"
+    name = HOST_NAME
 
     def __init__(self, files: workspace.LibraryFiles, prices: PriceTable,
                  api_key: str, base_url: str | None, listing_budget_chars: int | None, allowed_tools: list[str],
@@ -652,7 +657,7 @@ class ClaudeCodeHost:
             error_kind, error_message = "malformed", recorder.unreadable
         if error_kind and stderr and error_kind in ("host-crash", "ambiguous"):
             error_message = f"{error_message} | stderr: {' '.join(stderr[-5:])[:500]}"
-        fired = [a.name for a in recorder.activations if not a.rejected]
+        fired = fired_names(recorder.activations)
         early, unfounded = decider.settle(fired) if decider is not None else (None, None)
         if early is not None:
             final = None  # the session was ended before an answer: no verdict of an activation-only case reads one

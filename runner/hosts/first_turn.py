@@ -75,12 +75,14 @@ from pydantic import BaseModel, Field
 
 from runner.core.errors import UsageError
 from runner.corpus.library import Library
-from runner.hosts.activation import SKILL_TOOL, READ_TOOL, SUBAGENT_SUFFIX, SUBAGENT_TOOLS, decided, recognise
+from runner.corpus.classify import SUBAGENT_SUFFIX
+from runner.hosts.activation import decided, recognise
 from runner.hosts import billing
 from runner.hosts.api import Clients, classify_error, fill_cost, SessionError, loop_client, reply_usage
 from runner.core.observation import Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.base import utf8_safe
 from runner.hosts.claude_code import ClaudeCodeHost, cli_version
+from runner.hosts.registry import traits
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.hosts.surface import CaptureServer, Surface, surface_from_request
@@ -88,6 +90,8 @@ from runner.hosts.ratelimit import SpendLimitReached
 from runner.corpus.decide import first_turn_ineligible
 
 HOST_NAME = "first-turn"
+# Claude Code's tools and skills folder, as the registry records them for this host (HostTraits.activation).
+ACTIVATION = traits(HOST_NAME).activation
 CAPTURE_FILE = "first-turn-capture.json"
 # The capture's prompt: found again, as one whole text block, where a case's prompt goes.
 SENTINEL = "skill-evals first-turn capture: a case's prompt goes in this block."
@@ -404,21 +408,21 @@ class Acceptance:
         # The session's project folder, as the CLI told the model (a Read of a SKILL.md elsewhere finds no file).
         found = WORKING_DIRECTORY.search(_all_text(capture_.body))
         cwd = found.group(1).strip() if found else None
-        skill_md = {posixpath.join(cwd, ".claude", "skills", name, "SKILL.md"): name for name in with_md} if cwd else {}
+        skill_md = {posixpath.join(cwd, ACTIVATION.skills_folder, name, "SKILL.md"): name for name in with_md} if cwd else {}
         return cls(tools=tools, invocable=invocable, skill_md=skill_md, agents=frozenset(real.files.agents),
-                   subagent_tools=frozenset(t for t in SUBAGENT_TOOLS if t in tools and t in real.allowed_tools),
+                   subagent_tools=frozenset(t for t in ACTIVATION.subagent_tools if t in tools and t in real.allowed_tools),
                    aliases=dict(real.aliases))
 
     def accepts(self, block: dict[str, Any]) -> Activation | None:
         name, tool_input = str(block.get("name")), block.get("input")
-        activation = recognise(name, tool_input, block.get("id"), 0, aliases=self.aliases)
+        activation = recognise(name, tool_input, block.get("id"), 0, aliases=self.aliases, names=ACTIVATION)
         if activation is None or not isinstance(tool_input, dict):
             return None
-        if name == SKILL_TOOL and name in self.tools:
+        if name == ACTIVATION.skill_tool and name in self.tools:
             # As the CLI launches it: trimmed, a leading `/` dropped; `plugin:name` is refused for a project skill.
             raw = str(tool_input.get("skill", "")).strip().removeprefix("/")
             return activation if self.aliases.get(raw, raw) in self.invocable else None
-        if name == READ_TOOL and name in self.tools:
+        if name == ACTIVATION.read_tool and name in self.tools:
             path = str(tool_input.get("file_path", ""))
             return activation if path.startswith("/") and posixpath.normpath(path) in self.skill_md else None
         if name in self.subagent_tools:

@@ -39,7 +39,8 @@ from pydantic import BaseModel, Field
 
 from runner.corpus.library import Library, Skill
 from runner.corpus.settings import ListingSettings
-from runner.core.hostnames import HostName
+from runner.core.hostnames import DEFAULT_HOST
+from runner.hosts.registry import traits
 
 CLAUDE_CODE_MODEL = "Claude Code's rule: host's bundled skills whole, every name charged, then descriptions greedily"
 API_MODEL = "the api host's approximation: name order, greedy fit of `- name: description` lines within the budget"
@@ -66,7 +67,8 @@ class HostListing(BaseModel):
 
 @lru_cache(maxsize=1)
 def host_listing() -> HostListing:
-    """The host's own entries as measured (runner/data/host_listing.json; read once, immutable)."""
+    """The host's own entries as measured (runner/data/host_listing.json; read once, immutable): the entries of the
+    `claude-code-cli` listing model, the file's `host` (HostTraits.listing_model)."""
     raw = resources.files("runner").joinpath("data", "host_listing.json").read_text(encoding="utf-8")
     return HostListing.model_validate_json(raw)
 
@@ -311,11 +313,12 @@ def listed_skills(library: Library) -> list[Skill]:
     return [s for s in library.skills.values() if "SKILL.md" in s.files and not _manual_only(s)]
 
 
-def estimate(library: Library, settings: ListingSettings,
-             host: HostName = "claude-code") -> ListingEstimate:
+def estimate(library: Library, settings: ListingSettings, host: str = DEFAULT_HOST) -> ListingEstimate:
+    """The listing `host` (a registered host's name) would show: its listing model (HostTraits.listing_model) is
+    the rule, Claude Code's (above) or the name-order fit of the api host's approximation."""
     budget, cap = settings.effective_budget, settings.max_description_chars
     manual_only = sorted(s.name for s in library.skills.values() if _manual_only(s))
-    if host == "api":
+    if traits(host).listing_model == "name-order-fit":
         listed = [s for s in library.skills.values() if not s.manual_only]
         fitted = fit(listed, budget, cap)
         return ListingEstimate(

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from runner.hosts.registry import RequestModel
+
 LISTING_HEADER = "The following skills are available for use with the Skill tool:"
 # How a host marks its requests for prompt caching (Surface.cache_layout; the plan's cost estimate reads it).
 CacheLayout = Literal["conversation", "prefix", "none"]
@@ -237,8 +239,10 @@ class HostRequest(BaseModel):
 # request 35,264 characters = system 15,412 + tools 9,561 + messages 10,291, of which the listing's text is 8,053
 # characters for 17 entries and the audit's prompt 59; cached prefix 24,858. tests/test_newcomer_plan.py plans the
 # example and Project Aegis with and without the audit and fails when the two drift apart (a new CLI version).
-KNOWN_REQUESTS = {
-    "claude-code": HostRequest(host="claude-code", cli_version="2.1.332", measured_on="2026-12-02",
+# Keyed by the request model of the hosts that send this request (HostTraits.request_model; first-turn sends the CLI's
+# own first request, so it reads the same entry).
+KNOWN_REQUESTS: dict[RequestModel, HostRequest] = {
+    "claude-code-cli": HostRequest(host="claude-code-cli", cli_version="2.1.332", measured_on="2026-12-02",
                                system_chars=15_412, cached_system_chars=15_305,
                                tool_chars={"Glob": 1_004, "Grep": 3_735, "Read": 2_968, "Skill": 1_846},
                                context_chars=2_162, cache_layout="conversation"),

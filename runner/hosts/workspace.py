@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 
 from runner.corpus.settings import READ_ONLY_TOOLS
 from runner.corpus.files import ReadPolicy, make_policy
+from runner.hosts.registry import CLAUDE_CODE_ACTIVATION
 from runner.corpus.executables import reserved_path
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ def build(files: LibraryFiles, exclude_skills: list[str], case_files: list[tuple
     return Workspace(root=root, home=home, project=project, config=config)
 
 
-SKILLS_PARTS = (".claude", "skills")
+SKILLS_PARTS = CLAUDE_CODE_ACTIVATION.skills_folder_parts  # the registry's one spelling of the folder
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from runner.pipeline import run as runs_mod
 from runner.execute import grading
 from runner.execute.rundir import RunDir
 from runner.execute.budget import Ledger
-from runner.core.hostnames import HostName
+from runner.hosts.registry import traits
 from runner.hosts import listing
 from runner.improve import split as split_mod
 from runner.improve.model import (
@@ -74,7 +74,6 @@ from runner.improve.model import (
 )
 from runner.improve.propose import NeighbourCase, ProposalRequest, Proposer, TrainCase, Tried
 from runner.improve.skillmd import rewrite_description
-from runner.plan.build import API_HOST_NOTE
 from runner.plan.select import SelectedCase, Selection
 from runner.results.build import Results
 from runner.core.quorum import wilson_interval
@@ -119,7 +118,7 @@ def start_record(inputs: Inputs) -> tuple[Improve, split_mod.Split, list[Case]]:
     record = Improve(
         skill=skill, skill_md=str(Path(library.skills[skill].dir) / "SKILL.md"),
         current_description=library.skills[skill].description or "", host=bounds.host,
-        approximation=API_HOST_NOTE if bounds.host == "api" else None, model=bounds.model,
+        approximation=traits(bounds.host).approximation, model=bounds.model,
         proposer_model=bounds.proposer_model, repeats=bounds.repeats, quorum=bounds.quorum, rounds_max=bounds.rounds,
         candidates_per_round=bounds.candidates, listing_budget_chars=inputs.settings.listing.effective_budget,
         seed=bounds.seed, holdout=bounds.holdout, train=list(the_split.train), test=list(the_split.test),
@@ -236,10 +235,9 @@ def with_description(library: Library, skill: str, description: str) -> Library:
 
 def listing_problem(library: Library, settings: Settings, host: str, skill: str, description: str) -> str | None:
     """Why the candidate would cost a listed description (its own or another skill's), or None."""
-    kind: HostName = "api" if host == "api" else "claude-code"
-    before = set(listing.estimate(library, settings.listing, kind).with_description)
+    before = set(listing.estimate(library, settings.listing, host).with_description)
     after = set(listing.estimate(with_description(library, skill, description), settings.listing,
-                                 kind).with_description)
+                                 host).with_description)
     lost = sorted(before - after)
     if skill in before and skill not in after:
         return f"past the listing budget ({settings.listing.effective_budget:,} characters) the skill would be " \

@@ -44,7 +44,7 @@ from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import CostSettings, Price, Settings, TierSettings
 from runner.core.kinds import LoadedKind
-from runner.hosts.activation import SUBAGENT_TOOLS
+from runner.hosts.registry import HOSTS, HostTraits, traits
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.hosts import listing as listing_mod
@@ -61,9 +61,6 @@ SCHEMA_VERSION = 1
 # reference read is bounded by it. The worst case of a session assumes every turn adds that much.
 MAX_TOOL_RESULT_TOKENS = 25_000
 CHARS_PER_TOKEN = 4  # the same rule of thumb Claude Code uses for its listing budget
-API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (same listing format and Skill "
-                 "tool schema, not Claude Code's system prompt or tools); results are not a measurement of the "
-                 "real host")
 
 
 class PlannedCase(BaseModel):
@@ -153,9 +150,6 @@ PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_toke
 # So are the baseline figures: they follow from the cases' arms (hashed).
 UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned", "baseline_cases", "baseline_sessions",
                             "baseline_worst_usd", "by_host")
-# Hosts whose sessions are Claude Code's (the first-turn host runs a case on Claude Code unless its first request,
-# sent directly, decides it): the session path, the subagent rule and the CLI's request shape apply to both.
-CLAUDE_CODE_HOSTS = ("claude-code", "first-turn")
 
 
 class HostEstimate(BaseModel):
@@ -362,9 +356,10 @@ def judge_note(planned: int, model: str, judge_unavailable: str | None, unrun_al
 
 
 def subagents_callable(host: str, allowed_tools: list[str]) -> bool:
-    """Whether a session can start a subagent at all: only Claude Code has subagents, and only with the Agent (or
-    Task) tool allowed; otherwise the model is not even offered the tool."""
-    return host in CLAUDE_CODE_HOSTS and any(tool in allowed_tools for tool in SUBAGENT_TOOLS)
+    """Whether a session can start a subagent at all: only Claude Code has subagents (HostTraits.runs_claude_code),
+    and only with the Agent (or Task) tool allowed; otherwise the model is not even offered the tool."""
+    known = traits(host)
+    return known.runs_claude_code and any(tool in allowed_tools for tool in known.activation.subagent_tools)
 
 
 def unrun_reason(case: Case, library: Library, subagents: bool = True) -> str | None:
@@ -434,10 +429,11 @@ def first_request(library: Library, settings: Settings, host: str, surface: Surf
                             f"the surface audit's captured first request ({surface.request_chars:,} characters) / "
                             f"{CHARS_PER_TOKEN}")
     allowed = settings.run.allowed_tools
-    # The first-turn host sends Claude Code's own first request: its shape is the claude-code host's.
-    known = KNOWN_REQUESTS.get("claude-code" if host in CLAUDE_CODE_HOSTS else host)
+    # The first-turn host sends Claude Code's own first request: its request model is the claude-code host's.
+    model = traits(host).request_model
+    known = KNOWN_REQUESTS.get(model) if model is not None else None
     if known is not None:
-        shown = listing_mod.estimate(library, settings.listing, "claude-code")
+        shown = listing_mod.estimate(library, settings.listing, host)
         entries = shown.listed + len(shown.host_entries)
         chars = known.request_chars(allowed, shown.estimated_listing_chars, entries)
         _, unmeasured = known.tools(allowed)
@@ -451,10 +447,10 @@ def first_request(library: Library, settings: Settings, host: str, surface: Surf
             f"prompt, tools, context) plus the census's model of this library's listing "
             f"({shown.estimated_listing_chars:,} characters), / {CHARS_PER_TOKEN}"
             + (f" ({'; '.join(caveats)})" if caveats else "")))
-    if host == "api":
+    if model == "api-prompt":
         from runner.hosts import api as api_host  # the approximation's own prompt and tools (imports the SDK)
 
-        shown = listing_mod.estimate(library, settings.listing, "api")
+        shown = listing_mod.estimate(library, settings.listing, host)
         system = len(api_host.BASE_PROMPT) + 2 + len(LISTING_HEADER) + shown.estimated_listing_chars
         chars = system + api_host.TOOLS_CHARS
         cached = chars // CHARS_PER_TOKEN >= api_host.CACHE_MIN_TOKENS
@@ -708,9 +704,11 @@ def first_turn_eligible(planned: PlannedCase, case: Case) -> bool:
 def host_estimates(runnable: list[PlannedCase], found: Expected, estimate: CostEstimate,
                    price: Price | None, first_turn: float, shared: int, layout: CacheLayout,
                    decide_early: bool) -> list[HostEstimate]:
-    """claude-code and first-turn side by side: the same sessions, the requests and the expected cost of each. A
-    first-turn attempt is one request (a first turn that reads the shared prefix) unless its reply hands it off,
-    which the plan cannot know: the note says so and the worst case reserves a whole session more."""
+    """Every registered host that runs Claude Code (HostTraits.runs_claude_code: claude-code and first-turn), side
+    by side: the same sessions, the requests and the expected cost of each. An attempt of a host that sends the
+    first request itself (HostTraits.extra_first_request: first-turn) is one request (a first turn that reads the
+    shared prefix) unless its reply hands it off, which the plan cannot know: the note says so and the worst case
+    reserves a whole session more."""
     sessions = sum(c.sessions for c in runnable)
     kinds = {row.kind: row for row in found.by_kind}
     turns = {c.uid: kinds[c.kind].turns if c.kind in kinds else 1.0 for c in runnable}
@@ -727,20 +725,23 @@ def host_estimates(runnable: list[PlannedCase], found: Expected, estimate: CostE
     def per(requests: float) -> float:
         return round(requests / sessions, 3) if sessions else 0.0
 
-    return [
-        HostEstimate(host="claude-code", sessions_max=sessions, requests_per_session=per(cc_requests),
-                     expected_usd=estimate.expected_usd, decided_cases=len(decided),
-                     note=("activation-only sessions end once their outcome is certain" if decide_early
-                           else "every session runs to its end ([run] decide_early = false)")
-                     + f"; turns per kind: {found.basis}"),
-        HostEstimate(host="first-turn", sessions_max=sessions, requests_per_session=per(ft_requests),
-                     expected_usd=round(eligible_sessions * one_usd + others * estimate.expected_session_usd, 4),
-                     decided_cases=len(eligible),
-                     note=(f"{len(eligible)} activation-only case(s) sent as Claude Code's first request, one request "
-                           "each unless the first reply leaves the outcome open (then a Claude Code session runs the "
-                           f"attempt too, not in this figure); {len(runnable) - len(eligible)} other case(s) on "
-                           "Claude Code")),
-    ]
+    def row(host: str, known: HostTraits) -> HostEstimate:
+        if known.extra_first_request:
+            return HostEstimate(
+                host=host, sessions_max=sessions, requests_per_session=per(ft_requests),
+                expected_usd=round(eligible_sessions * one_usd + others * estimate.expected_session_usd, 4),
+                decided_cases=len(eligible),
+                note=(f"{len(eligible)} activation-only case(s) sent as Claude Code's first request, one request "
+                      "each unless the first reply leaves the outcome open (then a Claude Code session runs the "
+                      f"attempt too, not in this figure); {len(runnable) - len(eligible)} other case(s) on "
+                      "Claude Code"))
+        return HostEstimate(host=host, sessions_max=sessions, requests_per_session=per(cc_requests),
+                            expected_usd=estimate.expected_usd, decided_cases=len(decided),
+                            note=("activation-only sessions end once their outcome is certain" if decide_early
+                                  else "every session runs to its end ([run] decide_early = false)")
+                            + f"; turns per kind: {found.basis}")
+
+    return [row(host, entry.traits) for host, entry in HOSTS.items() if entry.traits.runs_claude_code]
 
 
 def build(library: Library, selected: list[tuple[Case, str]], settings: Settings, tier: str, tier_rule: TierSettings,
@@ -751,6 +752,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
           session_wall: SessionWall | None = None,
           runs_folder: Path | None = None) -> Plan:
     run = settings.run
+    known = traits(host)
     subagents = subagents_callable(host, run.allowed_tools)
     names = library.names()
     cases = []
@@ -792,10 +794,10 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     price_in, price_out = (price.input, price.output) if price else (0.0, 0.0)
     write_price, read_price, minimum = cache_prices(price) if price else (0.0, 0.0, 1024)
     # The first-turn host may send a case's first request itself and then hand the attempt to a whole session.
-    turns_at_most = run.max_turns + (1 if host == "first-turn" else 0)
+    turns_at_most = run.max_turns + (1 if known.extra_first_request else 0)
     worst = worst_session_usd(first_turn, turns_at_most, run.max_output_tokens, price_in, price_out)
     layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
-    fixed_path = host in CLAUDE_CODE_HOSTS and session_path is not None and session_path.path is not None
+    fixed_path = known.runs_claude_code and session_path is not None and session_path.path is not None
     found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, fixed_path,
                               runs_folder)
     sessions_max = sum(c.sessions for c in runnable)
@@ -821,12 +823,12 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         baseline_cases=sum(1 for c in runnable if c.baselined), baseline_sessions=baseline_sessions,
         baseline_worst_usd=round(worst * baseline_sessions, 4),
     )
-    if host in CLAUDE_CODE_HOSTS:
+    if known.runs_claude_code:
         estimate.by_host = host_estimates(runnable, found, estimate, price, typical_first_turn, shared,
                                           layout, run.decide_early)
     return Plan(
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), tier=tier, host=host,
-        approximation=API_HOST_NOTE if host == "api" else None, versions=versions, model=run.model,
+        approximation=known.approximation, versions=versions, model=run.model,
         judge_model=settings.judge.model if judge_unavailable is None else None,
         judge_prompt_version=prompt_version() if judge_unavailable is None else None,
         judge_unavailable=judge_unavailable,
@@ -837,8 +839,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
         manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
-        session_path=session_path if host in CLAUDE_CODE_HOSTS else None,
-        session_wall=session_wall if host in CLAUDE_CODE_HOSTS else None,
+        session_path=session_path if known.runs_claude_code else None,
+        session_wall=session_wall if known.runs_claude_code else None,
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
         # Every skill the floor holds back, selected or not: "held back: listed below" lists what it counts.
         held_back=dict(sorted((held_back | ({name: floor.skill_detail(name) for name in floor.skills}

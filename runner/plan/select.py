@@ -46,7 +46,8 @@ from pydantic import BaseModel, Field
 
 from runner.core.errors import UsageError
 from runner.corpus.files import relative_shown
-from runner.corpus.library import ANY_SKILL, SUBAGENT_SUFFIX, Case, Library, is_subagent
+from runner.corpus.classify import SUBAGENT_SUFFIX
+from runner.corpus.library import ANY_SKILL, Case, Library, is_subagent
 from runner.corpus.settings import SelectSettings
 
 DEFAULT_SETTINGS_PATHS = (".skill-evals.toml", ".skill-evals/")

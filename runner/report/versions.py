@@ -3,15 +3,15 @@ none."""
 
 from __future__ import annotations
 
-HOST_PACKAGE = {"claude-code-cli": "claude-code"}  # a version key -> the name a person knows it by
+from runner.hosts.registry import VERSION_LABELS  # a version key -> the name a person knows it by
 
 
 def versions_text(versions: dict[str, str]) -> str:
     """`claude-code 2.1.332, claude-agent-sdk 0.2.189`: the host's own version first (a `host` entry is a label,
     shown alone), then the packages it runs on, each `name version`."""
     label = [versions["host"]] if "host" in versions else []
-    own = [f"{HOST_PACKAGE[key]} {value}" for key, value in versions.items() if key in HOST_PACKAGE]
-    rest = [f"{key} {value}" for key, value in sorted(versions.items()) if key != "host" and key not in HOST_PACKAGE]
+    own = [f"{VERSION_LABELS[key]} {value}" for key, value in versions.items() if key in VERSION_LABELS]
+    rest = [f"{key} {value}" for key, value in sorted(versions.items()) if key != "host" and key not in VERSION_LABELS]
     return ", ".join(label + own + rest)
 
 
