@@ -1,5 +1,9 @@
 """Publishing one results.json to GitHub: a check run with annotations, one PR comment, the job summary.
 
+The forge-neutral rules (the conclusion, the title, the fitted rollup, byte clipping, the comment's marker and
+footer) are runner.publish.rules; this module writes their `Publication` through PyGithub, and `GitHubForge` is
+GitHub's entry point for `skill-evals publish` (runner.publish.forges).
+
 CI posture (semantics §9): advisory. In the default "advisory" mode the check run's conclusion is
 "success" or "neutral", never "failure", so eval results never fail the job or block a merge; a
 human can opt into "required" mode, where failing or erroring cases give "failure". Publishing
@@ -198,7 +202,7 @@ def case_annotations(results: Results, path_prefix: str = "") -> tuple[list[dict
     return made, unplaced
 
 
-def _key(item: Mapping[str, Any]) -> tuple:
+def _key(item: Mapping[str, Any]) -> tuple[Any, ...]:
     return (item.get("path"), item.get("start_line"), item.get("annotation_level"), item.get("title") or "",
             item.get("message"))
 
