@@ -18,7 +18,7 @@ import pytest
 
 from runner.cli import reporting
 from runner.publish import forges
-from runner.publish.rules import Mode, Publication
+from runner.publish.rules import MARKER, ROLLUP_ROOM, Mode, Publication
 from runner.results.build import Results
 from runner.testing.fake_github import FakeGitHub
 from tests.conftest import cli
@@ -69,7 +69,7 @@ def recording(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingForge]:
         return forge
 
     monkeypatch.setitem(forges.FORGES, "seam", forges.ForgeSpec(
-        "GitHub", "records what publish asks", variables=(SEAM_VARIABLE,), make=make))
+        "Seam", "records what publish asks", variables=(SEAM_VARIABLE,), make=make))
     yield forge
 
 
@@ -154,10 +154,23 @@ def test_a_ci_no_forge_recognises_is_a_usage_error_naming_the_forges(recording: 
     refused = cli("publish", str(run))
     assert refused.exit_code == 2, refused.output
     assert "name one with --forge" in refused.output and "github (GitHub: GITHUB_ACTIONS" in refused.output
-    assert f"seam (GitHub: {SEAM_VARIABLE})" in refused.output
+    assert f"seam (Seam: {SEAM_VARIABLE})" in refused.output
     unknown = cli("publish", str(run), "--forge", "gitlab")
     assert unknown.exit_code == 2 and "'gitlab' is not a forge: use one of github, seam" in unknown.output
     assert recording.calls == []
+
+
+@pytest.mark.usefixtures("no_ci")
+def test_the_publication_is_fitted_to_the_forges_own_limit(recording: RecordingForge, tmp_path: Path) -> None:
+    recording.text_limit = 20_000  # bytes: a forge whose comments hold less than GitHub's
+    run = run_folder(tmp_path / "run", large(2000))
+    done = cli("publish", str(run), "--forge", "seam")
+    assert done.exit_code == 0, done.output
+    publication = recording.published()
+    assert publication.comment.startswith(MARKER) and "This comment is updated in place" in publication.comment
+    assert len(publication.comment.encode("utf-8")) <= 20_000
+    # The report is fitted to that limit (less the footer's room), not to GitHub's, and not cut short of it.
+    assert 20_000 - ROLLUP_ROOM - 2_000 < len(publication.report.encode("utf-8")) <= 20_000 - ROLLUP_ROOM // 2
 
 
 def test_the_publish_command_does_not_branch_on_a_forge() -> None:
