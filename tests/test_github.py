@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from runner.publish import github as gh_mod
-from runner.publish.github import Context, PublishOutcome, conclusion, publish
+from runner.publish import rules
+from runner.publish.github import Context, PublishOutcome, publish
+from runner.publish.rules import conclusion
 from runner.report import markdown
 from runner.results.build import CaseResult, Results
 from tests.conftest import EXAMPLE, run_cli
@@ -291,7 +293,7 @@ def test_quarantined_cases_do_not_count_for_the_conclusion() -> None:
     ran = every_state()
     only_quarantined = assemble([c for c in ran.cases if c.state in ("QUARANTINED", "UNRUN")])
     assert conclusion(only_quarantined, "required") == "neutral"
-    assert gh_mod.title(only_quarantined).startswith("Nothing ran but quarantined cases")
+    assert rules.title(only_quarantined).startswith("Nothing ran but quarantined cases")
     with_pass = assemble([c for c in ran.cases if c.state in ("QUARANTINED", "PASS", "UNRUN")])
     assert conclusion(with_pass, "required") == "success"
     with pytest.raises(ValueError):

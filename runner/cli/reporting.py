@@ -14,10 +14,11 @@ from runner.cli import options
 from runner.cli.app import EXIT_FINDINGS, EXIT_OK, fail_usage
 from runner.cli.environment import PUBLISH_ENVIRONMENT
 from runner.cli.folders import read_results, results_problem
+from runner.publish import forges
 from runner.report import formats
 
-if TYPE_CHECKING:  # imported when publish runs: the other commands start without PyGithub
-    from runner.publish.github import Context
+if TYPE_CHECKING:
+    from runner.publish.rules import Mode
 
 
 class _ReportCommand(click.Command):
@@ -109,88 +110,67 @@ def history_runs(folder: Path, current: Path, last: int) -> list[Path]:
     return [p for _, p in sorted(found, key=lambda pair: pair[0])[-last:]]
 
 
+def _forge_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # Checked against the table when the command runs (not a click.Choice fixed at import): a forge registered in
+    # runner.publish.forges.FORGES is offered, whoever registered it.
+    if value is not None and value not in forges.FORGES:
+        raise click.BadParameter(f"{value!r} is not a forge: use one of {', '.join(forges.FORGES)}")
+    return value
+
+
 @click.command(short_help="Post the check run, the PR comment and the job summary.", epilog=PUBLISH_ENVIRONMENT)
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False), required=False)
+@click.option("--forge", "forge_name", default=None, metavar="[" + "|".join(forges.NAMES) + "]",
+              callback=_forge_name, help=forges.OPTION_HELP)
 @click.option("--mode", type=click.Choice(["advisory", "required"]), default="advisory", show_default=True,
               help="required: a failing run fails the check (a human's choice, after the stability record).")
 @click.option("--no-comment", is_flag=True, help="Do not create or edit the PR comment.")
-@click.option("--start", is_flag=True,
-              help="Only create the check run in progress (no RUN_DIR), with the workflow run as its details; prints "
-                   "its check_run_id, for the final publish's --check-run-id.")
-@click.option("--check-run-id", type=click.IntRange(min=1), default=None,
-              help="Complete this check run (the one --start created) instead of looking it up by commit. With no "
-                   "results.json in RUN_DIR, it is completed as 'no results' rather than left in progress.")
 @click.option("--library", "library_path", type=click.Path(path_type=Path), default=None,
               help="The library the run read: annotation paths are made relative to its repository's root "
                    "(default: the library root plan.json names, when it exists here).")
 @click.option("--link", "links", multiple=True, metavar="LABEL=URL",
               help="A report uploaded elsewhere (e.g. an artifact's URL), linked from the summary, the comment and "
                    "the job summary. Repeatable.")
-@click.option("--improve", "improve_dirs", multiple=True, metavar="DIR",
-              type=click.Path(path_type=Path, file_okay=False, exists=True),
-              help="Instead of a run: an `improve` output folder (its improve.json). A candidate `better` on the "
-                   "held-out test is posted as one review comment with a suggestion on SKILL.md's description line "
-                   "(a PR comment with the diff when that line is not in the pull request's diff); any other "
-                   "verdict posts nothing and the job summary says why. Never a commit. Repeatable; --library "
-                   "(default .) is the checkout the SKILL.md is read from.")
-def publish(run_dir: Path | None, mode: str, no_comment: bool, start: bool = False, check_run_id: int | None = None,
-            library_path: Path | None = None, links: tuple[str, ...] = (), improve_dirs: tuple[Path, ...] = ()) -> None:
+def publish(run_dir: Path | None, mode: Mode, no_comment: bool, forge_name: str | None = None,
+            library_path: Path | None = None, links: tuple[str, ...] = (), **forge_options: object) -> None:
     """Post the check run, the PR comment (edited in place) and the job summary from results.json."""
-    from runner.publish import github as github_mod
+    from runner.publish import rules
 
-    ctx = github_mod.Context.from_env(os.environ)
-    token = os.environ.get("GITHUB_TOKEN") or None
-    if improve_dirs:
-        if run_dir is not None or start:
-            fail_usage("publish --improve takes no RUN_DIR and no --start: it posts the improve folders' suggestions")
-        publish_improvements(improve_dirs, ctx, token, library_path or Path("."))
-    if start:
-        if run_dir is not None:
-            fail_usage("publish --start takes no RUN_DIR: the run has not written one yet")
-        click.echo(github_mod.start(ctx, token).model_dump_json(indent=2))
+    try:
+        name = forge_name or forges.detect(os.environ)
+    except forges.Refused as exc:
+        fail_usage(f"publish: {exc}")
+    spec = forges.FORGES[name]
+    own = {option.name for option in spec.options}
+    for other in (o for s in forges.FORGES.values() if s is not spec for o in s.options if o.name not in own):
+        if forge_options.get(other.name or "") not in (None, False, ()):
+            fail_usage(f"{other.opts[0]} is an option of another forge, not of {spec.title} (--forge {name})")
+    forge = spec.make(os.environ, {key: value for key, value in forge_options.items() if key in own})
+    try:
+        done = forge.own(run_dir, library_path)
+    except forges.Refused as exc:
+        fail_usage(str(exc))
+    if done is not None:
+        click.echo(done)
         sys.exit(EXIT_OK)
     if run_dir is None:
-        fail_usage("publish needs RUN_DIR (or --start)")
+        fail_usage("publish needs RUN_DIR")
     if any("=" not in link for link in links):
         fail_usage("--link takes LABEL=URL")
     labelled = dict(link.split("=", 1) for link in links)
     results, problem = results_problem(run_dir)
     if results is None:
-        if check_run_id is None:
+        closed = forge.no_results(mode)
+        if closed is None:
             fail_usage(problem)
-        closed = github_mod.close_without_results(ctx, token, check_run_id, mode)  # type: ignore[arg-type]
-        click.echo(closed.model_dump_json(indent=2))
-        sys.exit(EXIT_FINDINGS if closed.conclusion == "failure" else EXIT_OK)
-    prefix, note = github_mod.library_prefix(library_path, run_dir)
-    if note:
-        ctx.warnings.append(note)
-    outcome = github_mod.publish(results, ctx, token, mode, comment=not no_comment,  # type: ignore[arg-type]
-                                 check_run_id=check_run_id, path_prefix=prefix, links=labelled)
-    click.echo(outcome.model_dump_json(indent=2))
-    sys.exit(EXIT_FINDINGS if mode == "required" and outcome.conclusion == "failure" else EXIT_OK)
+        click.echo(closed)
+        sys.exit(EXIT_FINDINGS if rules.no_results_conclusion(mode) == "failure" else EXIT_OK)
+    prefix, note = rules.library_prefix(library_path, run_dir)
+    publication = rules.publication(results, mode, forge=spec.title, text_limit=forge.text_limit, links=labelled,
+                                    run_url=forge.run_url, notes=[note] if note else [])
+    click.echo(forge.publish(publication, results, comment=not no_comment, path_prefix=prefix))
+    sys.exit(EXIT_FINDINGS if publication.conclusion == "failure" else EXIT_OK)
 
 
-def publish_improvements(folders: tuple[Path, ...], ctx: Context, token: str | None, library_path: Path) -> None:
-    """`publish --improve DIR...`: each folder's suggestion (runner.publish.suggestion); prints their outcomes."""
-    import json
-
-    from runner.corpus import layout
-    from runner.improve.loop import IMPROVE_JSON
-    from runner.improve.model import Improve
-    from runner.publish import github as github_mod
-    from runner.publish import suggestion
-    from runner.results import modelfile
-
-    try:
-        root = layout.locate(library_path).root
-    except layout.LibraryError as exc:
-        fail_usage(f"--library: {exc}")
-    prefix, _ = github_mod.library_prefix(library_path, root)
-    records = []
-    for folder in folders:
-        if not (folder / IMPROVE_JSON).exists():
-            fail_usage(f"{folder}: no {IMPROVE_JSON} (not an improve folder)")
-        records.append(modelfile.read(folder / IMPROVE_JSON, Improve, "an improve record of this runner"))
-    outcomes = [suggestion.publish_suggestion(record, ctx, token, root, path_prefix=prefix) for record in records]
-    click.echo(json.dumps([o.model_dump(mode="json") for o in outcomes], indent=2))
-    sys.exit(EXIT_OK)
+for _spec in forges.FORGES.values():  # each forge's own options, read by that forge (runner.publish.forges)
+    publish.params.extend(_spec.options)

@@ -1,5 +1,9 @@
 """Publishing one results.json to GitHub: a check run with annotations, one PR comment, the job summary.
 
+The forge-neutral rules (the conclusion, the title, the fitted rollup, byte clipping, the comment's marker and
+footer) are runner.publish.rules; this module writes their `Publication` through PyGithub, and `GitHubForge` is
+GitHub's entry point for `skill-evals publish` (runner.publish.forges).
+
 CI posture (semantics §9): advisory. In the default "advisory" mode the check run's conclusion is
 "success" or "neutral", never "failure", so eval results never fail the job or block a merge; a
 human can opt into "required" mode, where failing or erroring cases give "failure". Publishing
@@ -59,35 +63,33 @@ from github.GithubObject import NotSet
 from pydantic import BaseModel, Field
 
 from runner.corpus import repopath
+from runner.publish import rules
+from runner.publish.forges import Refused
+from runner.publish.rules import CHECK_NAME, MARKER, Conclusion, Mode, Publication
 from runner.report import markdown
-from runner.report.rollup import kind_label
 from runner.results.build import CaseResult, Results
-from runner.core.states import CASE_STATES, CaseState
+from runner.core.states import CaseState
 
 log = logging.getLogger(__name__)
 
-CHECK_NAME = "skill-evals"
 EXTERNAL_ID = "skill-evals-report"
 DEFAULT_API_URL = "https://api.github.com"
-MARKER = markdown.MARKER
 GITHUB_TEXT_LIMIT = 65_535   # output.summary, output.text, a comment body: UTF-8 bytes, not characters
-ROLLUP_LIMIT = 65_000        # bytes of the rollup, leaving room for the links and the comment's footer
 ANNOTATION_BATCH = 50        # the Checks API takes at most 50 annotations per request
 ANNOTATION_MESSAGE_CUT = 2_000
 ANNOTATION_TITLE_CUT = 255
+FORGE = "GitHub"  # in the note after a text cut to GitHub's limit
+TRUNCATED = rules.truncated_note(FORGE, GITHUB_TEXT_LIMIT)
 
-Mode = Literal["advisory", "required"]
-Conclusion = Literal["success", "neutral", "failure"]
 Action = Literal["created", "updated", "skipped"]
 
-RAN: tuple[CaseState, ...] = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR")
-BAD: tuple[CaseState, ...] = ("FAIL", "ERROR", "JUDGE-ERROR")
 LEVELS: dict[CaseState, str] = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning"}
-ALWAYS_IN_TITLE: tuple[CaseState, ...] = ("PASS", "FAIL", "UNRUN")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_URL = re.compile(r"https?://[^\s()<>\[\]\"'`]+")
-TRUNCATED = ("\n\n**Truncated here to fit GitHub's limit of 65,535 bytes.** The full report is in the run's "
-             "artifacts (results.json, report.html).\n")
+
+
+def clip_bytes(text: str) -> str:
+    """`text` clipped to what GitHub takes in output.summary, output.text or a comment body (rules.clip_bytes)."""
+    return rules.clip_bytes(text, GITHUB_TEXT_LIMIT, TRUNCATED)
 
 
 # ---- context ---------------------------------------------------------------------------------------
@@ -169,56 +171,6 @@ class PublishOutcome(BaseModel):
     notes: list[str] = []
 
 
-# ---- conclusion and title -----------------------------------------------------------------------------
-
-def _ran(results: Results) -> tuple[list[CaseResult], list[CaseResult]]:
-    """(cases that count for the conclusion, quarantined cases that ran)."""
-    counted = [c for c in results.cases if c.state in RAN]
-    quarantined = [c for c in results.cases if c.state == "QUARANTINED" and c.underlying_state in RAN]
-    return counted, quarantined
-
-
-def conclusion(results: Results, mode: Mode = "advisory") -> Conclusion:
-    """The check run's conclusion.
-
-    - "advisory" (default): "neutral" when any case is FAIL, ERROR or JUDGE-ERROR, "success" when
-      every executed case passed. Never "failure": eval results do not fail the job.
-    - "required" (set by a human): "failure" when any case is FAIL, ERROR or JUDGE-ERROR, else "success".
-    - In both modes UNRUN is never success by default: when no case executed (all UNRUN, or only
-      quarantined cases ran) the conclusion is "neutral", and the title says nothing ran.
-    Quarantined cases never count: they are excluded from health metrics (semantics §3).
-    - Attempt records refused as not written by the runner (results.json `refused_records`) are an error of the
-      run, never a success, even when none of them names a case (runner.results.vetting).
-    """
-    if mode not in ("advisory", "required"):
-        raise ValueError(f"unknown mode {mode!r}: use 'advisory' or 'required'")
-    if results.refused_records:
-        return "failure" if mode == "required" else "neutral"
-    counted, _ = _ran(results)
-    if not counted:
-        return "neutral"
-    if any(c.state in BAD for c in counted):
-        return "failure" if mode == "required" else "neutral"
-    return "success"
-
-
-def dollars(value: float) -> str:
-    return f"${value:,.2f}"
-
-
-def title(results: Results) -> str:
-    """e.g. "PASS 3 · FAIL 1 · UNRUN 10 · $0.42 of $10.00"; says so first when nothing ran."""
-    counts = {state: sum(1 for c in results.cases if c.state == state) for state in CASE_STATES}
-    parts = [f"{state} {counts[state]}" for state in CASE_STATES if counts[state] or state in ALWAYS_IN_TITLE]
-    counted, quarantined = _ran(results)
-    spend = f"{dollars(results.spend.usd)} of {dollars(results.spend.cap_usd)}"
-    if not counted:
-        lead = ("Nothing ran but quarantined cases, no result claimed" if quarantined
-                else "Nothing ran, no result claimed")
-        return " · ".join([lead, *parts, spend])
-    return " · ".join([*parts, spend])
-
-
 # ---- annotations --------------------------------------------------------------------------------------
 
 def _plain(text: object, cut: int) -> str:
@@ -229,19 +181,7 @@ def _plain(text: object, cut: int) -> str:
 
 def annotation(case: CaseResult, path_prefix: str = "") -> dict[str, Any]:
     """The annotation of one FAIL, ERROR or JUDGE-ERROR case, at its eval file from the repository root."""
-    details = [f"{case.state}: {case.uid} ({kind_label(case)}, target {case.target})"]
-    if case.reason:
-        details.append(f"reason: {case.reason}")
-    details.append(f"{case.wins} wins / {case.losses} losses / {case.errors} errors; "
-                   f"{case.repeats_run} run of {case.repeats_planned} (quorum {case.quorum})")
-    if case.fired_instead:
-        details.append("fired instead: " + ", ".join(f"{k} x{v}" for k, v in case.fired_instead.items()))
-    lost = [p.neighbour for p in case.pairs if p.state == "FAIL"]
-    if lost:
-        details.append("pairs lost: " + ", ".join(lost))
-    for item in case.assertions:
-        if item.state in BAD:
-            details.append(f"assertion {item.index} {item.state}: {item.text}")
+    details = rules.case_details(case)
     line = max(1, case.line)
     return {"path": repopath.join(path_prefix, case.file), "start_line": line, "end_line": line,
             "annotation_level": LEVELS[case.state],
@@ -267,65 +207,13 @@ def _key(item: Mapping[str, Any]) -> tuple[Any, ...]:
             item.get("message"))
 
 
-# ---- sizes and links ------------------------------------------------------------------------------------
-
-def utf8_bytes(text: str) -> int:
-    """What GitHub counts: the text's size in UTF-8."""
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def clip_bytes(text: str, limit: int = GITHUB_TEXT_LIMIT, note: str = TRUNCATED) -> str:
-    """`text` whole when it fits `limit` UTF-8 bytes, else cut on a character boundary with `note` after it."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return text
-    room = max(0, limit - utf8_bytes(note))
-    return data[:room].decode("utf-8", "ignore") + note
-
-
-def fitted_rollup(results: Results, limit: int = ROLLUP_LIMIT) -> str:
-    """The Markdown report in at most `limit` UTF-8 bytes.
-
-    markdown.render fits a number of characters, giving up detail step by step and saying what it left out.
-    Non-ASCII text takes 2 to 4 bytes a character, so the report is rendered again with proportionally fewer
-    characters until its bytes fit. If not even its counts fit that way, it is cut with TRUNCATED.
-    """
-    chars, text = limit, None
-    for _ in range(12):
-        try:
-            text = markdown.render(results, limit=chars)
-        except ValueError:  # not even the counts fit this many characters
-            break
-        size = utf8_bytes(text)
-        if size <= limit:
-            return text
-        chars = min(chars - 1, chars * limit // size)
-    if text is None:
-        text = markdown.render(results, limit=max(limit, 1_000_000))
-    return clip_bytes(text, limit)
-
-
-def links_line(links: Mapping[str, str], run_url: str | None, notes: list[str]) -> str:
-    """One Markdown line linking the reports (artifacts) and the workflow run; "" when there is nothing to link.
-    A link whose URL is not a plain http(s) URL is left out, and `notes` says so."""
-    items = []
-    for label, url in links.items():
-        if _URL.fullmatch(url or ""):
-            items.append(f"[{markdown.escape(label)}]({url})")
-        else:
-            notes.append(f"the link {label!r} was left out: its URL is not a plain http(s) URL")
-    if run_url:
-        items.append(f"[workflow run]({run_url})")
-    return "**Reports:** " + " · ".join(items) + "\n" if items else ""
-
-
 # ---- publishing ---------------------------------------------------------------------------------------
 
 class _Skip(Exception):
     """A part of publishing that could not be written; the message says why (no token in it)."""
 
 
-def _why(exc: Exception, what: str, permission: str) -> str:
+def why_not_written(exc: Exception, what: str, permission: str) -> str:
     if isinstance(exc, GithubException):
         data = exc.data if isinstance(exc.data, dict) else {}
         message = data.get("message") or ""
@@ -337,11 +225,7 @@ def _why(exc: Exception, what: str, permission: str) -> str:
     return f"{what} not written: GitHub could not be reached ({type(exc).__name__})."
 
 
-def _scrub(text: str, token: str | None) -> str:
-    return text.replace(token, "[token]") if token else text
-
-
-def _blocked(ctx: Context, token: str | None) -> str | None:
+def why_blocked(ctx: Context, token: str | None) -> str | None:
     """Why nothing can be posted to GitHub at all (no token, not in Actions, a fork's read-only token), or None."""
     if not token:
         return "no-token"
@@ -352,7 +236,7 @@ def _blocked(ctx: Context, token: str | None) -> str | None:
     return None
 
 
-def _client(ctx: Context, token: str, seconds_between_requests: float | None, seconds_between_writes: float | None,
+def make_client(ctx: Context, token: str, seconds_between_requests: float | None, seconds_between_writes: float | None,
             timeout: int) -> Github:
     return Github(base_url=ctx.api_url, auth=Auth.Token(token), per_page=100, lazy=True, timeout=timeout,
                   user_agent="skill-evals", seconds_between_requests=seconds_between_requests,
@@ -437,12 +321,6 @@ def _comment(repo: Any, pr_number: int, body: str, outcome: PublishOutcome) -> N
     outcome.comment_id, outcome.comment_url, outcome.comment_action = comment.id, comment.html_url, action
 
 
-def _footer(verdict: Conclusion, mode: Mode) -> str:
-    return (f"\n---\nCheck `{CHECK_NAME}`: **{verdict}** ({mode} mode"
-            + ("; eval results never fail the job" if mode == "advisory" else "") + "). "
-            "This comment is updated in place on every run.\n")
-
-
 def _job_summary(path: Path, rollup: str, outcome: PublishOutcome, posted: list[str]) -> None:
     lines = []
     if outcome.notes:
@@ -459,30 +337,41 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
             check_run_id: int | None = None, path_prefix: str = "", links: Mapping[str, str] | None = None,
             seconds_between_requests: float | None = 0.25, seconds_between_writes: float | None = 1.0,
             timeout: int = 30) -> PublishOutcome:
-    """Post the check run, the PR comment and the job summary (see the module docstring).
+    """Post the check run, the PR comment and the job summary (see the module docstring): `post` of the
+    publication runner.publish.rules makes of `results` for GitHub.
+
+    `links`: label -> URL of the reports uploaded as artifacts, linked from the summary, the comment and the
+    job summary together with the workflow run. The other arguments are `post`'s.
+    """
+    publication = rules.publication(results, mode, forge=FORGE, text_limit=GITHUB_TEXT_LIMIT, links=links,
+                                    run_url=ctx.run_url)
+    return post(publication, results, ctx, token, comment, check_run_id=check_run_id, path_prefix=path_prefix,
+                seconds_between_requests=seconds_between_requests, seconds_between_writes=seconds_between_writes,
+                timeout=timeout)
+
+
+def post(publication: Publication, results: Results, ctx: Context, token: str | None, comment: bool = True, *,
+         check_run_id: int | None = None, path_prefix: str = "", seconds_between_requests: float | None = 0.25,
+         seconds_between_writes: float | None = 1.0, timeout: int = 30) -> PublishOutcome:
+    """Write `publication` to GitHub: the check run with the annotations of `results`' failing cases, the PR
+    comment and the job summary.
 
     `check_run_id`: the check run `start` created, completed here instead of a new one. `path_prefix`: the
     library root's path inside the repository (runner.corpus.repopath.prefix), put before every annotation's path.
-    `links`: label -> URL of the reports uploaded as artifacts, linked from the summary, the comment and the
-    job summary together with the workflow run.
 
     Never raises for what GitHub answers or for an unreachable API: each part that could not be written is
     skipped and the reason recorded in `notes` (and in the job summary). The pacing arguments are
     PyGithub's (its defaults keep clear of GitHub's secondary rate limits).
     """
-    verdict = conclusion(results, mode)
-    outcome = PublishOutcome(conclusion=verdict, title=title(results))
-    notes: list[str] = list(ctx.warnings)
-    linked = links_line(links or {}, ctx.run_url, notes)
-    footer = _footer(verdict, mode)
-    rollup = fitted_rollup(results, min(ROLLUP_LIMIT, GITHUB_TEXT_LIMIT - utf8_bytes(linked + "\n" + footer)))
-    report = rollup + ("\n" + linked if linked else "")
+    mode, verdict, report = publication.mode, publication.conclusion, publication.report
+    outcome = PublishOutcome(conclusion=verdict, title=publication.title)
+    notes: list[str] = [*ctx.warnings, *publication.notes]
     head = ctx.head_sha or ctx.sha
 
     # One sentence, true as a whole: "this job summary is the only report" only when a job summary is written;
     # without GITHUB_STEP_SUMMARY (outside Actions) it says that nothing was published at all, and where the
     # results are.
-    blocked = _blocked(ctx, token)
+    blocked = why_blocked(ctx, token)
     why = {"no-token": "no GitHub token was given",
            "no-repository": "GITHUB_REPOSITORY is not set (not running in GitHub Actions)",
            "fork": "this pull request comes from a fork, whose workflow token is read-only", None: None}[blocked]
@@ -497,8 +386,8 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
     if reason:
         notes.append(reason)
     else:
-        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
-        assert ctx.repository  # _blocked() found it set
+        client = make_client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        assert ctx.repository  # why_blocked() found it set
         try:
             repo = client.get_repo(ctx.repository)
             if head:
@@ -507,7 +396,7 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
                     _check_run(repo, results, mode, verdict, head, report, outcome, check_notes,
                                check_run_id=check_run_id, path_prefix=path_prefix, details_url=ctx.run_url)
                 except (GithubException, requests.RequestException) as exc:
-                    check_notes.append(_why(exc, "check run" if outcome.check_run_id is None
+                    check_notes.append(why_not_written(exc, "check run" if outcome.check_run_id is None
                                             else "some annotations of the check run", "checks"))
                 notes += check_notes
             else:
@@ -518,13 +407,13 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
                 notes.append(f"not a pull request event ({ctx.event_name or 'unknown'}): no PR comment was posted")
             else:
                 try:
-                    _comment(repo, ctx.pr_number, clip_bytes(report + footer), outcome)
+                    _comment(repo, ctx.pr_number, publication.comment, outcome)
                 except (GithubException, requests.RequestException) as exc:
-                    notes.append(_why(exc, "PR comment", "pull-requests"))
+                    notes.append(why_not_written(exc, "PR comment", "pull-requests"))
         finally:
             client.close()
 
-    outcome.notes = [_scrub(n, token) for n in notes]
+    outcome.notes = [rules.scrub(n, token) for n in notes]
     posted = []
     if outcome.check_run_action != "skipped":
         posted.append(f"check run {outcome.check_run_action} ({verdict})")
@@ -568,7 +457,7 @@ def start(ctx: Context, token: str | None, *, seconds_between_requests: float | 
     outcome = StartOutcome()
     notes: list[str] = list(ctx.warnings)
     head = ctx.head_sha or ctx.sha
-    blocked = _blocked(ctx, token)
+    blocked = why_blocked(ctx, token)
     if blocked:
         notes.append({"no-token": "no GitHub token was given: no check run was started",
                       "no-repository": "GITHUB_REPOSITORY is not set (not running in GitHub Actions): no check run "
@@ -578,11 +467,11 @@ def start(ctx: Context, token: str | None, *, seconds_between_requests: float | 
     elif not head:
         notes.append("no commit SHA (GITHUB_SHA is not set): no check run was started")
     else:
-        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        client = make_client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
         summary = ("skill-evals is running the evals of this commit. This check is completed with the results when "
                    "the run ends" + (f"; the [workflow run]({ctx.run_url}) shows its progress." if ctx.run_url
                                      else "."))
-        assert ctx.repository  # _blocked() found it set
+        assert ctx.repository  # why_blocked() found it set
         try:
             run = client.get_repo(ctx.repository).create_check_run(
                 name=CHECK_NAME, head_sha=head, external_id=EXTERNAL_ID, status="in_progress",
@@ -590,10 +479,10 @@ def start(ctx: Context, token: str | None, *, seconds_between_requests: float | 
                 details_url=ctx.run_url or NotSet)
             outcome.check_run_id, outcome.check_run_url = run.id, run.html_url
         except (GithubException, requests.RequestException) as exc:
-            notes.append(_why(exc, "the in-progress check run", "checks"))
+            notes.append(why_not_written(exc, "the in-progress check run", "checks"))
         finally:
             client.close()
-    outcome.notes = [_scrub(n, token) for n in notes]
+    outcome.notes = [rules.scrub(n, token) for n in notes]
     for note in outcome.notes:
         log.info("start: %s", note)
     return outcome
@@ -605,18 +494,18 @@ def close_without_results(ctx: Context, token: str | None, check_run_id: int, mo
     """Complete the started check run when the run left no readable results.json (it failed, or the job was
     cancelled): never left `in_progress` for ever. Nothing ran that can be claimed, so the conclusion is the
     action's rule for no results: neutral in advisory mode, failure in required mode."""
-    verdict: Conclusion = "failure" if mode == "required" else "neutral"
+    verdict = rules.no_results_conclusion(mode)
     outcome = PublishOutcome(conclusion=verdict, title="No results: the run produced no results.json")
     notes: list[str] = list(ctx.warnings)
     head = ctx.head_sha or ctx.sha
-    if _blocked(ctx, token) or not head:
+    if why_blocked(ctx, token) or not head:
         notes.append("no check run to complete here (no token, no repository, a fork's token or no commit)")
     else:
-        client = _client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        client = make_client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
         summary = ("The run produced no results: it failed before writing results.json, or the job was cancelled. "
                    "No result is claimed for any case; "
                    + (f"the [workflow run]({ctx.run_url})'s log says why." if ctx.run_url else "the run's log says why."))
-        assert ctx.repository  # _blocked() found it set
+        assert ctx.repository  # why_blocked() found it set
         try:
             try:
                 run = client.get_repo(ctx.repository).get_check_run(check_run_id)
@@ -632,33 +521,84 @@ def close_without_results(ctx: Context, token: str | None, check_run_id: int, mo
                          output={"title": outcome.title, "summary": summary})
                 outcome.check_run_id, outcome.check_run_url, outcome.check_run_action = run.id, run.html_url, "updated"
         except (GithubException, requests.RequestException) as exc:
-            notes.append(_why(exc, "check run", "checks"))
+            notes.append(why_not_written(exc, "check run", "checks"))
         finally:
             client.close()
-    outcome.notes = [_scrub(n, token) for n in notes]
+    outcome.notes = [rules.scrub(n, token) for n in notes]
     for note in outcome.notes:
         log.info("publish: %s", note)
     return outcome
 
 
-def library_prefix(library: Path | None, run_dir: Path, environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
-    """(the library root's path inside its repository, a note when it could not be known).
+# ---- the forge ------------------------------------------------------------------------------------------------
 
-    From `--library` when given (the folder it resolves to, as every command resolves it), else from the run
-    folder's plan.json when the library root it names exists here (a run on this machine; a container's /repo
-    does not)."""
-    from runner.corpus import layout
+class GitHubOptions(BaseModel):
+    """publish's options that are GitHub's own (runner.publish.forges declares them), as click parsed them."""
 
-    root: Path | None = None
-    if library is not None:
+    start: bool = False
+    check_run_id: int | None = None
+    improve_dirs: tuple[Path, ...] = ()
+
+
+class GitHubForge:
+    """GitHub for `skill-evals publish` (runner.publish.forges.Forge): the context and the token from the
+    GitHub Actions environment, and the options of publish that are GitHub's own."""
+
+    text_limit = GITHUB_TEXT_LIMIT
+
+    def __init__(self, ctx: Context, token: str | None, options: GitHubOptions) -> None:
+        self.ctx, self.token, self.options = ctx, token, options
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], options: Mapping[str, object]) -> GitHubForge:
+        return cls(Context.from_env(environ), environ.get("GITHUB_TOKEN") or None,
+                   GitHubOptions.model_validate(dict(options)))
+
+    @property
+    def run_url(self) -> str | None:
+        return self.ctx.run_url
+
+    def own(self, run_dir: Path | None, library: Path | None) -> str | None:
+        if self.options.improve_dirs:
+            if run_dir is not None or self.options.start:
+                raise Refused("publish --improve takes no RUN_DIR and no --start: it posts the improve folders' "
+                              "suggestions")
+            return self._improve(library or Path("."))
+        if self.options.start:
+            if run_dir is not None:
+                raise Refused("publish --start takes no RUN_DIR: the run has not written one yet")
+            return start(self.ctx, self.token).model_dump_json(indent=2)
+        if run_dir is None:
+            raise Refused("publish needs RUN_DIR (or --start)")
+        return None
+
+    def no_results(self, mode: Mode) -> str | None:
+        if self.options.check_run_id is None:
+            return None
+        return close_without_results(self.ctx, self.token, self.options.check_run_id, mode).model_dump_json(indent=2)
+
+    def publish(self, publication: Publication, results: Results, *, comment: bool, path_prefix: str) -> str:
+        return post(publication, results, self.ctx, self.token, comment, check_run_id=self.options.check_run_id,
+                    path_prefix=path_prefix).model_dump_json(indent=2)
+
+    def _improve(self, library: Path) -> str:
+        """`publish --improve DIR...`: each folder's suggestion (runner.publish.suggestion), their outcomes."""
+        from runner.corpus import layout
+        from runner.improve.loop import IMPROVE_JSON
+        from runner.improve.model import Improve
+        from runner.publish import suggestion
+        from runner.results import modelfile
+
         try:
             root = layout.locate(library).root
         except layout.LibraryError as exc:
-            return "", f"annotation paths are relative to the library, not the repository ({exc})"
-    else:
-        try:
-            named = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["library"]["root"]
-            root = Path(named) if isinstance(named, str) and Path(named).is_dir() else None
-        except (OSError, ValueError, KeyError, TypeError):
-            root = None
-    return (repopath.prefix(root, environ) if root is not None else ""), None
+            raise Refused(f"--library: {exc}") from None
+        prefix, _ = rules.library_prefix(library, root)
+        records = []
+        for folder in self.options.improve_dirs:
+            if not (folder / IMPROVE_JSON).exists():
+                raise Refused(f"{folder}: no {IMPROVE_JSON} (not an improve folder)")
+            records.append(modelfile.read(folder / IMPROVE_JSON, Improve, "an improve record of this runner"))
+        outcomes = [suggestion.publish_suggestion(record, self.ctx, self.token, root, path_prefix=prefix)
+                    for record in records]
+        return json.dumps([o.model_dump(mode="json") for o in outcomes], indent=2)

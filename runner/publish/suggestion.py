@@ -41,6 +41,7 @@ from runner.corpus import bounded, frontmatter, repopath
 from runner.improve.model import Candidate, Improve, Score
 from runner.improve.skillmd import description_line, description_span
 from runner.publish import github as gh
+from runner.publish import rules
 from runner.report import markdown
 
 MARKER_PREFIX = "<!-- skill-evals-improve:"
@@ -267,7 +268,7 @@ def publish_suggestion(record: Improve, ctx: gh.Context, token: str | None, libr
     outcome = SuggestionOutcome(skill=record.skill, verdict=record.outcome.verdict)
     notes: list[str] = list(ctx.warnings)
     reason = why_not(record)
-    blocked = gh._blocked(ctx, token)
+    blocked = gh.why_blocked(ctx, token)
     target: Target | None = None
     if reason is None:
         try:
@@ -277,11 +278,11 @@ def publish_suggestion(record: Improve, ctx: gh.Context, token: str | None, libr
             reason = f"the description's line could not be placed, so nothing was posted: {exc}"
     if blocked is None and ctx.pr_number is not None and (reason is not None or target is None):
         # Nothing to suggest now: an earlier suggestion for this skill must not stay acceptable (module docstring).
-        client = gh._client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        client = gh.make_client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
         try:
             _withdraw(client, ctx, record.skill, reason or "no target", outcome)
         except (GithubException, requests.RequestException) as exc:
-            notes.append(gh._why(exc, "withdrawing the earlier suggestion", "pull-requests"))
+            notes.append(gh.why_not_written(exc, "withdrawing the earlier suggestion", "pull-requests"))
         finally:
             client.close()
     if reason is not None or target is None:
@@ -293,14 +294,14 @@ def publish_suggestion(record: Improve, ctx: gh.Context, token: str | None, libr
     elif ctx.pr_number is None or not ctx.head_sha:
         notes.append(f"not a pull request event ({ctx.event_name or 'unknown'}): a suggestion needs a pull request")
     else:
-        client = gh._client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
+        client = gh.make_client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
         try:
             _post(client, ctx, record, target, outcome)
         except (GithubException, requests.RequestException) as exc:
-            notes.append(gh._why(exc, "the suggestion", "pull-requests"))
+            notes.append(gh.why_not_written(exc, "the suggestion", "pull-requests"))
         finally:
             client.close()
-    outcome.notes = [gh._scrub(n, token) for n in [*notes, *outcome.notes]]
+    outcome.notes = [rules.scrub(n, token) for n in [*notes, *outcome.notes]]
     if ctx.step_summary is not None:
         try:
             with ctx.step_summary.open("a", encoding="utf-8") as handle:

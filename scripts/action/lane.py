@@ -182,7 +182,7 @@ def context() -> int:
 
 
 def conclusion(cases: list[dict], mode: str) -> str:
-    """The same rule as the check run (runner.publish.github.conclusion): quarantined cases never count; nothing
+    """The same rule as the check run (runner.publish.rules.conclusion): quarantined cases never count; nothing
     executed is neutral; FAIL, ERROR or JUDGE-ERROR are neutral in advisory mode and failure in required."""
     counted = [c for c in cases if c.get("state") in RAN]
     if not counted:
