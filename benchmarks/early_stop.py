@@ -43,7 +43,7 @@ from pydantic import BaseModel
 from runner.corpus.library import Case
 from runner.core.observation import Activation, Observation
 from runner.execute.rundir import AttemptRecord
-from runner.plan.build import PlannedCase
+from runner.plan.plan import PlannedCase
 from runner.results.build import case_result
 from runner.core.quorum import QuorumRule, Tally, starts_allowed
 from runner.core.outcomes import AttemptOutcome

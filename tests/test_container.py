@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 from runner.container import launch as ctr
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.plan.build import Plan
+from runner.plan.plan import Plan
 from tests.conftest import EXAMPLE, REPO, cli
 from tests.dockerenv import BASE_IMAGE, daemon, runner_image
 from runner.testing.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text, tool

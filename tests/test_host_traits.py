@@ -27,6 +27,7 @@ from runner.hosts.sessionpath import SessionPath
 from runner.hosts import listing
 from runner.improve.loop import listing_problem
 from runner.plan import build as plan_mod
+from runner.plan.plan import Plan
 from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO
 
@@ -145,7 +146,7 @@ def library() -> Library:
     return load_library(EXAMPLE, Settings())[0]
 
 
-def plan_on(host: str, library: Library, settings: Settings) -> plan_mod.Plan:
+def plan_on(host: str, library: Library, settings: Settings) -> Plan:
     selected = [(case, "selected") for case in library.cases]
     return plan_mod.build(library, selected, settings, "full", settings.tiers.full, host, {}, load_prices(settings),
                           None, None, session_path=SessionPath(mode="mount-namespace", path="/work/project"))

@@ -34,7 +34,7 @@ from runner.judge.prose import (
     reply_schema,
     tool_summary,
 )
-from runner.plan.build import PlannedCase
+from runner.plan.plan import PlannedCase
 from runner.hosts.prices import load as load_prices
 from runner.results.build import case_result
 from runner.core.quorum import QuorumRule

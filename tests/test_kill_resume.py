@@ -322,7 +322,7 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
     from runner.execute.budget import Journal, Ledger
     from runner.pipeline.run import open_ledger
     from runner.judge.prose import JudgeCall
-    from runner.plan.build import Plan
+    from runner.plan.plan import Plan
 
     rundir = RunDir(tmp_path)
     rundir.append_attempt(record("s/evals/old#main#1", cost=0.05))  # written before journaling existed
@@ -347,7 +347,7 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
         assert await other.reserve(0.7, "x#main#1") is not None  # another plan's run in the same folder
 
     asyncio.run(killed_process())
-    from runner.plan.build import PlannedCase
+    from runner.plan.plan import PlannedCase
     # The plan's cases: a record's id must be one the plan can produce (runner.results.vetting).
     cases = [PlannedCase.model_construct(uid=f"s/evals/{name}", repeats=1, arms=[], unrun_reason=None)
              for name in ("old", "done", "lost-record", "in-flight")]

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from runner.corpus.settings import Settings
-from runner.plan import build as plan_mod
+from runner.plan.plan import Plan
+from runner.plan.cost import MAX_TOOL_RESULT_TOKENS, SessionShape, auto_basis, cold_sessions, read_basis, session_usd, worst_session_usd
 from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 
 SONNET = load_prices(Settings()).price("claude-sonnet-4-6")
-SHAPE = plan_mod.SessionShape(first_turn=10_000, cached_prefix=6_000, growth=1_000, turns=2, output_per_turn=100)
+SHAPE = SessionShape(first_turn=10_000, cached_prefix=6_000, growth=1_000, turns=2, output_per_turn=100)
 
 
 @pytest.mark.parametrize(("layout", "which", "usd"), [
@@ -39,27 +40,27 @@ SHAPE = plan_mod.SessionShape(first_turn=10_000, cached_prefix=6_000, growth=1_0
     ("none", "first", (21_000 * 3 + 200 * 15) / 1e6),
 ])
 def test_one_session_costs_what_its_cache_layout_reads_and_writes(layout: str, which: str, usd: float) -> None:
-    assert plan_mod.session_usd(SHAPE, layout, SONNET, which) == pytest.approx(usd)
+    assert session_usd(SHAPE, layout, SONNET, which) == pytest.approx(usd)
 
 
 def test_a_prefix_under_the_models_minimum_is_never_read() -> None:
     haiku = load_prices(Settings()).price("claude-haiku-4-5")  # minimum 4,096 tokens
-    small = plan_mod.SessionShape(first_turn=5_000, cached_prefix=3_000, growth=0, turns=1, output_per_turn=0)
+    small = SessionShape(first_turn=5_000, cached_prefix=3_000, growth=0, turns=1, output_per_turn=0)
     # Claude Code: the shared 3,000 are under the minimum, so the turn writes its whole 5,000.
-    assert plan_mod.session_usd(small, "conversation", haiku, "first") == pytest.approx(5_000 * 1.25 / 1e6)
-    assert plan_mod.session_usd(small, "prefix", haiku, "first") == pytest.approx(5_000 * 1.0 / 1e6)
+    assert session_usd(small, "conversation", haiku, "first") == pytest.approx(5_000 * 1.25 / 1e6)
+    assert session_usd(small, "prefix", haiku, "first") == pytest.approx(5_000 * 1.0 / 1e6)
 
 
 def test_the_first_wave_writes_and_the_rest_read_unless_the_cache_may_expire() -> None:
-    assert plan_mod.cold_sessions(sessions=66, concurrency=2, timeout_s=300, ttl_s=300) == 2
-    assert plan_mod.cold_sessions(sessions=1, concurrency=4, timeout_s=300, ttl_s=300) == 1
+    assert cold_sessions(sessions=66, concurrency=2, timeout_s=300, ttl_s=300) == 2
+    assert cold_sessions(sessions=1, concurrency=4, timeout_s=300, ttl_s=300) == 1
     # Sessions may start 400 s apart: the cache may be gone before the next one reads it.
-    assert plan_mod.cold_sessions(sessions=66, concurrency=1, timeout_s=400, ttl_s=300) == 66
+    assert cold_sessions(sessions=66, concurrency=1, timeout_s=400, ttl_s=300) == 66
 
 
 def test_the_worst_case_stays_uncached_and_unchanged() -> None:
-    worst = plan_mod.worst_session_usd(10_000, 6, 4096, SONNET.input, SONNET.output)
-    turns = sum(10_000 + t * (4096 + plan_mod.MAX_TOOL_RESULT_TOKENS) for t in range(6))
+    worst = worst_session_usd(10_000, 6, 4096, SONNET.input, SONNET.output)
+    turns = sum(10_000 + t * (4096 + MAX_TOOL_RESULT_TOKENS) for t in range(6))
     assert worst == pytest.approx((turns * 3 + 6 * 4096 * 15) / 1e6)
 
 
@@ -99,7 +100,7 @@ def test_results_show_planned_against_spent_and_a_measured_basis_plans_the_next_
     assert all(row["turns"] == 2 and row["basis"].startswith("measured") for row in estimate["by_kind"])
     assert 0.7 <= second["cost"]["ratio"] <= 1.4, (second["cost"], estimate)
     # A prediction is not part of the plan's identity: the two plans differ only in it, and hash the same.
-    plans = [plan_mod.Plan.model_validate_json((runs / name / "plan.json").read_text()) for name in ("first", "second")]
+    plans = [Plan.model_validate_json((runs / name / "plan.json").read_text()) for name in ("first", "second")]
     assert plans[0].estimate.expected_usd != plans[1].estimate.expected_usd
     assert plans[0].digest() == plans[1].digest() == second["plan"]["hash"]
     changed = plans[1].model_copy(update={"estimate": plans[1].estimate.model_copy(update={"worst_usd": 1.0})})
@@ -139,12 +140,12 @@ def test_auto_basis_is_the_newest_earlier_run_of_the_same_host_and_model(tmp_pat
     write_results(runs / "d", "claude-code", "claude-sonnet-4-6", "2026-12-02T12:00:00Z", 0)  # nothing measured
     (runs / "e").mkdir()
     (runs / "e" / "results.json").write_text("{torn")  # passed over, not fatal
-    assert plan_mod.auto_basis(runs, "claude-code", "claude-sonnet-4-6") == older
-    basis = plan_mod.read_basis("auto", tmp_path, runs, "claude-code", "claude-sonnet-4-6")
+    assert auto_basis(runs, "claude-code", "claude-sonnet-4-6") == older
+    basis = read_basis("auto", tmp_path, runs, "claude-code", "claude-sonnet-4-6")
     assert basis.described == f"measured in {older}" and basis.kinds["positive"].turns == 3
     assert basis.token_scale == 0.8
     newer = write_results(runs / "f", "claude-code", "claude-sonnet-4-6", "2026-12-02T13:00:00Z", 2)
-    assert plan_mod.auto_basis(runs, "claude-code", "claude-sonnet-4-6") == newer
-    nothing = plan_mod.read_basis("auto", tmp_path, tmp_path / "absent", "api", "claude-opus-4-1")
+    assert auto_basis(runs, "claude-code", "claude-sonnet-4-6") == newer
+    nothing = read_basis("auto", tmp_path, tmp_path / "absent", "api", "claude-opus-4-1")
     assert nothing.kinds == {} and nothing.described.startswith("defaults (no earlier api run of claude-opus-4-1")
-    assert plan_mod.read_basis("", tmp_path, runs, "claude-code", "claude-sonnet-4-6").described == "defaults"
+    assert read_basis("", tmp_path, runs, "claude-code", "claude-sonnet-4-6").described == "defaults"

@@ -17,7 +17,7 @@ from runner.core.observation import Usage
 from runner.hosts.cli_spend import MARK_SUFFIX, write_mark
 from runner.execute.reconcile import plan_costs, reconcile
 from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir
-from runner.plan.build import CostEstimate, Plan
+from runner.plan.plan import CostEstimate, Plan
 
 REPLY = {"input_tokens": 0, "cache_creation_input_tokens": 4000, "cache_read_input_tokens": 0, "output_tokens": 20}
 

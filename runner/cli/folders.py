@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from runner.cli.app import fail_usage
 
 if TYPE_CHECKING:
-    from runner.plan import build as plan_mod
+    from runner.plan.plan import Plan
     from runner.results import build as results_mod
 
 RESULTS_WHAT = "a results file of this runner"
@@ -94,9 +94,9 @@ def read_results(folder: Path) -> results_mod.Results:
     return results
 
 
-def read_plan(folder: Path) -> plan_mod.Plan:
+def read_plan(folder: Path) -> Plan:
     """A run folder's plan.json, or a usage error (modelfile.Unreadable when it cannot be read as a plan)."""
-    from runner.plan.build import Plan
+    from runner.plan.plan import Plan
     from runner.results import modelfile
 
     path = folder / "plan.json"

@@ -18,7 +18,7 @@ from runner.hosts.registry import traits
 if TYPE_CHECKING:
     from runner.pipeline import run as runs_mod
     from runner.hosts.surface import Surface
-    from runner.plan import build as plan_mod
+    from runner.plan.plan import Plan
     from runner.results import build as results_mod
 
 # How to go on after a run stopped early (runner.execute.executor's STOP_* reasons): the folder keeps every finished
@@ -39,7 +39,7 @@ def print_selection_note(prepared: runs_mod.Prepared, console: Console) -> None:
 MAX_INVALID_SHOWN = 10  # a corpus with hundreds of broken cases would bury the plan; validate lists them all
 
 
-def print_held_back(plan: plan_mod.Plan, console: Console) -> None:
+def print_held_back(plan: Plan, console: Console) -> None:
     """Which skills and cases the floor held back, and the finding that did it; what changed the floor itself."""
     for note in plan.floor_notes:
         console.print(f"Floor: {note}", markup=False)
@@ -63,7 +63,7 @@ def print_held_back(plan: plan_mod.Plan, console: Console) -> None:
             console.print(f"  … and {len(invalid) - MAX_INVALID_SHOWN} more (`skill-evals validate` lists them)")
 
 
-def print_kind_rules(plan: plan_mod.Plan, console: Console, examples: int = 3) -> None:
+def print_kind_rules(plan: Plan, console: Console, examples: int = 3) -> None:
     """Cases whose kind a rule of the runner decided, not a field of the file: per rule, a count and a few uids."""
     guessed = [c for c in plan.cases if c.kind_rule]
     if not guessed:
@@ -92,7 +92,7 @@ def cap_line(cap_usd: float, worst_session_usd: float, sessions: int) -> str:
             "reconciled from the host's usage after each session")
 
 
-def print_plan(plan: plan_mod.Plan, console: Console) -> None:
+def print_plan(plan: Plan, console: Console) -> None:
     from runner.report.versions import host_text
 
     e = plan.estimate
@@ -150,7 +150,7 @@ def print_plan(plan: plan_mod.Plan, console: Console) -> None:
                       + ".[/bold]")
 
 
-def print_hosts(plan: plan_mod.Plan, console: Console) -> None:
+def print_hosts(plan: Plan, console: Console) -> None:
     """The same work on claude-code and on first-turn, and which cases the first-turn host would decide."""
     rows = plan.estimate.by_host
     if not rows:

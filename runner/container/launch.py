@@ -72,7 +72,7 @@ from runner.core.errors import UsageError
 
 if TYPE_CHECKING:
     from runner.corpus.settings import Settings
-    from runner.plan.build import Plan
+    from runner.plan.plan import Plan
 
 IMAGE_USER = "10001:10001"  # the Dockerfile's `evals` user
 REPO_MOUNT = "/repo"
@@ -276,7 +276,7 @@ class PlanDeadline:
         signature = _signature(self.plan_file)
         if signature is None or signature == self.ignore:
             return None
-        from runner.plan.build import Plan
+        from runner.plan.plan import Plan
 
         try:
             plan = Plan.model_validate_json(self.plan_file.read_text(encoding="utf-8"))

@@ -33,7 +33,7 @@ from runner.core.observation import Observation, SessionSpec
 from runner.hosts.ratelimit import AdaptiveLimiter, RateLimitMiddleware
 from runner.execute.rundir import AttemptRecord, RunDir
 from runner.judge.prose import Grader, JudgeCall
-from runner.plan.build import Plan, PlannedCase
+from runner.plan.plan import Plan, PlannedCase
 from runner.probes import arms as probes_mod
 from runner.probes.arms import ARMS, Arm, ProbeGrade
 from runner.corpus.claims import rubric_indexes

@@ -38,7 +38,7 @@ from runner.hosts import billing, cli_log, workspace
 from runner.core.observation import SessionSpec
 from runner.hosts.cli_spend import MARK_SUFFIX, CliCosts, StreamSeen
 from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir
-from runner.plan.build import Plan
+from runner.plan.plan import Plan
 from runner.hosts.prices import PriceTable
 
 MARK_MAX_BYTES = 4096

@@ -35,7 +35,7 @@ CHARS_PER_TOKEN = 4
 # What the CLI adds to a turn besides its user messages (reminders, attachments): tens of tokens measured on CLI
 # 2.1.332; a lost request's estimate adds this much.
 TURN_SLACK = 1024
-# runner.plan.build.MAX_TOOL_RESULT_TOKENS: what one tool result adds to a turn at worst (the plan's worst case).
+# runner.plan.cost.MAX_TOOL_RESULT_TOKENS: what one tool result adds to a turn at worst (the plan's worst case).
 TOOL_RESULT_TOKENS = 25_000
 MAX_FILES = 64
 MAX_FILE_BYTES = 32 * 1024 * 1024

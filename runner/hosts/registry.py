@@ -42,7 +42,7 @@ VERSION_LABELS: dict[str, str] = {"claude-code-cli": "claude-code"}
 #   (runner/data/host_listing.json, whose `host` is this name);
 # - name-order-fit: the library's invocable skills in name order, each line kept whole while it fits the budget.
 ListingModel = Literal["claude-code-cli", "name-order-fit"]
-# How the plan models a host's first request without a surface audit (runner.plan.build.first_request):
+# How the plan models a host's first request without a surface audit (runner.plan.cost.first_request):
 # - claude-code-cli: the CLI's first request as the audit measured it once (runner.hosts.surface.KNOWN_REQUESTS,
 #   keyed by this name) plus the listing;
 # - api-prompt: the api host's own prompt and tools (runner.hosts.api) plus its listing.

@@ -33,7 +33,7 @@ from runner.probes.calibration import (
     tally,
     write_file,
 )
-from runner.plan import build as plan_mod
+from runner.plan.cost import first_turn_tokens, worst_session_usd
 from runner.hosts.prices import PriceTable
 from runner.probes.arms import ARMS, Arm, ProbeGrade, grade, judge_worst_usd, session_spec
 
@@ -202,9 +202,9 @@ def session_bounds(library: Library, settings: Settings, prices: PriceTable, pro
     """The run settings' bounds, and the worst case of one probe session by the plan's own estimate."""
     run = settings.run
     longest = max((len(p.question) + len(p.skill) + 2 for p in probes), default=0)
-    first_turn, _ = plan_mod.first_turn_tokens(library, None, longest)
+    first_turn, _ = first_turn_tokens(library, None, longest)
     price = prices.price(run.model)
-    worst = plan_mod.worst_session_usd(first_turn, run.max_turns, run.max_output_tokens,
+    worst = worst_session_usd(first_turn, run.max_turns, run.max_output_tokens,
                                        price.input if price else 0.0, price.output if price else 0.0)
     return SessionBounds(model=run.model, max_turns=run.max_turns, timeout_s=run.timeout_s,
                          max_output_tokens=run.max_output_tokens, session_worst_usd=round(worst, 6))

@@ -29,7 +29,7 @@ from runner.core.observation import Activation, Observation
 from runner.hosts.replay import ReplayHost
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, AttemptRecord, RunDir
 from runner.judge.prose import Grader, prompt_version
-from runner.plan.build import Plan
+from runner.plan.plan import Plan
 from runner.results import build as results_mod
 from runner.results import vetting
 

@@ -43,9 +43,10 @@ from runner.hosts.surface import Surface
 from runner.judge import agreement
 from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
 from runner.plan import build as plan_mod
+from runner.plan.plan import ProbeGate
 from runner.hosts import prices as prices_mod
 from runner.plan import quarantine as quarantine_mod
-from runner.plan.build import Plan
+from runner.plan.plan import Plan
 from runner.plan.select import Selection, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
@@ -279,12 +280,12 @@ def unpriced_model_refused(settings: Settings, prices: prices_mod.PriceTable) ->
                              f"{', '.join(sorted(prices.models))}")
 
 
-def probe_gates(library: Library) -> dict[str, plan_mod.ProbeGate]:
+def probe_gates(library: Library) -> dict[str, ProbeGate]:
     """Each probe's calibration state: only a finished record of its current content lets it run."""
     gates = {}
     for probe in library.probes:
         status = probe_calibration.status(library, probe)
-        gates[probe.uid] = plan_mod.ProbeGate(state=status.state, verdict=status.verdict,
+        gates[probe.uid] = ProbeGate(state=status.state, verdict=status.verdict,
                                               content_hash=probe.content_hash)
     return gates
 

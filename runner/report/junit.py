@@ -22,7 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
-from runner.plan.build import UNCALIBRATED
+from runner.plan.plan import UNCALIBRATED
 from runner.report import rollup
 from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, wall_note
 

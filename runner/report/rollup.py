@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 
 from pydantic import BaseModel
 
-from runner.plan.build import UNCALIBRATED
+from runner.plan.plan import UNCALIBRATED
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results
 from runner.core.quorum import wilson_interval

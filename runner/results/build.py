@@ -21,7 +21,7 @@ from runner.core.observation import Usage
 from runner.hosts.wall import SessionWall
 from runner.execute.rundir import AttemptRecord, TailRepair
 from runner.hosts.surface import Surface
-from runner.plan.build import KindBasis, Plan, PlannedCase
+from runner.plan.plan import KindBasis, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.core.quorum import QuorumRule, decide

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from runner.core.errors import UsageError
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, RunDir, signed_line
-from runner.plan.build import Plan
+from runner.plan.plan import Plan
 from runner.results import modelfile, vetting
 from runner.results.build import CaseResult, Results, assertion_counts, moment, not_executed, refuse_cases
 from runner.core.states import CASE_STATES

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from runner.execute.rundir import ATTEMPTS, MAC_FIELD, AttemptRecord, RecordLine, RunDir, mac_matches
-from runner.plan.build import Plan, PlannedCase
+from runner.plan.plan import Plan, PlannedCase
 
 REFUSED = "refused-record"  # the reason prefix of a case a refused record claims
 

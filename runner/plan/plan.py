@@ -1,0 +1,271 @@
+"""The plan: what a run will do and what it may cost, as plan.json holds it (semantics §1 and §7).
+
+The plan fixes the selected cases, the library's content hash, the host and its versions, the model, repeats and
+quorum, the cap, the surface audit and the cost estimate. Its hash is recorded in every attempt, so `--resume` and
+`merge` refuse to mix plans. runner.plan.build makes one; runner.plan.cost fills its estimate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from runner.core.kinds import LoadedKind
+from runner.hosts.sessionpath import SessionPath
+from runner.hosts.wall import SessionWall
+from runner.hosts.surface import CacheLayout, Surface
+from runner.plan.quarantine import QuarantineEntry
+
+SCHEMA_VERSION = 1
+class PlannedCase(BaseModel):
+    uid: str
+    skill: str
+    file: str = Field(default="", description="The eval file, relative to the repository root.")
+    line: int = Field(default=1, description="The case's line in that file (annotations point here).")
+    kind: LoadedKind
+    kind_rule: str | None = Field(default=None, description="Set when a rule of the runner, not a field of the file, "
+                                                            "decided the kind (an id prefix, the words of the "
+                                                            "expectations, a format's default): that rule.")
+    label: str | None = Field(default=None, description="A category tag the file gives the case (`type` / `kind` "
+                                                        "naming no kind).")
+    target: str
+    should_not_trigger: list[str] = []
+    repeats: int
+    quorum: int
+    unrun_reason: str | None = Field(default=None, description="Set when the case cannot run at all.")
+    unrun_detail: str | None = Field(default=None, description="floor-error / invalid-case: the floor's finding "
+                                                               "that holds the case back (`file:line: [rule] "
+                                                               "message`).")
+    why: str = Field(description="Why the case was selected.")
+    warnings: list[str] = []
+    arms: list[str] = Field(default=[], description="Tier-2 probes: `control` and `treatment`; a baselined output "
+                                                    "case (`run --baseline`): `main` and `control` (without the "
+                                                    "skill). N repeats each, no early stop (the rates are the "
+                                                    "result).")
+    explicit_invocation: bool = Field(default=False, description="Probes: the treatment prompt starts with /<skill>.")
+    calibration: str | None = Field(default=None, description="Probes: the calibration verdict and version used, "
+                                                             "or `uncalibrated` ([probes] allow_uncalibrated).")
+    first_turn: bool = Field(default=False, description="The first-turn host may send this case's first request "
+                                                        "itself (runner.corpus.decide.first_turn_ineligible).")
+    decide_when: list[list[str]] = Field(default=[], description="Activation-only cases with [run] decide_early: "
+                                                                 "the session ends once every name of one set "
+                                                                 "fired (runner.corpus.decide).")
+
+    @property
+    def sessions(self) -> int:
+        return self.repeats * max(1, len(self.arms))
+
+    @property
+    def baselined(self) -> bool:
+        """An output case that also runs a control arm (runner.results.uplift)."""
+        return self.kind != "probe" and "control" in self.arms
+
+
+
+class KindEstimate(BaseModel):
+    """The expected session of one case kind."""
+
+    kind: str
+    sessions_max: int
+    sessions_per_case: float = Field(default=0.0, description="Expected sessions per case (and arm): N with fixed "
+                                                              "N, else measured, else halfway from k to N.")
+    turns: float
+    growth_tokens_per_turn: int = Field(description="What one turn adds to the next turn's input.")
+    output_tokens_per_turn: int
+    basis: str = Field(description="`measured: <n> sessions of <run>` or `default` ([run] expected_turns, [cost]).")
+    cold_session_usd: float = Field(description="A session of the first wave: it writes the shared prefix too.")
+    first_session_usd: float = Field(description="A case's first session: it reads the shared prefix and writes "
+                                                 "the rest of its first turn.")
+    repeat_session_usd: float = Field(description="A case's later session: it reads the case's whole first turn "
+                                                  "when the first turn is byte-identical (one session path), else "
+                                                  "as a first session.")
+
+
+class KindBasis(BaseModel):
+    """What a run measured of its sessions of one case kind (results.json `cost.by_kind`)."""
+
+    kind: str
+    sessions: int
+    sessions_per_case: float = Field(default=0.0, description="Sessions per case (and arm): N, or fewer with early "
+                                                              "stop; 0 = not measured.")
+    turns: float = Field(description="Model calls per session.")
+    first_turn_input_tokens: float = Field(description="Input of a session's first model call (all three input "
+                                                       "fields).")
+    growth_tokens_per_turn: float
+    output_tokens_per_turn: float
+    usd_per_session: float
+
+
+# What `[cost] basis` changes: left out of the plan's hash (Plan.digest).
+PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_tokens", "expected_session_usd",
+                     "expected_uncached_session_usd", "expected_usd")
+# Left out of the hash too: judge_calls_planned follows from the cases and the library's content (both hashed), and
+# a plan written before the field existed keeps the hash its attempts carry (resume, merge).
+# So are the baseline figures: they follow from the cases' arms (hashed).
+UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned", "baseline_cases", "baseline_sessions",
+                            "baseline_worst_usd", "by_host")
+
+
+class HostEstimate(BaseModel):
+    """The plan's work on one host that runs Claude Code, so `plan` can compare them (issue 21)."""
+
+    host: str
+    sessions_max: int
+    requests_per_session: float = Field(description="Expected requests per session (the kinds' expected turns; "
+                                                    "one for an attempt the first-turn host sends directly).")
+    expected_usd: float
+    decided_cases: int = Field(description="claude-code: cases whose sessions end once their outcome is certain; "
+                                           "first-turn: cases its first request may decide (activation-only).")
+    note: str
+
+
+class CostEstimate(BaseModel):
+    model: str
+    price_input_per_mtok: float
+    price_output_per_mtok: float
+    price_cache_write_per_mtok: float = 0.0
+    price_cache_read_per_mtok: float = 0.0
+    cache_min_tokens: int = Field(default=1024, description="The model's shortest cacheable prefix.")
+    price_read_on: str
+    runnable_cases: int
+    sessions_max: int = Field(description="Σ N over runnable cases: every repeat runs.")
+    sessions_min: int = Field(description="Σ k: every case decided by its first k attempts.")
+    first_turn_input_tokens: int
+    token_basis: str
+    cache_layout: CacheLayout = Field(default="none", description="How the host marks its requests for prompt "
+                                                                  "caching (the surface audit; none without it).")
+    cached_prefix_tokens: int = Field(default=0, description="The shared prefix every session may read (tools, "
+                                                             "system), when at least the model's minimum.")
+    cold_sessions: int = Field(default=0, description="Sessions expected to write the shared prefix: the first wave "
+                                                      "(one per concurrency slot), or all when sessions may start "
+                                                      "further apart than the cache lives.")
+    cost_basis: str = Field(default="defaults", description="Where turns, growth and output per turn came from.")
+    token_scale: float = Field(default=1.0, description="Tokens the basis run's API counted per token of this "
+                                                        "estimate (characters / 4); 1 without a basis.")
+    typical_first_turn_input_tokens: int = Field(default=0, description="A first turn with the mean prompt (the "
+                                                                        "expected cost's; the worst case takes "
+                                                                        "the longest).")
+    repeats_read_first_turn: bool = Field(default=False, description="A case's later sessions read its first "
+                                                                     "session's whole first turn (one session "
+                                                                     "path, conversation caching).")
+    by_kind: list[KindEstimate] = []
+    expected_session_usd: float = Field(description="The mean expected session: cached as the host caches, "
+                                                    "cold_sessions of them writing the shared prefix.")
+    expected_uncached_session_usd: float = Field(default=0.0, description="The same sessions without any cache "
+                                                                          "(what the estimate was before issue 15).")
+    worst_session_usd: float = Field(description="What each session reserves against the cap before it starts: "
+                                                 "max turns, no cache.")
+    expected_usd: float = Field(description="sessions_max × expected_session_usd")
+    worst_usd: float = Field(description="sessions_max × worst_session_usd")
+    judge_calls: int = Field(description="Judge calls this run will make: judge_calls_planned when there is a judge "
+                                         "and a session will start, else 0 (no key, the kill switch, --no-judge, "
+                                         "an uncalibrated judge; judge_note and the plan's judge_unavailable / "
+                                         "unrun_all say which).")
+    judge_calls_planned: int = Field(default=0, description="Judge calls the plan's work holds, whether or not they "
+                                                            "will be made: at most one per session of a runnable "
+                                                            "case with prose assertions (probes: every session). "
+                                                            "The same with and without a key.")
+    judge_note: str
+    baseline_cases: int = Field(default=0, description="`run --baseline`: runnable output cases that also run a "
+                                                       "control arm (without the skill under test).")
+    baseline_sessions: int = Field(default=0, description="The control arms' sessions (N per baselined case); "
+                                                          "in sessions_max too.")
+    baseline_worst_usd: float = Field(default=0.0, description="The control arms' worst case (in worst_usd too).")
+    by_host: list[HostEstimate] = Field(default=[], description="The same work on claude-code and first-turn.")
+
+
+class PlanLibrary(BaseModel):
+    """The library a plan was made for (plan.json `library`)."""
+
+    root: str = Field(description="The library's folder, absolute.")
+    skills_dir: str = Field(description="The first folder skills were read from, as shown.")
+    content_hash: str = Field(description="The library's content hash: a run resumes and a run folder is judged "
+                                          "again only against this content.")
+
+
+class Plan(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    created_at: str
+    tier: str
+    host: str
+    approximation: str | None = None
+    versions: dict[str, str]
+    model: str
+    judge_model: str | None = None
+    judge_prompt_version: str | None = None
+    judge_unavailable: str | None = Field(default=None, description="Why prose assertions will stay UNRUN.")
+    library: PlanLibrary
+    repeats: int
+    quorum: int
+    max_turns: int
+    timeout_s: float
+    max_output_tokens: int
+    concurrency: int
+    early_stop: bool = Field(default=True, description="False: every repeat of every case runs (fixed N).")
+    decide_early: bool = Field(default=False, description="[run] decide_early: activation-only sessions end once "
+                                                          "their outcome is certain (PlannedCase.decide_when).")
+    batch: bool = Field(default=False, description="Model turns (api host) and judge calls go through the Message "
+                                                   "Batches API, at half the price the estimate shows.")
+    rate_limit_pause_s: float = 30.0
+    cap_usd: float
+    listing_budget_chars: int | None
+    allowed_tools: list[str]
+    manual_only: list[str] = Field(default=[], description="Skills the host cannot auto-invoke: a pair against one "
+                                                            "of them proves nothing.")
+    surface: Surface | None
+    session_path: SessionPath | None = Field(default=None, description="claude-code: how every session sees its "
+                                                                      "folder (runner.hosts.sessionpath), as "
+                                                                      "detected when the run was planned.")
+    session_wall: SessionWall | None = Field(default=None, description="claude-code: how every session's processes "
+                                                                      "are confined (runner.hosts.wall), as "
+                                                                      "detected when the run was planned.")
+    quarantine: list[QuarantineEntry] = Field(default=[], description="Entries of .skill-evals/quarantine.json "
+                                                                       "in force when the run was planned.")
+    cases: list[PlannedCase]
+    estimate: CostEstimate
+    unrun_all: str | None = Field(default=None, description="kill-switch or no-credentials: nothing will start.")
+    held_back: dict[str, str] = Field(default={}, description="Skills whose floor errors hold back their cases "
+                                                             "(the selected ones are UNRUN floor-error), "
+                                                             "selected or not: the first finding of each.")
+    not_read: dict[str, str] = Field(default={}, description="Skills the loader could not read at all (no SKILL.md, "
+                                                            "a link out of the repository, a missing plugin path): "
+                                                            "no case of theirs is in the plan. The first finding "
+                                                            "of each.")
+    record_mac: Literal["hmac-sha256"] | None = Field(
+        default=None, description="Every attempt record of this plan carries an HMAC-SHA256 under its run folder's "
+                                  "key (runner.execute.rundir): a record without one, or with a wrong one, is "
+                                  "refused. None: a plan from before records were signed (its records are read "
+                                  "unsigned, and results.json says so). Hashed: removing it changes the plan "
+                                  "hash, so no signed record stays this plan's.")
+    floor_notes: list[str] = Field(default=[], description="What every report says of the floor besides what it "
+                                                           "held back: the library's validator switched off by the "
+                                                           "settings (validator-disabled), as `file:line: [rule] "
+                                                           "message`.")
+
+    def digest(self) -> str:
+        """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
+        run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
+        and after another run finished, still merge. The worst case, what the cap reserves, stays in. A plan
+        from before records were signed (record_mac None), or with no floor note, hashes as it did then. The
+        session wall is what this machine gives (like the time): shards planned on two machines still merge."""
+        unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
+            | (set() if self.floor_notes else {"floor_notes"})
+        body = self.model_dump_json(exclude={**dict.fromkeys(unhashed, True),
+                                             "estimate": set(UNHASHED_ESTIMATE_FIELDS)})
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+class ProbeGate(BaseModel):
+    """What `run` may do with one probe, from its calibration record (runner.probes.calibration)."""
+
+    state: str = Field(description="calibrated | new-version | not-calibrated | in-progress | unreadable")
+    verdict: str | None = None
+    content_hash: str
+
+
+UNCALIBRATED = "uncalibrated"
+# Gate states of a probe with no finished calibration of its current content ([probes] allow_uncalibrated runs
+# them); an unreadable calibration record is a file to repair, never read as "no calibration".
+UNCALIBRATED_STATES = frozenset({"not-calibrated", "new-version", "in-progress"})
