@@ -427,7 +427,7 @@ def markdown(report: dict[str, Any]) -> str:
 # ---- main ------------------------------------------------------------------------------------------
 
 def first_turn_available() -> tuple[bool, str]:
-    from runner.hosts.registry import HOST_NAMES
+    from runner.core.host_traits import HOST_NAMES
     if FIRST_TURN.host in HOST_NAMES:
         return True, ""
     return False, (f"the first-turn row: no host named {FIRST_TURN.host!r} in runner.hosts.registry"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runner.hosts.registry import HOST_NAMES
+from runner.core.host_traits import HOST_NAMES
 from tests.conftest import REPO
 
 BARE = "bare claude -p"

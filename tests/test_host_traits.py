@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from runner.core.hostnames import DEFAULT_HOST
+from runner.core.host_traits import DEFAULT_HOST
 from runner.corpus.library import Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
+from runner.core import host_traits
 from runner.hosts import registry
 from runner.hosts.activation import recognise, skill_md_name
 from runner.hosts.api import ApiHost
-from runner.hosts.base import Host
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts import listing
 from runner.improve.loop import listing_problem
@@ -32,7 +32,7 @@ from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO
 
 RUNNER = REPO / "runner"
-HOSTS_PACKAGE = Path(registry.__file__).parent  # wherever the lead moves the hosts package, it is the registry's
+HOSTS_PACKAGE = Path(registry.__file__).parent
 
 
 # ---- no host name outside the hosts package ----------------------------------------------------------------------
@@ -47,6 +47,16 @@ def _is_host_name_literal(node: ast.stmt) -> bool:
             and (value.value.id if isinstance(value.value, ast.Name) else value.value.attr) == "Literal")
 
 
+def _traits_table_keys(node: ast.stmt) -> list[ast.AST]:
+    """The keys of `HOST_TRAITS = {...}` (or annotated): the table of each name's traits, keyed by the names."""
+    target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+        node.target if isinstance(node, ast.AnnAssign) else None
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if isinstance(target, ast.Name) and target.id == "HOST_TRAITS" and isinstance(value, ast.Dict):
+        return [key for key in value.keys if key is not None]
+    return []
+
+
 def _is_default_host(node: ast.stmt) -> bool:
     """`DEFAULT_HOST: HostName = "..."`: the default `[run] host`, typed with HostName, so mypy checks the name."""
     return (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "DEFAULT_HOST"
@@ -57,13 +67,14 @@ def host_name_strings(source: str, names: tuple[str, ...]) -> Iterator[int]:
     """The lines of `source` where a string constant is a host name. Exempt, and only in the module that defines
     HostName: that definition, and DEFAULT_HOST typed with it. A name must be spelled somewhere for the settings and
     the CLI to offer it without importing a host; a default needs one too. Anywhere else a name is a branch on
-    which host runs, which the traits are for (runner.hosts.registry.HostTraits)."""
+    which host runs, which the traits are for (runner.hosts.host_traits.HostTraits)."""
     tree = ast.parse(source)
     exempt: set[int] = set()
     if any(_is_host_name_literal(node) for node in tree.body):
         for node in tree.body:
             if _is_host_name_literal(node) or _is_default_host(node):
                 exempt |= {id(n) for n in ast.walk(node)}
+            exempt |= {id(key) for key in _traits_table_keys(node)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
                 and id(node) not in exempt:
@@ -77,9 +88,9 @@ def outside_hosts() -> list[Path]:
 def test_no_host_name_is_written_outside_the_hosts_package() -> None:
     assert outside_hosts() and HOSTS_PACKAGE.is_dir()
     found = [f"{path.relative_to(REPO)}:{line}" for path in outside_hosts()
-             for line in host_name_strings(path.read_text(encoding="utf-8"), registry.HOST_NAMES)]
+             for line in host_name_strings(path.read_text(encoding="utf-8"), host_traits.HOST_NAMES)]
     assert found == [], ("a host name outside the hosts package (read the host's traits instead, "
-                         f"runner.hosts.registry.traits): {found}")
+                         f"runner.core.host_traits.traits): {found}")
 
 
 @pytest.mark.parametrize(("source", "lines"), [
@@ -94,6 +105,10 @@ def test_no_host_name_is_written_outside_the_hosts_package() -> None:
     ('HostName = Literal["api"]\nOTHER: HostName = "api"\n', [2]),
     ('HostName = Literal["api"]\nDEFAULT_HOST = "api"\n', [2]),
     ('HostName = Literal["api"]\ndef f() -> None:\n    DEFAULT_HOST: HostName = "api"\n', [3]),
+    # The traits table's keys beside the definition; its values, and the table elsewhere, are not exempt.
+    ('HostName = Literal["api"]\nHOST_TRAITS = {"api": T(module="api")}\n', [2]),
+    ('HostName = Literal["api"]\nHOST_TRAITS = {"api": T(approximation="x")}\n', []),
+    ('HOST_TRAITS = {"api": 1}\n', [1]),
     # A name inside longer text is no branch: docstrings and messages may mention hosts.
     ('"""Runs on claude-code or api."""\nx = f"<span id=\'first-turn\'>{y}"\n', []),
 ])
@@ -104,16 +119,16 @@ def test_the_scanner_finds_host_names_and_exempts_only_the_definition(source: st
 # ---- every host has traits ---------------------------------------------------------------------------------------
 
 def test_every_registered_name_has_traits_and_an_unknown_name_is_refused() -> None:
-    assert tuple(registry.HOSTS) == registry.HOST_NAMES
-    assert all(isinstance(registry.traits(name), registry.HostTraits) for name in registry.HOST_NAMES)
-    assert DEFAULT_HOST in registry.HOST_NAMES
+    assert tuple(host_traits.HOST_TRAITS) == host_traits.HOST_NAMES
+    assert all(isinstance(host_traits.traits(name), host_traits.HostTraits) for name in host_traits.HOST_NAMES)
+    assert DEFAULT_HOST in host_traits.HOST_NAMES
     with pytest.raises(ValueError, match="no host is named 'codex'; the hosts are claude-code, api, first-turn$"):
-        registry.traits("codex")
+        host_traits.traits("codex")
 
 
 def test_the_measured_listing_is_the_listing_model_that_reads_it() -> None:
     """runner/data/host_listing.json holds the CLI's own entries: it names the listing model it is for."""
-    assert listing.host_listing().host == registry.traits(DEFAULT_HOST).listing_model
+    assert listing.host_listing().host == host_traits.traits(DEFAULT_HOST).listing_model
 
 
 def test_a_batchable_host_is_the_host_whose_loop_the_batch_adapter_runs(library: Library) -> None:
@@ -121,24 +136,23 @@ def test_a_batchable_host_is_the_host_whose_loop_the_batch_adapter_runs(library:
     registry may call no other host batchable. Made, not run: no request is sent."""
     settings = Settings()
     inputs = registry.HostInputs(library, settings, load_prices(settings), "sk-test-traits", "http://127.0.0.1:9")
-    batchable = [name for name in registry.HOST_NAMES if registry.traits(name).batchable]
+    batchable = [name for name in host_traits.HOST_NAMES if host_traits.traits(name).batchable]
     assert batchable
     assert all(isinstance(registry.make_host(name, inputs), ApiHost) for name in batchable)
 
 
 # ---- a fourth host, by its traits alone --------------------------------------------------------------------------
 
-CODEX_NAMES = registry.ActivationNames(skill_tool="load_skill", read_tool="read_file", subagent_tools=("spawn",),
+CODEX_NAMES = host_traits.ActivationNames(skill_tool="load_skill", read_tool="read_file", subagent_tools=("spawn",),
                                        skills_folder=".codex/skills")
 
 
-def codex(**traits: object) -> registry.HostEntry:
-    def factory(inputs: registry.HostInputs) -> Host:
-        raise AssertionError("planning and listing never make a host")
-
+def codex(**traits: object) -> host_traits.HostTraits:
+    """A fourth host's traits; its module does not exist: planning and listing never make a host."""
     base: dict[str, object] = dict(runs_claude_code=False, approximation="codex: not Claude Code",
-                                   listing_model="name-order-fit", request_model=None, activation=CODEX_NAMES)
-    return registry.HostEntry(factory, registry.HostTraits(**(base | traits)))
+                                   listing_model="name-order-fit", request_model=None, activation=CODEX_NAMES,
+                                   module="runner.hosts.codex_not_written")
+    return host_traits.HostTraits(**(base | traits))
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +168,7 @@ def plan_on(host: str, library: Library, settings: Settings) -> Plan:
 
 def test_a_host_that_is_not_claude_code_gets_nothing_of_claude_code(monkeypatch: pytest.MonkeyPatch,
                                                                     library: Library) -> None:
-    monkeypatch.setitem(registry.HOSTS, "codex", codex())
+    monkeypatch.setitem(host_traits.HOST_TRAITS, "codex", codex())
     settings = Settings().model_copy(update={"run": Settings().run.model_copy(
         update={"allowed_tools": ["Skill", "Read", "Agent", "spawn"]})})
     plan = plan_on("codex", library, settings)
@@ -176,9 +190,9 @@ def test_a_host_that_is_not_claude_code_gets_nothing_of_claude_code(monkeypatch:
 
 def test_a_host_that_sends_claude_codes_first_request_is_planned_as_first_turn(monkeypatch: pytest.MonkeyPatch,
                                                                                library: Library) -> None:
-    monkeypatch.setitem(registry.HOSTS, "codex", codex(
+    monkeypatch.setitem(host_traits.HOST_TRAITS, "codex", codex(
         runs_claude_code=True, approximation=None, listing_model="claude-code-cli", request_model="claude-code-cli",
-        extra_first_request=True, activation=registry.CLAUDE_CODE_ACTIVATION))
+        extra_first_request=True, activation=host_traits.CLAUDE_CODE_ACTIVATION))
     settings = Settings()
     plan, first_turn = plan_on("codex", library, settings), plan_on("first-turn", library, settings)
     assert plan.estimate.token_basis == first_turn.estimate.token_basis

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from runner.hosts.registry import traits
+from runner.core.host_traits import traits
 
 if TYPE_CHECKING:
     from runner.pipeline import run as runs_mod

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from runner.corpus import bounded
 from runner.corpus.findings import Finding, display_path, error
-from runner.core.hostnames import DEFAULT_HOST, HostName
+from runner.core.host_traits import DEFAULT_HOST, HostName
 from runner.core.kinds import AssertionClass, CaseKind
 
 SETTINGS_FILE = ".skill-evals.toml"

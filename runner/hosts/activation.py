@@ -37,8 +37,8 @@ from pathlib import PurePosixPath
 
 from runner.corpus.classify import SUBAGENT_SUFFIX
 from runner.core.observation import Activation, Mechanism
-from runner.core.hostnames import DEFAULT_HOST
-from runner.hosts.registry import ActivationNames, traits
+from runner.core.host_traits import DEFAULT_HOST
+from runner.core.host_traits import ActivationNames, traits
 
 # The tool and folder names are the host's (HostTraits.activation); a caller that names no host (the replay of a
 # recorded run, which every registered host records alike) reads the default host's.

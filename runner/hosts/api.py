@@ -65,7 +65,7 @@ import shlex
 import time
 import typing
 import weakref
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import anthropic
 from anthropic.types import CacheControlEphemeralParam, TextBlockParam
@@ -77,7 +77,7 @@ from runner.hosts import billing
 from runner.hosts.activation import recognise, slash_command
 from runner.core.observation import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.base import utf8_safe
-from runner.hosts.registry import traits
+from runner.core.host_traits import traits
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
@@ -86,6 +86,9 @@ from runner.hosts import listing
 from runner.corpus.executables import without_shell
 from runner.hosts.surface import LISTING_HEADER, Surface
 from runner.hosts.prices import PriceTable
+
+if TYPE_CHECKING:  # the factory's inputs (runner.hosts.registry.make_host)
+    from runner.hosts.registry import HostInputs
 
 HOST_NAME = "api"
 # The tool names this host offers and the recogniser reads (HostTraits.activation: Claude Code's).
@@ -709,3 +712,13 @@ def _scrub(obs: Observation, secret: str) -> Observation:
     if secret not in dumped:
         return obs
     return Observation.model_validate_json(dumped.replace(json.dumps(secret)[1:-1], "[redacted]"))
+
+
+def make(inputs: HostInputs) -> ApiHost:
+    from runner.hosts.workspace import LibraryFiles
+
+    settings = inputs.settings
+    files = LibraryFiles.of(inputs.library, settings.limits.max_file_bytes)
+    return ApiHost(inputs.library, files, inputs.prices, inputs.api_key, inputs.base_url,
+                   settings.listing.budget_chars, settings.listing.max_description_chars,
+                   max_retries=settings.run.host_max_retries)

@@ -66,11 +66,12 @@ from runner.hosts.cli_spend import CliCosts, Spent, StreamSeen, remove_mark, wri
 from runner.hosts.activation import Turns, apply_result, decided, recognise, slash_command
 from runner.core.observation import Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage, fired_names
 from runner.hosts.base import utf8_safe
-from runner.hosts.registry import traits
+from runner.core.host_traits import traits
 from runner.hosts.surface import CaptureServer, Surface, surface_from_request
 from runner.hosts.prices import PriceTable
 
 if TYPE_CHECKING:
+    from runner.hosts.registry import HostInputs
     import anthropic
 
 # Variables the CLI may see. Everything else of the runner's environment is dropped.
@@ -679,3 +680,22 @@ class ClaudeCodeHost:
             session_path=self.session_path.mode, first_turn_input_tokens=recorder.first_turn_input,
             model_calls=len(recorder.replies), decided=early,
             transcript=_redact(recorder.transcript, self.api_key)))
+
+
+def make(inputs: HostInputs) -> ClaudeCodeHost:
+    """A claude-code host keeps its session folders under the run folder's own session-folder parent, emptied
+    first of what a killed process of the same run folder left (workspace.claim_run_parent) and removed when the
+    host goes."""
+    from runner.hosts.workspace import LibraryFiles, claim_run_parent
+
+    settings = inputs.settings
+    files = LibraryFiles.of(inputs.library, settings.limits.max_file_bytes)
+    parent = claim_run_parent(inputs.run_folder) if inputs.run_folder is not None else None
+    host = ClaudeCodeHost(files, inputs.prices, inputs.api_key, inputs.base_url, settings.listing.budget_chars,
+                          settings.run.allowed_tools, settings.run.cli_path, work_parent=parent,
+                          max_retries=settings.run.host_max_retries, aliases=inputs.library.aliases(),
+                          session_namespace=settings.run.session_namespace,
+                          session_confinement=settings.run.session_confinement)
+    if parent is not None:  # at exit too: a clean end leaves nothing behind, not even the empty folder
+        weakref.finalize(host, shutil.rmtree, str(parent), True)
+    return host

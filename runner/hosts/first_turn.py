@@ -67,7 +67,7 @@ import uuid
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anthropic
 import httpx2
@@ -82,12 +82,16 @@ from runner.hosts.api import Clients, classify_error, fill_cost, SessionError, l
 from runner.core.observation import Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.base import utf8_safe
 from runner.hosts.claude_code import ClaudeCodeHost, cli_version
-from runner.hosts.registry import traits
+from runner.hosts.claude_code import make as make_claude_code
+from runner.core.host_traits import traits
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.hosts.surface import CaptureServer, Surface, surface_from_request
 from runner.hosts.ratelimit import SpendLimitReached
 from runner.corpus.decide import first_turn_ineligible
+
+if TYPE_CHECKING:  # the factory's inputs (runner.hosts.registry.make_host)
+    from runner.hosts.registry import HostInputs
 
 HOST_NAME = "first-turn"
 # Claude Code's tools and skills folder, as the registry records them for this host (HostTraits.activation).
@@ -691,3 +695,14 @@ class FirstTurnHost:
             "first_turn_input_tokens": first.first_turn_input_tokens, "prefix_hash": first.prefix_hash,
             "first_turn": record, "duration_s": round(time.monotonic() - started, 3),
             "transcript": [*first.transcript, *session.transcript]}))
+
+
+def make(inputs: HostInputs) -> FirstTurnHost:
+    """Claude Code's first request sent directly, around a real claude-code host (its hand-offs and the capture).
+    Not the `replay` host (re-judging a run folder). A run folder whose capture was made with another CLI version
+    than the installed one is refused (first_turn.FirstTurnCaptureError, a usage error)."""
+    real = make_claude_code(inputs)
+    saved = load_capture(inputs.run_folder, cli_version(real.cli)) if inputs.run_folder is not None else None
+    run = inputs.settings.run
+    return FirstTurnHost(real, inputs.library, inputs.api_key, inputs.base_url, max_retries=run.host_max_retries,
+                         max_output_tokens=run.max_output_tokens, run_folder=inputs.run_folder, saved=saved)

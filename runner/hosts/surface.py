@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from runner.hosts.registry import RequestModel
+from runner.core.host_traits import RequestModel
 
 LISTING_HEADER = "The following skills are available for use with the Skill tool:"
 # How a host marks its requests for prompt caching (Surface.cache_layout; the plan's cost estimate reads it).

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING
 
 from runner.corpus.settings import READ_ONLY_TOOLS
 from runner.corpus.files import ReadPolicy, make_policy
-from runner.hosts.registry import CLAUDE_CODE_ACTIVATION
+from runner.core.host_traits import CLAUDE_CODE_ACTIVATION
 from runner.corpus.executables import reserved_path
 
 if TYPE_CHECKING:

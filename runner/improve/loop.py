@@ -51,7 +51,7 @@ from runner.pipeline import run as runs_mod
 from runner.execute import grading
 from runner.execute.rundir import RunDir
 from runner.execute.budget import Ledger
-from runner.hosts.registry import traits
+from runner.core.host_traits import traits
 from runner.hosts import listing
 from runner.improve import split as split_mod
 from runner.improve.model import (

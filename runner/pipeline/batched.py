@@ -20,7 +20,7 @@ from runner.execute.executor import ProgressFn, Rounds
 from runner.execute.rundir import RunDir
 from runner.hosts.api import ApiHost
 from runner.hosts.base import Host
-from runner.hosts.registry import traits
+from runner.core.host_traits import traits
 from runner.judge.prose import Judge
 from runner.pipeline import run as runs_mod
 from runner.results.build import Results

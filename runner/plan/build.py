@@ -14,7 +14,7 @@ from pathlib import Path
 from runner.corpus import kind_words
 from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import Settings, TierSettings
-from runner.hosts.registry import traits
+from runner.core.host_traits import traits
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.wall import SessionWall
 from runner.floor.gate import INVALID_CASE, FloorGate, Hold, describe

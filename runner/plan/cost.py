@@ -29,7 +29,8 @@ from runner.corpus import bounded
 from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library
 from runner.corpus.settings import CostSettings, Price, Settings
-from runner.hosts.registry import HOSTS, HostTraits, traits
+from runner.core.host_traits import HOST_TRAITS
+from runner.core.host_traits import HostTraits, traits
 from runner.hosts import listing as listing_mod
 from runner.hosts.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Surface
 from runner.corpus import decide
@@ -376,4 +377,4 @@ def host_estimates(runnable: list[PlannedCase], found: Expected, estimate: CostE
                                   else "every session runs to its end ([run] decide_early = false)")
                             + f"; turns per kind: {found.basis}")
 
-    return [row(host, entry.traits) for host, entry in HOSTS.items() if entry.traits.runs_claude_code]
+    return [row(host, host_traits) for host, host_traits in HOST_TRAITS.items() if host_traits.runs_claude_code]
