@@ -177,3 +177,20 @@ def test_every_kind_has_its_traits_and_no_rule_lists_kinds_of_its_own() -> None:
         source = (PACKAGE / module).read_text(encoding="utf-8")
         spelled = [kind for kind in get_args(CaseKind) if f'"{kind}"' in source]
         assert spelled == [], f"{module} spells kinds {spelled}: read KIND_TRAITS instead"
+
+
+def test_docs_architecture_names_every_module() -> None:
+    """docs/architecture.md gives every module its room: its path, or its file name on a line that names its folder
+    (`runner/execute/batch/` (`broker.py`, ...)). A package's `__init__.py` is named by its folder."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    lines = doc.splitlines()
+
+    def named(path: Path) -> bool:
+        relative = path.relative_to(PACKAGE.parent).as_posix()
+        folder = relative.rpartition("/")[0] + "/"
+        if relative in doc or (path.name == "__init__.py" and folder in doc):
+            return True
+        return any(folder in line and f"`{path.name}`" in line for line in lines)
+
+    missing = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py") if not named(p))
+    assert missing == []

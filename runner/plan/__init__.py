@@ -1,8 +1,8 @@
-"""Stage 3, the plan: what a run will do and what it may cost, written before anything is spent.
+"""The plan: what a run will do and what it may cost, written before anything is spent.
 
-In: a `Library`, the floor's decision, settings and prices. Out: a `Plan` (build.py; plan.json), with the
-selection of cases and why each was chosen (select.py), cases set aside (quarantine.py), and token prices
-(prices.py) for the worst-case and expected cost.
+In: a `Library`, the floor's decision, settings and prices. Out: a `Plan` (plan.py; plan.json), made by build.py,
+its estimate from the cost model (cost.py), with the selection of cases and why each was chosen (select.py) and
+cases set aside (quarantine.py).
 """
 
 # The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps

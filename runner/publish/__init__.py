@@ -1,8 +1,9 @@
-"""Stage 7, publishing: one results.json to a forge.
+"""Publishing: one results.json to a forge.
 
-In: results.json and the rendered Markdown. Out: what one forge writes: on GitHub the check run with annotations,
-one PR comment and the job summary (github.py). The forge-neutral rules (conclusion, title, the fitted rollup, the
-comment) are rules.py; the forges by name and what publishing needs from one, forges.py.
+rules.py decides what every forge posts (the conclusion, the title, the rollup fitted to the forge's byte limit,
+the comment with its marker), importing no forge's SDK; forges.py is the `Forge` protocol and the forges by name,
+which `publish --forge` offers; github.py is GitHub's check run, annotations, PR comment and job summary;
+suggestion.py the description suggestion of `improve` on a pull request.
 """
 
 # The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
