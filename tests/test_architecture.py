@@ -181,8 +181,11 @@ def test_every_kind_has_its_traits_and_no_rule_lists_kinds_of_its_own() -> None:
 
 def test_docs_architecture_names_every_module() -> None:
     """docs/architecture.md gives every module its room: its path, or its file name on a line that names its folder
-    (`runner/execute/batch/` (`broker.py`, ...)). A package's `__init__.py` is named by its folder."""
-    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    (`runner/execute/batch/` (`broker.py`, ...)). A package's `__init__.py` is named by its folder. A host, a forge
+    or a report format added later may be named instead in the doc its change list touches (docs/hosts.md,
+    docs/cli.md), so that adding one costs what docs/architecture.md says."""
+    docs = PACKAGE.parent / "docs"
+    doc = "\n".join((docs / name).read_text(encoding="utf-8") for name in ("architecture.md", "hosts.md", "cli.md"))
     lines = doc.splitlines()
 
     def named(path: Path) -> bool:

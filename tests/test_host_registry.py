@@ -20,7 +20,7 @@ def test_every_name_has_a_factory_and_the_settings_accept_it():
 
 
 def test_an_unregistered_name_is_refused_before_anything_is_built():
-    with pytest.raises(ValueError, match="no host is named 'replay'; the hosts are claude-code, api, first-turn$"):
+    with pytest.raises(ValueError, match=f"no host is named 'replay'; the hosts are {', '.join(HOST_NAMES)}$"):
         registry.make_host("replay", None)  # type: ignore[arg-type]
 
 
