@@ -1,17 +1,10 @@
 """The hosts a session can run on, by name: the one list every `--host` option offers and `[run] host` names.
 
-A host is chosen by name on the command line and in the settings; keeping the names here, beside the hosts,
-means a new host is offered by every command that takes `--host` at once, never by some of them.
+Each name has its factory and its HostTraits here (HOSTS, make_host, traits); callers read traits, never a host's
+name (tests/test_host_traits.py). Nothing here imports a host module at import time: a factory imports its module
+when called. Adding a host: its module, its name in HostName, its entry in HOSTS, docs/hosts.md.
 
-Each name has its factory and its traits here too (HOSTS, make_host, traits): callers make a
-host by name and then reach it only through runner.hosts.base.Host, never by testing which host it is, and
-what they must know about a host without making one (is it Claude Code, may it be batched, how its listing and
-first request are modelled, which tool calls are activations) they read from its HostTraits, never from its name
-(tests/test_host_traits.py fails on a host name written outside this package). Settings and the command line read
-HostName and HOST_NAMES without making a host, so nothing here imports a host module at import time: a factory imports its
-module when it is called (the CLI's `validate` must not pay for claude-agent-sdk). Adding a host is its module (a
-class that satisfies Host), its name in HostName and its entry (factory and traits) in HOSTS below, and its docs
-(docs/hosts.md); `python scripts/regen_schemas.py` then offers it in settings.schema.json.
+Design notes: docs/design/host-registry.md.
 """
 
 from __future__ import annotations
