@@ -1,9 +1,8 @@
 """The Messages API proxy of `run --container`: the container's only way out, and the only holder of the key.
 
-In: HTTP/1.1 requests on a unix socket bind-mounted into the container (runner.container.apirelay makes it the
-container's ``ANTHROPIC_BASE_URL``). Out: the same requests, upstream, with the placeholder key replaced by the real
-one. Contract: only the endpoints in :data:`ROUTES` pass; answers and errors stream back unchanged; no header is
-ever kept or logged.
+It serves a unix socket mounted into the container and forwards the :data:`ROUTES` endpoints upstream, the
+placeholder key replaced by the real one. Answers and errors stream back unchanged; no header is ever kept or
+logged.
 
 Design notes: docs/design/container-hardening.md.
 """
@@ -78,7 +77,7 @@ def error_body(err_type: str, message: str) -> bytes:
 
 
 def relative_results_url(body: bytes, upstream: str) -> bytes:
-    """A batch object with its ``results_url`` made relative when it lies under ``upstream`` (module docstring);
+    """A batch object with its ``results_url`` made relative when it lies under ``upstream`` (the design notes);
     any other body unchanged."""
     try:
         batch = json.loads(body)

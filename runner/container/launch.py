@@ -50,7 +50,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Limits (run_in_container's defaults).
 NOFILE = 8192           # open files per process: sessions' CLIs, sockets, snapshot copies
-NPROC = 4096            # per uid on the host kernel (see the module docstring); pids_limit bounds the container
+NPROC = 4096            # per uid on the host kernel (see the design notes); pids_limit bounds the container
 PIDS_LIMIT = 512
 TMP_SIZE = "1g"         # session folders and the library snapshot; counted against the memory limit
 HOME_SIZE = "64m"
@@ -336,7 +336,7 @@ def run_in_container(client: docker.DockerClient, image: str, repo_dir: Path | s
 
     ``env`` is passed as it is (build it with :func:`container_env`; this function never reads the host
     environment), except ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``: they go to the API proxy, never into
-    the container (module docstring). ``user`` overrides the choice described in the module docstring (it may
+    the container (the design notes). ``user`` overrides the choice described in the design notes (it may
     not be root). ``labels`` are put on the container (a caller can find it while it runs). The container is
     removed afterwards, also on a timeout or an error.
     """

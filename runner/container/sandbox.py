@@ -153,7 +153,7 @@ class ContainerSandbox:
 
     @staticmethod
     def options(root: Path, command: list[str]) -> dict[str, Any]:
-        """Everything the container is allowed (see the module docstring)."""
+        """Everything the container is allowed (see docs/design/container-hardening.md)."""
         return {
             "entrypoint": ["/bin/sh", "-c", LAUNCHER, "sh"], "command": command, "working_dir": REPO_MOUNT,
             "volumes": {str(root.resolve()): {"bind": REPO_MOUNT, "mode": "ro"}},

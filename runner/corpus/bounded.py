@@ -1,8 +1,7 @@
 """Reading a file within bounds: a regular file only, up to a size, parsed to a nesting depth.
 
-Every file the runner reads may be named by someone it does not trust, so a path is checked before and after it is
-opened (never blocking on a FIFO, never reading a device), read to at most its bound, and parsed to `MAX_NESTING`.
-The bounds are in docs/configuration.md.
+Any file the runner reads may be named by someone it does not trust: a path is checked before and after opening
+(no FIFO, no device), read to its bound and parsed to `MAX_NESTING`. The bounds: docs/configuration.md.
 
 Design notes: docs/design/floor-and-trust.md.
 """

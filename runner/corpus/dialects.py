@@ -1,8 +1,8 @@
 """Eval files as libraries commit them: which shape a JSON file is, and what each item of it says.
 
-runner.corpus.library reads the files; this module decides, from the parsed JSON alone, which shape each holds
-(`aegis-evals`, `skill-creator`, `trigger-set`, `scenario`, `skill-checks`, `routing`, ...; each has its JSON Schema in
-runner/schemas). A key a shape does not use is a warning, never a reason to drop a case.
+From the parsed JSON alone (runner.corpus.library reads the files): the shape (`aegis-evals`, `skill-creator`,
+`trigger-set`, `scenario`, `skill-checks`, `routing`, ...; schemas in runner/schemas) and its items. An unused key
+is a warning, never a reason to drop a case.
 
 Design notes: docs/design/library-layouts.md.
 """

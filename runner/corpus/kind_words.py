@@ -54,7 +54,7 @@ def deferral(texts: list[str], own: str, rules: classify.Rules, names: Mapping[s
 
 
 def refine(item: dialects.Item, raw: dict[str, Any], owner: str, rules: classify.Rules, names: Mapping[str, str]) -> None:
-    """Set the item's kind from its words when only a default decided it (see the module docstring)."""
+    """Set the item's kind from its words when only a default decided it (see docs/design/library-layouts.md)."""
     if item.kind_rule not in DEFAULT_RULES:
         return
     own = item.target or owner

@@ -1,8 +1,7 @@
 """Where a library's skills are: the layouts real repositories use, read as the host would load them.
 
-In: a repository and its `[library]` settings. Out: the skill folders (`discover`), each later given to a session
-flat, as `.claude/skills/<name>/`, the one layout Claude Code reads. Contract: the first layout rule that applies
-decides, in the host's own order; a skill's name is its folder's name.
+`discover` finds the skill folders; each reaches a session flat, as `.claude/skills/<name>/`, the one layout Claude
+Code reads. The first layout rule that applies decides, in the host's own order; a skill's name is its folder's.
 
 Design notes: docs/design/library-layouts.md.
 """
@@ -337,7 +336,7 @@ class _Plugins:
 
     def plugin(self, name: str, plugin_dir: Path, listed: Any, shown: str, lines: list[int],
                replaces: bool = False) -> None:
-        """A plugin's skills (module docstring, rule 4). `listed`: the marketplace entry's `skills`; `replaces`:
+        """A plugin's skills (the design notes, rule 4). `listed`: the marketplace entry's `skills`; `replaces`:
         the entry's source is the marketplace root, so its list names the plugin's skills. `lines`: the line of
         `skills` and of each listed path, for findings."""
         self.names.append(name)

@@ -1,7 +1,7 @@
 """A `type` / `kind` field of an eval item: a case kind, a typo of one, or a category tag.
 
-In order: a kind spelt any way is that kind; a near miss of one is an unknown kind (an error: guessing would run the
-case the wrong way); anything else is a category tag, kept as the case's label (at most 64 characters).
+A kind spelt any way is that kind; a near miss is an unknown kind (an error: a guess could run the case wrongly);
+anything else is a category tag, kept as the case's label.
 
 Design notes: docs/design/library-layouts.md.
 """
@@ -59,7 +59,7 @@ def _nearest(value: str, known: list[str]) -> str | None:
 
 
 def read_type(value: str, trigger: frozenset[str], negative: frozenset[str]) -> TypeReading:
-    """What a `type` / `kind` value says (see the module docstring for the rule)."""
+    """What a `type` / `kind` value says (see docs/design/library-layouts.md for the rule)."""
     if len(value) > MAX_KIND_CHARS:
         return TypeReading(label=value.strip()[:MAX_KIND_CHARS] + "…")
     spelt = normalise(value)

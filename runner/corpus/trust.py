@@ -1,9 +1,8 @@
 """What a repository's settings may decide when they come from the code under review (`--untrusted-settings`,
 which the GitHub Action always passes).
 
-POLICY is the one place that decides, with one rule per key of the Settings model (a test checks that every key has
-exactly one); `check` holds the file's keys against it. Settings from a pull request are data about the library,
-never control over spend, tools or bounds.
+POLICY has one rule per key of the Settings model (a test checks that), and `check` holds the file's keys against
+it: such settings are data about the library, never control over spend, tools or bounds.
 
 Design notes: docs/design/floor-and-trust.md.
 """

@@ -1,8 +1,8 @@
 """The spend cap (semantics §7): reserve the worst case before a session, settle on the real figure.
 
-The ledger is the one place that decides whether a session may start; committed + reserved never passes the cap.
-With a `Journal`, every reservation is fsynced to reservations.jsonl before what it pays for starts, so a killed
-process cannot hide what was in flight (`journal_totals` reads it back on resume).
+The ledger alone decides whether a session may start; committed + reserved never passes the cap. A `Journal`
+fsyncs each reservation to reservations.jsonl before its session starts, so a killed process cannot hide what was
+in flight.
 
 Design notes: docs/design/rate-limits-and-spend.md.
 """
@@ -29,7 +29,7 @@ AppendLine = Callable[[str, bool], None]  # (line, fsync it): RunDir.append_line
 
 @dataclass
 class Journal:
-    """reservations.jsonl of one run folder, for the reservations of one plan (module docstring)."""
+    """reservations.jsonl of one run folder, for the reservations of one plan (docs/design/rate-limits-and-spend.md)."""
 
     plan_hash: str
     append: AppendLine
@@ -48,7 +48,7 @@ class Journal:
         self.append(json.dumps({"event": "settle", "id": ident, "usd": actual_usd}), False)
 
     def progress(self, ident: str, usd: float, bound_usd: float) -> None:
-        """What the reservation's attempt has spent so far (of it `bound_usd` a bound): the module docstring."""
+        """What the reservation's attempt has spent so far (of it `bound_usd` a bound): the design notes."""
         self.append(json.dumps({"event": "progress", "id": ident, "usd": usd, "bound": bound_usd}), False)
 
 

@@ -135,7 +135,7 @@ def figure(found: OpenReservation, seen: Evidence) -> float:
 
 def reconcile(rundir: RunDir, plan: Plan | None, records: Iterable[AttemptRecord] = (),
               base: Path | None = None) -> list[Reconciled]:
-    """Reconcile every reservation a killed process of this run folder left unsettled (the module docstring). Call
+    """Reconcile every reservation a killed process of this run folder left unsettled (the design notes). Call
     it holding the folder's lock and before the host is made (that empties the killed sessions' folders).
     `records`: the attempt records the vetting accepted (runner.results.vetting) — a forged record must never
     lower what a reservation counts."""

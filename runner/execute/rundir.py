@@ -420,7 +420,7 @@ class RunDir:
 
     def repair_tail(self, name: str) -> TailRepair | None:
         """Once per file and RunDir: cut a torn last line, keep its bytes in torn/, log it in repairs.jsonl; or,
-        when the last line is a whole record missing only its newline, complete it (module docstring)."""
+        when the last line is a whole record missing only its newline, complete it (the design notes)."""
         if name in self._checked:
             return None
         self._checked.add(name)
@@ -485,7 +485,7 @@ class RunDir:
 
     def append_attempt(self, record: AttemptRecord) -> None:
         """Flushed and fsynced, signed with the folder's key when this object holds it (make_key, load_key); the
-        first append of this object first repairs a torn tail (module docstring)."""
+        first append of this object first repairs a torn tail (docs/design/run-folder-and-records.md)."""
         self.append_line(ATTEMPTS, _record_json(record, self.key))
 
     def iter_lines(self) -> Iterator[RecordLine]:

@@ -1,9 +1,8 @@
 """One activation recogniser for every host (claude-code, api, replay): which tool call is an activation, of what,
 and whether the host's answer rejected it.
 
-A host calls `recognise` for each tool_use block and `apply_result` with its tool_result's `is_error`. The tool
-names and skills folder come from HostTraits.activation (runner.hosts.registry). Contract: a call the host answered
-with an error is a rejected activation and never counts as fired.
+A host calls `recognise` per tool_use block and `apply_result` with its `is_error`; tool names and the skills folder
+come from HostTraits.activation. A call answered with an error is rejected and never counts as fired.
 
 Design notes: docs/design/activation.md.
 """
@@ -75,7 +74,7 @@ def recognise(tool: str, tool_input: object, tool_use_id: str | None, turn: int,
 
 def apply_result(activation: Activation, is_error: bool | None) -> None:
     """Mark an activation by its call's tool_result: an error result rejects it, for every mechanism (see the
-    module docstring: a refused call loaded no instructions and started no subagent)."""
+    docs/design/activation.md: a refused call loaded no instructions and started no subagent)."""
     activation.rejected = bool(is_error)
 
 

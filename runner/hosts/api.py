@@ -1,8 +1,8 @@
 """The api host: a direct Messages API APPROXIMATION of Claude Code's skill-selection surface.
 
 It copies what decides skill selection as far as the public API allows (the listing, the Skill tool, a read-only
-`Read`), with its own short system prompt: cheaper than Claude Code and no CLI, but not the real host. Errors are
-never raised: each becomes an Observation with an `error_kind`.
+`Read`) under its own short system prompt. Cheaper, no CLI, not the real host. Errors become an Observation's
+`error_kind`, never an exception.
 
 Design notes: docs/design/api-host.md.
 """

@@ -1,8 +1,7 @@
 """What an attempt's (or a judge call's) requests cost, the ones whose reply was lost included.
 
-A request whose reply was lost is charged a bound (its reported usage, or its input estimated as a cache write plus
-`max_tokens` of output), never $0, so lost replies cannot spend past the cap. `BillingMiddleware` counts every HTTP
-attempt into the current `Tally`, a ContextVar the executor opens per attempt.
+A request whose reply was lost is charged a bound, never $0, so lost replies cannot spend past the cap.
+`BillingMiddleware` counts every HTTP attempt into the current `Tally`, a ContextVar the executor opens per attempt.
 
 Design notes: docs/design/rate-limits-and-spend.md.
 """
@@ -62,7 +61,7 @@ ProgressFn = Callable[["Tally"], None]
 class Tally:
     """What one attempt's (or judge call's) requests are known to have cost so far.
 
-    reported_usd: from usage the API reported; bound_usd: the bounds of lost replies (module docstring); lost: how
+    reported_usd: from usage the API reported; bound_usd: the bounds of lost replies (the design notes); lost: how
     many. A request being sent is open (`open_request` .. `close_request`); `in_flight_usd` is the bound a host that
     does not see its requests (the CLI) keeps for the one its session may have in flight. `total` counts both.
     """
@@ -181,7 +180,7 @@ def current() -> Tally | None:
 
 @contextmanager
 def metering(tally: Tally) -> Iterator[Tally]:
-    """Requests this task makes inside the block count into `tally` (the module docstring)."""
+    """Requests this task makes inside the block count into `tally` (docs/design/rate-limits-and-spend.md)."""
     token = _CURRENT.set(tally)
     try:
         yield tally

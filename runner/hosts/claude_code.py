@@ -1,8 +1,8 @@
 """The real host: Claude Code through `claude-agent-sdk`, with Claude Code's own system prompt.
 
-Each attempt gets a fresh workspace (runner.hosts.workspace) and a CLI started under `env -i` with only the variables
-in KEEP, so the runner's secrets never reach a session. What the model receives before the case prompt is kept
-byte-identical across a run's sessions, so a prompt cache can serve it.
+Each attempt gets a fresh workspace (runner.hosts.workspace) and a CLI started under `env -i` with only KEEP's
+variables: the runner's secrets never reach a session. What precedes the case prompt is byte-identical across a
+run's sessions, for the prompt cache.
 
 Design notes: docs/design/hosts-claude-code.md.
 """
@@ -441,7 +441,7 @@ class ClaudeCodeHost:
         weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
         # One fixed session path where a namespace allows it (detected once per process and setting).
         self.session_path = sessionpath.detect(session_namespace)
-        # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the module docstring). True only to measure what it costs.
+        # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the design notes). True only to measure what it costs.
         self.auto_memory = auto_memory
         # Every process of a session confined to the session's folder where the kernel allows it (Landlock).
         self.session_wall = wall.detect(session_confinement)

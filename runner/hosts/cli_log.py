@@ -1,8 +1,7 @@
 """What the Claude Code CLI's own session log shows of a session's requests: untrusted data, read within bounds.
 
-In: a session's config folder. Out: the requests the CLI sent and the usage of each reply it received; a request
-with no real reply is lost. The log is in the session's own folder, so it is read within bounds and used only to
-charge more, or to bound a killed run's worst case.
+Out: each request the CLI sent and the usage of each reply; a request without a real reply is lost. Being in the
+session's folder, it is used only to charge more, or to bound a killed run's worst case.
 
 Design notes: docs/design/rate-limits-and-spend.md.
 """

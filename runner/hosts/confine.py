@@ -93,7 +93,7 @@ def _attr_size(abi: int) -> int:
 
 
 def confine(write: list[str], read: list[str], libc: ctypes.CDLL | None = None) -> int:
-    """Restrict this process (and every process it starts) to the rules of the module docstring; the ABI used.
+    """Restrict this process (and every process it starts) to the rules of the design notes; the ABI used.
     Raises ConfineError when the kernel has no Landlock or a rule cannot be added."""
     libc = libc or _libc()
     abi = abi_version(libc)

@@ -1,8 +1,8 @@
 """An estimate of the skill listing Claude Code shows the model, from the library alone.
 
-Which skills keep their description under the listing's character budget decides what a trigger eval can measure,
-so the census estimates it before anything is spent. A model of the CLI's own rule (checked against captured
-listings, tests/test_listing_calibration.py), not a measurement: the surface audit records what a session received.
+Which skills keep their description under the listing's character budget decides what a trigger eval can measure.
+A model of the CLI's own rule (tests/test_listing_calibration.py checks it against captured listings), not a
+measurement: the surface audit records that.
 
 Design notes: docs/design/listing-and-surface.md.
 """
@@ -272,7 +272,7 @@ class Priority:
 
 
 def priority_fit(lines: list[Line], budget: int) -> Priority:
-    """Which entries keep their description under Claude Code's rule (see the module docstring)."""
+    """Which entries keep their description under Claude Code's rule (see docs/design/listing-and-surface.md)."""
     separators = max(0, len(lines) - 1)
     fixed_width = sum(line.full_width for line in lines if line.fixed)
     if sum(line.full_width for line in lines) + separators <= budget:

@@ -1,8 +1,8 @@
 """The hosts a session can run on, by name: the one list every `--host` option offers and `[run] host` names.
 
-Each name has its factory and its HostTraits here (HOSTS, make_host, traits); callers read traits, never a host's
-name (tests/test_host_traits.py). Nothing here imports a host module at import time: a factory imports its module
-when called. Adding a host: its module, its name in HostName, its entry in HOSTS, docs/hosts.md.
+Each name has its factory and its HostTraits here; callers read traits, never a host's name
+(tests/test_host_traits.py). No host module is imported until its factory is called. A new host: its module, its
+name in HostName, its entry in HOSTS, docs/hosts.md.
 
 Design notes: docs/design/host-registry.md.
 """

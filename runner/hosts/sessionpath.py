@@ -1,8 +1,8 @@
 """One folder path for every Claude Code session of a run, each session still in its own folder.
 
-Claude Code writes its working directory into the text before the case prompt; one path for all sessions keeps that
-text identical. Each session's folder is bind-mounted at `FIXED_PATH` in its own mount namespace (`detect` picks the
-mode); without a namespace a session keeps its own path. Isolation is the same in every mode.
+The CLI writes its working directory before the case prompt; one path keeps that text identical across sessions.
+Each folder is bind-mounted at `FIXED_PATH` in the session's own mount namespace (`detect`), else keeps its own
+path; isolation is the same.
 
 Design notes: docs/design/hosts-claude-code.md.
 """
@@ -108,7 +108,7 @@ def _probe(mode: Mode, fixed: Path) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def detect(setting: Setting = "auto", fixed: Path = FIXED_PATH) -> SessionPath:
-    """The best mode this machine gives (module docstring); the fallback with the reasons when none."""
+    """The best mode this machine gives (docs/design/hosts-claude-code.md); the fallback with the reasons when none."""
     if setting == "off":
         return SessionPath(mode=FALLBACK, detail="[run] session_namespace = \"off\"")
     problem = mount_point_problem(fixed)

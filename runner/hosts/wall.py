@@ -1,8 +1,8 @@
 """What a Claude Code session may run and reach: the walls between a session and the run (docs/security.md).
 
-Two walls: first, nothing of the library runs as a program (hooks, inline shell and MCP servers switched off by
-`SESSION_SETTINGS`, no settings file in the session's project); second, whatever runs anyway is confined with
-Landlock (`detect`, runner.hosts.confine). Without Landlock sessions run unconfined, and every report says so.
+First wall: nothing of the library runs as a program (`SESSION_SETTINGS` switches hooks and inline shell off; no MCP
+server, no settings file). Second wall: whatever runs anyway is confined with Landlock (`detect`,
+runner.hosts.confine), or every report says it was not.
 
 Design notes: docs/design/session-isolation.md.
 """

@@ -56,7 +56,7 @@ def _mount_options(path: Path) -> tuple[str, list[str]] | None:
 
 
 def default_parent() -> Path | None:
-    """The parent of session folders when the host was given none (module docstring); None = tempfile's."""
+    """The parent of session folders when the host was given none (the design notes); None = tempfile's."""
     if os.environ.get("TMPDIR"):
         return None  # the user chose where temporary files go
     mount = _mount_options(SHM)
@@ -206,7 +206,7 @@ def _copy_library(files: LibraryFiles, skills: Path, agents: Path | None, exclud
 
 
 class Staging:
-    """One read-only snapshot of the library for all sessions of a host (see the module docstring).
+    """One read-only snapshot of the library for all sessions of a host (see docs/design/session-isolation.md).
 
     Removed by `remove()`, or when the object is collected or the interpreter exits."""
 

@@ -1,8 +1,7 @@
 """The loop: rounds on train with the neighbour check inside them, then one scoring on the held-out test split.
 
-Candidates run on train through runner.pipeline.run; a candidate that breaks a neighbour's case is never accepted.
-The best, and the current description, are run once on test; the verdict compares 95% Wilson intervals. Only
-activation is measured, and one Ledger bounds everything by --max-usd.
+Candidates run on train through runner.pipeline.run; one that breaks a neighbour's case is never accepted. The best
+and the current description run once on test, compared by 95% Wilson intervals. One Ledger bounds all by --max-usd.
 
 Design notes: docs/design/improve-loop.md.
 """
@@ -471,7 +470,7 @@ def held_out(inputs: Inputs, workspace: Workspace, ledger: Ledger, chosen: Candi
 
 
 def compare(current: Score, proposed: Score) -> tuple[Verdict, str]:
-    """The verdict the two Wilson intervals allow (module docstring)."""
+    """The verdict the two Wilson intervals allow (docs/design/improve-loop.md)."""
     if current.errored or current.unrun or proposed.errored or proposed.unrun \
             or current.wilson_95 is None or proposed.wilson_95 is None:
         return "undecided", "a test case has no result in one of the two runs (error, or not run)"

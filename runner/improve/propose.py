@@ -132,7 +132,7 @@ def _tried_line(tried: Tried) -> str:
 
 
 def user_message(request: ProposalRequest) -> str:
-    """The whole user message; built from train cases only (module docstring)."""
+    """The whole user message; built from train cases only (docs/design/improve-loop.md)."""
     failing = [c for c in request.train if c.state != "PASS"]
     passing = [c for c in request.train if c.state == "PASS"]
     parts = [PROPOSER_MATCH,

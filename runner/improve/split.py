@@ -56,7 +56,7 @@ def neighbour_cases(library: Library, skill: str) -> list[Case]:
 
 
 def split_cases(cases: Iterable[Case], seed: int, holdout: float = DEFAULT_HOLDOUT) -> Split:
-    """Stratified by kind; see the module docstring for the rule."""
+    """Stratified by kind; see docs/design/improve-loop.md for the rule."""
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must be between 0 and 1 (exclusive), got {holdout}")
     by_kind: dict[str, list[str]] = {}

@@ -63,7 +63,7 @@ class ItemResult(BaseModel):
 
 
 class Rates(BaseModel):
-    """The rates of one group of items (see the module docstring)."""
+    """The rates of one group of items (see docs/design/judge.md)."""
     items: int
     agreement: float | None
     false_pass_rate: float | None

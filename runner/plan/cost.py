@@ -1,8 +1,7 @@
 """The cost model: a plan's worst case and expected spend, from the first request, the cache layout and prices.
 
-The worst case (what a session reserves) assumes no cache and every turn as large as it may be: a bound. The
-expected cost follows the host's cache layout as the surface audit measured it, or, without an audit, an estimate
-that says so in `token_basis`.
+The worst case (what a session reserves) assumes no cache and every turn at its largest. The expected cost follows
+the host's cache layout as the surface audit measured it, else an estimate (`token_basis` says which).
 
 Design notes: docs/design/rate-limits-and-spend.md.
 """
@@ -283,7 +282,7 @@ class Expected:
 def estimate_expected(runnable: list[PlannedCase], library: Library, settings: Settings, price: Price | None,
                       first_turn: float, shared: int, layout: CacheLayout, repeats_read: bool,
                       runs_folder: Path | None = None) -> Expected:
-    """The expected cost of every planned session of the runnable cases (module docstring). `repeats_read`: a
+    """The expected cost of every planned session of the runnable cases (the design notes). `repeats_read`: a
     case's later sessions send its first session's first turn byte for byte (one session path), so they read it.
     `runs_folder`: where `[cost] basis = "auto"` looks for the previous run."""
     run, cost = settings.run, settings.cost

@@ -297,7 +297,7 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
             check_run_id: int | None = None, path_prefix: str = "", links: Mapping[str, str] | None = None,
             seconds_between_requests: float | None = 0.25, seconds_between_writes: float | None = 1.0,
             timeout: int = 30) -> PublishOutcome:
-    """Post the check run, the PR comment and the job summary (see the module docstring): `post` of the
+    """Post the check run, the PR comment and the job summary (see docs/design/publishing.md): `post` of the
     publication runner.publish.rules makes of `results` for GitHub.
 
     `links`: label -> URL of the reports uploaded as artifacts, linked from the summary, the comment and the

@@ -241,7 +241,7 @@ def _summary_line(outcome: SuggestionOutcome) -> str:
 def publish_suggestion(record: Improve, ctx: gh.Context, token: str | None, library_root: Path, *,
                        path_prefix: str = "", seconds_between_requests: float | None = 0.25,
                        seconds_between_writes: float | None = 1.0, timeout: int = 30) -> SuggestionOutcome:
-    """Post the suggestion of one improve.json (module docstring) and add one line to the job summary.
+    """Post the suggestion of one improve.json (docs/design/publishing.md) and add one line to the job summary.
 
     Never raises for what GitHub answers, an unreachable API, or a SKILL.md that moved on: the part not written is
     skipped and the reason is in `notes` and the job summary line."""
@@ -257,7 +257,7 @@ def publish_suggestion(record: Improve, ctx: gh.Context, token: str | None, libr
         except (OSError, ValueError) as exc:
             reason = f"the description's line could not be placed, so nothing was posted: {exc}"
     if blocked is None and ctx.pr_number is not None and (reason is not None or target is None):
-        # Nothing to suggest now: an earlier suggestion for this skill must not stay acceptable (module docstring).
+        # Nothing to suggest now: an earlier suggestion for this skill must not stay acceptable (the design notes).
         client = gh.make_client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
         try:
             _withdraw(client, ctx, record.skill, reason or "no target", outcome)

@@ -175,7 +175,7 @@ def trends(window: list[tuple[str, Results]]) -> list[SkillTrend]:
 
 def compare(current: Results, previous: list[Results], flip_threshold: int = 2, *,
             labels: list[str] | None = None, current_label: str = "current") -> History:
-    """History of `current` against `previous` runs (any order; see the module docstring).
+    """History of `current` against `previous` runs (any order; see docs/design/reports.md).
 
     `labels` name the previous runs (the report passes their folders; default: their finished_at).
     """

@@ -1,8 +1,7 @@
 """`skill-evals merge`: the results of the shards of one run, merged into one results file.
 
-In: the run folders of the shards of one plan. Out: one results.json with each case from the shard that owns it and
-every rollup recomputed as runner.results.build computes it. Results of different plans, or a case owned twice, are
-refused (MergeError); each shard's lines are vetted with its own key.
+Each case comes from the shard that owns it, and every rollup is recomputed as runner.results.build computes it.
+Different plans, or a case owned twice, are refused (MergeError); each shard's lines are vetted with its own key.
 
 Design notes: docs/design/run-folder-and-records.md.
 """
@@ -73,7 +72,7 @@ def _signed(results: list[Results]) -> bool | None:
 
 def merge(results: list[Results], labels: list[str] | None = None,
           refused: list[RefusedRecord] | None = None) -> Results:
-    """One Results for the whole plan from the Results of its shards (see the module docstring).
+    """One Results for the whole plan from the Results of its shards (see docs/design/run-folder-and-records.md).
 
     `labels` name the inputs in error messages (merge_dirs passes the folders); by default
     `input 1`, `input 2`, ... `refused`: the records refused in the shards' logs (merge_dirs vets them again);

@@ -25,7 +25,7 @@ REFUSED = "refused-record"  # the reason prefix of a case a refused record claim
 
 
 class RefusedRecord(BaseModel):
-    """A line of attempts.jsonl that does not count (module docstring)."""
+    """A line of attempts.jsonl that does not count (docs/design/run-folder-and-records.md)."""
 
     file: str = Field(description="The attempt log, relative to the run folder (a shard's folder in a merge).")
     line: int = Field(description="Its line number in that file (1-based).")
@@ -123,7 +123,7 @@ def plan_problem(record: AttemptRecord, planned: dict[str, PlannedCase] | None, 
 
 def vet(lines: Iterable[RecordLine], plan_hash: str, key: bytes | None, planned: dict[str, PlannedCase] | None,
         *, file: str = ATTEMPTS, mine: set[str] | None = None, slim: bool = False) -> Vetted:
-    """The lines of one attempt log, vetted (module docstring). `key`: the run folder's when the plan signs its
+    """The lines of one attempt log, vetted (the design notes). `key`: the run folder's when the plan signs its
     records, else None. `planned`: the plan's cases by uid. `slim`: accepted records without final_answer and
     tool_calls (verdicts only)."""
     first_line: dict[str, int] = {}  # attempt id -> the line of its accepted finished record
