@@ -1,32 +1,10 @@
 """The Messages API proxy of `run --container`: the container's only way out, and the only holder of the key.
 
-Why: the container runs with network mode ``none`` (it reaches nothing: not the internet, not a service on the
-host's 127.0.0.1), and the API key never enters it (not ``docker inspect``, not any session's environment, so
-no skill, tool or library code in there can read it). The runner on the host starts this proxy on a unix socket
-in a private folder that is bind-mounted into the container; inside, runner.container.apirelay turns the socket into an
-``ANTHROPIC_BASE_URL`` on the container's loopback for the api host, the judge, batches and the Claude Code CLI.
+It serves a unix socket mounted into the container and forwards the :data:`ROUTES` endpoints upstream, the
+placeholder key replaced by the real one. Answers and errors stream back unchanged; no header is ever kept or
+logged.
 
-What it does, per HTTP/1.1 request (parsed with h11; forwarded with httpx2, the HTTP client the anthropic SDK
-itself uses, so TLS, the system's trust store and HTTPS_PROXY work as they do for the SDK):
-
-- Only the endpoints skill-evals and the CLI call are forwarded (:data:`ROUTES`): ``POST /v1/messages``,
-  ``POST /v1/messages/count_tokens``, ``POST /v1/messages/batches``, ``GET /v1/messages/batches/<id>`` and
-  ``GET /v1/messages/batches/<id>/results``; any query string (the CLI's ``?beta=true``) goes along. Anything
-  else is refused with 403 in the API's error shape, and the request must carry the per-run placeholder key
-  (:attr:`ApiProxy.token`, the container's ``ANTHROPIC_API_KEY``) or it gets 401.
-- ``x-api-key`` and ``authorization`` are REPLACED by the real key; hop-by-hop headers are
-  dropped; everything else (``anthropic-version``, ``anthropic-beta``, the body) goes upstream unchanged.
-- The answer comes back as it came: status, headers and body bytes, streamed chunk by chunk as they arrive
-  (SSE is never buffered). Upstream errors (429, 500, 529, ...) pass through with their status, headers
-  (``retry-after``) and body, so the SDK's and the CLI's own retry rules see what the API said.
-- One rewrite: a batch's ``results_url`` names the API's own host, which the container cannot reach; when it
-  lies under the upstream base URL it becomes the relative path, and the SDK fetches it through the proxy.
-- The API unreachable is a 502 (``api_error``), no answer in time a 504 (``timeout_error``), both retried by
-  the clients; a stream cut upstream is cut for the client too (never completed with made-up bytes). A client
-  that goes away mid-request cancels its upstream request.
-- Nothing is logged: :class:`ProxyStats` counts requests and keeps refused ``METHOD path`` lines for the run's
-  record; no header is ever kept. :meth:`ApiProxy.close` stops the server, cancels open connections, closes the
-  upstream client and removes the socket.
+Design notes: docs/design/container-hardening.md.
 """
 
 from __future__ import annotations
@@ -99,7 +77,7 @@ def error_body(err_type: str, message: str) -> bytes:
 
 
 def relative_results_url(body: bytes, upstream: str) -> bytes:
-    """A batch object with its ``results_url`` made relative when it lies under ``upstream`` (module docstring);
+    """A batch object with its ``results_url`` made relative when it lies under ``upstream`` (the design notes);
     any other body unchanged."""
     try:
         batch = json.loads(body)

@@ -1,16 +1,10 @@
 """Inside the container: the Messages API is a unix socket, and this turns it into a base URL.
 
-Why: `run --container` gives the container no network (``none``) and no API key. Its only way out is the
-socket of the runner's proxy on the host (runner.container.apiproxy), bind-mounted at the path in ``SKILL_EVALS_API_SOCKET``.
-The anthropic SDK could speak HTTP over a unix socket, the Claude Code CLI cannot: both need an http:// base URL.
-So the container's entry point (runner.cli.entrypoint) starts :class:`Relay` — a byte pump from 127.0.0.1:<ephemeral> (the
-container's own loopback) to the socket, HTTP-agnostic, one asyncio thread — points ``ANTHROPIC_BASE_URL`` at it,
-and runs ``skill-evals`` in the same process: the api host, the judge, batches and every CLI session (which get
-``ANTHROPIC_BASE_URL`` through their environment allowlist) all go through it. ``ANTHROPIC_API_KEY`` in here is
-the proxy's per-run placeholder, never the key.
+`Relay` pumps bytes from the container's loopback to the proxy's socket (``SKILL_EVALS_API_SOCKET``), and the entry
+point points ``ANTHROPIC_BASE_URL`` at it: the Claude Code CLI cannot speak HTTP over a unix socket. The
+``ANTHROPIC_API_KEY`` in here is a placeholder, never the key.
 
-Without ``SKILL_EVALS_API_SOCKET`` (no key on the host, or the image run by hand) the entry point is plain
-``skill-evals``.
+Design notes: docs/design/container-hardening.md.
 """
 
 from __future__ import annotations

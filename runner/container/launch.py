@@ -1,49 +1,11 @@
 """Run `skill-evals` inside the runner image (the building blocks of `run --container`), hardened.
 
-- :func:`ensure_image` builds the image from the repository's Dockerfile with the Docker SDK (the daemon's
-  layer cache is reused: only a changed pyproject.toml reinstalls the dependencies).
-- :func:`container_env` is the environment ALLOWLIST: from the host environment only
-  ``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, ``SKILL_EVALS_DISABLED`` and ``CI`` are taken, plus what the
-  caller passes on purpose (model settings). A GITHUB_TOKEN, cloud credentials, ... never are. (The first two
-  then go to the API proxy, not into the container: below.)
-- :func:`run_in_container` runs ``skill-evals <args>`` with the repository mounted READ-ONLY at ``/repo``
-  (the working directory), the output folder writable at ``/out``, and nothing else reachable:
+In: the repository (mounted read-only at ``/repo``), an output folder (``/out``), an environment allowlist
+(:func:`container_env`). Out: the exit code and the logs, key scrubbed. Contract: the key never enters the container
+(runner.container.apiproxy holds it), network mode ``none``; every hardening property is set here, so one file is
+reviewed.
 
-  - network mode ``none``: no interface but loopback, so neither the internet nor a service on the host's
-    127.0.0.1 can be reached. The Messages API is reached through runner.container.apiproxy, started here on the host on
-    a unix socket in a private folder mounted read-only at ``/run/skill-evals``; the image's entry point
-    (runner.container.apirelay) makes that socket the container's ``ANTHROPIC_BASE_URL``.
-  - the API key never enters the container: ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` are taken out of
-    ``env`` and given to the proxy, which puts the key on each request it forwards; the container gets the
-    proxy's per-run placeholder. So the key is in no ``docker inspect``, no session's environment, no file a
-    skill or a tool could read. (A session can still SPEND through the proxy while the run lasts — the Messages
-    API is what it is there for — but it can never take the key away.)
-  - a read-only root filesystem; tmpfs for ``/tmp`` (exec: session folders and the CLI's environment wrapper
-    live there, since Docker's 64 MB noexec /dev/shm is never chosen by runner.hosts.workspace) and for HOME.
-  - a non-root user, ``no-new-privileges``, every capability dropped, no Docker socket, memory / CPU / pids
-    limits and ``nofile`` / ``nproc`` ulimits (nproc counts every process of the uid on the host kernel, so it
-    is set above ``pids_limit``, which is the container's own bound).
-  - a time limit: fixed by the caller, or a :class:`PlanDeadline` — a planning allowance until the run folder's
-    ``plan.json`` appears, then a bound computed from that plan (:func:`plan_bound`). What was chosen and why
-    is in the outcome and in ``container.json`` in the output folder.
-
-  It returns the exit code and the logs, with the key (and the placeholder) scrubbed out of them.
-
-Paths in ``args`` are the container's: the library is under ``/repo`` and the run folder under ``/out``
-(e.g. ``["run", "--library", "/repo", "--out", "/out/run"]``).
-
-Who writes ``/out`` (so the host user can read the run folder afterwards):
-
-- host user not root: the container runs as the host's uid:gid (``user="UID:GID"``), so every file is the
-  host user's own. HOME is a tmpfs owned by that uid.
-- host user root (CI): the container still runs as the image's non-root user (10001), never as root; the out
-  folder is handed to 10001 for the run and the whole tree is handed back to its previous owner afterwards.
-
-This assumes a local Linux daemon (bind mounts, the proxy's unix socket included, are paths on the daemon's
-machine) without user-namespace remapping.
-
-Why one long module: every hardening property of the container is set in one place, so a review of them reads
-one file.
+Design notes: docs/design/container-hardening.md.
 """
 
 from __future__ import annotations
@@ -88,7 +50,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Limits (run_in_container's defaults).
 NOFILE = 8192           # open files per process: sessions' CLIs, sockets, snapshot copies
-NPROC = 4096            # per uid on the host kernel (see the module docstring); pids_limit bounds the container
+NPROC = 4096            # per uid on the host kernel (see the design notes); pids_limit bounds the container
 PIDS_LIMIT = 512
 TMP_SIZE = "1g"         # session folders and the library snapshot; counted against the memory limit
 HOME_SIZE = "64m"
@@ -374,7 +336,7 @@ def run_in_container(client: docker.DockerClient, image: str, repo_dir: Path | s
 
     ``env`` is passed as it is (build it with :func:`container_env`; this function never reads the host
     environment), except ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``: they go to the API proxy, never into
-    the container (module docstring). ``user`` overrides the choice described in the module docstring (it may
+    the container (the design notes). ``user`` overrides the choice described in the design notes (it may
     not be root). ``labels`` are put on the container (a caller can find it while it runs). The container is
     removed afterwards, also on a timeout or an error.
     """

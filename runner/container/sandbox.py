@@ -1,29 +1,10 @@
 """Run the library's own validator in a throwaway container (`--validator-sandbox container`).
 
-Why: the validator is code from the repository under review, on a pull request the pull request's code. Run on
-the runner it acts with the runner user's rights: it can read the environment of its parent processes through
-/proc (the secrets of whoever started it), rewrite the programs later steps execute (the action's virtual
-environment, its scripts), and write GITHUB_ENV / GITHUB_PATH to change what those steps run. A minimal
-environment (runner.floor.validate.run_on_host) stops none of that. Here it runs where none of it exists:
+The validator is code under review: here it runs with no network, the repository read-only, no capabilities and an
+environment built from nothing (no host variable, so no secret). Its output and exit status are read exactly as on
+the host (runner.floor.validate.run_library_validator).
 
-- a container of the runner image (the same Python and packages as skill-evals', so `python3` means what it
-  meant on the host), removed afterwards, also when it times out or fails to start;
-- no network (network mode ``none``: not the internet, not a service on the host's 127.0.0.1);
-- the repository mounted READ-ONLY at /repo (its working directory), a read-only root file system, a small
-  tmpfs at /tmp (also HOME); nothing of the host is mounted, least of all the Docker socket;
-- a non-root user, every capability dropped, ``no-new-privileges``, its own PID namespace (no host process to
-  read), memory / CPU / process limits, a bounded log;
-- an environment built from nothing: HOME, TMPDIR, the locale (LANG, LC_*) and the image's own PATH. No host
-  variable gets in, so no ANTHROPIC_*, GITHUB_*, RUNNER_*, ACTIONS_* value (nor any other secret of the job).
-
-Its output (stderr joined to stdout in one pipe, as on the host) and exit status are interpreted exactly as on the
-host (runner.floor.validate.run_library_validator). A validator that needs tools the runner image lacks runs in an image
-that has them (and /bin/sh): SKILL_EVALS_VALIDATOR_IMAGE names it.
-
-The image: SKILL_EVALS_VALIDATOR_IMAGE when set, else SKILL_EVALS_IMAGE (a runner image already built or loaded,
-which `run --container` uses too); else the runner image built from skill-evals' own source (SKILL_EVALS_SOURCE,
-the action's checkout, or this package's checkout) on SKILL_EVALS_BASE_IMAGE (default python:3.12-slim), the same
-build `run --container` uses (and caches).
+Design notes: docs/design/container-hardening.md.
 """
 
 from __future__ import annotations
@@ -172,7 +153,7 @@ class ContainerSandbox:
 
     @staticmethod
     def options(root: Path, command: list[str]) -> dict[str, Any]:
-        """Everything the container is allowed (see the module docstring)."""
+        """Everything the container is allowed (see docs/design/container-hardening.md)."""
         return {
             "entrypoint": ["/bin/sh", "-c", LAUNCHER, "sh"], "command": command, "working_dir": REPO_MOUNT,
             "volumes": {str(root.resolve()): {"bind": REPO_MOUNT, "mode": "ro"}},

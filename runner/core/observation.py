@@ -96,7 +96,7 @@ class Usage(BaseModel):
 
 
 class Decided(BaseModel):
-    """Why and where a host ended a session before the session ended itself (issue 21, runner.corpus.decide)."""
+    """Why and where a host ended a session before the session ended itself (runner.corpus.decide)."""
 
     names: list[str] = Field(description="The set of SessionSpec.decide_when that had fired.")
     event: str = Field(description="The event the decision was taken at, e.g. `PostToolUse Skill(pdf), turn 0`.")
@@ -160,7 +160,7 @@ class Observation(BaseModel):
                                                                "(runner.hosts.sessionpath: mount-namespace, "
                                                                "user-namespace, per-session-path).")
     decided: Decided | None = Field(default=None, description="Set when the host ended the session once its "
-                                                              "outcome could no longer change (issue 21).")
+                                                              "outcome could no longer change.")
     first_turn: FirstTurn | None = Field(default=None, description="first-turn host: what its first turn did.")
     transcript: list[dict[str, Any]] = Field(default=[], description="The host's messages, secrets removed.")
 

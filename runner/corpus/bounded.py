@@ -1,19 +1,9 @@
 """Reading a file within bounds: a regular file only, up to a size, parsed to a nesting depth.
 
-Every file the runner reads may be named by someone it does not trust: the repository under review (its settings,
-its library, its quarantine list) or an option. A FIFO blocks its reader until a writer comes (in CI: never);
-/dev/zero and its kin never end; a symlink makes either look like a file. So a path is stat'ed first (opening a
-FIFO blocks, opening a device may act), opened without blocking, checked again on the open descriptor (the path
-may have been swapped in between), and read to at most its bound. Parsers recurse, and what they hand on is walked
-by code that recurses too (schemas, pydantic, json.dumps): nesting is bounded as well, by `MAX_NESTING`.
+Any file the runner reads may be named by someone it does not trust: a path is checked before and after opening
+(no FIFO, no device), read to its bound and parsed to `MAX_NESTING`. The bounds: docs/configuration.md.
 
-The bounds, documented in docs/configuration.md ("Bounds on what is read"):
-- library files: `[limits] max_file_bytes` (runner.corpus.files);
-- the settings file (`.skill-evals.toml` or `--config`): `SETTINGS_MAX_BYTES`;
-- other files the repository or an option names (a selection, labels, the quarantine list, calibration records):
-  `OPTION_FILE_MAX_BYTES`;
-- files a run wrote (plan.json, results.json, improve.json), read back from a folder an option names:
-  `RUN_FILE_MAX_BYTES`.
+Design notes: docs/design/floor-and-trust.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
-"""When an attempt's outcome can no longer change: the sets of names whose activation decides it (issue 21).
+"""When an attempt's outcome can no longer change: the sets of names whose activation decides it.
 
-A host may end a session as soon as its outcome is certain, instead of letting the model go on (a skill's whole
-workflow, turn after turn) to an answer no verdict reads. That is only true of an **activation-only** case — a
-trigger, no_trigger or discrimination case whose assertions are all activation claims (or unjudgeable as written):
-nothing about the answer, a file or a script is checked. Every other case runs to its end.
+`decide_when(case, known)` gives the sets (PlannedCase.decide_when, handed to a host as SessionSpec.decide_when);
+once every name of one set fired, the outcome is certain, because activations only add to what fired. Only
+activation-only cases get sets; every other case runs to its end.
 
-`decide_when(case, known)` gives the sets (PlannedCase.decide_when, handed to the host as SessionSpec.decide_when;
-a host checks them with runner.hosts.activation.decided); the outcome is certain once every name of one
-set fired, because activations only ever add to what fired (runner.execute.grading.attempt_outcome):
-- trigger: the target fired -> the activation part is PASS whatever follows;
-- no_trigger: the target fired -> FAIL whatever follows (`(any skill)`: any one of the library's skills fired);
-- discrimination: the target and every should_not_trigger neighbour fired -> every pair is lost and the case FAILs
-  (a target that fired alone is not certain: a neighbour may still fire later and lose its pair);
-- each activation assertion: every skill it names fired (a claim on a skill that has not fired may still turn).
-tests/test_decide.py checks, for every kind, that no continuation of a decided sequence changes the outcome.
-
-What an early end leaves out, and says: the names that would have fired after the decision (`fired instead` then
-lists what fired up to it), the final answer (none: no verdict of the case reads it), and any fault of the API
-after the decision (the session no longer makes the request that would have met it).
+Design notes: docs/design/first-turn-and-early-end.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """Eval files as libraries commit them: which shape a JSON file is, and what each item of it says.
 
-runner.corpus.library reads the files; this module decides, from the parsed JSON alone, what they hold. The
-shapes (each with its JSON Schema in runner/schemas):
+From the parsed JSON alone (runner.corpus.library reads the files): the shape (`aegis-evals`, `skill-creator`,
+`trigger-set`, `scenario`, `skill-checks`, `routing`, ...; schemas in runner/schemas) and its items. An unused key
+is a warning, never a reason to drop a case.
 
-- `aegis-evals` / `aegis-trigger`: Project Aegis `evals.json` (`{skill, cases}`) and `trigger-evals.json`
-  (`{skill, overlaps_with, cases}` with `expected_skill`); strict, as before.
-- `skill-creator`: skill-creator's `{skill_name, evals: [...]}`, a bare list of such items, and the
-  singular `eval.json` (`eval_id`, `eval_name`, `kind`). An item's text is `prompt` or `input`; its
-  assertions are `expectations`, `assertions` or `expected_behavior` (strings, or objects whose text is
-  `text`, `description`, `name` or `value`).
-- `trigger-set`: a list of `{query | prompt, should_trigger}` (skill-creator's trigger-evals.json and
-  trigger-queries.json), or such a list under `queries`, `evals` or `cases`.
-- `scenario`: `{skills, query, files, expected_behavior}` (Anthropic's skill-authoring best practices),
-  a list of them, or `{scenarios: [...]}`.
-- `skill-checks`: `{scenario_name, evals: [{prompt, checks: {skill_invoked}}]}` (or a bare list of such items),
-  `skill_invoked` naming the skill that should fire, or true / false for the file's own skill.
-- `routing`: a library-level routing set, `{cases: [{id, prompt, expected}]}` or a bare list, `expected`
-  naming the skill that should take the prompt (or null / [] for none).
-
-Keys a shape does not use are reported (a warning naming the key), never a reason to drop a case.
+Design notes: docs/design/library-layouts.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """What of a library the host would run as a program, and what the floor says about it (docs/security.md).
 
-A library under review may come from an untrusted pull request, and Claude Code runs some of what a session folder
-holds: a skill's or subagent's frontmatter `hooks`, a SKILL.md's inline shell, a subagent's `mcpServers`, and every
-helper a project settings file names. Eval sessions run none of them (runner.hosts.wall switches them off); the
-floor says where a library has them, so an author knows the evals measure the skill without them:
+Hooks, inline shell and MCP servers never run in an eval session (runner.hosts.wall); the floor warns where a
+library has them. A case file that would land in `.claude/`, `.git/` or `.mcp.json` is an error
+(`case-file-reserved`) that holds back its case.
 
-- `skill-hooks-not-run`, `agent-hooks-not-run`, `agent-mcp-not-started`, `skill-inline-shell`: warnings. The skill's
-  cases still run; the hooks, servers and commands do not.
-- `case-file-reserved`: an error that holds back its case. A case's files are copied into the session's project
-  folder, where `.claude/` (settings with hooks, `apiKeyHelper`, `env`; commands; agents), `.mcp.json` and `.git/`
-  (a repository whose config runs commands) would be read by the host as its own configuration. Such a file never
-  reaches a session (runner.hosts.workspace refuses it too).
+Design notes: docs/design/session-isolation.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """What an eval item's words say about its kind when no field of it does.
 
-A skill-creator item or a scenario with no `should_trigger` and no kind-naming `type` is a trigger case of the
-skill whose folder holds it (rules `format:skill-creator`, `format:scenario`). Two readings of its words override
-that default, because a trigger case would fail exactly when the skill behaves as the author meant:
+An item with no kind-naming field is a trigger case of its skill, unless its own words make it a negative control
+(`no_trigger`) or a deferral to another library skill (`discrimination`). These are fallbacks only: a field or any
+earlier rule is never overridden.
 
-- a negative control written as a scenario ("Agent does NOT activate pdf", "Does not trigger this skill…",
-  "should not use the pdf skill"): every activation claim the item makes about its own skill is negative, so it
-  is a `no_trigger` case, decided by the harness from the activations (rule `negative-control:<activation rule>`);
-- a deferral ("defer to the cro skill", "not pricing … cross-reference page-cro"): the item says its request
-  belongs to another skill of the library and claims nothing about its own firing, so it is a routing case
-  (`discrimination`): the other skill should fire and its own should not (rule `deferral:<rule>`).
-
-Only the item's own words count (name, description, expected output, assertions), only a skill of the library
-is named, and an item whose words say its own skill fires is left a trigger case. A field, an id prefix or any
-rule that ran before is never overridden: these are fallbacks for items nothing else decided.
+Design notes: docs/design/library-layouts.md.
 """
 
 from __future__ import annotations
@@ -63,7 +54,7 @@ def deferral(texts: list[str], own: str, rules: classify.Rules, names: Mapping[s
 
 
 def refine(item: dialects.Item, raw: dict[str, Any], owner: str, rules: classify.Rules, names: Mapping[str, str]) -> None:
-    """Set the item's kind from its words when only a default decided it (see the module docstring)."""
+    """Set the item's kind from its words when only a default decided it (see docs/design/library-layouts.md)."""
     if item.kind_rule not in DEFAULT_RULES:
         return
     own = item.target or owner

@@ -1,42 +1,9 @@
 """Where a library's skills are: the layouts real repositories use, read as the host would load them.
 
-Claude Code loads project skills from `.claude/skills/<name>/SKILL.md`, one level deep (measured with
-CLI 2.1.332: a `.claude/skills/<category>/<name>/SKILL.md` is not listed), and a plugin's skills from
-the folders its manifest or marketplace entry names. Repositories that publish skills arrange them in
-many ways; `discover` finds the skill folders of each arrangement, and every session then receives
-them flat, as `.claude/skills/<name>/`, the one layout the host reads. A skill's name is its folder's
-name: the host lists a folder `pdf-tools` whose frontmatter says `name: pdf` as `pdf-tools (pdf)` and
-accepts either name in a Skill call.
+`discover` finds the skill folders; each reaches a session flat, as `.claude/skills/<name>/`, the one layout Claude
+Code reads. The first layout rule that applies decides, in the host's own order; a skill's name is its folder's.
 
-The first rule that applies decides:
-1. `[library] roots` (or the older `[library] skills`) in the settings: exactly those folders, each a
-   folder of skills or one skill folder.
-2. `--library` names one skill folder (it holds SKILL.md): that skill alone; its eval files beside it,
-   or, when it has no evals/ folder of its own, the `evals/` folder at the repository root.
-3. `--library` names a folder of skills that is not a repository root: that folder.
-4. `.claude-plugin/marketplace.json`: the skills of every plugin whose source is in the repository, as
-   the plugins reference describes them: the plugin's `skills/` folder (one level), plus the paths its
-   marketplace entry or its own manifest lists under `skills` (a skill folder, or a folder whose child
-   folders are skills). An entry whose source is the marketplace's own root lists its skills instead of
-   adding to a default folder (anthropics/skills: `"source": "./"` with one `skills` list per plugin).
-   A plugin with neither a skills/ folder nor a `skills` list but a SKILL.md at its root is one skill.
-5. `.claude-plugin/plugin.json` (one plugin): the same rules for the repository's own plugin.
-6. Otherwise the repository is walked for folders holding SKILL.md (tests, fixtures, vendored and
-   hidden folders other than `.claude/` and `.agents/` at the top are skipped) and they are grouped by
-   top-level folder.
-   `.claude/skills` and the repository's other folders are rival candidates: the side with more skills
-   is read (a tie goes to `.claude/skills`, what the host itself loads) and the other is named in the
-   note, to be added with `[library] roots`.
-
-A folder without SKILL.md is a category: it is walked into and never reported as a broken skill,
-unless it holds eval files of its own (`evals/*.json`, in a folder that is not one of scripts) or a `skill.md` in
-the wrong case (then it was meant to be a skill: `skill-md-missing`). A symlinked folder that stays inside the repository is followed; a link that
-leaves it is reported by the file scan (runner.corpus.files) and never followed. An empty git submodule is a
-warning, not an error. Two skill folders with one name cannot both reach a session: the second is
-reported (`duplicate-skill-name`) and not read.
-
-Why one long module: each layout real repositories use is a few small functions, and keeping them side by side
-is what lets a reader see that the order they are tried in is the host's own order.
+Design notes: docs/design/library-layouts.md.
 """
 
 from __future__ import annotations
@@ -369,7 +336,7 @@ class _Plugins:
 
     def plugin(self, name: str, plugin_dir: Path, listed: Any, shown: str, lines: list[int],
                replaces: bool = False) -> None:
-        """A plugin's skills (module docstring, rule 4). `listed`: the marketplace entry's `skills`; `replaces`:
+        """A plugin's skills (the design notes, rule 4). `listed`: the marketplace entry's `skills`; `replaces`:
         the entry's source is the marketplace root, so its list names the plugin's skills. `lines`: the line of
         `skills` and of each listed path, for findings."""
         self.names.append(name)

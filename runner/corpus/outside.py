@@ -1,23 +1,9 @@
 """Eval files outside a skill's own `evals/`: which are a skill's, and which are only found.
 
-Libraries keep eval files in more places than `<skill>/evals/`: `evals/<skill>/evals.json` and
-`evals/<skill>/trigger-eval.json` at the repository root, a utility folder (`misc/evals/<skill>/triggering.json`),
-`evals/scenarios/*.json` whose cases name the skill they check, a trigger set at a skill's root. `survey` walks the
-repository once, outside the skill folders, and sorts what it finds:
+`survey` walks the repository once, never entering a skill folder, and sorts each eval-looking file: a skill's (read
+like one in its own `evals/`), or found and not read, with the reason.
 
-- a JSON file directly in `…/evals/<name>/` where `<name>` is a skill of the library (its folder name or alias):
-  that skill's eval file, read like one in its own `evals/`;
-- any other JSON file that looks like an eval file: tried by shape (a routing set at the repository's `evals/`, a
-  skill-checks file whose cases name their skill); what maps to no skill is found and not read, with the reason;
-- anything else that looks like an eval file (YAML, CSV, JSONL, TOML; a skill-creator `*-workspace/` folder of run
-  artifacts): found and not read, with the reason.
-
-What "looks like an eval file": a data file directly in a folder named `evals` / `eval` / `evaluations` /
-`evaluation` or in a child folder of one, or a data file whose name says `eval` or `trigger` (hidden files, such as
-the settings file `.skill-evals.toml`, are not). Deeper files below an
-eval folder are the cases' fixtures (`evals/files/`), not eval files. Tests, fixtures, vendored and hidden tool
-folders are skipped as layout.py skips them. The walk never enters a skill folder: the loader reads those, and lists
-what it does not read there itself (`in_skill`).
+Design notes: docs/design/library-layouts.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """What a prompt that starts with `/` invokes, read the way Claude Code reads it.
 
-Measured on the bundled CLI 2.1.332 against runner/testing/fake_anthropic.py (issue 29, item 1): a prompt is a
-slash command when its FIRST character is `/` (a leading space or newline makes it plain text); the command's
-name runs up to the first whitespace (space, tab or newline) and everything after it, stripped, is its
-arguments — `/alpha summarise the notes`, `/alpha` on a line of its own followed by more lines, and
-`/alpha args` followed by more lines all expand the skill `alpha`, with the rest as arguments. The name is
-matched exactly (case-sensitive; `/alpha:x` is not `alpha`), against a skill's folder name or its frontmatter
-`name`. A `/word` that names no skill is sent to the model as written.
+`parse` and `invoked_skill` are the one parse the api host, the classifier and the plan share, so the three cannot
+disagree about what a prompt invokes. The rule (its first character `/`, the name up to the first whitespace, matched
+exactly) was measured on the bundled CLI.
 
-The api host expands with it (runner.hosts.api), the classifier decides an explicit invocation with it
-(runner.corpus.classify) and the plan lets an explicit invocation of a manual-only skill run (runner.plan.build):
-one parse, so the three cannot disagree about what a prompt invokes.
+Design notes: docs/design/activation.md.
 """
 
 from __future__ import annotations

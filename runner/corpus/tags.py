@@ -1,17 +1,9 @@
 """A `type` / `kind` field of an eval item: a case kind, a typo of one, or a category tag.
 
-Libraries use the same two field names for two things: the case's kind (`negative`, `should_trigger`) and a
-category the author files the case under (`behavior`, `contract`, `security`, `benchmark`, `planning`). A kind
-decides how the case is run; a tag decides nothing and is kept as the case's label. Mistaking one for the other
-is costly both ways: a tag read as an unknown kind holds back a case that says everything needed to run it, and a
-misspelt kind read as a tag runs a negative control as a trigger case. The rule, in order:
+A kind spelt any way is that kind; a near miss is an unknown kind (an error: a guess could run the case wrongly);
+anything else is a category tag, kept as the case's label.
 
-1. the value, spelt any way (case, `-`, `_`, spaces, camelCase), is a kind the runner reads: that kind;
-2. it is within a small edit distance of one (`negatve`, `shuold_trigger`), or one of its words is, or is one of
-   `trigger`, `negative`, `positive` (`negative-case`, `trigger_case`): a kind the runner does not know (an
-   error: the author meant a kind, and guessing which would run the case the wrong way);
-3. anything else is a category tag: the case is read by its other fields, the tag is its label (a value longer
-   than 64 characters is a tag too, kept to its first 64).
+Design notes: docs/design/library-layouts.md.
 """
 
 from __future__ import annotations
@@ -67,7 +59,7 @@ def _nearest(value: str, known: list[str]) -> str | None:
 
 
 def read_type(value: str, trigger: frozenset[str], negative: frozenset[str]) -> TypeReading:
-    """What a `type` / `kind` value says (see the module docstring for the rule)."""
+    """What a `type` / `kind` value says (see docs/design/library-layouts.md for the rule)."""
     if len(value) > MAX_KIND_CHARS:
         return TypeReading(label=value.strip()[:MAX_KIND_CHARS] + "…")
     spelt = normalise(value)

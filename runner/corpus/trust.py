@@ -1,23 +1,10 @@
 """What a repository's settings may decide when they come from the code under review (`--untrusted-settings`,
 which the GitHub Action always passes).
 
-A pull request writes `.skill-evals.toml` as easily as a SKILL.md. Its settings are then data about the library —
-where its skills are, how its cases read, what to measure — and never control over the runner: not the prices and
-the cap that bound what a run spends, not the tools or programs a session gets, not the switches that turn the
-floor, the judge or the whole lane off, not the bounds that keep a step from running without end. POLICY below is
-the one place that decides, key by key over the whole Settings model (a test checks that every key of the model
-has exactly one rule), with the reason. `check` holds every key the file sets against its rule, and the command
-line refuses all that break one in one line, by name (exit 2).
+POLICY has one rule per key of the Settings model (a test checks that), and `check` holds the file's keys against
+it: such settings are data about the library, never control over spend, tools or bounds.
 
-The kinds of rule:
-- Free: the repository decides. What it would decide anyway by editing its own cases, or what the cap bounds.
-- Default: the runner's value only; the repository may write the default, nothing else.
-- AtMost / AtLeast: tighten only: a value on the strict side of a bound (the default, or a bound named here).
-- Cap: the spend cap. At most the cap the runner was given (--max-usd, else the default); a lower value lowers it.
-- Tools: a subset of the read-only tools, with Skill among them.
-- Keeps: a list that keeps every entry of the default (it may add entries, never remove one).
-- Within: a list of entries of the default only (it may remove entries, never add one).
-- Inside: a path that stays inside the repository.
+Design notes: docs/design/floor-and-trust.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """The spend cap (semantics §7): reserve the worst case before a session, settle on the real figure.
 
-The ledger is the one place that decides whether a session may start. A reservation that would
-take committed + reserved spend past the cap waits while other reservations are outstanding (their
-sessions settle at their real, usually much lower, cost and may free room); it fails only when it
-cannot fit with nothing else outstanding, and then the caller starts nothing more. So the cap
-bounds concurrency as well as spend (a $10 cap with a $1.68 worst case never has more than five
-sessions in flight), and committed + reserved never passes the cap. Actual cost comes from the
-host's own usage figures; if a session somehow cost more than it reserved, the excess is still
-recorded (spend is never hidden) and no further reservation can succeed.
+The ledger alone decides whether a session may start; committed + reserved never passes the cap. A `Journal`
+fsyncs each reservation to reservations.jsonl before its session starts, so a killed process cannot hide what was
+in flight.
 
-A process can be killed with sessions in flight; their tokens may have been used and no attempt
-record says so. So a ledger with a `Journal` writes every reservation to the run folder's
-reservations.jsonl, fsynced, before the caller starts what it reserved for, and every settlement
-after (written, not fsynced: a killed process's writes survive it; only a machine crash can lose
-one, and then that reservation counts at its worst case, the safe direction). `journal_totals`
-reads it back on resume: a settled reservation counts at its real cost, an unsettled one at its
-reserved worst case, because nothing says what it used. Records made while journaling name their
-reservation (AttemptRecord.reservation_id), so the caller can tell the spend no record shows.
-
-Two more events make a killed run's worst cases smaller where evidence allows (issue 28): `progress` (written, not
-fsynced, each time an attempt's tally changes: what its session had spent so far, lost replies and the request in
-flight at their bounds; runner.hosts.billing), and `reconcile` (fsynced, written once per unsettled
-reservation by the next process of the run folder, runner.execute.reconcile: the figure the best evidence gives,
-never below what the evidence shows billed, never above the reservation, and where it came from). A reconciled
-reservation counts at its reconciled figure and is never reconciled again.
+Design notes: docs/design/rate-limits-and-spend.md.
 """
 
 from __future__ import annotations
@@ -48,7 +29,7 @@ AppendLine = Callable[[str, bool], None]  # (line, fsync it): RunDir.append_line
 
 @dataclass
 class Journal:
-    """reservations.jsonl of one run folder, for the reservations of one plan (module docstring)."""
+    """reservations.jsonl of one run folder, for the reservations of one plan (docs/design/rate-limits-and-spend.md)."""
 
     plan_hash: str
     append: AppendLine
@@ -67,7 +48,7 @@ class Journal:
         self.append(json.dumps({"event": "settle", "id": ident, "usd": actual_usd}), False)
 
     def progress(self, ident: str, usd: float, bound_usd: float) -> None:
-        """What the reservation's attempt has spent so far (of it `bound_usd` a bound): the module docstring."""
+        """What the reservation's attempt has spent so far (of it `bound_usd` a bound): the design notes."""
         self.append(json.dumps({"event": "progress", "id": ident, "usd": usd, "bound": bound_usd}), False)
 
 

@@ -1,25 +1,10 @@
-"""A killed run's worst cases, reconciled with the evidence it left (issue 28).
+"""A killed run's worst cases, reconciled with the evidence it left.
 
-A SIGKILL leaves every reservation in flight unsettled in reservations.jsonl (runner.execute.budget), each counted at
-its worst case, and without this a resumed run would count them so forever: three kills of a $0.55 run left 14 of
-24 cases UNRUN (budget-cap) with $0.08 really billed. So the next process of the run folder, holding its lock
-(RunDir.claim) and before anything empties the killed sessions' folders (runner.hosts.workspace.
-claim_run_parent), reconciles each unsettled reservation once, with the best evidence there is:
+The next process of a run folder, holding its lock, reconciles each unsettled reservation once, from the best
+evidence (`attempt-record`, `session-log`, `progress`, else `none`): never below what the evidence shows billed,
+never above the reservation. Session folders are untrusted data.
 
-1. `attempt-record`: a record in attempts.jsonl that names the reservation (finished or cancelled): its cost.
-2. `session-log`: the killed claude-code session's folder, found by the mark its host left beside it
-   (runner.hosts.cli_spend.MARK_SUFFIX, naming the reservation), whose CLI session log
-   (runner.hosts.cli_log) shows the usage of every reply it received and every request it sent without a
-   reply (the one in flight at the kill among them): the replies at their cost plus each lost request at its bound.
-3. `progress`: the last figure the killed process journaled for it (runner.hosts.billing: what its session
-   had reported so far, lost replies and the request in flight at their bounds).
-4. `none`: nothing says more; it stays at its worst case.
-The figure is never below what the evidence shows billed (the usage reported) and never above the reservation
-unless that reported usage alone is more. Each reconciliation is one fsynced `reconcile` line of the journal (so it is
-done once, and a later kill cannot undo it), said on stderr, and listed in results.json (`spend.reconciled`).
-
-Anything read from a session's folder is untrusted data: its mark is a small JSON file read without following a
-link, the log is read within cli_log's bounds, and whatever does not parse is no evidence.
+Design notes: docs/design/rate-limits-and-spend.md.
 """
 
 from __future__ import annotations
@@ -150,7 +135,7 @@ def figure(found: OpenReservation, seen: Evidence) -> float:
 
 def reconcile(rundir: RunDir, plan: Plan | None, records: Iterable[AttemptRecord] = (),
               base: Path | None = None) -> list[Reconciled]:
-    """Reconcile every reservation a killed process of this run folder left unsettled (the module docstring). Call
+    """Reconcile every reservation a killed process of this run folder left unsettled (the design notes). Call
     it holding the folder's lock and before the host is made (that empties the killed sessions' folders).
     `records`: the attempt records the vetting accepted (runner.results.vetting) — a forged record must never
     lower what a reservation counts."""

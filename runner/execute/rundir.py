@@ -1,38 +1,10 @@
 """The run folder: plan.json first, one line per finished attempt, transcripts, results.json.
 
-    <run>/plan.json            written before the first session starts
-    <run>/surface.json         the surface audit (what the model is shown)
-    <run>/attempts.jsonl       one AttemptRecord per line, flushed and fsynced as each finishes; each line signed
-                               (`mac`: HMAC-SHA256 of the record under attempts.key) when plan.json says so
-    <run>/attempts.key         32 random bytes made with the run folder (mode 0600, never through a symlink): the key
-                               of every record's MAC, so a line the runner did not write is told apart
-    <run>/reservations.jsonl   the spend ledger's journal (runner.execute.budget.Journal): one fsynced line per
-                               reservation before its session or judge call starts, one line per settlement
-    <run>/transcripts/<slug>-<hash>.json the host's messages for one attempt (secrets removed); the record's
-                               `transcript` field names its file (`transcript_name`)
-    <run>/run.lock             held (fcntl lock) by the one process running on this folder; it holds its pid
-    <run>/repairs.jsonl        one TailRepair per torn last line cut from (or completed in) an append-only file
-    <run>/torn/                the bytes each such cut removed, kept for a human to read
-    <run>/results.json         written at the end, and on SIGINT/SIGTERM
+Contract: a crash loses at most the attempt being written (each record is fsynced as it finishes; a torn last line
+is cut, or completed, before the next append); one process per folder (`claim`); records are signed with the
+folder's own key when the plan says so (`record_mac`).
 
-A crash can lose at most the attempt being written. A kill mid-write leaves a torn last line (no newline):
-before a process first appends to attempts.jsonl or reservations.jsonl it cuts that line off (`repair_tail`),
-or the next record would be glued onto the fragment and lost with it; the cut is logged in repairs.jsonl,
-shown in results.json (`repairs`) and said on stderr, and the bytes go to torn/. A last line that is a whole
-record missing only its newline (and, in a folder with a key, correctly signed) is completed with the newline
-instead: cutting it would run that attempt again and pay for it twice. Only one process runs on a folder at a
-time (`claim`): a second one is refused (RunFolderBusy), it would append to the same files.
-
-Signing: a plan that says `record_mac` has every line of attempts.jsonl carry `mac`, an HMAC-SHA256 under the
-folder's key of the record's canonical JSON without `mac` (`record_mac`), so that a record a session or any
-other process appended (or altered, or copied from another folder) is refused when the run's outcome is read
-(runner.results.vetting). The key is made once with the folder and never leaves it; a key file that is a link,
-not a regular file, not this user's, readable by others or of the wrong size is refused (RunFolderKeyError).
-
-Nothing here holds a run in memory: each attempt is appended (and fsynced) as it finishes, its
-transcript goes to its own file, and reading streams attempts.jsonl one line at a time. A reader
-that only needs verdicts (results, resume) asks for `slim` records, which leave out the final answer
-and the tool calls (they stay on disk), so memory grows with the attempts' outcomes only.
+Design notes: docs/design/run-folder-and-records.md.
 """
 
 from __future__ import annotations
@@ -106,7 +78,7 @@ class AttemptRecord(BaseModel):
     session_path: str | None = None
     first_turn_input_tokens: int | None = None
     model_calls: int | None = None
-    decided: Decided | None = None  # the host ended the session once its outcome was certain (issue 21)
+    decided: Decided | None = None  # the host ended the session once its outcome was certain
     first_turn: FirstTurn | None = None  # first-turn host: decided by the first reply, or handed off
     transcript: str | None = None
     final_answer: str | None = None
@@ -448,7 +420,7 @@ class RunDir:
 
     def repair_tail(self, name: str) -> TailRepair | None:
         """Once per file and RunDir: cut a torn last line, keep its bytes in torn/, log it in repairs.jsonl; or,
-        when the last line is a whole record missing only its newline, complete it (module docstring)."""
+        when the last line is a whole record missing only its newline, complete it (the design notes)."""
         if name in self._checked:
             return None
         self._checked.add(name)
@@ -513,7 +485,7 @@ class RunDir:
 
     def append_attempt(self, record: AttemptRecord) -> None:
         """Flushed and fsynced, signed with the folder's key when this object holds it (make_key, load_key); the
-        first append of this object first repairs a torn tail (module docstring)."""
+        first append of this object first repairs a torn tail (docs/design/run-folder-and-records.md)."""
         self.append_line(ATTEMPTS, _record_json(record, self.key))
 
     def iter_lines(self) -> Iterator[RecordLine]:

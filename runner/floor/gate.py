@@ -1,25 +1,10 @@
 """What the floor's findings keep from running.
 
-`validate` is all-or-nothing. `plan` and `run` are not: one broken skill must not hide the results
-of every other skill, so each error-level finding is scoped to what it is about:
+`validate` is all-or-nothing; `plan` and `run` scope each error-level finding to what it is about (the library, a
+skill, an eval file, a case), so one broken skill does not hide the rest. A finding that cannot be placed is the
+library's: an error is never dropped.
 
-- the library: the library's own validator failed, the settings are unusable, or the error is in a
-  file of no skill (the agents folder, the settings file). Nothing runs.
-- a skill: its SKILL.md, its eval files, anything in its folder. The cases in its eval files are
-  UNRUN `floor-error`.
-- an eval file of which not one case could be read (it does not parse, or is in no shape the runner reads):
-  its skill is held back as above, and the file itself is one UNRUN entry `eval-file-unreadable`, so the
-  report shows what was not run even when no case id is known.
-- a case: a schema error inside one case, a dangling reference of one case. That case is UNRUN
-  `invalid-case`; the rest of its skill runs.
-- a skill that was not read: a folder meant as a skill without SKILL.md, a skill folder behind a
-  symlink that leaves the repository, a path a plugin lists that does not exist. None of its cases
-  exist to hold back; the error is reported and the rest runs.
-
-A finding says what it is about through `skill` / `uid`; when it does not, the file decides (a file
-in a skill's folder is that skill's; a line inside a case the loader already found invalid is that
-case's). Anything that cannot be placed is the library's: an error is never dropped. With `strict`
-every error stops everything, as before.
+Design notes: docs/design/floor-and-trust.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,10 @@
 """One activation recogniser for every host (claude-code, api, replay): which tool call is an activation, of what,
 and whether the host's answer rejected it.
 
-What counts (semantics §5, §2): a Skill tool call naming the skill (also `plugin:name`), in any turn; a Read of
-that skill's `.claude/skills/<name>/SKILL.md`; for a `<agent> (subagent)` target, a Task/Agent tool call with that
-agent type; and a prompt that starts with `/name` (runner.corpus.slash), which the host expands itself
-(`slash-command`). The tool names and the skills folder are the host's own (HostTraits.activation in
-runner.hosts.registry; Claude Code's for every host registered today). The mechanism is recorded. A host calls `recognise` for each tool_use block (name, input, id,
-turn) and, when the call's tool_result arrives, `apply_result` with its `is_error`; `Turns` numbers the turns the
-same way for all.
+A host calls `recognise` per tool_use block and `apply_result` with its `is_error`; tool names and the skills folder
+come from HostTraits.activation. A call answered with an error is rejected and never counts as fired.
 
-Rejected (the decision of issue 17): a call the host answered with an error tool_result is a rejected activation,
-whatever its mechanism, and a rejected activation never counts as fired (Observation.fired). The spec defines an
-activation as a call and is silent on a refused one; host-surface.md says only that an unknown skill name gets an
-`is_error` result, and the README already said a rejected Skill call does not count. The claude-code host used to
-keep a refused Task/Agent call (and a failed Read of a SKILL.md) as an activation while the replay host rejected
-it. Refused is what keeps results honest: a call the host refused did not load the skill's instructions into the
-model's context, and a refused Task/Agent call started no subagent — what the session did is what the case
-measures, not what the model asked for. Measured on CLI 2.1.332: with the default allowlist (Skill, Read, Glob,
-Grep) the CLI answers an Agent or Task call with "No such tool available: Agent. Agent is disabled for this
-session", an unknown agent type with "Agent type 'x' not found", and a Read of a SKILL.md that is not there (an
-unknown skill, or the probe control arm's excluded one) with "File does not exist" — none of these ran anything.
-
-Names: a Skill call's `skill` is trimmed (the CLI launches " pdf " as pdf), its leading `/` dropped, its `plugin:`
-prefix dropped unless the library names the skill with it (two plugins ship one name: `web-kit:seo` and
-`shop-kit:seo` are two skills, runner.corpus.layout), and a host's aliases applied (a frontmatter `name` that differs from the folder, mapped to the folder
-name); a Read's path is normalised first (the CLI reads `.claude/skills/./pdf/SKILL.md`). A Skill call without a
-name, a Read of any other file and a Task/Agent call without an agent type are no activation (they stay tool calls).
+Design notes: docs/design/activation.md.
 """
 
 from __future__ import annotations
@@ -95,7 +74,7 @@ def recognise(tool: str, tool_input: object, tool_use_id: str | None, turn: int,
 
 def apply_result(activation: Activation, is_error: bool | None) -> None:
     """Mark an activation by its call's tool_result: an error result rejects it, for every mechanism (see the
-    module docstring: a refused call loaded no instructions and started no subagent)."""
+    docs/design/activation.md: a refused call loaded no instructions and started no subagent)."""
     activation.rejected = bool(is_error)
 
 

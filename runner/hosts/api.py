@@ -1,58 +1,10 @@
 """The api host: a direct Messages API APPROXIMATION of Claude Code's skill-selection surface.
 
-It is cheaper than running Claude Code and needs no CLI, but it is not the real host: it sends
-its own short system prompt and only two tools. What it copies from Claude Code (host-surface.md)
-is what decides skill selection as far as it can be copied through the public API:
+It copies what decides skill selection as far as the public API allows (the listing, the Skill tool, a read-only
+`Read`) under its own short system prompt. Cheaper, no CLI, not the real host. Errors become an Observation's
+`error_kind`, never an exception.
 
-- the listing: `LISTING_HEADER`, then `- name: description` per model-invocable skill in name
-  order, or `- name` alone once the running total of entry lines would pass the character budget
-  (`listing_budget_chars`, default 8,000 — the greedy rule of runner/hosts/listing.py). Claude Code puts
-  the listing in a `role: "system"` message inside `messages`, which the public Messages API does
-  not accept; here it is the second part of the `system` prompt. Skills whose folder has no
-  SKILL.md (Claude Code does not list them) and manual-only skills are not listed; a skill
-  without a description is listed as `- name` and reported as name-only, which is what the
-  model saw.
-- the Skill tool, with Claude Code's input schema; its result is `Launching skill: <name>` and the
-  SKILL.md body of the session's copy (frontmatter stripped), as Claude Code sends it.
-- a read-only `Read` tool confined to the session's project folder (a read of
-  `.claude/skills/<name>/SKILL.md` is an activation too, mechanism `skill-md-read`).
-
-Which call is an activation, and that an answer with an error rejects it, is decided for every host by
-runner.hosts.activation (this host only answers the calls).
-
-The project folder is virtual (runner.hosts.workspace.LibraryView): no tool of this host writes,
-so nothing is copied per session; reads come straight from the library under the rules a copied
-session folder had (no skill's answer key, no excluded skill, nothing resolving outside the
-repository, no file over the size limit).
-
-Speed and cost: one `AsyncAnthropic` client per host and event loop (a client builds an SSL
-context, ~26 ms of CPU, and keeps the connections), closed by `aclose()`. The tools and the system
-prompt with the listing are the same for every session of a run: the system block carries a
-`cache_control` breakpoint (the cache prefix is tools, then system, then messages) when that prefix
-reaches `CACHE_MIN_TOKENS` by the 4-characters-a-token estimate; below it no model caches and the
-system prompt stays a plain string. `prompt_caching=False` never marks it.
-
-Errors (never raised; an Observation with `error_kind`):
-- the session's wall clock (`asyncio.timeout(spec.timeout_s)`) or the SDK's request timeout
-  (APITimeoutError, after its own retries) -> `timeout` (bounds_hit also holds "timeout");
-- a spend limit (runner.hosts.ratelimit.spend_limit_cause: 429 `enforced_spend_limit_reached`, 429 without
-  `retry-after`, 400 "You have reached your specified ... API usage limits", 402) -> `spend-limit` with
-  the API's message, from the FIRST response: the client's innermost middleware raises
-  SpendLimitReached, which the SDK does not retry (the executor then stops the run);
-- any other 429 (`RateLimitError`: it has a `retry-after`, after the SDK's retries) -> `rate-limited`;
-- any other HTTP error status (`APIStatusError`) -> `api-error`, with the status code;
-- a connection the API dropped or refused (`APIConnectionError`: no readable response at all,
-  after the SDK's transport retries) -> `api-error` (the API failed, not the data);
-- a response that arrived but cannot be read -> `malformed`, with the reason: a body that is not JSON
-  or does not fit the SDK's schema (ValueError / APIResponseValidationError), and a 200 the SDK hands
-  over without checking (`reply_problem`): an error body (`{"type": "error", ...}`), an event stream
-  sent to this host's non-streaming request (with its `error` event), a Message whose usage, content,
-  blocks or stop_reason are missing or of the wrong type. The usage it does carry is still counted.
-Nothing is retried beyond the SDK's own transport retries (`max_retries`). Any other exception of
-`messages.create` is a bug of the runner and propagates.
-
-Why one long module: the approximation's prompt, its two tools and the error mapping above are one
-description of what this host claims to copy, kept beside the code that does it.
+Design notes: docs/design/api-host.md.
 """
 
 from __future__ import annotations
@@ -575,7 +527,7 @@ class _Session:
     def expand_command(self) -> None:
         """A prompt that is a slash command naming a skill (runner.corpus.slash: the name up to the first whitespace,
         the rest the arguments): the skill is loaded before the first turn, in the blocks Claude Code sends for it
-        (measured on CLI 2.1.332, issue 29). A skill that is not user-invocable is refused with the CLI's own answer
+        (measured on CLI 2.1.332). A skill that is not user-invocable is refused with the CLI's own answer
         and no request; any other `/word` is sent to the model as written."""
         command = slash.parse(self.spec.prompt)
         name = slash.invoked_skill(self.spec.prompt, self.host.slash_names)

@@ -1,29 +1,9 @@
-"""What an attempt's (or a judge call's) requests cost, the ones whose reply was lost included (issue 28).
+"""What an attempt's (or a judge call's) requests cost, the ones whose reply was lost included.
 
-The API bills a request it processed whether or not the client read the reply: a reply cut mid-stream, a
-connection reset, a request the client stopped waiting for (its timeout, a cancelled session), a reply whose usage
-figures are missing or unreadable. Nothing the client received says what such a request cost, so counting it at $0
-would let lost replies spend past the cap. Each one is charged what it could have cost instead: the usage the API
-did report of it (a stream's message_start), or an estimate of its input (characters / 4, priced as a cache write,
-the dearest way input is billed), plus `max_tokens` of output. That is a bound, and the attempt says so
-(`CostBasis` "bound"); `charge` caps it at the attempt's reservation unless the usage the API reported alone is more
-("reservation": the worst case the cap already counted for it).
+A request whose reply was lost is charged a bound, never $0, so lost replies cannot spend past the cap.
+`BillingMiddleware` counts every HTTP attempt into the current `Tally`, a ContextVar the executor opens per attempt.
 
-The count of requests is measured, not assumed: the SDK retries a lost reply by itself, each retry billed too, and a
-later retry's success hides the earlier loss. `BillingMiddleware` (innermost in an anthropic client's chain, so it
-sees every HTTP attempt and its raw status) counts each attempt into the current `Tally`: one answered with an HTTP
-error status is not billed (the API bills no error), every other one is, and only the one whose usage the caller
-read is "reported"; the rest are bounds. The Claude Code CLI retries by itself too: its host counts the requests its
-session log shows (runner.hosts.cli_log).
-
-The current tally lives in a ContextVar (`metering`): the executor opens one per attempt around `Host.run`, so the
-Host protocol keeps its signature, every request the attempt's task makes (the middleware runs in that task) lands
-in it, and a cancelled attempt (SIGTERM) still leaves what it spent so far plus the bound of what was in flight. A
-ContextVar is per task (asyncio copies the context for each task), never shared state. Without an open tally (a host
-run outside the executor, a test) a host meters into its own.
-
-`on_change`: the executor journals each change (runner.execute.budget, a `progress` event), so a run killed with
-SIGKILL leaves, per reservation, the last figure its session had reached (runner.execute.reconcile).
+Design notes: docs/design/rate-limits-and-spend.md.
 """
 
 from __future__ import annotations
@@ -81,7 +61,7 @@ ProgressFn = Callable[["Tally"], None]
 class Tally:
     """What one attempt's (or judge call's) requests are known to have cost so far.
 
-    reported_usd: from usage the API reported; bound_usd: the bounds of lost replies (module docstring); lost: how
+    reported_usd: from usage the API reported; bound_usd: the bounds of lost replies (the design notes); lost: how
     many. A request being sent is open (`open_request` .. `close_request`); `in_flight_usd` is the bound a host that
     does not see its requests (the CLI) keeps for the one its session may have in flight. `total` counts both.
     """
@@ -200,7 +180,7 @@ def current() -> Tally | None:
 
 @contextmanager
 def metering(tally: Tally) -> Iterator[Tally]:
-    """Requests this task makes inside the block count into `tally` (the module docstring)."""
+    """Requests this task makes inside the block count into `tally` (docs/design/rate-limits-and-spend.md)."""
     token = _CURRENT.set(tally)
     try:
         yield tally

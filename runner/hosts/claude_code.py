@@ -1,29 +1,10 @@
 """The real host: Claude Code through `claude-agent-sdk`, with Claude Code's own system prompt.
 
-Each attempt gets a fresh workspace (runner.hosts.workspace), project settings only, no MCP
-servers, `dontAsk` permissions with a read-only tool allowlist that includes Skill, max turns,
-a wall-clock timeout, and an explicit minimal environment. The SDK merges the parent process's
-environment into the CLI's, so the CLI is started through a small wrapper that runs it under
-`env -i` with only the variables listed in KEEP: the runner's own secrets never reach a session.
+Each attempt gets a fresh workspace (runner.hosts.workspace) and a CLI started under `env -i` with only KEEP's
+variables: the runner's secrets never reach a session. What precedes the case prompt is byte-identical across a
+run's sessions, for the prompt cache.
 
-Speed: session folders go to a memory filesystem when one is available (workspace.default_parent),
-and the library is filtered and copied once per host into a read-only staging snapshot
-(runner.hosts.workspace.Staging); each session's folder is hard links to it when the allowed tools
-cannot write, copies otherwise. Building and removing a session folder run in a worker thread, so
-one session's file work never stalls the event loop the other sessions' streams run on. `close()` /
-`aclose()` remove the snapshot (also done when the host is collected or at exit, as for the wrapper).
-
-Cost: what the model receives before the case prompt is kept byte-identical across the sessions of a run, so
-a prompt cache can serve it (issue 15; BENCHMARKS.md). Measured on CLI 2.1.332, two things varied per session:
-the system prompt's auto-memory paragraph named the session's own memory folder (under CLAUDE_CONFIG_DIR), and
-the first message's environment text named the session's working directory. Auto-memory is switched off
-(`CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`, passed through the wrapper's allowlist: without that the variable never
-reached the CLI; a session has no memory anyway, semantics §5), and each session's folder is seen at one fixed
-path where a namespace allows it (runner.hosts.sessionpath, which also says what the fallback keeps). Each
-observation carries the session's prefix hash (`prefix_fingerprint`) and session-path mode.
-
-Why one long module: the CLI wrapper's environment, the stream recorder and the session's lifecycle share
-the isolation rules above; the session folder (workspace.py) and its path (sessionpath.py) are apart.
+Design notes: docs/design/hosts-claude-code.md.
 """
 
 from __future__ import annotations
@@ -264,7 +245,7 @@ STOP_REASON = "skill-evals: the attempt's outcome can no longer change"
 
 
 class _Decider:
-    """Ends a session once its outcome is certain (SessionSpec.decide_when, runner.corpus.decide; issue 21).
+    """Ends a session once its outcome is certain (SessionSpec.decide_when, runner.corpus.decide).
 
     The CLI calls this PostToolUse hook after each call of a tool that can be an activation has run and
     before it sends the next request; answering `continue: false` ends the session there, with a result message
@@ -461,7 +442,7 @@ class ClaudeCodeHost:
         weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
         # One fixed session path where a namespace allows it (detected once per process and setting).
         self.session_path = sessionpath.detect(session_namespace)
-        # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the module docstring). True only to measure what it costs.
+        # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the design notes). True only to measure what it costs.
         self.auto_memory = auto_memory
         # Every process of a session confined to the session's folder where the kernel allows it (Landlock).
         self.session_wall = wall.detect(session_confinement)

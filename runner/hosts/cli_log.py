@@ -1,22 +1,9 @@
 """What the Claude Code CLI's own session log shows of a session's requests: untrusted data, read within bounds.
 
-The CLI writes a JSON-lines log of each session under its config folder, `CLAUDE_CONFIG_DIR/projects/<the working
-directory, sanitised>/<session id>.jsonl` (measured on CLI 2.1.332 against runner/testing/fake_anthropic.py):
-- one `{"type": "api-request", "id": ...}` line written BEFORE each request it sends, its own retries included
-  (a cut stream retried twice, then sent once more without streaming: four lines, where the stream-json output
-  showed two `api_retry` events);
-- one `{"type": "assistant", "requestRef": <that id>, "message": {"model", "usage", ...}}` line per reply it
-  received, with the reply's final usage (the stream-json output carries message_start's, output_tokens 1);
-- a reply whose usage was null on the wire is logged with every count 0, and the CLI's own error messages with
-  model `<synthetic>`.
-So a request is "lost" when no reply with real usage followed it: its reply was cut, reset, never came (the session
-was ended: a timeout, a cancel, a SIGKILL), or its usage could not be read. The lines survive a SIGKILL of the CLI.
+Out: each request the CLI sent and the usage of each reply; a request without a real reply is lost. Being in the
+session's folder, it is used only to charge more, or to bound a killed run's worst case.
 
-The log is written in the session's own folder, so it is read as untrusted data: regular files only (never through a
-symlink), at most MAX_FILES files of MAX_FILE_BYTES each, lines over MAX_LINE_BYTES skipped, and anything malformed
-is no evidence. Callers use it only to charge MORE than the stream showed (runner.hosts.claude_code) or, for a
-run killed with SIGKILL, to bring a worst case down to what it shows billed plus the bound of what it shows lost
-(runner.execute.reconcile).
+Design notes: docs/design/rate-limits-and-spend.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """What a Claude Code session cost, its lost replies included: the claude-code host's side of runner.hosts.billing.
 
-The CLI makes its own requests and retries lost replies itself; its result message's usage counts only what it
-received (a reply whose usage was null counts 0 tokens, $0). What shows the rest:
-- the CLI's session log (runner.hosts.cli_log): every request it sent and the usage of every reply it got,
-  so each request without a reply is a lost one, with an estimate of its input;
-- its stream-json output, when the log is missing: an `api_retry` event without an HTTP status (a connection
-  dropped, a stream cut: the request may have been billed; one with a status was refused, not billed), a reply
-  whose usage cannot be read, a session ended (its wall clock, a cancel) before its result (a request in flight).
-Each lost request is charged billing.input_bound_usd of its input estimate: the log's (the reply to the same turn
-after a retry, or the reply before it plus what was added since), else the largest reply's input and output plus
-a turn's worst growth, else the plan's first-request estimate (SessionSpec.request_input_tokens), else the session's
-whole budget (max_usd).
+The CLI's result counts only the replies it received. Each lost request (from its session log, else its
+stream-json output) is charged billing.input_bound_usd of its best input estimate, down to the session's whole
+budget when nothing better is known.
+
+Design notes: docs/design/rate-limits-and-spend.md.
 """
 
 from __future__ import annotations

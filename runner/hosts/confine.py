@@ -1,24 +1,11 @@
 """Confine one session's process tree with Landlock, then exec the host's CLI (a second wall after the first).
 
-The first wall is that no session can run a command of the library's (runner.hosts.claude_code: hooks and
-inline shell switched off, no MCP server, read-only tools; docs/security.md). This is the wall behind it, for the day
-a host version lets one through: every process of the session — the CLI and anything it starts — may
+Every process of the session reads only the system's folders and its own folder, writes only its own folder, and
+cannot reach the runner's processes. Run as a standalone script (stdlib only):
+``python -I -S confine.py --write DIR [--read PATH ...] -- CLI ARGS``; it exits 125 without starting the CLI when
+the ruleset cannot be applied, so a session is never silently unconfined.
 
-- read and execute only the system's folders (/usr, /lib, /bin, /etc, ... `SYSTEM_READ`), /proc and /sys, a few
-  device files, the CLI itself, and the session's own folder;
-- write only inside the session's own folder (and /dev/null);
-- not trace or read the memory or environment of any process outside it (Landlock's ptrace rule: the runner's
-  /proc/<pid>/environ and mem are out of reach), and, where the kernel has Landlock ABI 6, not signal one nor
-  connect to an abstract unix socket outside it.
-
-So the run folder (its attempt log, its key, results), the library with its answer keys, the runner's HOME and every
-other file of the machine are neither readable nor writable from a session, whatever runs in it. Landlock is an
-unprivileged Linux security module (kernel 5.13+); the restriction is inherited by every child and can never be lifted.
-
-Run as a standalone script, before the CLI: ``python -I -S confine.py --write DIR [--read PATH ...] -- CLI ARGS``
-(stdlib only, no import of the runner: it starts in a few milliseconds in the session's minimal environment). It
-exits 125 without starting the CLI when the ruleset cannot be applied, so a session is never silently unconfined.
-``--check`` confines itself and then probes the rules (what `detect` runs once per process).
+Design notes: docs/design/session-isolation.md.
 """
 
 from __future__ import annotations
@@ -106,7 +93,7 @@ def _attr_size(abi: int) -> int:
 
 
 def confine(write: list[str], read: list[str], libc: ctypes.CDLL | None = None) -> int:
-    """Restrict this process (and every process it starts) to the rules of the module docstring; the ABI used.
+    """Restrict this process (and every process it starts) to the rules of the design notes; the ABI used.
     Raises ConfineError when the kernel has no Landlock or a rule cannot be added."""
     libc = libc or _libc()
     abi = abi_version(libc)

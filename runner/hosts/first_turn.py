@@ -1,55 +1,10 @@
-"""The first-turn host: Claude Code's own first request, sent directly to the Messages API (issue 21).
+"""The first-turn host: Claude Code's own first request, sent directly to the Messages API.
 
-Not the `replay` host (runner.hosts.replay), which sends nothing and rebuilds observations from an earlier
-run folder to judge them again. This host runs new attempts; it spends like any other.
+The real CLI's first request is captured once per run (`first-turn-capture.json`); an eligible attempt sends that
+request with its own prompt. A reply that decides the outcome ends the attempt; anything else hands it to a real
+Claude Code session from scratch. Faults are error kinds, never verdicts.
 
-What it sends. The real CLI (through a real ClaudeCodeHost, `self.real`) runs once against a local capture
-endpoint (runner.hosts.surface.CaptureServer) with a sentinel prompt, the run's model, its max_output_tokens and
-its per-session budget, in the same session path, wrapper and library snapshot as the run's sessions. Its first
-request (body, and headers but the key) is kept: `first-turn-capture.json` in the run folder. For an eligible
-attempt the host copies that body, puts the case's prompt in the one text block that holds the sentinel, gives it
-the per-session values the CLI would (below), and sends it with the anthropic SDK to `/v1/messages?beta=true`
-(`client.beta.messages`), streamed as the CLI streams it, with the CLI's `anthropic-beta` header, through the
-run's rate limiter and the spend-limit middleware (as runner.hosts.api.ApiHost does).
-
-What differs from the CLI's own request for the same prompt (tests/test_first_turn.py shows nothing else does;
-measured on CLI 2.1.332):
-- `metadata.user_id`: a JSON string with the device id and session id. The CLI makes both per session (each
-  session has its own config folder, so its own device id): the host makes a fresh pair in the same shape.
-- `x-claude-code-session-id` header: the same fresh session id.
-- client identity: `user-agent` and the `x-stainless-*` headers name the client that sends the request (the CLI's
-  bundled JS SDK there, the Python SDK here); `accept-encoding` is the HTTP client's; the key is the run's, sent
-  as `x-api-key` by the CLI and as `authorization: Bearer` by the Python SDK.
-- the body's key order (the Python SDK writes its own), hence `content-length`; the parsed bodies are equal.
-- the billing block's `cc_version=<version>.<3 hex>` suffix: the CLI derives it from a few characters of each
-  prompt. The host sends the captured block as it is: it does not reproduce the CLI's internal derivation (that
-  would mean copying a constant out of the CLI's bundle), and the block says which client version was captured.
-- one cache breakpoint more, on the block before the prompt (mark_before_prompt): no text the model reads, and
-  the reason every attempt after the first reads the listing from the cache.
-
-Not covered (unmeasured: no key and no internet here): the capture is made against 127.0.0.1. Sent to Anthropic's
-own endpoint the CLI adds first-party attribution fields to that billing block (e.g. `cch=`); the captured block
-lacks them. The tests compare both requests against the same local endpoint.
-
-Which attempts (`ineligible`, runner.corpus.decide.first_turn_ineligible): activation-only ones that one skill
-firing can settle (a set of one name in SessionSpec.decide_when), without excluded skills or case files, and whose prompt the CLI sends as written (measured: a `/name` prompt is expanded, an `@path`
-mention attaches the file, the keyword "ultrathink" adds a reminder, an empty prompt is sent as "(no content)").
-Any other attempt runs on `self.real` from the start (FirstTurn outcome not-eligible).
-
-When the first reply decides (`Judgement`): a tool_use reply whose accepted activations complete a set of
-decide_when (runner.hosts.activation.decided) -> Observation.decided, no final answer; a reply that ends
-the turn without a tool call -> the session is over with nothing activated, its text the final answer. Accepted
-means what the CLI would surely have run: a Skill call naming a model-invocable library skill among the offered
-tools, a Read of a library skill's SKILL.md at the session's own path, a Task/Agent call naming a library subagent
-when that tool is allowed. Anything else (another tool call, an activation that leaves the outcome open, a reply
-cut at max_tokens) hands the attempt to a real Claude Code session from scratch, with the session's budget less
-what the first turn cost; its usage and cost include the first turn's.
-
-Faults are the api host's (`api.classify_error`): an HTTP error, a cut stream, a spend limit is an error kind, never a
-verdict; a first turn that fails is not handed off (its attempt has no `first_turn` record: nothing was decided).
-
-Why one long module: the capture, the request built from it, the reading of the reply and the rule for what it
-decides are one claim (this is Claude Code's first turn), kept beside the measurements it rests on.
+Design notes: docs/design/first-turn-and-early-end.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """An estimate of the skill listing Claude Code shows the model, from the library alone.
 
-Claude Code lists skills in a system message, one line each, `- name: description`, and keeps a
-description only while the listing fits a character budget; past it a skill is listed by name
-only (host-surface.md). Which skills keep their description decides what a trigger eval can
-measure, so the census estimates it before anything is spent. This is a model of the host, not
-a measurement: the surface audit (`skill-evals surface`) records what a real session received.
+Which skills keep their description under the listing's character budget decides what a trigger eval can measure.
+A model of the CLI's own rule (tests/test_listing_calibration.py checks it against captured listings), not a
+measurement: the surface audit records that.
 
-The model is the CLI's own rule, read from Claude Code 2.1.332 and checked against captured
-listings (tests/test_listing_calibration.py):
-
-- Entries: the library's model-invocable skills (a folder with SKILL.md, not
-  `disable-model-invocation`), in locale order of their folder names (ICU: `_` < `-` < `.` <
-  digits < letters, case-insensitive first), then the host's own skills in a fixed order
-  (runner/data/host_listing.json, measured with the CLI version it names).
-- A line is `- name: description` or `- name`. The description is the frontmatter's (trimmed; a
-  number or boolean as text), else the first non-empty body line without its `#`s (cut to 100);
-  `when_to_use` is appended as ` - <text>`; runs of control characters become one space, `<` and
-  `>` become `&lt;` and `&gt;`; past `max_description_chars` it is cut and ends with `…`. A
-  frontmatter `name` that differs from the folder is shown as `folder (name)`.
-- Lengths are terminal display widths (Bun.stringWidth: wide characters count 2, marks 0).
-- If every full line fits (widths plus one newline between lines), all keep their description.
-  Otherwise the host's bundled skills always keep theirs, every other entry is first charged its
-  name line, and what is left of the budget is spent greedily in entry order — library skills
-  first, then the host's other skills: an entry keeps its description when the extra width fits
-  what is left, and a later, shorter one may still fit after a longer one did not.
+Design notes: docs/design/listing-and-surface.md.
 """
 
 from __future__ import annotations
@@ -291,7 +272,7 @@ class Priority:
 
 
 def priority_fit(lines: list[Line], budget: int) -> Priority:
-    """Which entries keep their description under Claude Code's rule (see the module docstring)."""
+    """Which entries keep their description under Claude Code's rule (see docs/design/listing-and-surface.md)."""
     separators = max(0, len(lines) - 1)
     fixed_width = sum(line.full_width for line in lines if line.fixed)
     if sum(line.full_width for line in lines) + separators <= budget:

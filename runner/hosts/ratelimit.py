@@ -1,51 +1,10 @@
 """Adaptive concurrency and request pacing under the API's rate limits.
 
-Why: a full run is thousands of sessions against one key's requests-per-minute limit. The clients
-retry a 429 by themselves after `retry-after`, but every other session keeps sending meanwhile, so a
-run at a fixed concurrency above the limit is refused again and again. One `AdaptiveLimiter` per
-run decides when a session (and, through the middleware, each API request) may start:
+One `AdaptiveLimiter` per run decides when a session, and through `RateLimitMiddleware` each request, may start:
+an AIMD window, a pause after a 429, then pacing at the limit the API announced. Time is read only through its
+`clock` and `sleep`. Spend limits are not rate limits: `SpendLimitMiddleware` stops at the first one.
 
-- Concurrency window (AIMD): it starts at the plan's concurrency; a 429 halves it (multiplicative
-  decrease), never below 1. One episode halves it once: a 429 of a request or attempt that started
-  before the last decrease was sent under the old window and changes nothing more. After a run of
-  `window` attempts in a row that started after the last 429 and saw none, it grows by one (additive
-  increase), never above the plan's concurrency, and never above the ceiling: one below the window
-  a 429 was seen at, so the run does not walk into the same limit again.
-- Pause: a 429 stops new session starts and new requests until its `retry-after`, and until its
-  `anthropic-ratelimit-requests-reset` (the time the limit is fully replenished, at most one period
-  ahead) when it gives one: the pacing below assumes a full allowance when it starts.
-- Pacing: once a 429 has shown the limit (`anthropic-ratelimit-requests-limit`: L requests per
-  `period_s`, 60 s for the API's requests per minute), at most L requests that pass through the
-  middleware are let through in any `period_s x (1 + margin)`. That holds under a sliding window of
-  L per `period_s` and under a token bucket of capacity L refilled at L per `period_s` (the API's),
-  starting full (hence the pause until the reset), so at a steady state no request is over the
-  limit as long as a request reaches the API less than `margin x period_s` after it was let through
-  (3 s at the API's period and the default margin). Later responses' limit header updates L.
-
-Where the 429s are seen:
-- `RateLimitMiddleware`: anthropic SDK client middleware. It runs once per HTTP attempt inside the
-  SDK's own retry loop, so it sees the 429s the SDK retries by itself, and it holds every request
-  (a retry, a later turn of a session already running) for the pause and the pacing. A host that
-  calls the API with the anthropic SDK passes it to its client (`middleware=`).
-- `observe_attempt`: after an attempt, `error_kind` rate-limited (429 past the client's retries),
-  and Claude Code's `api_retry` system messages with `error_status` 429 in the transcript (the CLI
-  retries by itself and cannot be paced per request: only session starts are held).
-
-Time: the limiter reads the time and waits only through its `clock` and `sleep` (time.monotonic and
-asyncio.sleep unless given), so a test can drive it on a virtual clock (runner.testing.virtual_clock) and
-assert exact times whatever the machine's load. The reset header is a wall-clock date from the server and
-is read against time.time(), which is no pacing time.
-
-Spend limits are not rate limits: no wait makes them pass, so nothing here pauses or retries for them.
-`spend_limit_cause` recognises the API's answers once spending must stop (platform.claude.com/docs/en/api/
-errors): a 429 whose `error.details.error_code` is `enforced_spend_limit_reached` (the usage tier's monthly
-cap, sent without `retry-after`), any other 429 without `retry-after` (a rate limit always says when to come
-back), a 400 `invalid_request_error` whose message begins "You have reached your specified (workspace) API
-usage limits" (a spend limit the organization or workspace set), and a 402 (the credit balance).
-`SpendLimitMiddleware` raises `SpendLimitReached` from the first such response, innermost in the client's
-chain: before `RateLimitMiddleware` could pause for the 429 and before the SDK's retry loop could retry it
-(anthropic 2.15 retries only APIStatusError, connection errors and RetryableError raised by middleware; any
-other exception propagates at once, `_base_client._should_retry_exception`).
+Design notes: docs/design/rate-limits-and-spend.md.
 """
 
 from __future__ import annotations

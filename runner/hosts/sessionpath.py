@@ -1,34 +1,10 @@
 """One folder path for every Claude Code session of a run, each session still in its own folder.
 
-Why: Claude Code writes the session's working directory into the text it sends before the case prompt (the
-first message's `Primary working directory: ...`, and the skill bodies' `Base directory for this skill: ...`).
-With a new random folder per session that text differs in every session, so no two sessions send the same bytes
-before the prompt, and a prompt cache keyed on those bytes (the API's, for what a breakpoint covers) cannot be
-shared; the run also cannot say that its sessions saw one surface. Isolation must not suffer: every session keeps
-its own HOME, config and project folder, and nothing one session writes is visible to another.
+The CLI writes its working directory before the case prompt; one path keeps that text identical across sessions.
+Each folder is bind-mounted at `FIXED_PATH` in the session's own mount namespace (`detect`), else keeps its own
+path; isolation is the same.
 
-How: each session's CLI runs in its own mount namespace in which the session's folder is bind-mounted at one
-fixed path (`FIXED_PATH`); the CLI is told HOME, CLAUDE_CONFIG_DIR, TMPDIR and its working directory under that
-path. The bind exists only inside that session's namespace (propagation private), so concurrent sessions each
-see their own folder at the same path, the host sees none of them there, and a process a session leaves behind
-still sees only its own (removed) folder. Modes, tried in this order (`detect`):
-
-- `mount-namespace`: the runner may create a mount namespace itself (root, CAP_SYS_ADMIN): `unshare --mount`.
-- `user-namespace`: unprivileged user namespaces are allowed: `unshare --user --map-root-user --mount`. The CLI
-  then runs as uid 0 of its own user namespace, which is the runner's own uid outside it: files it writes belong
-  to the runner's user, and it has no right outside that the runner lacks.
-- `per-session-path` (the fallback): neither works, e.g. a container under Docker's default seccomp profile
-  (`run --container` drops every capability), a GitHub-hosted Ubuntu runner whose AppArmor restricts
-  unprivileged user namespaces, no `unshare`/`mount` binary, or `[run] session_namespace = "off"`. Each session
-  sees its own random folder path, as before; isolation is the same. What is lost: the first message's head
-  differs by its working-directory line, so each session has its own prefix hash. What is not lost (measured,
-  BENCHMARKS.md): the system blocks and tools, which no longer hold any path (auto-memory is off), are shared
-  in every mode; with Claude Code 2.1.332 the first message is written per session in every mode anyway,
-  because its only breakpoint is on the case prompt block.
-
-Detection runs the exact command a session runs (namespace, bind, a marker file seen at the fixed path) once per
-process and mode; the result, and why the better modes failed, is recorded in the plan and on every attempt.
-A namespace is never required: a machine without one runs every case, in the fallback mode.
+Design notes: docs/design/hosts-claude-code.md.
 """
 
 from __future__ import annotations
@@ -132,7 +108,7 @@ def _probe(mode: Mode, fixed: Path) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def detect(setting: Setting = "auto", fixed: Path = FIXED_PATH) -> SessionPath:
-    """The best mode this machine gives (module docstring); the fallback with the reasons when none."""
+    """The best mode this machine gives (docs/design/hosts-claude-code.md); the fallback with the reasons when none."""
     if setting == "off":
         return SessionPath(mode=FALLBACK, detail="[run] session_namespace = \"off\"")
     problem = mount_point_problem(fixed)

@@ -203,7 +203,7 @@ def cache_shape(body: dict[str, Any]) -> tuple[int, CacheLayout]:
 class HostRequest(BaseModel):
     """A host's first request apart from the skill listing and the case prompt, measured once with the surface
     audit, so that `plan --no-surface` can estimate the whole first request from the census's listing model
-    (runner.hosts.listing) instead of counting the listing alone (issue 16). Sizes are characters as `request_chars`
+    (runner.hosts.listing) instead of counting the listing alone. Sizes are characters as `request_chars`
     and `cached_prefix_chars` count them (JSON, block by block); only sizes are stored, never the host's text."""
 
     host: str

@@ -1,23 +1,10 @@
 """What a Claude Code session may run and reach: the walls between a session and the run (docs/security.md).
 
-A session reads a library that may come from an untrusted pull request. Two walls stand between what the library says
-and the run that judges it:
+First wall: nothing of the library runs as a program (`SESSION_SETTINGS` switches hooks and inline shell off; no MCP
+server, no settings file). Second wall: whatever runs anyway is confined with Landlock (`detect`,
+runner.hosts.confine), or every report says it was not.
 
-1. Nothing of the library runs as a program. Claude Code would run, from what a session folder holds: a skill's or
-   subagent's frontmatter `hooks` (command, http, prompt and agent hooks — the read-only tool allowlist does not stop
-   them), a SKILL.md's inline shell (`` !`cmd` `` and ```` ```! ```` blocks), a subagent's `mcpServers`, and from
-   project settings (`.claude/settings.json`) hooks, a status line, `apiKeyHelper` and the other helpers, `env` (which
-   can point the CLI, with the key, at another server). The session's flag settings (`SESSION_SETTINGS`, passed with
-   `--settings`, which outrank the project's) switch hooks, the status line and inline shell off; `--strict-mcp-config`
-   with no servers keeps every MCP server out; the tool list holds only the allowed tools (a skill's `allowed-tools`
-   cannot add Bash); and no settings file can be in the session's project at all: the session folder holds only the
-   skills, the subagents and the case's files, and a case file may not land in `.claude/`, `.git/` or `.mcp.json`
-   (runner.corpus.executables). A folder the CLI was never told to trust gets no subagent frontmatter hooks either.
-2. Whatever runs anyway is confined (`detect`, runner.hosts.confine): with Landlock, every process of the
-   session reads only the system's folders and its own folder, writes only its own folder, cannot read the runner's
-   environment or memory, and cannot signal it. The run folder, its key, the library's answer keys and the runner's
-   HOME are out of reach. Where the kernel has no Landlock the sessions still run, unconfined, and the plan and every
-   report say so.
+Design notes: docs/design/session-isolation.md.
 """
 
 from __future__ import annotations

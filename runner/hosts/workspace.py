@@ -1,46 +1,10 @@
 """A fresh, isolated folder for one session: the whole library as project skills, nothing else.
 
-Layout (all under one temporary folder, removed after the session):
+Skills arrive flat (`.claude/skills/<name>/`), never with their answer key, and nothing outside the repository is
+reached. Sessions are hard links to one read-only `Staging` snapshot per run (copies when a tool can write);
+`LibraryView` serves the same files to a host that only reads.
 
-    home/.git/                 empty: the host's upward search for a repository stops here
-    home/project/              the session's working directory
-    home/project/.claude/skills/<name>/   every skill but the excluded ones, flat, without its answer key
-    home/project/.claude/agents/<name>.md the subagents
-    config/                    CLAUDE_CONFIG_DIR: no user settings, no memory, no MCP servers
-
-Skills arrive flat, `.claude/skills/<name>/`, whatever the library's layout (runner.corpus.layout): that is the
-one layout Claude Code reads. A skill's answer key never arrives: its `evals/` folder and every eval file
-the loader read from its folder (`LibraryFiles.hidden`), nor anything a symlink reaches there.
-
-Only regular files inside the repository (never its .git folder) are copied: a symlink that leaves it
-is never followed (validate reports it), so no host file can reach a session; nor is one whose target
-is another skill's answer key or an excluded skill (checked on the link's real target).
-
-Sessions do not copy the library each time. A host builds one `Staging` snapshot per run (the
-same filter, symlinks inside the repository made real files, every file read-only), and each
-session's tree is made of hard links to that snapshot: one link per file instead of a copy, and
-removing a link frees no data block. The session never touches the library itself, only the
-snapshot. Links are used only when the session's tools cannot write (`READ_ONLY_TOOLS`): with a
-writing tool a session could change a linked file for the sessions after it, so each file is copied
-from the snapshot instead. A link the filesystem refuses (another device, too many links) falls back
-to a copy.
-
-Where session folders go (`default_parent`): a session folder is hundreds of folders made and
-removed; on a disk filesystem each is a journaled metadata write (and a discard on `discard`
-mounts) that queues behind every other process's I/O (measured on Aegis: 95 ms to 1 s to remove one
-on a busy ext4 disk, 7 ms on tmpfs). So when TMPDIR is not set, the snapshot and the session folders
-go to /dev/shm if it is a tmpfs mounted without noexec with at least `SHM_MIN_FREE` free; otherwise
-to tempfile's folder.
-
-A run's folders (`claim_run_parent`): inside that parent, everything of one run folder (its session folders,
-its snapshot, its CLI wrapper) lives under one folder named for the run folder's real path. A SIGKILL runs no
-cleanup, so they would stay (on /dev/shm, in memory); the next process of the same run folder (a resume, or
-a new run with the same --out), which holds that run folder's lock, empties the folder before it starts, and
-the process removes it when it ends. Runs of other run folders have other folders and are never touched.
-
-A host whose tools only read (the api host) needs no folder at all: `LibraryView` answers its reads
-straight from the library under the same rules (no answer key, no excluded skill, nothing that
-resolves outside the repository, no file over the size limit), at a virtual project path.
+Design notes: docs/design/session-isolation.md.
 """
 
 from __future__ import annotations
@@ -92,7 +56,7 @@ def _mount_options(path: Path) -> tuple[str, list[str]] | None:
 
 
 def default_parent() -> Path | None:
-    """The parent of session folders when the host was given none (module docstring); None = tempfile's."""
+    """The parent of session folders when the host was given none (the design notes); None = tempfile's."""
     if os.environ.get("TMPDIR"):
         return None  # the user chose where temporary files go
     mount = _mount_options(SHM)
@@ -242,7 +206,7 @@ def _copy_library(files: LibraryFiles, skills: Path, agents: Path | None, exclud
 
 
 class Staging:
-    """One read-only snapshot of the library for all sessions of a host (see the module docstring).
+    """One read-only snapshot of the library for all sessions of a host (see docs/design/session-isolation.md).
 
     Removed by `remove()`, or when the object is collected or the interpreter exits."""
 

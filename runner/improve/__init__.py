@@ -1,9 +1,12 @@
 """`skill-evals improve SKILL`: a description improvement loop that cannot overfit.
 
-split.py chooses the train and held-out cases by kind; propose.py asks for candidate descriptions; loop.py
-evaluates each candidate as an ordinary run of a temporary library copy, with the neighbour check, and scores the
-chosen one once on the held-out split; model.py is improve.json, render.py what a person reads of it, skillmd.py the
-one edit it makes to a SKILL.md.
+In: a loaded `Library`, its `Settings`, one skill's name, the credentials and the loop's bounds. Out: an `Improve`
+(model.py), written as improve.json, with a unified diff of SKILL.md when a candidate was chosen. The library is never
+modified: each candidate runs in a temporary copy through runner.pipeline.run. split.py chooses the train and
+held-out cases by kind; propose.py asks for candidates; loop.py evaluates them, with the neighbour check, and scores
+the chosen one once on the held-out split; render.py is what a person reads; skillmd.py the one SKILL.md edit.
+
+Design notes: docs/design/improve-loop.md.
 """
 
 # The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps

@@ -1,36 +1,9 @@
 """The loop: rounds on train with the neighbour check inside them, then one scoring on the held-out test split.
 
-1. The current description is run on the train cases (N repeats, quorum k, the ordinary executor and host).
-2. Each round, the proposer (propose.py) sees the train verdicts of the best description so far and proposes
-   candidates. A candidate over the 1,024-character limit, empty, already tried, or one that would make the listing
-   drop a description it kept (the listing-budget rule of runner.hosts.listing for the host) is recorded with that
-   state and never run. The others are run on train, each in a temporary copy of the library whose SKILL.md carries
-   the candidate (skillmd.py), through runner.pipeline.run (prepare, write_plan, execute) — the same code as
-   `skill-evals run`, one run folder per evaluation under `<out>/runs/`.
-3. Inside the round, the candidates that beat the best so far on train (complete runs only), best first and at most
-   `finalists` of them, get the neighbour check: the neighbours' own cases are run with the candidate in place and
-   compared with the same cases under the current description (run once, the first time it is needed). A candidate
-   that makes a case that passed fail is rejected; one that leaves such a case without a result is not accepted
-   either. The first accepted becomes the best so far. So a candidate that is best on train but takes a neighbour's
-   cases is never the round's best and cannot end the loop ("all-train-pass" is judged on accepted candidates
-   only); the next request shows the proposer what it broke (the neighbour cases only: never this skill's).
-   A neighbour case that had no result with the current description cannot be checked: it is `unchecked` and the
-   check `partial`, which the outcome says.
-4. Stop after the round limit, after a round in which no candidate beat the best on train, when train has nothing
-   left to fix, when the proposer errs, or when the cap is reached. A round whose better candidates were all turned
-   down by the neighbour check does not stop the loop: the rejection is new information for the next request.
-5. The best so far, when it is not the current description (so it passed the neighbour check), and the current
-   description and the current description are each run ONCE on the test cases. The verdict compares the
-   95% Wilson intervals of their case pass rates: "better" only when the candidate's interval lies wholly above,
-   "worse" wholly below, "no better" when they overlap, "undecided" when a test case has no result.
+Candidates run on train through runner.pipeline.run; one that breaks a neighbour's case is never accepted. The best
+and the current description run once on test, compared by 95% Wilson intervals. One Ledger bounds all by --max-usd.
 
-Only activation is measured: cases keep their activation assertions (decided by the harness) and lose the prose
-and shape ones, which depend on the skill's body, not its description, and would need the judge. The judge is off.
-
-Spend: one Ledger with the cap. A proposer call reserves its worst case on it and settles; an evaluation runs with
-what the ledger has left as its cap (its own executor reserves each session's worst case against that), and its
-settled spend (results.json spend, lost-in-flight included) is then recorded on the ledger. So everything the loop
-starts is bounded by --max-usd.
+Design notes: docs/design/improve-loop.md.
 """
 
 from __future__ import annotations
@@ -497,7 +470,7 @@ def held_out(inputs: Inputs, workspace: Workspace, ledger: Ledger, chosen: Candi
 
 
 def compare(current: Score, proposed: Score) -> tuple[Verdict, str]:
-    """The verdict the two Wilson intervals allow (module docstring)."""
+    """The verdict the two Wilson intervals allow (docs/design/improve-loop.md)."""
     if current.errored or current.unrun or proposed.errored or proposed.unrun \
             or current.wilson_95 is None or proposed.wilson_95 is None:
         return "undecided", "a test case has no result in one of the two runs (error, or not run)"

@@ -1,16 +1,10 @@
 """The proposer: one Messages API call that returns candidate descriptions (structured output).
 
-What it sees is built here and nowhere else, from exactly: the skill's name and current description, the TRAIN
-cases with their train verdicts (what fired instead, for a failure), the neighbours' descriptions (so a fix does not
-take a neighbour's cases), the earlier candidates with their TRAIN scores, and for a candidate the neighbour check
-rejected, the neighbour cases it broke — the neighbours' own cases, never this skill's (split.neighbour_cases leaves
-them out, and the loop drops any test uid besides). A request takes no test case and no score of one, so no test
-prompt or verdict can reach the proposer (tests/test_improve.py asserts it on the fake's request log).
+What it sees is built here and nowhere else: train cases and verdicts, neighbours' descriptions, earlier candidates;
+never a test case or a test score. The call reserves its worst case on the loop's Ledger; any failure is an ERROR
+of the call, never a candidate.
 
-The call reserves its worst case (the request's characters / 4 as input tokens, max_tokens as output) against the
-loop's Ledger before it is made and settles at the usage the API reports. Any failure — an HTTP error after the
-SDK's retries, a timeout, a connection failure, a spend limit, a refusal, truncation, a reply that does not match
-the schema — is an ERROR of that call with its cause: never a candidate, never a verdict.
+Design notes: docs/design/improve-loop.md.
 """
 
 from __future__ import annotations
@@ -138,7 +132,7 @@ def _tried_line(tried: Tried) -> str:
 
 
 def user_message(request: ProposalRequest) -> str:
-    """The whole user message; built from train cases only (module docstring)."""
+    """The whole user message; built from train cases only (docs/design/improve-loop.md)."""
     failing = [c for c in request.train if c.state != "PASS"]
     passing = [c for c in request.train if c.state == "PASS"]
     parts = [PROPOSER_MATCH,

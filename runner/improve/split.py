@@ -1,14 +1,10 @@
 """Which cases a description is improved on, and the train / held-out test split of them.
 
-The cases are the skill's own activation cases: those of its eval files, and any case whose target it is, of the
-kinds whose outcome the description decides (trigger, refusal — its activation part —, no_trigger, discrimination).
-They are split per kind, so the test split has the same mix of "must fire" and "must stay silent" as train: a split
-that put every no_trigger case in train would let a greedy description look better on test than it is.
+The skill's own activation cases, split per kind so test has train's mix of "must fire" and "must stay silent".
+Deterministic from the uids, seed and holdout (the seed is recorded in improve.json); a kind with two or more cases
+has one on each side.
 
-Deterministic: the same case uids, seed and holdout always give the same split (a `random.Random` seeded with the
-seed and the kind, over the uids in sorted order), and the seed is recorded in improve.json, so a reader can redo it.
-Every kind with at least two cases has at least one case on each side; a kind with one case goes to train (a test
-of one case per kind could not say anything, and the proposer needs an example of every kind it has).
+Design notes: docs/design/improve-loop.md.
 """
 
 from __future__ import annotations
@@ -60,7 +56,7 @@ def neighbour_cases(library: Library, skill: str) -> list[Case]:
 
 
 def split_cases(cases: Iterable[Case], seed: int, holdout: float = DEFAULT_HOLDOUT) -> Split:
-    """Stratified by kind; see the module docstring for the rule."""
+    """Stratified by kind; see docs/design/improve-loop.md for the rule."""
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must be between 0 and 1 (exclusive), got {holdout}")
     by_kind: dict[str, list[str]] = {}

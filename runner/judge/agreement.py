@@ -1,18 +1,10 @@
 """Judge calibration (seed 000: "calibrate the discriminator on known transcripts before spending
 live reps"): run the judge on labelled answers and compare.
 
-A labels file is JSON Lines (or a JSON list) of items:
-    {"id": "...", "prompt": "...", "answer": "...", "assertion": "...", "label": "PASS" | "FAIL",
-     "tool_calls": [{"name": "Skill", "input": "{...}"}]}          # tool_calls optional
-and, optional, what the HTML report's review mode writes beside them (runner/report/html.py):
-    "assertion_class": "semantic" | "artifact_shape" (the rubric class; default semantic),
-    "run_verdict": "PASS" | "FAIL" (what the judge said in the run the person reviewed),
-    "case": "<uid>", "attempt": "<attempt id>", "note": "<the person's note>".
-Rates: agreement = matches / items the judge decided; false PASS = judge PASS among label-FAIL
-items; false FAIL = judge FAIL among label-PASS items; JUDGE-ERROR = errors / all items; the
-same rates per rubric class (`by_class`). The
-record is appended to `.skill-evals/judge-calibration.json` with the judge model and prompt
-version; `[judge] require_calibration` makes a run judge only with a passing record for both.
+In: a labels file (JSON Lines or a JSON list). Out: agreement, false PASS, false FAIL and JUDGE-ERROR rates (also
+per rubric class), appended to `.skill-evals/judge-calibration.json`; `[judge] require_calibration` reads them.
+
+Design notes: docs/design/judge.md.
 """
 
 from __future__ import annotations
@@ -71,7 +63,7 @@ class ItemResult(BaseModel):
 
 
 class Rates(BaseModel):
-    """The rates of one group of items (see the module docstring)."""
+    """The rates of one group of items (see docs/design/judge.md)."""
     items: int
     agreement: float | None
     false_pass_rate: float | None

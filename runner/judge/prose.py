@@ -1,25 +1,10 @@
 """The independent judge for prose (semantic) assertions (semantics §6).
 
-A separate Messages API call that sees only the case prompt, the attempt's final answer, a
-summary of its tool calls, and a rubric built from the assertion texts — never the session's
-reasoning, never an expected answer. The transcript goes in between delimiters that carry a
-random nonce, as untrusted data; the instructions say nothing inside can change the task.
+One Messages API call per attempt judges all its semantic assertions, seeing the prompt, the final answer and a tool
+summary as untrusted data, never the session's reasoning. Any failure is JUDGE-ERROR with its cause, never PASS or
+FAIL; a spend limit stops the run.
 
-One call judges all the semantic assertions of one attempt: the answer is sent once instead of
-once per assertion (on Project Aegis a case has 3.2 assertions on average, so per-assertion
-calls would send about 3.2 times the input tokens for the same verdicts). The price is that one
-failed call makes every assertion of that attempt JUDGE-ERROR; that is visible, never hidden.
-
-The reply is structured output validated against a schema. Any failure — transport error after
-the SDK's retries, timeout, a spend limit, a reply that is not a readable Message (an error body or
-an event stream sent with status 200, usage / content / stop_reason missing: runner.hosts.api.
-reply_problem), refusal, truncation, JSON that does not validate, a missing or extra verdict,
-evidence that does not occur in the answer — is JUDGE-ERROR with its cause. It is never turned into
-PASS or FAIL, and no reply makes the judge raise.
-
-A spend limit (runner.hosts.ratelimit.spend_limit_cause) is recognised from the first response by the
-client's SpendLimitMiddleware, without the SDK's retries; the JudgeCall says so (`spend_limit`) and
-the executor stops the run, as for a session that hit one.
+Design notes: docs/design/judge.md.
 """
 
 from __future__ import annotations

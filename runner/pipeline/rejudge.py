@@ -1,14 +1,10 @@
 """`skill-evals judge DIR`: judge a finished run again from what it recorded, without any session.
 
-Each finished attempt is rebuilt from attempts.jsonl (what fired, the final answer, the tool
-calls); activation and script checks are recomputed the same way as in the run, and the prose
-assertions go to the judge configured now (a new model or prompt). The new attempts and
-results.json go to a new folder beside the old ones, with `changes.json` listing every case and
-assertion whose state changed. The original run is never modified.
+The prose assertions go to the judge configured now; the new results and `changes.json` go to a new folder, and the
+original run is never modified. Only records its vetting accepts are judged again: a forged record is never
+laundered into a new result.
 
-Only the source's records that its vetting accepts are judged again (runner.results.vetting): a record the runner
-did not write is not laundered into a new result. The refused ones are carried into the new results.json (their
-lines in `../attempts.jsonl`), and their cases stay ERROR. The new folder has its own key; its records are signed.
+Design notes: docs/design/judge.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """A run from start to end: floor, selection, host, surface audit, plan, execution, results.
 
-The CLI calls these functions; they hold no state between calls. Credentials are read once
-from the environment into memory and handed to the host explicitly; the host never inherits
-the runner's environment (see runner.hosts.claude_code).
+The CLI calls these functions; they hold no state between calls. Credentials go to the host explicitly, never
+through the environment. One process per run folder (RunDir.claim); every reading that counts goes through
+runner.results.vetting.
 
-One process per run folder: `run` and `--resume` claim the folder first (RunDir.claim: a lock, and the cut
-of a torn line a killed process left), then build the host under that run folder's own session parent
-(emptied of a killed process's folders), and start the ledger from all earlier spend of the plan: the
-recorded attempts, and what the reservation journal shows no record for (`lost_in_flight`).
-
-Records are signed: a new plan gets the run folder's key (RunDir.make_key) when it is written, a resumed signed
-plan needs it (RunDir.load_key), and every reading that counts goes through runner.results.vetting, so a record
-the runner did not write (no MAC, a wrong one, a duplicate id, a negative cost, an id outside the plan) never
-counts: a resume says each one on stderr and runs what they claimed unless an accepted record covers it.
+Design notes: docs/design/run-folder-and-records.md.
 """
 
 from __future__ import annotations

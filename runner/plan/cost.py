@@ -1,20 +1,9 @@
 """The cost model: a plan's worst case and expected spend, from the first request, the cache layout and prices.
 
-The worst case of a session (what it reserves against the cap) assumes no cache at all and every turn as large as
-it may be: it is a bound, and a cache cannot be promised. The expected cost predicts spend: input tokens are nearly
-all of it, and cached input costs a tenth. So it follows the host's cache layout, measured by the surface audit on
-the real first request (`Surface.cache_layout`, `Surface.cached_prefix_chars`): Claude Code marks the shared prefix
-(tools and system) and the last block of every turn, so a session reads the shared prefix another session wrote and
-each turn reads the turn before it (`session_usd`); the api host marks only the shared prefix. The first wave of
-sessions (one per concurrency slot) writes the shared prefix, later sessions read it within the cache's lifetime
-(`cold_sessions`). Turns per session, growth per turn and output per turn come, per case kind, from what a previous
-run measured (`[cost] basis`, results.json's `cost.by_kind`) or else from the settings' defaults; prices, cache
-prices and the model's minimum cacheable prefix from the price table.
+The worst case (what a session reserves) assumes no cache and every turn at its largest. The expected cost follows
+the host's cache layout as the surface audit measured it, else an estimate (`token_basis` says which).
 
-Without a surface audit (`plan --no-surface`, the kill switch) the first request is an estimate, and says so in
-`token_basis`: the census's model of the listing (runner.hosts.listing) plus what the host sends besides it, as the
-audit measured it once, with the host's known cache layout (`first_request`; the host's traits say which model of
-its request applies).
+Design notes: docs/design/rate-limits-and-spend.md.
 """
 
 from __future__ import annotations
@@ -294,7 +283,7 @@ class Expected:
 def estimate_expected(runnable: list[PlannedCase], library: Library, settings: Settings, price: Price | None,
                       first_turn: float, shared: int, layout: CacheLayout, repeats_read: bool,
                       runs_folder: Path | None = None) -> Expected:
-    """The expected cost of every planned session of the runnable cases (module docstring). `repeats_read`: a
+    """The expected cost of every planned session of the runnable cases (the design notes). `repeats_read`: a
     case's later sessions send its first session's first turn byte for byte (one session path), so they read it.
     `runs_folder`: where `[cost] basis = "auto"` looks for the previous run."""
     run, cost = settings.run, settings.cost

@@ -109,7 +109,7 @@ UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned", "baseline
 
 
 class HostEstimate(BaseModel):
-    """The plan's work on one host that runs Claude Code, so `plan` can compare them (issue 21)."""
+    """The plan's work on one host that runs Claude Code, so `plan` can compare them."""
 
     host: str
     sessions_max: int
@@ -154,7 +154,7 @@ class CostEstimate(BaseModel):
     expected_session_usd: float = Field(description="The mean expected session: cached as the host caches, "
                                                     "cold_sessions of them writing the shared prefix.")
     expected_uncached_session_usd: float = Field(default=0.0, description="The same sessions without any cache "
-                                                                          "(what the estimate was before issue 15).")
+                                                                          "(the estimate before caching was counted).")
     worst_session_usd: float = Field(description="What each session reserves against the cap before it starts: "
                                                  "max turns, no cache.")
     expected_usd: float = Field(description="sessions_max × expected_session_usd")

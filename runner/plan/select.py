@@ -1,32 +1,10 @@
 """Which cases a run executes, and why each one was chosen.
 
-Neighbours are the skills a library names next to each other, in both directions:
-`expected_skill` and `should_not_trigger` of every discrimination case, and `overlaps_with`.
-Selecting a skill with its neighbours selects the cases owned by all of them.
+`select_tier` picks by tier (semantics §7): `pr` (changed skills and their named neighbours), `cadence` (a stratified
+rotating sample: S consecutive periods run every case once) or `full`; any tier can be narrowed by skill and
+case-uid glob without changing a case's slot. Every chosen case carries its reason.
 
-Tiers (semantics §7), `select_tier`:
-
-- `pr`: the skills whose folder changed between `base` and `head` (`git diff --name-only
-  base...head`, i.e. since the merge base, what the pull request changes), the skills that name a
-  changed subagent (`<agent> (subagent)`), and the named neighbours of all of those. A change to the
-  runner's own settings (`[select] settings_paths`: `.skill-evals.toml`, `.skill-evals/`) selects
-  every case instead, capped at `[select] max_full_cases`: cases of changed skills first, then of
-  their neighbours, then a round-robin over the other skills so that each keeps some cases.
-- `cadence`: a stratified rotating sample. S = ceil(1 / cadence_fraction) slots. Within each skill
-  the cases are ordered by a stable hash (sha256) of their uid and dealt round-robin into the S slots
-  starting at a per-skill offset (a hash of the skill name, so that skills with fewer than S cases do
-  not all land in the same slot). A period key picks one slot, the same for every skill; every skill
-  contributes its cases in that slot (floor or ceil of n/S of its n cases). The slots partition the
-  cases, so S consecutive periods run every case exactly once. Consecutive period keys map to
-  consecutive slots when the key is an ISO week (`2026-W48`, the default: this week, UTC), a date
-  (`2026-11-23`), a month (`2026-11`) or a number (`17`); any other key gets a hashed slot (stable,
-  but consecutive keys are not guaranteed to rotate, and the note says so).
-- `full`: every case.
-
-Any tier can be narrowed by skill (optionally with its neighbours) and by case-uid glob; the
-narrowing is applied to the tier's selection and never changes which slot a case belongs to.
-
-Why one long module: the three tiers' selections share the narrowing and the reasons written for every case.
+Design notes: docs/design/selection.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Tier-2 probes (seed 000): the two arms of a probe session, and the grading of what the agent DID.
 
-A probe hands the agent a short work artifact with planted defects. The `treatment` arm runs with
-the whole library; the `control` arm with the same library minus the skill under test (its folder
-is left out of the session, so the host's listing has no entry for it). With explicit invocation
-the treatment prompt starts with `/<skill>` on its own line: the skill is loaded by the user's
-command, and the arm measures the discipline apart from routing. Either way each treatment
-attempt records whether the skill fired.
+`treatment` runs with the whole library, `control` without the skill under test. An attempt catches the probe when
+every discriminator pattern matches the answer and the judge passes the act; an ERROR or JUDGE-ERROR is neither a
+catch nor a miss.
 
-Grading is of the act, never of keywords alone: every `discriminator.patterns` entry (a Python
-regular expression) must match the final answer — checked by script —, and `discriminator.act` is
-judged by the independent judge; for a band probe each defect's `caught_when` is judged too (k of
-N defects caught). An attempt CATCHES the probe when every pattern matches and the judge passes
-the act. A host error is ERROR and a failed judge call JUDGE-ERROR: neither is a catch or a miss.
+Design notes: docs/design/probes.md.
 """
 
 from __future__ import annotations

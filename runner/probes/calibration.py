@@ -1,30 +1,11 @@
 """`skill-evals calibrate`: the seed-000 live calibration protocol for tier-2 probes, and the
 `calibration.json` record kept beside each probe.
 
-The protocol, declared (and hashed) in the record before the first start:
+The protocol is declared (and hashed) in the record before the first start; every start is counted, errors
+included, nothing retried. A version with a verdict is frozen: a new variant is a new version, never permission to
+erase a result.
 
-    control arm, R reps (seed 000: R = 2)
-      R/R caught                      -> ceiling   (stop; the treatment arm never runs)
-      at least one rep missed         -> treatment arm, R reps
-        treatment R/R caught          -> window    (control <= (R-1)/R, treatment R/R)
-        both arms 0/R caught          -> floor
-        anything else                 -> inconclusive (reported, whether null or adverse)
-
-Every start is recorded the moment it starts and counted, errors included; nothing is reseeded,
-replaced or retried. An errored start (host error, judge error) is neither a catch nor a miss:
-a verdict that would depend on its unknown outcome is `inconclusive`, never guessed. E.g. a
-control arm of one miss and one error still proves control <= (R-1)/R, so the treatment runs;
-one catch and one error cannot rule out the ceiling, so the protocol stops there.
-
-Versions: a record carries the probe's content hash (probe.json + question.md). Once a version
-has a verdict it is frozen: `calibrate` refuses to run it again (a new variant is a new version,
-never permission to erase an unfavourable result). Editing the probe makes a new version; the
-old record stays in the file, and a run refuses to use it (`probe-new-version`). A calibration
-cut short (Ctrl-C, the spend cap) is continued by the next `calibrate` under the same declaration,
-its cut starts counted as errors.
-
-Why one long module: the protocol's declaration, its steps and the record that freezes a version are one
-contract (a record is only valid under the declaration it hashes), so they are read together.
+Design notes: docs/design/probes.md.
 """
 
 from __future__ import annotations

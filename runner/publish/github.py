@@ -1,50 +1,10 @@
 """Publishing one results.json to GitHub: a check run with annotations, one PR comment, the job summary.
 
-The forge-neutral rules (the conclusion, the title, the fitted rollup, byte clipping, the comment's marker and
-footer) are runner.publish.rules; this module writes their `Publication` through PyGithub, and `GitHubForge` is
-GitHub's entry point for `skill-evals publish` (runner.publish.forges).
+`GitHubForge` writes the forge-neutral `Publication` of runner.publish.rules through PyGithub. Contract: advisory by
+default (never "failure"); publishing never raises for what GitHub answers, it says what was skipped; GitHub's size
+limits are bytes; the token goes only into PyGithub's Authorization header.
 
-CI posture (semantics §9): advisory. In the default "advisory" mode the check run's conclusion is
-"success" or "neutral", never "failure", so eval results never fail the job or block a merge; a
-human can opt into "required" mode, where failing or erroring cases give "failure". Publishing
-itself never raises for what GitHub answers (403/404 on a fork, missing permissions, an outage):
-each part that could not be written is skipped, and the reason is said in the PublishOutcome and
-in the job summary.
-
-UNRUN is never success by default: when no case executed (every case UNRUN, or only quarantined
-cases ran), the conclusion is "neutral" in either mode and the title says that nothing ran.
-Quarantined cases are left out of the conclusion, as they are left out of every health metric.
-Note that GitHub's branch protection accepts "neutral" as passing for a required check.
-
-What is written, all from one `Results` through `runner.report.markdown.render`:
-- ONE check run named "skill-evals" per head SHA (`external_id` "skill-evals-report" tells ours
-  apart from a workflow job that happens to carry the same name). A later publish for the same
-  SHA updates it in place. Annotations sit at `case.file:case.line`: FAIL as "failure", ERROR
-  and JUDGE-ERROR as "warning", at most 50 per request, the rest over repeated updates of the same
-  check run. GitHub appends annotations on every update and has no call to remove one, so an
-  update sends only the annotations the check run does not already carry, and says how many of
-  the earlier ones no longer apply.
-- ONE pull-request comment, found by the hidden marker at the start of its body and edited in
-  place; created only when no comment starts with the marker.
-- The rollup appended to $GITHUB_STEP_SUMMARY, with a note on top when something was not posted.
-
-Progress: `start` creates the check run `in_progress` (started_at, and details_url pointing at the workflow
-run) when the run begins, so the pull request shows the evals running; the final `publish` completes THAT
-check run (`check_run_id`) instead of creating another.
-
-GitHub's limits, which its API enforces with a 422: output.summary, output.text and a comment body hold at
-most 65,535 BYTES of UTF-8 (not characters: a report in Cyrillic or CJK is twice as many bytes), at most 50
-annotations per request, and an annotation's path is read from the repository root (results.json's paths
-are from the library's root: `path_prefix`, from runner.corpus.repopath, joins them). The report is fitted to the
-bytes by giving up detail the honest way (runner.report.markdown says what it left out); what still does not
-fit is cut on a character boundary with a note that the artifact has the rest.
-
-The token is passed in by the caller (this module never reads it from the environment), goes
-only into PyGithub's Authorization header, and is scrubbed from every note; neither `Context`
-nor `PublishOutcome` holds it.
-
-Why one long module: the check run, its annotations, the PR comment and the job summary share GitHub's size
-limits and one token-scrubbing path; splitting them would put those rules in several places.
+Design notes: docs/design/publishing.md.
 """
 
 from __future__ import annotations
@@ -337,7 +297,7 @@ def publish(results: Results, ctx: Context, token: str | None, mode: Mode = "adv
             check_run_id: int | None = None, path_prefix: str = "", links: Mapping[str, str] | None = None,
             seconds_between_requests: float | None = 0.25, seconds_between_writes: float | None = 1.0,
             timeout: int = 30) -> PublishOutcome:
-    """Post the check run, the PR comment and the job summary (see the module docstring): `post` of the
+    """Post the check run, the PR comment and the job summary (see docs/design/publishing.md): `post` of the
     publication runner.publish.rules makes of `results` for GitHub.
 
     `links`: label -> URL of the reports uploaded as artifacts, linked from the summary, the comment and the

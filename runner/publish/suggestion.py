@@ -1,30 +1,10 @@
 """The description suggestion of `skill-evals improve` on a pull request: one review comment with a GitHub
 ```suggestion block on the description line(s) of SKILL.md, so the author accepts it in one click.
 
-Only a `better` verdict on the held-out test split is suggested (the 95% Wilson intervals of the two test pass rates
-do not overlap, runner/improve/loop.py); "no better", "worse", "undecided", or no verdict at all post nothing, and the
-job summary says why. skill-evals never commits and never pushes: accepting the suggestion is the author's commit.
+Only a `better` verdict is suggested; skill-evals never commits. One comment per skill, found by its hidden marker
+and edited in place; a suggestion the evidence no longer supports is withdrawn, never deleted.
 
-Where it goes:
-- a review comment on the PR's head commit, `path` = SKILL.md from the repository root (runner.corpus.repopath),
-  `line` (and `start_line` when the description spans several lines) = the description's lines on the RIGHT side
-  (runner.improve.skillmd.description_span, read from the SKILL.md in the checkout, which must still carry the
-  description improve started from);
-- GitHub takes a line comment only on a line of the pull request's diff (a hunk of the file's patch). When the
-  description's lines are not in one hunk (the PR did not touch that part of SKILL.md, or GitHub left the patch out),
-  the suggestion goes into a PR (issue) comment instead, with the diff, and the outcome says so.
-
-Withdrawn, never deleted: when a later publish for the same skill posts nothing (any verdict but `better`, an improve
-that ended ERROR/UNRUN, a description the author has changed since), an earlier comment with the skill's marker would
-still offer a one-click change the evidence no longer supports. It is edited (PATCH) to say it is withdrawn and why,
-with the suggestion block or diff removed; the marker stays, so a later `better` brings the suggestion back in the
-same comment. Deleting it silently would erase what the reviewers saw.
-
-Idempotent: the body starts with a hidden marker naming the skill. A later publish edits the comment carrying it
-(PATCH) when it sits on the same path and lines; a comment GitHub has moved off those lines (a new push) is edited
-to say it was superseded, without the marker, and a new one is made.
-
-The token goes only into PyGithub's Authorization header and is scrubbed from every note (runner.publish.github).
+Design notes: docs/design/publishing.md.
 """
 
 from __future__ import annotations
@@ -261,7 +241,7 @@ def _summary_line(outcome: SuggestionOutcome) -> str:
 def publish_suggestion(record: Improve, ctx: gh.Context, token: str | None, library_root: Path, *,
                        path_prefix: str = "", seconds_between_requests: float | None = 0.25,
                        seconds_between_writes: float | None = 1.0, timeout: int = 30) -> SuggestionOutcome:
-    """Post the suggestion of one improve.json (module docstring) and add one line to the job summary.
+    """Post the suggestion of one improve.json (docs/design/publishing.md) and add one line to the job summary.
 
     Never raises for what GitHub answers, an unreachable API, or a SKILL.md that moved on: the part not written is
     skipped and the reason is in `notes` and the job summary line."""
@@ -277,7 +257,7 @@ def publish_suggestion(record: Improve, ctx: gh.Context, token: str | None, libr
         except (OSError, ValueError) as exc:
             reason = f"the description's line could not be placed, so nothing was posted: {exc}"
     if blocked is None and ctx.pr_number is not None and (reason is not None or target is None):
-        # Nothing to suggest now: an earlier suggestion for this skill must not stay acceptable (module docstring).
+        # Nothing to suggest now: an earlier suggestion for this skill must not stay acceptable (the design notes).
         client = gh.make_client(ctx, token or "", seconds_between_requests, seconds_between_writes, timeout)
         try:
             _withdraw(client, ctx, record.skill, reason or "no target", outcome)

@@ -1,28 +1,10 @@
 """`skill-evals report --previous DIR...`: what changed since the last run, which cases flip, and
 the stability record a person reads before promoting the lane to a required gate.
 
-The window is the previous runs ordered oldest → newest by `finished_at` (ties keep the order
-given), followed by the current run, which is always the newest whatever its timestamp.
+In: previous results ordered by `finished_at`, then the current run. Out: changes, flips (PASS ↔ FAIL between
+consecutive verdicts), quarantine candidates (never quarantined automatically), trends and the stability record.
 
-- Changes: per case, the state in the newest previous run against the state now (a case absent
-  from one side shows as absent). Only a change of state is listed; a different UNRUN reason
-  alone is not a change.
-- Flips: per case, the sequence of its executed verdicts across the window, where a verdict is
-  PASS or FAIL (for a QUARANTINED case, the state underneath). Runs in which the case has no
-  verdict (UNRUN, ERROR, JUDGE-ERROR, absent) are skipped, not counted as flips; a flip is a
-  change PASS ↔ FAIL between two consecutive verdicts.
-- Quarantine candidates: cases with at least `flip_threshold` flips. Nothing is quarantined
-  automatically (semantics §3, seed 002 flake policy): the model lists candidates, and a person
-  adds them to `.skill-evals/quarantine.json` with a dated reason.
-- Trends: per skill and per run of the window, trigger accuracy (the per-skill table's number: activation
-  decided PASS among trigger and refusal cases, quarantined cases left out) and pass rate (PASS among the
-  cases decided PASS or FAIL, quarantined left out); None where a run had nothing to count. The HTML page
-  draws them as small SVG charts, the Markdown rollup lists what changed since the newest previous run.
-- Stability record (per run): judge-error rate (JUDGE-ERROR / judged semantic assertions of the
-  cases that are not quarantined, the definition the report's rollup uses), spend against the
-  cap, the stop reason; and which runs were planned differently (plan hash) or against another
-  library (library hash) than the current run. Comparisons across those runs are still made,
-  and flagged: each candidate says how many of its flips involve a flagged run.
+Design notes: docs/design/reports.md.
 """
 
 from __future__ import annotations
@@ -193,7 +175,7 @@ def trends(window: list[tuple[str, Results]]) -> list[SkillTrend]:
 
 def compare(current: Results, previous: list[Results], flip_threshold: int = 2, *,
             labels: list[str] | None = None, current_label: str = "current") -> History:
-    """History of `current` against `previous` runs (any order; see the module docstring).
+    """History of `current` against `previous` runs (any order; see docs/design/reports.md).
 
     `labels` name the previous runs (the report passes their folders; default: their finished_at).
     """

@@ -1,25 +1,10 @@
 """One self-contained HTML page from results.json (and, when given, the run folder's transcripts).
 
-What the page holds, all inline (no network at view time; a Content-Security-Policy forbids any
-fetch, and the only script and style are the page's own, allowed by their hashes):
+Everything is inline and a Content-Security-Policy forbids any fetch. Every text of the run is user text: escaped
+server-side, and inserted by the page's script with textContent only. The CSS and script are string constants here,
+beside the Python that fills them.
 
-- the header (host, model, judge, N/k, spend vs cap, plan hash), the state counts, UNRUN by
-  reason and the not-executed sentence; per-skill numbers and corpus notes (rollup.py);
-- the case table, filtered by skill (a <select>), by state (checkboxes) and by uid text; a row
-  opens to show the case's activation, pairs and every assertion with the judge's evidence,
-  and each attempt with its transcript;
-- a URL fragment drives the filters and opens a case, e.g. `#skill=alpha&state=FAIL` (opens the
-  first matching case) or `#case=<uid>`; changing a filter rewrites the fragment.
-
-Safety: every text of the run (case ids, assertion texts, evidence, transcripts) is user text.
-Server-side it goes through html.escape; the attempts and transcripts travel as JSON in a
-`<script type="application/json">` block with `<`, `>` and `&` written as \\u003c, \\u003e,
-\\u0026 (so nothing can close the block), and the page's script inserts them with textContent
-only. Transcripts are cut at `transcript_cap` bytes per attempt and `total_cap` for the page,
-and the page says so where it cut.
-
-Why one long module: the page is self-contained, so its CSS and script (260 of these lines) are string
-constants here, beside the Python that fills the rows they style and filter.
+Design notes: docs/design/reports.md.
 """
 
 from __future__ import annotations

@@ -296,7 +296,7 @@ def assertion_lines(case: CaseResult, level: int) -> list[str]:
     cut = None if level == 0 else TEXT_CUT
     lines = []
     for a in shown:
-        # "assertion 1", never "#1": GitHub would link #1 to issue 1.
+        # "assertion 1", never "#1": GitHub would turn #1 into a link to an issue.
         reason = f" ({escape(a.reason)})" if a.reason else ""
         lines.append(f"  - assertion {a.index} ({escape(a.assertion_class)}): **{a.state}**{reason}, "
                      f"{a.passes} pass / {a.fails} fail — {escape(clip(a.text, cut))}")

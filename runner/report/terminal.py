@@ -6,7 +6,7 @@ unjudgeable assertions, surface warnings, UNRUN by reason, the not-executed sent
 size limit. Every piece of text from the corpus, the model, the judge or a file goes through
 `rich.markup.escape` (`_e`), so `[bold]` or `[/]` in a case can never be taken as markup.
 
-Width (issue 16). A table is printed only in a form that keeps every word of it whole at the console's width (a
+Width. A table is printed only in a form that keeps every word of it whole at the console's width (a
 skill name or a case uid is never cut, folded or ellipsised): the whole table, else the table without the columns
 that hold nothing (every cell 0 or —, said under it), else one line per row (`name: column value · ...`), which a
 terminal wraps but never cuts.

@@ -1,44 +1,9 @@
 """`skill-evals merge`: the results of the shards of one run, merged into one results file.
 
-Every shard of a run is planned identically (one plan, one plan hash) and executes only its own
-cases; the cases of the other shards appear in its results.json as UNRUN with reason
-`other-shard`. Merging takes, for each case, the result of the one shard that owns it and
-recomputes every rollup from the merged cases, exactly as `runner.results.build.build` computes them
-for an unsharded run.
+Each case comes from the shard that owns it, and every rollup is recomputed as runner.results.build computes it.
+Different plans, or a case owned twice, are refused (MergeError); each shard's lines are vetted with its own key.
 
-Refused (MergeError, naming the folders):
-- results of different plans (plan hashes differ): their cases are not comparable;
-- a case that is not `UNRUN other-shard` in more than one input (it was executed, or at least
-  owned, by two shards: the same shard given twice, or an unsharded run mixed in);
-- attempts recorded under another plan hash, or the same attempt id in two folders;
-- a shard whose plan signs its records but whose key is missing or unsound (RunFolderKeyError).
-
-Each shard's attempt lines are vetted with that shard's own key and plan (runner.results.vetting): the refused
-ones are left out of the merged attempts.jsonl, listed in the merged results.json (`refused_records`, each with
-its shard's file and line) and make the case they claim ERROR. The accepted ones are written signed again under
-the merged folder's own key when the plan signs its records (a shard's MAC is of its own key, which the merged
-folder does not have).
-
-Kept, and said so:
-- a case that is `UNRUN other-shard` in every input was run by no merged shard (a shard is
-  missing from the merge). It stays UNRUN `other-shard`, carries a warning, and the
-  not-executed sentence says how many such cases there are. No result is claimed for it.
-- a case UNRUN for its own reason in the shard that owns it (`budget-cap`, `kill-switch`, ...)
-  keeps that reason.
-
-Rollups of the merged file:
-- counts, unrun_by_reason, assertion_counts: recomputed from the merged cases;
-- attempts_finished, attempts_errored: the sum over the shards (each shard counts only the
-  attempts it ran, and no attempt belongs to two shards);
-- spend: usd, judge_usd, judge_calls, refused_reservations and the lost-in-flight figures are SUMMED
-  over the shards (the lost attempts and the run folders' `repairs` are concatenated);
-  cap_usd is the plan's cap, which was the cap of EACH shard (every shard reserves against the
-  full cap of the shared plan), so a merged run of n shards may have spent up to n × cap_usd;
-- stop_reason: the first one that is set, in input order; when the shards stopped differently
-  the not-executed sentence lists every shard's stop reason;
-- finished_at: the latest of the shards; shard: None (the merged file covers the whole plan);
-- records_signed: True when every shard's were, False when any shard's were not, else None;
-  refused_records: the shards' (merge_dirs: what vetting each shard's lines again refuses).
+Design notes: docs/design/run-folder-and-records.md.
 """
 
 from __future__ import annotations
@@ -107,7 +72,7 @@ def _signed(results: list[Results]) -> bool | None:
 
 def merge(results: list[Results], labels: list[str] | None = None,
           refused: list[RefusedRecord] | None = None) -> Results:
-    """One Results for the whole plan from the Results of its shards (see the module docstring).
+    """One Results for the whole plan from the Results of its shards (see docs/design/run-folder-and-records.md).
 
     `labels` name the inputs in error messages (merge_dirs passes the folders); by default
     `input 1`, `input 2`, ... `refused`: the records refused in the shards' logs (merge_dirs vets them again);

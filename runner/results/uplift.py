@@ -1,16 +1,10 @@
 """Uplift (`run --baseline`): does the skill help? An output case's two arms, judged by the same rubric.
 
-A baselined output case runs every repeat twice: the `main` arm (the treatment: the whole library, the case's
-ordinary attempt, whose verdict is the case's state) and the `control` arm (the same session without the skill
-under test: its folder is left out, as a tier-2 probe's control arm). Both arms are graded on the case's RUBRIC:
-its assertions about the answer (artifact_shape and semantic; activation assertions measure routing, which the
-control arm cannot do, and unjudgeable ones decide nothing). An attempt passes the rubric when every rubric
-assertion passed; one that errored, or whose judge could not decide or was not called, counts for neither side.
+Per arm, passes / (passes + fails) on the case's rubric with a 95% Wilson interval; the difference gets a
+conservative interval built from the two, so a claimed uplift is never an artefact of the interval. An interval
+spanning 0 is "no measurable uplift".
 
-The rates: passes / (passes + fails) per arm with their 95% Wilson intervals; the difference (treatment -
-control) with a conservative interval from the two Wilson intervals (treatment low - control high, treatment
-high - control low), wider than a difference interval needs to be, so a claimed uplift is never an artefact of
-the interval. When that interval spans 0 the run shows "no measurable uplift".
+Design notes: docs/design/probes.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """Which lines of attempts.jsonl count: the records the runner wrote for this plan, each attempt once.
 
-A run's outcome is computed from its attempt log, so a record the runner did not write must never count:
-a session (or anything it started) that reached the run folder could otherwise append `finished` PASS lines,
-replay a genuine line, or write a negative cost. Every reader that counts (results, resume, merge, re-judging)
-reads the log through `vet`, which refuses, with the rule and the line:
+Every reader that counts reads the log through `vet`, which refuses a line by rule (`mac-missing`, `mac-wrong`,
+`duplicate`, `bad-number`, `not-in-plan`, `id-mismatch`, `unreadable`). A refused record counts for nothing, is
+listed in results.json, and makes the case it claims ERROR.
 
-- `mac-missing`, `mac-wrong`: the plan signs its records (Plan.record_mac) and the line has no MAC, or one
-  that does not match the run folder's key (runner.execute.rundir: altered, forged, or copied from another
-  folder);
-- `duplicate`: a second record for an attempt id that already has a finished one; the first is kept (a
-  replayed copy of a genuine line is refused this way). A cancelled record followed by the finished one of
-  the same attempt is a resume, not a duplicate;
-- `bad-number`: a cost (cost_usd, host_cost_usd, reserved_usd, the judge's) or a token count that is negative
-  or not finite;
-- `not-in-plan`: an attempt id the plan cannot produce (its uid not a case of the plan, or one the plan holds
-  back or another shard runs; its arm not one of the case's arms; its repeat outside 1..N);
-- `id-mismatch`: uid, arm or repeat disagree with the attempt id;
-- `unreadable`: a whole line (newline-terminated) that is not a record the runner writes.
-
-Records of another plan (another plan hash) are this plan's business no more than before and are left out
-unread; a last line cut mid-write (no newline) is a torn write that claims nothing. A refused record never counts
-for anything: not a win, not a loss, not spend (the reservation journal still counts what its session cost,
-runner.execute.budget). It is listed in results.json (`refused_records`), and the case it claims is ERROR
-(`refuse_cases`): a tampered log means the harness could not observe that case's result (semantics §3).
+Design notes: docs/design/run-folder-and-records.md.
 """
 
 from __future__ import annotations
@@ -43,7 +25,7 @@ REFUSED = "refused-record"  # the reason prefix of a case a refused record claim
 
 
 class RefusedRecord(BaseModel):
-    """A line of attempts.jsonl that does not count (module docstring)."""
+    """A line of attempts.jsonl that does not count (docs/design/run-folder-and-records.md)."""
 
     file: str = Field(description="The attempt log, relative to the run folder (a shard's folder in a merge).")
     line: int = Field(description="Its line number in that file (1-based).")
@@ -141,7 +123,7 @@ def plan_problem(record: AttemptRecord, planned: dict[str, PlannedCase] | None, 
 
 def vet(lines: Iterable[RecordLine], plan_hash: str, key: bytes | None, planned: dict[str, PlannedCase] | None,
         *, file: str = ATTEMPTS, mine: set[str] | None = None, slim: bool = False) -> Vetted:
-    """The lines of one attempt log, vetted (module docstring). `key`: the run folder's when the plan signs its
+    """The lines of one attempt log, vetted (the design notes). `key`: the run folder's when the plan signs its
     records, else None. `planned`: the plan's cases by uid. `slim`: accepted records without final_answer and
     tool_calls (verdicts only)."""
     first_line: dict[str, int] = {}  # attempt id -> the line of its accepted finished record

@@ -1,4 +1,4 @@
-"""A small trigger-eval library in skill-creator's layout, and a fake model for it (issue 21).
+"""A small trigger-eval library in skill-creator's layout, and a fake model for it.
 
 skill-creator's description loop and its run_eval.py read one skill's trigger set: a list of `{query,
 should_trigger}`. This writes a synthetic one (our own text) — one skill under test, `invoice-scanner`, two

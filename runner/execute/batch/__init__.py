@@ -1,30 +1,10 @@
 """`--batch`: model turns and judge calls through the Message Batches API, at half the price.
 
-The run that sends them is runner.pipeline.batched. In: a prepared run (runner.pipeline.run.prepare) or a re-judge's judge, the run folder, the credentials. Out: the
-same attempts and results the direct path writes (`run --batch`: runner.pipeline.run.execute with batched rounds),
-plus `<run>/batches/`, the record of every batch sent, which a resume polls instead of paying again.
+store.py persists what a resume polls instead of paying again; broker.py sends requests in batches and returns
+results, never guessed; host.py adapts the api host and the judge for the one executor. claude-code sessions are
+never batched (only their judge calls are).
 
-What is batched (`skill-evals run --batch`, `skill-evals judge --batch`):
-- judge calls: every pending judge call goes into a batch; each result maps back by its custom_id;
-- `api`-host sessions: each model turn of every in-flight session is one request of a batch; a session that needs
-  another turn (tool_use) sends it in the next batch. The session loop, its tools, the listing and the Observation
-  are the api host's own: only the transport differs, so attempt records and states are the direct path's.
-- `claude-code` sessions cannot be batched (the CLI makes its own calls); with `--batch` they run as usual (at the
-  plan's concurrency) and only their judge calls are batched.
-
-The parts:
-- store.py: what is persisted and resumed (`<run>/batches/<batch id>.json`) and the end-of-run summary line;
-- broker.py: requests in, batches out (submitted, recorded, polled), results back, never guessed;
-- host.py: the adapters the one executor uses unchanged (`BatchApiHost`, `GatedHost`, `BatchJudge`) and the prices
-  at the batch discount.
-The rounds themselves are the executor's (runner.execute.executor.Rounds): in a run, every attempt of a quorum round
-joins the broker, and a batch goes out once all of them wait on it. A re-judge has no rounds: its batch goes out
-once no new judge call arrived for the broker's `settle_s`.
-
-Results are never guessed: `errored`, `expired` and `canceled` results make the session ERROR (`api-error`, with
-the cause) or the judged assertions JUDGE-ERROR, never PASS, never FAIL. A batch the API refuses because spending
-must stop (runner.hosts.ratelimit.SpendLimitMiddleware) makes its sessions ERROR `spend-limit` and its judge calls
-JUDGE-ERROR with `spend_limit`, and the run stops as on the direct path.
+Design notes: docs/design/batches.md.
 """
 
 from __future__ import annotations

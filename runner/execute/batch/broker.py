@@ -1,16 +1,10 @@
 """Requests in, Message Batches out, results back: the one place that talks to the Batches API.
 
-In: `submit(custom_id, params)` — one Messages API request, what one `messages.create` would send (a judge call, an
-api-host session's model turn) — awaited by the session or judge call that needs its answer. Out: an `ItemResult`
-per request, never a guess: `errored`, `expired`, `canceled` and `failed` say why there is no message, and whether
-it may be sent again (`retryable`) or spending must stop (`spend_limit`).
+In: `submit(custom_id, params)`, one Messages API request. Out: an `ItemResult` per request, never a guess (why there
+is no message, `retryable`, `spend_limit`). Each batch is recorded (runner.execute.batch.store) before polling, so a
+resume polls it instead of sending again.
 
-When a batch goes out. Participant mode (`join`/`leave`, runner.execute.executor.Rounds): a batch is submitted once
-every attempt of the wave is waiting on the broker, so no request that could still join it is being prepared. Quiet
-mode (a re-judge, where nobody joins): once no new request came for `settle_s`.
-
-Resume: before polling, each new batch is recorded (runner.execute.batch.store); a request whose custom_id and digest
-an undelivered record holds is not sent again: that batch is polled instead.
+Design notes: docs/design/batches.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """The batch adapters: a host and a judge that answer as the direct ones do, their model calls sent through batches.
 
-In: the run's own host and judge (runner.hosts.api.ApiHost, runner.judge.prose.Judge) and a broker
-(runner.execute.batch.broker). Out: a `Host` (runner.hosts.base) and a `Grader` (runner.judge.prose) the one
-executor uses unchanged:
-- `BatchApiHost`: the api host's own session loop, tools, listing and Observation, each model turn one request of a
-  batch; so attempt records and states are the ones of the direct path. A result without a message makes the
-  session ERROR (`api-error` with the cause, or `spend-limit`), never PASS or FAIL.
-- `GatedHost`: a host that cannot be batched (claude-code: the CLI makes its own calls), run as usual at the plan's
-  concurrency, since a round admits every attempt at once; only its judge calls are batched.
-- `BatchJudge`: the judge's request (runner.judge.prose.Judge.request_params) as one request of a batch, its reply
-  read the same way; a result without a message is JUDGE-ERROR with the cause.
-A transient error result (overloaded, api_error, rate limit, timeout) is sent again in a later batch, as many times
-as the direct path's client would retry it (`host_max_retries`, `[judge] max_retries`).
+In: the run's own host and judge and a broker (runner.execute.batch.broker). Out: a `Host` and a `Grader` the one
+executor uses unchanged (`BatchApiHost`, `GatedHost`, `BatchJudge`). A result without a message is ERROR or
+JUDGE-ERROR, never PASS or FAIL; tokens are priced at the table's `batch_discount`.
 
-Prices: every token of a batch costs the price table's figure times its `batch_discount` (0.5: the Batches API's
-50%, which cache reads and writes get on top of their own multipliers); a session's and a judge call's worst case
-are priced the same way.
+Design notes: docs/design/batches.md.
 """
 
 from __future__ import annotations
