@@ -243,9 +243,9 @@ class HostRequest(BaseModel):
 # own first request, so it reads the same entry).
 KNOWN_REQUESTS: dict[RequestModel, HostRequest] = {
     "claude-code-cli": HostRequest(host="claude-code-cli", cli_version="2.1.332", measured_on="2026-12-02",
-                               system_chars=15_412, cached_system_chars=15_305,
-                               tool_chars={"Glob": 1_004, "Grep": 3_735, "Read": 2_968, "Skill": 1_846},
-                               context_chars=2_162, cache_layout="conversation"),
+                                   system_chars=15_412, cached_system_chars=15_305,
+                                   tool_chars={"Glob": 1_004, "Grep": 3_735, "Read": 2_968, "Skill": 1_846},
+                                   context_chars=2_162, cache_layout="conversation"),
 }
 
 
