@@ -155,8 +155,8 @@ def test_a_ci_no_forge_recognises_is_a_usage_error_naming_the_forges(recording: 
     assert refused.exit_code == 2, refused.output
     assert "name one with --forge" in refused.output and "github (GitHub: GITHUB_ACTIONS" in refused.output
     assert f"seam (Seam: {SEAM_VARIABLE})" in refused.output
-    unknown = cli("publish", str(run), "--forge", "gitlab")
-    assert unknown.exit_code == 2 and "'gitlab' is not a forge: use one of github, seam" in unknown.output
+    unknown = cli("publish", str(run), "--forge", "nosuch")
+    assert unknown.exit_code == 2 and f"'nosuch' is not a forge: use one of {', '.join(forges.FORGES)}" in unknown.output
     assert recording.calls == []
 
 
