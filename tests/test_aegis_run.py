@@ -12,7 +12,7 @@ from runner.corpus.settings import Settings
 from runner.plan.select import select
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text, tool
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
-from tests.test_run import KEY, results_of
+from tests.helpers import KEY, results_of
 
 SKILLS = ("agent-failure-recovery", "agent-instruction-consolidator", "docs-first-implementer")
 

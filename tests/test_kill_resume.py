@@ -27,7 +27,7 @@ from runner.plan.prices import load as load_prices
 from tests.conftest import EXAMPLE
 from runner.testing.fake_anthropic import FakeAnthropic, Usage, hang, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
-from tests.test_run import results_of
+from tests.helpers import demo_skill, results_of
 
 KEY = "sk-ant-test-kill-resume-7d1e"
 LATENCY = 0.4
@@ -367,18 +367,6 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
 
 COLLIDING = {"case one": "Alpha", "case_one": "Bravo", "тест-1": "Charlie", "проверка-1": "Delta"}
 PASSING = {"case one", "тест-1"}
-
-
-def demo_skill(root: Path, cases: list[dict]) -> Path:
-    """A library of one skill, `demo` (summarise a demo report in one line), with these evals.json cases."""
-    skill_dir = root / ".claude" / "skills" / "demo"
-    (skill_dir / "evals").mkdir(parents=True)
-    (skill_dir / "SKILL.md").write_text("---\nname: demo\ndescription: Summarise a demo report into one line. Use "
-                                        "when asked to summarise a demo report.\n---\n\n# Demo\n\nOne line.\n",
-                                        encoding="utf-8")
-    (skill_dir / "evals" / "evals.json").write_text(json.dumps({"skill": "demo", "cases": cases}, ensure_ascii=False),
-                                                    encoding="utf-8")
-    return root
 
 
 def colliding_library(tmp_path: Path) -> Path:
