@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
+from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from runner.corpus.library import load_library
 from runner.corpus.settings import Settings
 from tests.conftest import EXAMPLE, REPO, fake_env, run_cli
-from runner.testing.fake_anthropic import FakeAnthropic
+from runner.testing.fake_anthropic import FakeAnthropic, dynamic, text
+from runner.testing.fake_judge import final_answer, rubric_ids
 
 # ---- git ----------------------------------------------------------------------------------------------------------
 
@@ -87,3 +90,30 @@ def demo_skill(root: Path, cases: list[dict]) -> Path:
     (skill_dir / "evals" / "evals.json").write_text(json.dumps({"skill": "demo", "cases": cases}, ensure_ascii=False),
                                                     encoding="utf-8")
     return root
+
+
+def big_library(root: Path, skills: int = 40) -> Path:
+    """A library whose listing is long enough to be cached (about 40 x 300 characters)."""
+    for i in range(skills):
+        folder = root / ".claude" / "skills" / f"skill-{i:02d}"
+        folder.mkdir(parents=True)
+        description = f"Use for task family {i}, " + "careful domain-specific guidance " * 8
+        (folder / "SKILL.md").write_text(f"---\nname: skill-{i:02d}\ndescription: {description.strip()}\n---\n"
+                                         f"# Skill {i}\n\nDo the work of family {i}.\n", encoding="utf-8")
+    return root
+
+
+# ---- the judge -----------------------------------------------------------------------------------------------------
+
+def judge_queue(*verdicts: str) -> Any:
+    """Judge replies in order of arrival: the n-th judge call gets verdicts[n] for every rubric item."""
+    lock, calls = threading.Lock(), []
+
+    def reply(body: dict[str, Any]) -> Any:
+        with lock:
+            verdict = verdicts[min(len(calls), len(verdicts) - 1)]
+            calls.append(verdict)
+        quote = final_answer(body).strip().splitlines()[0][:80]
+        return text(json.dumps({"verdicts": [{"id": i, "verdict": verdict, "evidence": quote if verdict == "PASS"
+                                              else "", "reason": "scripted"} for i in rubric_ids(body)]}))
+    return dynamic(reply)

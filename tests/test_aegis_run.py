@@ -99,7 +99,7 @@ def test_calibrating_a_probe_in_the_full_aegis_library(aegis_skills: Path, tmp_p
     import shutil
 
     from runner.testing.fake_anthropic import first_user_text
-    from tests.test_probes import judge_queue
+    from tests.helpers import judge_queue
 
     repo = tmp_path / "aegis"
     shutil.copytree(aegis_skills.parent, repo / ".claude", symlinks=True)  # skills and agents

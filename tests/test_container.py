@@ -541,7 +541,7 @@ def test_a_hostile_library_runs_nothing_and_reaches_nothing_in_the_container(cli
     would forge a PASS into /out/run/attempts.jsonl, inline shell, a subagent's hooks and MCP server, the repository's
     own settings and .mcp.json), plus a trusted Bash that runs the issue's attack: nothing ran, nothing was forged,
     and the attack was refused by the Landlock wall inside the container too."""
-    from tests.test_session_wall import attack_outcome, confined_attack, hostile_library, tool_results
+    from tests.hostile_session import attack_outcome, confined_attack, hostile_library, tool_results
 
     out, marks = tmp_path / "out", Path(ctr.OUT_MOUNT) / "marks"
     (out / "marks").mkdir(parents=True)
