@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -417,20 +419,34 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(TierClock(), "skill-evals-tier-clock")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if is_e2e(item):
             item.add_marker(pytest.mark.e2e)
-        if _uses_a_module_fixture(item):  # one worker builds it once, not each worker that gets one of its tests
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)  # stable: fast tier first, same order
 
 
-def _uses_a_module_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    return info is not None and any(d.scope in ("module", "package") for defs in info.name2fixturedefs.values()
-                                    for d in defs)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist deals the tests one by one in collection order (the fast tier first), except that the tests of a
+    module with a module-scoped fixture stay together, one unit per tier, so that one worker builds the fixture
+    (an action lane, a Docker image, a finished run) once. xdist's own --dist loadgroup cannot say this under pytest 9
+    (it renames node ids, which pytest 9 no longer lets a plugin do)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    shared = {path.name for path in Path(__file__).parent.glob("test_*.py")
+              if re.search(r"@pytest\.fixture\(scope=\"(module|package)\"", path.read_text(encoding="utf-8"))}
+
+    class TierScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module, _, rest = nodeid.partition("::")
+            name = Path(module).name
+            if name not in shared:
+                return nodeid
+            test = rest.split("[", 1)[0].split("::")[-1]
+            tier = "e2e" if name in E2E_MODULES or test in E2E_TESTS.get(name, ()) else "fast"
+            return f"{module}::<{tier}>"
+
+    return TierScheduling(config, log)
 
 
 def _program(argv: object, executable: object) -> str:
