@@ -426,6 +426,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)  # stable: fast tier first, same order
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist deals the tests one by one in collection order (the fast tier first), except that the tests of a
     module with a module-scoped fixture stay together, one unit per tier, so that one worker builds the fixture
