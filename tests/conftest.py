@@ -176,6 +176,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
     }),
     "test_activation_recogniser.py": frozenset({
         "test_a_subagent_case_runs_only_where_a_subagent_can_start",
+        "test_an_allowed_subagent_call_is_an_activation",
         "test_the_real_cli_refuses_a_subagent_call_and_every_host_says_so",
     }),
     "test_aegis.py": frozenset({
@@ -203,6 +204,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_throughput_short_mode_runs_and_writes_well_formed_figures",
     }),
     "test_compat.py": frozenset({
+        "test_marketplace_skills_reach_claude_code_flat",
         "test_nested_layout_runs_on_claude_code_and_the_api_host",
     }),
     "test_container.py": frozenset({
@@ -240,6 +242,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
     }),
     "test_first_turn.py": frozenset({
         "test_skill_evals_run_on_the_first_turn_host",
+        "test_the_first_turn_request_is_the_clis_own_but_for_the_listed_fields",
     }),
     "test_floor.py": frozenset({
         "test_a_library_level_error_stops_plan_and_run",
@@ -327,6 +330,12 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_the_spend_cap_stops_calibration_before_a_start_it_cannot_afford",
         "test_window_control_misses_treatment_catches_and_the_skill_fired",
     }),
+    "test_quorum_budget.py": frozenset({
+        "test_cli_wrapper_passes_only_the_kept_variables",
+    }),
+    "test_ratelimit.py": frozenset({
+        "test_claude_code_retried_429_reaches_the_limiter_through_the_transcript",
+    }),
     "test_real_library_defects.py": frozenset({
         "test_a_bad_library_path_is_refused_before_the_slow_imports",
     }),
@@ -364,6 +373,9 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_a_cases_later_sessions_start_after_its_first_and_read_its_first_turn",
         "test_a_file_a_session_writes_in_home_config_or_project_is_absent_from_the_next_session",
         "test_a_machine_without_namespaces_falls_back_says_why_and_still_runs_sessions",
+        "test_the_fallback_is_detected_and_recorded_and_only_the_working_directory_differs",
+        "test_the_system_prefix_is_one_and_later_sessions_read_it_in_every_mode",
+        "test_with_a_namespace_every_session_sends_one_head_and_has_one_prefix_hash",
     }),
     "test_session_wall.py": frozenset({
         "test_a_confined_process_cannot_signal_or_trace_the_runner",
@@ -374,6 +386,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
     "test_slash_prompts.py": frozenset({
         "test_a_manual_only_skill_invoked_by_hand_runs_and_only_model_picked_cases_wait",
         "test_an_explicitly_invoked_negative_case_is_judged_on_its_answer_by_claude_code",
+        "test_claude_code_and_the_api_host_record_the_same_activation",
     }),
     "test_trends.py": frozenset({
         "test_html_draws_one_point_per_run_with_no_external_url",
