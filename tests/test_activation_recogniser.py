@@ -35,7 +35,7 @@ from runner.hosts.workspace import LibraryFiles
 from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE
 from runner.testing.fake_anthropic import FakeAnthropic, blocks, text, tool
-from tests.test_run import attempts, case, results_of, skill_evals_run
+from tests.helpers import attempts, case, results_of, skill_evals_run
 
 MODEL = "claude-sonnet-4-6"
 KEY = "sk-test-activation-17"

@@ -13,7 +13,7 @@ from runner.corpus.settings import Settings
 from runner.plan.select import select
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text, tool
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
-from tests.test_run import KEY, results_of
+from tests.helpers import KEY, results_of
 
 SKILLS = ("agent-failure-recovery", "agent-instruction-consolidator", "docs-first-implementer")
 
@@ -100,7 +100,7 @@ def test_calibrating_a_probe_in_the_full_aegis_library(aegis_skills: Path, tmp_p
     import shutil
 
     from runner.testing.fake_anthropic import first_user_text
-    from tests.test_probes import judge_queue
+    from tests.helpers import judge_queue
 
     repo = tmp_path / "aegis"
     shutil.copytree(aegis_skills.parent, repo / ".claude", symlinks=True)  # skills and agents

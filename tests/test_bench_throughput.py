@@ -28,6 +28,7 @@ from runner.hosts.api import ApiHost
 from runner.core.observation import Observation, SessionSpec, Usage
 from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO
+from tests.helpers import big_library
 from runner.testing.fake_anthropic import FakeAnthropic, cache_min_tokens_for, input_tokens_for, skill, text, tool
 
 KEY = "sk-test-bench-marker-42"
@@ -91,17 +92,6 @@ def test_caching_short_mode_runs_and_writes_well_formed_figures(tmp_path):
 
 
 # ---- prompt caching on the api host ---------------------------------------------------------------------
-
-def big_library(root: Path, skills: int = 40) -> Path:
-    """A library whose listing is long enough to be cached (about 40 x 300 characters)."""
-    for i in range(skills):
-        folder = root / ".claude" / "skills" / f"skill-{i:02d}"
-        folder.mkdir(parents=True)
-        description = f"Use for task family {i}, " + "careful domain-specific guidance " * 8
-        (folder / "SKILL.md").write_text(f"---\nname: skill-{i:02d}\ndescription: {description.strip()}\n---\n"
-                                         f"# Skill {i}\n\nDo the work of family {i}.\n", encoding="utf-8")
-    return root
-
 
 def api_host(library: Library, url: str, caching: bool = True) -> ApiHost:
     files = workspace.LibraryFiles.of(library, Settings().limits.max_file_bytes)

@@ -20,7 +20,7 @@ from tests import compat_libraries as compat
 from tests.conftest import cli, findings_of, line_of
 from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_anthropic import skill as skill_call
-from tests.test_run import skill_evals_run
+from tests.helpers import git, skill_evals_run
 
 
 def load(path: Path, settings: Settings | None = None) -> tuple[Library, list[Finding]]:
@@ -331,22 +331,16 @@ def test_nested_layout_runs_on_claude_code_and_the_api_host(tmp_path: Path) -> N
 
 
 def test_pr_tier_finds_the_changed_skill_in_a_nested_layout(tmp_path: Path) -> None:
-    import subprocess
-
     from runner.plan.select import select_tier
 
     root = compat.marketplace(tmp_path / "repo")
-
-    def git(*args: str) -> None:
-        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-
-    git("-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
-    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "base")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
     readme = root / "plugins" / "review-kit" / "skills" / "diff-reader" / "references" / "notes.md"
     readme.parent.mkdir(parents=True)
     readme.write_text("More guidance.\n", encoding="utf-8")
-    git("-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
-    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "head")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "head")
     library, _ = load(root)
     selection = select_tier(library, "pr", base="HEAD~1", head="HEAD")
     assert selection.changed_skills == ["diff-reader"]

@@ -321,14 +321,41 @@ def wait_for(condition, what: str, bound_s: float = 120.0):
     raise AssertionError(f"never happened: {what}")
 
 
+# Docker's default bridge gateway when the daemon's configuration does not change it (its documented default).
+DEFAULT_BRIDGE_GATEWAY = "172.17.0.1"
+
+
+def bridge_gateway(network: dict) -> str:
+    """The IPv4 address of the Docker host on the bridge network (`docker network inspect` attributes): its IPAM
+    Gateway; else the first address of its IPv4 subnet (Docker 20.10 leaves Gateway out until set); else, for a
+    bridge whose IPAM config has neither (or none at all), Docker's default gateway. The test needs one address of
+    the host that a bridged container would reach; any will do to show that this container reaches none."""
+    for config in (network.get("IPAM") or {}).get("Config") or []:
+        if config.get("Gateway") and ipaddress.ip_address(config["Gateway"]).version == 4:
+            return str(config["Gateway"])
+        if config.get("Subnet") and ipaddress.ip_network(config["Subnet"], strict=False).version == 4:
+            return str(ipaddress.ip_network(config["Subnet"], strict=False)[1])
+    return DEFAULT_BRIDGE_GATEWAY
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ([{"Subnet": "172.18.0.0/16", "Gateway": "172.18.0.1"}], "172.18.0.1"),
+    ([{"Subnet": "10.9.0.0/24"}], "10.9.0.1"),
+    ([{"Subnet": "fd00::/64", "Gateway": "fd00::1"}, {"Subnet": "10.9.0.0/24"}], "10.9.0.1"),
+    ([], DEFAULT_BRIDGE_GATEWAY),
+    (None, DEFAULT_BRIDGE_GATEWAY),
+])
+def test_the_bridge_gateway_is_found_without_a_gateway_key(config: list | None, expected: str) -> None:
+    """A bridge without `Gateway` (or without any IPAM config) still gives the hardening test an address to try."""
+    assert bridge_gateway({"IPAM": {"Config": config}}) == expected
+
+
 def test_the_container_is_hardened(client, image: str, fake: FakeAnthropic, tmp_path: Path) -> None:
     """Each property, from `docker inspect` of the running container and from inside it."""
     fake.script(prompt_key(NIGHTLY), hang(300))  # the run's CLI session waits; the container stays up meanwhile
     fake.script("probe through the proxy", text("probe answered"))
     service = socket.create_server(("127.0.0.1", 0))  # a host-only service
-    ipam = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    # Docker 20.10 leaves Gateway out of the bridge's IPAM config until set: the subnet's first address is it.
-    gateway = ipam.get("Gateway") or str(ipaddress.ip_network(ipam["Subnet"])[1])
+    gateway = bridge_gateway(client.networks.get("bridge").attrs)
     label = {"skill-evals.test": secrets.token_hex(8)}
     out = tmp_path / "out"
     outcomes: list[ctr.ContainerOutcome] = []
@@ -516,7 +543,7 @@ def test_a_hostile_library_runs_nothing_and_reaches_nothing_in_the_container(cli
     would forge a PASS into /out/run/attempts.jsonl, inline shell, a subagent's hooks and MCP server, the repository's
     own settings and .mcp.json), plus a trusted Bash that runs the issue's attack: nothing ran, nothing was forged,
     and the attack was refused by the Landlock wall inside the container too."""
-    from tests.test_session_wall import attack_outcome, confined_attack, hostile_library, tool_results
+    from tests.hostile_session import attack_outcome, confined_attack, hostile_library, tool_results
 
     out, marks = tmp_path / "out", Path(ctr.OUT_MOUNT) / "marks"
     (out / "marks").mkdir(parents=True)

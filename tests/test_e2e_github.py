@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import EXAMPLE, run_cli
+from tests.helpers import git
 from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_github import FakeGitHub
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
@@ -36,11 +36,6 @@ def docker_ready() -> bool:
         return True
     except Exception:  # noqa: BLE001 - no daemon or no base image: the same answer
         return False
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo,
-                          check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture

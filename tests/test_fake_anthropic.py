@@ -9,6 +9,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -283,14 +284,24 @@ def test_hang_raises_api_timeout_error_and_does_not_block_shutdown() -> None:
     fake = FakeAnthropic().start()
     try:
         fake.script("slow", hang(30))
-        started = time.monotonic()
-        with pytest.raises(anthropic.APITimeoutError):
+        with pytest.raises(anthropic.APITimeoutError):  # the hang answers "late" after 30 s: the timeout cut it
             ask(client(fake, max_retries=0, timeout=0.3), "slow answer", False)
-        assert time.monotonic() - started < 15  # far below the 30 s hang: the timeout cut it
+        assert [r.outcome for r in fake.requests_for("slow")] == ["hang"]
+        # A client that would wait the hang out is still waiting when the fake closes.
+        pool = ThreadPoolExecutor(1)
+        waiting = pool.submit(ask, client(fake, max_retries=0, timeout=120), "slow again", False)
+        for _ in range(600):  # a bound against a hang, not a measurement
+            if len(fake.requests_for("slow")) == 2:
+                break
+            time.sleep(0.05)
+        assert [r.outcome for r in fake.requests_for("slow")] == ["hang", "hang"]
     finally:
-        closing = time.monotonic()
         fake.close()
-    assert time.monotonic() - closing < 15  # far below the 30 s hang: closing does not wait for it
+    # Closing cut the hang: the waiting client lost its connection instead of getting the "late" reply after 30 s.
+    with pytest.raises(anthropic.APIConnectionError) as info:
+        waiting.result(timeout=120)
+    pool.shutdown()
+    assert not isinstance(info.value, anthropic.APITimeoutError)
 
 
 @STREAM
@@ -364,10 +375,14 @@ def test_headers_latency_count_tokens_404_and_beta_query() -> None:
         assert fake.requests[-1].path == "/v1/messages"
         assert fake.requests[-1].headers["anthropic-beta"] == "some-beta-2025-01-01"
 
+        # The latency holds a reply back: a client that will not wait that long times out on a request the fake
+        # received; with a latency it waits out, the reply comes.
+        fake.set_latency(60)
+        with pytest.raises(anthropic.APITimeoutError):
+            ask(client(fake, max_retries=0, timeout=0.5), "slow down", True)
+        assert [r.outcome for r in fake.requests_for("slow down")] == ["text"]
         fake.set_latency(0.25)
-        started = time.monotonic()
-        ask(c, "slow down", True)
-        assert time.monotonic() - started >= 0.25
+        assert ask(c, "slow down again", True).content[0].text == "ok"
 
 
 def test_raw_sse_event_sequence() -> None:

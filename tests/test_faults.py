@@ -41,7 +41,7 @@ from runner.testing.fake_anthropic import (
 )
 from runner.testing.fake_judge import JUDGE_MATCH
 from tests.conftest import run_cli
-from tests.test_run import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
+from tests.helpers import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
 
 # no_trigger cases whose only prose assertion is a2: a plain answer passes the activation, then the judge decides.
 NEGATIVES = [

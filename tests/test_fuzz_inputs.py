@@ -46,6 +46,7 @@ from tests.limits import Hung, memory_bound, time_bound
 # Another stream, to explore: FUZZ_SEED=<anything> (the suite runs this one, so that a failure repeats).
 SEED = os.environ.get("FUZZ_SEED", "28")
 CASES = 500
+SHARDS = 4  # the cases in four tests (every fourth case each), which pytest-xdist runs side by side
 CASE_SECONDS = 10  # far above a case's cost (tens of milliseconds): only a hang reaches it
 MEMORY_HEADROOM = 1 << 30
 KEPT_SKILLS = ("test-report-triage", "migration-planner", "release-publisher")
@@ -91,7 +92,7 @@ EXTRAS = ((".skill-evals.toml", SETTINGS, 0.5), (".skill-evals/quarantine.json",
 
 # ---- the library and its files ----------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Where the cases are made: a RAM file system when there is one (removing 500 libraries from a disk mounted
     with `discard` costs tens of seconds), else pytest's temporary folder."""
@@ -103,7 +104,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield tmp_path_factory.mktemp("fuzz")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def small_library(scratch: Path) -> Path:
     base = scratch / "base" / "library"
     shutil.copytree(EXAMPLE, base, symlinks=True)
@@ -423,7 +424,8 @@ def run_case(runner: CliRunner, library: Path, rng: random.Random) -> list[str]:
     return problems
 
 
-def test_fuzzed_libraries_and_settings_never_crash_nor_hang(small_library: Path, scratch: Path,
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_fuzzed_libraries_and_settings_never_crash_nor_hang(shard: int, small_library: Path, scratch: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     tmp_path = scratch / "cases"
     tmp_path.mkdir()
@@ -438,7 +440,7 @@ def test_fuzzed_libraries_and_settings_never_crash_nor_hang(small_library: Path,
     failures: list[str] = []
     kinds: dict[str, int] = {}
     with memory_bound(MEMORY_HEADROOM):
-        for index in range(CASES):
+        for index in range(shard, CASES, SHARDS):
             rng = random.Random(f"{SEED}:{index}")
             library = tmp_path / f"case-{index}"
             done = make_case(rng, small_library, library, outside)
@@ -454,6 +456,7 @@ def test_fuzzed_libraries_and_settings_never_crash_nor_hang(small_library: Path,
             if problems:
                 failures.append(f"case {index} ({'; '.join(what for _, what in done)}):\n" + "\n".join(problems))
             shutil.rmtree(library, ignore_errors=True)
-    assert not failures, f"{len(failures)} of {CASES} case(s) failed; the first:\n\n" + "\n\n".join(failures[:3])
+    assert not failures, (f"{len(failures)} of shard {shard}'s {len(range(shard, CASES, SHARDS))} case(s) failed; "
+                          "the first:\n\n" + "\n\n".join(failures[:3]))
     # The generator reached every kind of mutation (a test that mutated nothing would pass too).
     assert len(kinds) >= 8, kinds

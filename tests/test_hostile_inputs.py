@@ -31,7 +31,7 @@ from runner.floor import gate as floor_mod
 from runner.floor import validate as validate_mod
 from tests.conftest import EXAMPLE, fake_env, line_of, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
-from tests.test_run import KEY, results_of
+from tests.helpers import KEY, results_of
 
 SKILLS = Path(".claude") / "skills"
 TRIAGE = "test-report-triage"

@@ -55,7 +55,7 @@ from runner.testing.fake_anthropic import (
     text,
 )
 from runner.testing.fake_judge import JUDGE_MATCH, final_answer, obeying, outside_the_data, rubric_ids, verdicts
-from tests.test_run import TRIAGE, attempts, case, key_of, results_of, skill_evals_run
+from tests.helpers import TRIAGE, attempts, case, key_of, results_of, skill_evals_run
 
 MODEL = "claude-sonnet-4-6"
 PROMPT = "Summarise last night's test run for the release channel."
@@ -192,11 +192,12 @@ def test_500_once_then_a_valid_reply_is_a_verdict() -> None:
 def test_hang_past_the_timeout_is_judge_error_quickly() -> None:
     with FakeAnthropic() as fake:
         fake.script(JUDGE_MATCH, hang(60))
-        started = time.monotonic()
         outcomes, call = judge_once(fake.url, timeout_s=2)
-        elapsed = time.monotonic() - started
+        hung = [r.outcome for r in fake.message_requests]
+    # Every request reached the hang, and the judge never got its "late" reply (that would be a verdict or a
+    # schema error, not a timeout): the judge's timeout cut it.
+    assert hung and set(hung) == {"hang"}, hung
     _judge_error(outcomes, call, "timeout")
-    assert elapsed < 30, elapsed  # far below the 60 s hang: the judge's timeout cut it
 
 
 def test_pass_with_evidence_not_in_the_answer_is_judge_error() -> None:

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +26,9 @@ from runner.core.observation import Usage as RunnerUsage
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
 from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE
-from runner.testing.fake_anthropic import FakeAnthropic, Usage, hang, skill, text
+from runner.testing.fake_anthropic import FakeAnthropic, Usage, dynamic, hang, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
-from tests.test_run import results_of
+from tests.helpers import demo_skill, results_of
 
 KEY = "sk-ant-test-kill-resume-7d1e"
 LATENCY = 0.4
@@ -35,6 +36,7 @@ SESSION_USAGE = Usage(input_tokens=100, output_tokens=800)  # every model turn o
 JUDGE_USAGE = Usage(input_tokens=300, output_tokens=60)     # every judge call
 CONFIG = "[run]\nmax_turns = 2\nmax_output_tokens = 1000\n"  # a small worst case, so a small cap binds
 ROUNDING = 2e-6  # results.json rounds each dollar figure to 6 decimals
+HELD_S = 600  # a held request's hang: past anything a test waits for (a kill or the fake's close ends it first)
 
 
 def example_cases() -> list[tuple[str, str, str]]:
@@ -49,15 +51,17 @@ def library_copy(tmp_path: Path) -> Path:
     return target
 
 
-def script_everything(fake: FakeAnthropic) -> set[str]:
-    """Every case's prompt fires its own skill and answers; the judge passes. Returns the script keys."""
+def script_everything(fake: FakeAnthropic, hold: threading.Event | None = None) -> set[str]:
+    """Every case's prompt fires its own skill and answers; the judge passes. Returns the script keys. While `hold`
+    is set, a session's second request (the one after its skill fired) hangs instead of being answered."""
     fake.script(JUDGE_MATCH, verdicts("PASS"), usage=JUDGE_USAGE)  # first: judge requests quote case prompts
     keys = {JUDGE_MATCH}
+    answer = text("TEST REPORT TRIAGE — scripted\n[NOT PROVEN] x")
+    second = dynamic(lambda body: hang(HELD_S) if hold is not None and hold.is_set() else answer)
     for _uid, skill_name, prompt in example_cases():
         key = prompt[:60]
         if key not in keys:
-            fake.script(key, skill(skill_name), text("TEST REPORT TRIAGE — scripted\n[NOT PROVEN] x"),
-                        usage=SESSION_USAGE)
+            fake.script(key, skill(skill_name), second, usage=SESSION_USAGE)
             keys.add(key)
     fake.set_latency(LATENCY)
     return keys
@@ -105,23 +109,35 @@ def complete_lines(path: Path) -> list[bytes]:
     return data.split(b"\n")[:-1]
 
 
-def kill_mid_session(run: Running, out: Path, fake: FakeAnthropic, deadline_s: float = 240) -> None:
-    """SIGKILL the run once it recorded an attempt, right after a new request reached the fake: that request
-    is in the fake's latency window, so its session is in flight when the kill lands."""
-    before = len(complete_lines(out / ATTEMPTS))
-    seen: int | None = None
-    deadline = time.monotonic() + deadline_s
-    while True:
-        assert time.monotonic() < deadline, "the run never got to a point to kill it:\n" + run.output()
-        assert run.process.poll() is None, "the run ended before it could be killed mid-session:\n" + run.output()
-        if len(complete_lines(out / ATTEMPTS)) > before:
-            requests = len(fake.message_requests)
-            if seen is not None and requests > seen:
-                break
-            seen = requests if seen is None else seen
+def held(fake: FakeAnthropic) -> int:
+    return sum(1 for r in fake.message_requests if r.outcome == "hang")
+
+
+def wait_until(condition: Any, run: Running, what: str, bound_s: float = 240) -> None:
+    """Poll until `condition()` while the run lives (the bound stops a hang; it is never what a test asserts)."""
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        assert run.process.poll() is None, f"the run ended before {what}:\n" + run.output()
+        assert time.monotonic() < deadline, f"the run never got to {what}:\n" + run.output()
         time.sleep(0.01)
-    os.killpg(run.process.pid, signal.SIGKILL)
-    run.process.wait(timeout=60)
+
+
+def kill_mid_session(run: Running, out: Path, fake: FakeAnthropic, hold: threading.Event) -> None:
+    """SIGKILL the run once it recorded an attempt and then a session's second request is held at the fake.
+
+    The hold (script_everything's) is what makes the kill land mid-session however slow the machine is: the held
+    session has had its first reply (journaled) and waits on its second request until the kill, where a latency
+    window could close before a kill that came late under load."""
+    before = len(complete_lines(out / ATTEMPTS))
+    wait_until(lambda: len(complete_lines(out / ATTEMPTS)) > before, run, "a recorded attempt")
+    already = held(fake)
+    hold.set()
+    try:
+        wait_until(lambda: held(fake) > already, run, "a held second request")
+        os.killpg(run.process.pid, signal.SIGKILL)
+        run.process.wait(timeout=60)
+    finally:
+        hold.clear()
 
 
 @dataclass
@@ -185,7 +201,8 @@ def test_three_sigkills_with_torn_lines_lose_nothing_and_keep_the_cap(tmp_path: 
     library = library_copy(tmp_path)
     out = tmp_path / "run"
     with FakeAnthropic() as fake:
-        keys = script_everything(fake)
+        hold = threading.Event()
+        keys = script_everything(fake, hold)
         env = env_for(fake)
         plan = subprocess.run([sys.executable, "-m", "runner", "plan", "--library", str(library), "--host", "api",
                                "--format", "json", "--no-surface"], env=env, capture_output=True, text=True, check=True)
@@ -204,7 +221,7 @@ def test_three_sigkills_with_torn_lines_lose_nothing_and_keep_the_cap(tmp_path: 
         for kill in range(3):
             args = first if kill == 0 else ["--library", str(library), "--resume", str(out)]
             run = start_run(args, env, tmp_path / f"run-{kill}.log")
-            kill_mid_session(run, out, fake)
+            kill_mid_session(run, out, fake, hold)
             assert_whole_lines(out / ATTEMPTS)
             tears.append(tear_last_line(out / ATTEMPTS))
             finished_before |= finished_ids(out / ATTEMPTS)
@@ -221,10 +238,10 @@ def test_three_sigkills_with_torn_lines_lose_nothing_and_keep_the_cap(tmp_path: 
         assert results["stop_reason"] == "budget-cap", "the cap did not bind"
         assert counted <= cap + ROUNDING, f"recorded ${spend['usd']} + lost in flight ${spend['lost_in_flight_usd']} > cap"
         assert counted >= billed - ROUNDING, f"the API billed ${billed:.6f}, the run shows only ${counted:.6f}"
-        # The test is not vacuous: each kill landed inside a request's latency window (with the other session
-        # slot busy too), so at least one of the three left a reservation in flight. The next process reconciled
-        # each from the last figure its session journaled (the api host leaves no session folder), below its worst
-        # case: what it had reported plus the request in flight at its bound.
+        # The test is not vacuous: each kill landed while a session waited on its held second request, so each of
+        # the three left a reservation in flight. The next process reconciled each from the last figure its session
+        # journaled (the api host leaves no session folder), below its worst case: what it had reported plus the
+        # request in flight at its bound.
         reconciled = spend["reconciled"]
         assert reconciled and spend["lost_in_flight_usd"] > 0 and spend["lost_in_flight_reservations"] == 0
         progressed = [r for r in reconciled if r["source"] == "progress"]  # (`none`: killed before its first request)
@@ -245,11 +262,12 @@ def test_sigkill_with_claude_code_leaves_no_session_folder_after_resume(tmp_path
     other.mkdir(parents=True)
     (other / "marker").write_text("another run's session", encoding="utf-8")
     with FakeAnthropic() as fake:
-        keys = script_everything(fake)
+        hold = threading.Event()
+        keys = script_everything(fake, hold)
         env = env_for(fake, TMPDIR=str(parent))
         run = start_run(["--library", str(library), "--out", str(out), "--skill", "test-report-triage",
                          "--repeats", "3", "--concurrency", "2", "--timeout", "60"], env, tmp_path / "run.log")
-        kill_mid_session(run, out, fake)
+        kill_mid_session(run, out, fake, hold)
         tears = [tear_last_line(out / ATTEMPTS)]
         finished_before = finished_ids(out / ATTEMPTS)
         killed = [p for p in parent.iterdir() if p != other.parent]
@@ -369,18 +387,6 @@ COLLIDING = {"case one": "Alpha", "case_one": "Bravo", "тест-1": "Charlie", 
 PASSING = {"case one", "тест-1"}
 
 
-def demo_skill(root: Path, cases: list[dict]) -> Path:
-    """A library of one skill, `demo` (summarise a demo report in one line), with these evals.json cases."""
-    skill_dir = root / ".claude" / "skills" / "demo"
-    (skill_dir / "evals").mkdir(parents=True)
-    (skill_dir / "SKILL.md").write_text("---\nname: demo\ndescription: Summarise a demo report into one line. Use "
-                                        "when asked to summarise a demo report.\n---\n\n# Demo\n\nOne line.\n",
-                                        encoding="utf-8")
-    (skill_dir / "evals" / "evals.json").write_text(json.dumps({"skill": "demo", "cases": cases}, ensure_ascii=False),
-                                                    encoding="utf-8")
-    return root
-
-
 def colliding_library(tmp_path: Path) -> Path:
     return demo_skill(tmp_path / "collide", [
         {"id": case_id, "type": "should_trigger", "prompt": f"{word} prompt: summarise the demo report please.",
@@ -453,7 +459,7 @@ def test_sigkill_worst_cases_are_reconciled_from_the_killed_sessions_logs(tmp_pa
     with FakeAnthropic() as fake:
         for number, uid in enumerate(KILLED_CASES):  # the first two sessions' second request hangs once: in
             # flight at the kill, answered on resume
-            hung = (hang(120, times=1),) if number < 2 else ()
+            hung = (hang(HELD_S, times=1),) if number < 2 else ()
             fake.script(prompts[uid][:60], skill(uid.split("/")[0]), *hung,
                         text("TEST REPORT TRIAGE — scripted\n[NOT PROVEN] x"))
         env = env_for(fake, TMPDIR=str(parent))

@@ -38,7 +38,7 @@ from runner.testing.fake_anthropic import (
 from runner.testing.fake_judge import JUDGE_MATCH
 from tests.billed import billed_usd
 from tests.conftest import EXAMPLE
-from tests.test_run import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
+from tests.helpers import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
 
 MODEL = "claude-sonnet-4-6"
 # fault name -> (the script's turns, the error kind the attempt ends with; None: it ends well after a retry)

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from runner.cli import main
 from tests.conftest import EXAMPLE, REPO, cli, run_cli
+from tests.helpers import git
 from tests.report_fixtures import every_state
 
 README = REPO / "README.md"
@@ -161,14 +162,6 @@ def test_host_paths_replace_only_whole_container_paths() -> None:
 
 
 # ---- 5. select --tier pr counts the repository's changed paths too ----------------------------------------------
-
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@e", "-c", "commit.gpgsign=false", "-c",
-       "core.hooksPath=/dev/null"]
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run([*GIT, *args], cwd=repo, capture_output=True, text=True, check=True)
-
 
 def test_select_pr_says_how_many_paths_changed_in_the_repository_and_in_the_library(tmp_path: Path) -> None:
     repo = tmp_path / "repo"

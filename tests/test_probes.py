@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,9 @@ from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts import workspace
 from tests.conftest import findings_of, line_of, run_cli
-from runner.testing.fake_anthropic import FakeAnthropic, dynamic, error, skill, text
-from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids
+from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
+from runner.testing.fake_judge import JUDGE_MATCH, rubric_ids
+from tests.helpers import judge_queue
 
 KEY = "sk-ant-test-probe-marker-77c1"
 TEST_PROBES = Path(__file__).parent / "data" / "probes"
@@ -61,20 +61,6 @@ def calibrate(fake: FakeAnthropic, library: Path, *args: str, key: str | None = 
 def record_of(library: Path, probe_dir: Path = RENOVATE_DIR, index: int = -1) -> dict[str, Any]:
     data = json.loads((library / probe_dir / "calibration.json").read_text())
     return data["records"][index]
-
-
-def judge_queue(*verdicts: str) -> Any:
-    """Judge replies in order of arrival: the n-th judge call gets verdicts[n] for every rubric item."""
-    lock, calls = threading.Lock(), []
-
-    def reply(body: dict[str, Any]) -> Any:
-        with lock:
-            verdict = verdicts[min(len(calls), len(verdicts) - 1)]
-            calls.append(verdict)
-        quote = final_answer(body).strip().splitlines()[0][:80]
-        return text(json.dumps({"verdicts": [{"id": i, "verdict": verdict, "evidence": quote if verdict == "PASS"
-                                              else "", "reason": "scripted"} for i in rubric_ids(body)]}))
-    return dynamic(reply)
 
 
 def session_requests(fake: FakeAnthropic, needle: str) -> list:

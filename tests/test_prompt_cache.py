@@ -106,7 +106,7 @@ def test_api_host_sessions_send_one_prefix_and_record_its_hash(tmp_path) -> None
     from runner.hosts.workspace import LibraryFiles
     from runner.hosts.prices import load as load_prices
     from runner.testing.fake_anthropic import skill
-    from tests.test_bench_throughput import big_library
+    from tests.helpers import big_library
 
     library, _ = load_library(big_library(tmp_path / "lib"), Settings())
     files = LibraryFiles.of(library, Settings().limits.max_file_bytes)

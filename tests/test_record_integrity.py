@@ -30,8 +30,7 @@ from runner.report import markdown, rollup
 from runner.results.build import Results
 from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
-from tests.test_kill_resume import demo_skill
-from tests.test_run import results_of
+from tests.helpers import demo_skill, results_of
 
 ALPHA = "demo/evals/alpha"  # its sessions fire the skill: PASS
 BRAVO = "demo/evals/bravo"  # its sessions do not: FAIL

@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.conftest import EXAMPLE, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
-from tests.test_run import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
+from tests.helpers import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
 
 NIGHTLY = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
 

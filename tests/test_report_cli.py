@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.conftest import EXAMPLE
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
-from tests.test_run import PROMPTS, TRIAGE, key_of, results_of, skill_evals_run
+from tests.helpers import PROMPTS, TRIAGE, key_of, results_of, skill_evals_run
 
 
 def scripted(fake: FakeAnthropic) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from runner.testing.fake_anthropic import FakeAnthropic, spend_limit, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests.conftest import EXAMPLE, fake_env, run_cli
-from tests.test_run import KEY, TRIAGE, attempts, case, key_of, results_of
+from tests.helpers import KEY, TRIAGE, attempts, case, key_of, results_of
 
 # no_trigger cases whose only prose assertion is a2: a plain answer passes the activation, then the judge decides.
 NEGATIVES = [f"{TRIAGE}/evals/negative-dependency-bump-review",

@@ -16,7 +16,7 @@ from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests.browser import Browser, need_chromium
 from tests.conftest import EXAMPLE, run_cli
-from tests.test_run import KEY, PROMPTS, TRIAGE, key_of, skill_evals_run
+from tests.helpers import KEY, PROMPTS, TRIAGE, key_of, skill_evals_run
 
 NIGHTLY = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"
 SCHEMAS = Path(__file__).resolve().parent.parent / "runner" / "schemas"

@@ -18,7 +18,7 @@ from runner.testing.fake_anthropic import skill as skill_call
 from runner.testing.fake_judge import JUDGE_MATCH
 from tests import round2_kinds as libraries
 from tests.conftest import cli, line_of
-from tests.test_run import results_of, skill_evals_run
+from tests.helpers import results_of, skill_evals_run
 
 
 def cases_of(root: Path) -> dict[str, Case]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import subprocess
 from collections import Counter
 from datetime import date, timedelta
 from pathlib import Path
@@ -25,15 +24,7 @@ from runner.plan.select import (
     select_tier,
 )
 from tests.conftest import EXAMPLE, cli
-
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@e", "-c", "commit.gpgsign=false",
-       "-c", "core.hooksPath=/dev/null"]
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run([*GIT, *args], cwd=repo, capture_output=True, text=True, check=True)
-    return done.stdout
-
+from tests.helpers import git
 
 def commit(repo: Path, message: str) -> None:
     git(repo, "add", "-A")

@@ -32,7 +32,7 @@ from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests import round2_slash as r2
 from tests.conftest import fake_env, run_cli
-from tests.test_run import case, results_of
+from tests.helpers import case, results_of
 
 KEY = "sk-test-slash-prompts-29"
 MODEL = "claude-sonnet-4-6"

@@ -31,7 +31,7 @@ from runner.report import html, junit, markdown, terminal
 from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic
 from tests.conftest import EXAMPLE, cli, fake_env, line_of, run_cli
-from tests.test_run import KEY, results_of, skill_evals_run
+from tests.helpers import KEY, results_of, skill_evals_run
 
 SETTINGS = ".skill-evals.toml"
 # The attacks of the issue, as a pull request writes them.

@@ -21,7 +21,7 @@ from runner.testing.trigger_set import listed
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
 from tests.conftest import EXAMPLE, fake_env, run_cli
-from tests.test_run import attempts, case, key_of, results_of
+from tests.helpers import attempts, case, key_of, results_of
 
 KEY = "sk-ant-test-uplift-marker-3c9d"
 TRIAGE = "test-report-triage"

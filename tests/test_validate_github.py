@@ -16,9 +16,8 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import EXAMPLE, run_cli
+from tests.helpers import GIT_ENV
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 COMMAND = re.compile(r"^::(error|warning|notice)(?: ([^:]*))?::(.*)$")
 
 
