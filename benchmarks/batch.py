@@ -87,9 +87,9 @@ def script(fake: Any, library: Any) -> None:
 def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) -> dict[str, Any]:
     from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
-    from runner.pipeline.batched import execute_batched
-    from runner.pipeline import run as runs_mod
     from runner.execute.rundir import RunDir
+    from runner.pipeline import run as runs_mod
+    from runner.pipeline.batched import execute_batched
     from runner.testing.fake_anthropic import FakeAnthropic
 
     settings = Settings()
@@ -122,8 +122,8 @@ def run_mode(mode: str, library_path: Path, skills: tuple[str, ...], out: Path) 
 
 
 def tally(out: Path, prepared: Any, results: Any) -> dict[str, Any]:
-    from runner.corpus.settings import Settings
     from runner.core.observation import Usage
+    from runner.corpus.settings import Settings
     from runner.hosts import prices as prices_mod
 
     records = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines() if line.strip()]

@@ -73,12 +73,12 @@ async def run_all(host: Any, model: str, texts: list[str]) -> list[Any]:
 
 
 def measure(library_path: Path, model: str, caching: bool, cases: int) -> Figures:
+    from runner.core.observation import Usage
     from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
-    from runner.hosts.api import CHARS_PER_TOKEN, TOOLS_CHARS
-    from runner.core.observation import Usage
-    from runner.pipeline.run import Credentials, make_host
     from runner.hosts import prices as prices_mod
+    from runner.hosts.api import CHARS_PER_TOKEN, TOOLS_CHARS
+    from runner.pipeline.run import Credentials, make_host
     from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 
     settings = Settings()

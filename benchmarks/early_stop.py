@@ -40,14 +40,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from runner.corpus.library import Case
 from runner.core.observation import Activation, Observation
+from runner.core.outcomes import AttemptOutcome
+from runner.core.quorum import QuorumRule, Tally, starts_allowed
+from runner.corpus.library import Case
+from runner.execute.grading import attempt_outcome
 from runner.execute.rundir import AttemptRecord
 from runner.plan.plan import PlannedCase
 from runner.results.build import case_result
-from runner.core.quorum import QuorumRule, Tally, starts_allowed
-from runner.core.outcomes import AttemptOutcome
-from runner.execute.grading import attempt_outcome
 
 REPO = Path(__file__).resolve().parent.parent
 RATES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)

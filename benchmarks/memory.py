@@ -59,8 +59,8 @@ def peak_kib() -> int:
 def _prepare(library_path: Path) -> Any:
     from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
-    from runner.pipeline import run as runs
     from runner.floor.validate import check_library
+    from runner.pipeline import run as runs
 
     settings = Settings()
     library, _ = load_library(library_path, settings)
@@ -116,9 +116,9 @@ def _execute(prepared: Any, rundir: Any) -> int:
     """runs.execute's executor part (no signal handlers, no results step), with the scripted host."""
     import asyncio
 
-    from runner.pipeline import run as runs
     from runner.execute.budget import Ledger
     from runner.execute.executor import Executor, RunState
+    from runner.pipeline import run as runs
 
     plan = prepared.plan.model_copy(update={"cap_usd": 1e9})  # the cap is not what is measured here
     plan_hash = plan.digest()
@@ -133,9 +133,9 @@ def _execute(prepared: Any, rundir: Any) -> int:
 
 def _attempts(prepared: Any, rundir: Any, repeats: int) -> int:
     from runner.core.observation import ToolCall, Usage
+    from runner.core.outcomes import AssertionOutcome, AttemptOutcome
     from runner.execute.rundir import AttemptRecord
     from runner.judge.prose import JudgeCall
-    from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 
     rng = random.Random(11)
     answer = ("Synthetic final answer. " * 125)[:3000]
@@ -187,8 +187,8 @@ class ChildResult(BaseModel):
 
 def child(step: str, library: Path | None, run: Path | None, repeats: int) -> ChildResult:
     started = time.monotonic()
-    from runner.pipeline import run as runs
     from runner.execute.rundir import ATTEMPTS, RESULTS, RunDir
+    from runner.pipeline import run as runs
     from runner.results import build as _results  # noqa: F401 - the baseline imports what every step imports
 
     checkpoints = {"imports": peak_kib()}

@@ -34,9 +34,9 @@ from runner.corpus import settings as settings_mod
 from runner.corpus.loader import load_library
 from runner.execute.budget import Ledger
 from runner.execute.executor import Executor, RunState
+from runner.execute.rundir import RunDir
 from runner.hosts.ratelimit import AdaptiveLimiter, LimiterStats
 from runner.pipeline.run import Credentials, Options, finish, prepare, write_plan
-from runner.execute.rundir import RunDir
 from runner.testing.fake_anthropic import FakeAnthropic, Recorded, text
 
 REPO = Path(__file__).resolve().parent.parent

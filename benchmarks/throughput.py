@@ -112,9 +112,9 @@ class FakeProcess:
 def make_host(name: str, url: str, library_path: Path = EXAMPLE) -> Any:
     from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
+    from runner.hosts import prices as prices_mod
     from runner.pipeline.run import Credentials
     from runner.pipeline.run import make_host as runs_make_host
-    from runner.hosts import prices as prices_mod
 
     settings = Settings()
     library, _ = load_library(library_path, settings)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runner.corpus.settings import Settings
 from runner.core.observation import Usage
+from runner.corpus.settings import Settings
 from runner.hosts.prices import PriceTable
 from runner.hosts.prices import load as load_prices
 from runner.testing.fake_anthropic import Billed, FakeAnthropic

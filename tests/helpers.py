@@ -17,9 +17,9 @@ from jsonschema import Draft202012Validator
 
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from tests.conftest import EXAMPLE, REPO, fake_env, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, text
 from runner.testing.fake_judge import final_answer, rubric_ids
+from tests.conftest import EXAMPLE, REPO, fake_env, run_cli
 
 # ---- git ----------------------------------------------------------------------------------------------------------
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import date
 
+from runner.core.quorum import wilson_interval
 from runner.plan.quarantine import QuarantineEntry
 from runner.results.build import CaseResult, PlanSummary, Results, Spend
-from runner.core.quorum import wilson_interval
 from runner.results.verdicts import ActivationResult, AssertionResult, PairResult
 
 HOSTILE = "@someone <script>alert(1)</script> </details> `tick` | pipe | **bold** <!-- x --> &amp;"

@@ -24,17 +24,17 @@ from typing import Any
 import pytest
 from claude_agent_sdk import AssistantMessage, ResultMessage, TextBlock, ToolResultBlock, ToolUseBlock, UserMessage
 
+from runner.core.observation import Activation, Observation, SessionSpec
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.activation import Turns, apply_result, recognise, skill_md_name, skill_name
 from runner.hosts.api import ApiHost
-from runner.core.observation import Activation, Observation, SessionSpec
 from runner.hosts.claude_code import ClaudeCodeHost, _Recorder
+from runner.hosts.prices import load as load_prices
 from runner.hosts.replay import ReplayHost, _from_transcript
 from runner.hosts.workspace import LibraryFiles
-from runner.hosts.prices import load as load_prices
-from tests.conftest import EXAMPLE
 from runner.testing.fake_anthropic import FakeAnthropic, blocks, text, tool
+from tests.conftest import EXAMPLE
 from tests.helpers import attempts, case, results_of, skill_evals_run
 
 MODEL = "claude-sonnet-4-6"

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from runner.core.observation import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.corpus.library import Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import ListingSettings, Settings
 from runner.hosts.api import ApiHost
-from runner.core.observation import Activation, ListingSeen, Observation, SessionSpec, ToolCall, Usage
-from runner.hosts.replay import ReplayHost
-from runner.hosts.workspace import LibraryFiles
 from runner.hosts.listing import estimate
-from runner.hosts.surface import LISTING_HEADER, parse_listing
 from runner.hosts.prices import PriceTable
 from runner.hosts.prices import load as load_prices
+from runner.hosts.replay import ReplayHost
+from runner.hosts.surface import LISTING_HEADER, parse_listing
+from runner.hosts.workspace import LibraryFiles
 from runner.testing.fake_anthropic import (
     FakeAnthropic,
     Recorded,

@@ -18,12 +18,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from runner.core.observation import ToolCall
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Price, Settings
-from runner.core.observation import ToolCall
-from runner.judge.prose import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, build_user_message
 from runner.hosts.prices import PriceTable
-from tests.conftest import EXAMPLE, REPO, fake_env, run_cli
+from runner.judge.prose import EPHEMERAL, SYSTEM_PROMPT, Judge, JudgeSettingsView, build_user_message
 from runner.testing.fake_anthropic import (
     SPEND_LIMIT_MESSAGES,
     FakeAnthropic,
@@ -35,6 +34,7 @@ from runner.testing.fake_anthropic import (
     tool,
 )
 from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
+from tests.conftest import EXAMPLE, REPO, fake_env, run_cli
 
 KEY = "sk-ant-test-batch-7c1e"
 TRIAGE = "test-report-triage"

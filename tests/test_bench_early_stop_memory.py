@@ -10,12 +10,12 @@ import pytest
 
 from benchmarks import early_stop, memory
 from benchmarks.synthetic import generate
+from runner.core.observation import ToolCall
+from runner.core.outcomes import AttemptOutcome
+from runner.core.quorum import QuorumRule
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.core.observation import ToolCall
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
-from runner.core.quorum import QuorumRule
-from runner.core.outcomes import AttemptOutcome
 from tests.conftest import EXAMPLE
 
 

@@ -20,16 +20,16 @@ from pathlib import Path
 
 import pytest
 
+from runner.core.observation import Observation, SessionSpec, Usage
 from runner.corpus.library import Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts import workspace
 from runner.hosts.api import ApiHost
-from runner.core.observation import Observation, SessionSpec, Usage
 from runner.hosts.prices import load as load_prices
+from runner.testing.fake_anthropic import FakeAnthropic, cache_min_tokens_for, input_tokens_for, skill, text, tool
 from tests.conftest import EXAMPLE, REPO
 from tests.helpers import big_library
-from runner.testing.fake_anthropic import FakeAnthropic, cache_min_tokens_for, input_tokens_for, skill, text, tool
 
 KEY = "sk-test-bench-marker-42"
 SONNET = "claude-sonnet-4-6"  # minimum cacheable prefix 1024 tokens

@@ -16,10 +16,10 @@ from runner.corpus.library import ANY_SKILL, LIBRARY_OWNER, Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.surface import parse_listing
-from tests import compat_libraries as compat
-from tests.conftest import cli, findings_of, line_of
 from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_anthropic import skill as skill_call
+from tests import compat_libraries as compat
+from tests.conftest import cli, findings_of, line_of
 from tests.helpers import git, skill_evals_run
 
 

@@ -29,9 +29,9 @@ from runner.container import launch as ctr
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.plan.plan import Plan
+from runner.testing.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text, tool
 from tests.conftest import EXAMPLE, REPO, cli
 from tests.dockerenv import BASE_IMAGE, daemon, runner_image
-from runner.testing.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text, tool
 
 KEY = "sk-ant-container-marker-7c41e0"
 TRIAGE = "test-report-triage"

@@ -14,15 +14,15 @@ import json
 import random
 from pathlib import Path
 
+from runner.core.observation import Activation, Observation
+from runner.corpus.decide import activation_only, decide_when, first_turn_ineligible
 from runner.corpus.library import Case
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
+from runner.execute.grading import attempt_outcome
 from runner.hosts.activation import decided
-from runner.core.observation import Activation, Observation
-from runner.corpus.decide import activation_only, decide_when, first_turn_ineligible
 from runner.report import html, junit, markdown
 from runner.results.build import Results
-from runner.execute.grading import attempt_outcome
 from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
 from tests.conftest import EXAMPLE, fake_env, run_cli

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE, run_cli
-from tests.helpers import git
 from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_github import FakeGitHub
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
+from tests.conftest import EXAMPLE, run_cli
+from tests.helpers import git
 
 KEY = "sk-ant-e2e-marker-7d41b9"
 TOKEN = "ghs_e2e_token_marker_55aa"

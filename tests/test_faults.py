@@ -25,8 +25,8 @@ import pytest
 
 from runner.corpus.library import Assertion
 from runner.corpus.settings import Settings
-from runner.judge.prose import Judge, JudgeSettingsView
 from runner.hosts.prices import load as load_prices
+from runner.judge.prose import Judge, JudgeSettingsView
 from runner.testing.fake_anthropic import (
     SPEND_LIMIT_MESSAGES,
     FakeAnthropic,

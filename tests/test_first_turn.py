@@ -14,13 +14,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from runner.core.observation import Observation, SessionSpec
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.core.observation import Observation, SessionSpec
 from runner.hosts.claude_code import bundled_cli, cli_version
 from runner.hosts.first_turn import CAPTURE_FILE, SENTINEL, FirstTurnHost, breakpoints, ineligible
-from runner.hosts.registry import HostInputs, make_host
 from runner.hosts.prices import load as load_prices
+from runner.hosts.registry import HostInputs, make_host
 from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic, Recorded, break_stream, dynamic, error, text, tool
 from tests.billed import billed_usd

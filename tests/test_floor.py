@@ -21,8 +21,8 @@ from runner.corpus.settings import Settings
 from runner.floor import gate as floor_mod
 from runner.report import html, markdown, rollup, terminal
 from runner.results.build import Results
-from tests.conftest import EXAMPLE, cli, findings_of, line_of, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic
+from tests.conftest import EXAMPLE, cli, findings_of, line_of, run_cli
 from tests.helpers import KEY, key_of, results_of, skill_evals_run
 
 SKILLS = Path(".claude") / "skills"

@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from runner.core.states import AGAINST, BROKEN, NOT_DECIDED
 from runner.publish import github as gh_mod
 from runner.publish import rules
 from runner.publish.github import Context, PublishOutcome, publish
 from runner.publish.rules import conclusion
 from runner.report import markdown
 from runner.results.build import CaseResult, Results
-from tests.conftest import EXAMPLE, run_cli
 from runner.testing.fake_github import FakeGitHub
+from tests.conftest import EXAMPLE, run_cli
 from tests.report_fixtures import assemble, every_state, large
 
 TOKEN = "ghs_TOKEN-MARKER-7f3a9c"
@@ -103,7 +104,7 @@ def test_first_publish_then_second_updates_the_same_check_run_and_comment(tmp_pa
 
         # Annotations at each FAIL / ERROR / JUDGE-ERROR case's eval file and line.
         sent = {a["title"]: a for a in gh.annotations[first.check_run_id]}
-        expected = {c.uid: c for c in results.cases if c.state in ("FAIL", "ERROR", "JUDGE-ERROR")}
+        expected = {c.uid: c for c in results.cases if c.state in AGAINST}
         assert first.annotations_sent == len(sent) == len(expected) == 4
         levels = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning"}
         for uid, case in expected.items():
@@ -191,7 +192,7 @@ def non_ascii(n: int = 1600) -> Results:
         cases.append(CaseResult(
             uid=f"{skill}/evals/случай-{i:04d}-测试-✅", skill=skill, file=f".claude/skills/{skill}/evals/evals.json",
             line=i + 1, kind="trigger", target=skill, state=state, reason="budget-cap" if state == "UNRUN" else None,
-            losses=2 if state == "FAIL" else 0, errors=3 if state in ("ERROR", "JUDGE-ERROR") else 0,
+            losses=2 if state == "FAIL" else 0, errors=3 if state in BROKEN else 0,
             repeats_run=0 if state == "UNRUN" else 2, repeats_planned=3, quorum=2,
             fired_instead={"другой-навык-🎯": 1} if state == "FAIL" else {}))
     return assemble(cases, spend=3.21)
@@ -291,7 +292,7 @@ def test_nothing_executed_is_neutral_and_says_nothing_ran(tmp_path: Path) -> Non
 
 def test_quarantined_cases_do_not_count_for_the_conclusion() -> None:
     ran = every_state()
-    only_quarantined = assemble([c for c in ran.cases if c.state in ("QUARANTINED", "UNRUN")])
+    only_quarantined = assemble([c for c in ran.cases if c.state in NOT_DECIDED])
     assert conclusion(only_quarantined, "required") == "neutral"
     assert rules.title(only_quarantined).startswith("Nothing ran but quarantined cases")
     with_pass = assemble([c for c in ran.cases if c.state in ("QUARANTINED", "PASS", "UNRUN")])

@@ -7,8 +7,8 @@ import typing
 
 import pytest
 
-from runner.corpus.settings import RunSettings
 from runner.core.host_traits import HOST_NAMES, HOST_TRAITS, traits
+from runner.corpus.settings import RunSettings
 from runner.hosts import registry
 
 

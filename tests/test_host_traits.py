@@ -15,20 +15,19 @@ from pathlib import Path
 
 import pytest
 
+from runner.core import host_traits
 from runner.core.host_traits import DEFAULT_HOST
 from runner.corpus.library import Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.core import host_traits
-from runner.hosts import registry
+from runner.hosts import listing, registry
 from runner.hosts.activation import recognise, skill_md_name
 from runner.hosts.api import ApiHost
+from runner.hosts.prices import load as load_prices
 from runner.hosts.sessionpath import SessionPath
-from runner.hosts import listing
 from runner.improve.loop import listing_problem
 from runner.plan import build as plan_mod
 from runner.plan.plan import Plan
-from runner.hosts.prices import load as load_prices
 from tests.conftest import EXAMPLE, REPO
 
 RUNNER = REPO / "runner"

@@ -29,8 +29,8 @@ from runner.corpus.loader import load_library
 from runner.floor import census as census_mod
 from runner.floor import gate as floor_mod
 from runner.floor import validate as validate_mod
-from tests.conftest import EXAMPLE, fake_env, line_of, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
+from tests.conftest import EXAMPLE, fake_env, line_of, run_cli
 from tests.helpers import KEY, results_of
 
 SKILLS = Path(".claude") / "skills"

@@ -18,10 +18,14 @@ from typing import Any
 
 import pytest
 
+from runner.core.observation import ToolCall
+from runner.core.outcomes import AssertionOutcome, AttemptOutcome
+from runner.core.quorum import QuorumRule
 from runner.corpus.library import Assertion, Case
 from runner.corpus.settings import Settings
-from runner.core.observation import ToolCall
+from runner.execute.grading import apply_judgement
 from runner.execute.rundir import AttemptRecord
+from runner.hosts.prices import load as load_prices
 from runner.judge.prose import (
     SYSTEM_PROMPT,
     TRANSCRIPT_TEMPLATE,
@@ -35,11 +39,7 @@ from runner.judge.prose import (
     tool_summary,
 )
 from runner.plan.plan import PlannedCase
-from runner.hosts.prices import load as load_prices
 from runner.results.build import case_result
-from runner.core.quorum import QuorumRule
-from runner.core.outcomes import AssertionOutcome, AttemptOutcome
-from runner.execute.grading import apply_judgement
 from runner.results.verdicts import assertion_results
 from runner.testing.fake_anthropic import (
     FakeAnthropic,
@@ -504,8 +504,8 @@ def test_an_attempt_whose_only_prose_assertion_was_never_judged_is_not_recorded_
     """Issue 28 §7: the attempt was recorded `state: PASS` though nobody judged its assertion. It is UNRUN now (the
     §3 precedence over its parts); the case keeps what it already did right: UNRUN for the judge's reason, the
     quorum decided by the attempts (no extra session starts), never PASS."""
-    from runner.execute.executor import CaseStarts
     from runner.core.observation import Activation, Observation
+    from runner.execute.executor import CaseStarts
     from runner.execute.grading import attempt_outcome, mark_unjudged
 
     observed = Observation(attempt_id="x/evals/refuse#main#1", host="api", final_answer="Not all green.",

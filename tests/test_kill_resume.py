@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.core.observation import Usage as RunnerUsage
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.core.observation import Usage as RunnerUsage
 from runner.execute.rundir import ATTEMPTS, AttemptRecord, RunDir
 from runner.hosts.prices import load as load_prices
-from tests.conftest import EXAMPLE
 from runner.testing.fake_anthropic import FakeAnthropic, Usage, dynamic, hang, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
+from tests.conftest import EXAMPLE
 from tests.helpers import demo_skill, results_of
 
 KEY = "sk-ant-test-kill-resume-7d1e"
@@ -338,8 +338,8 @@ def test_a_resumed_ledger_counts_what_no_record_shows(tmp_path: Path) -> None:
     import asyncio
 
     from runner.execute.budget import Journal, Ledger
-    from runner.pipeline.run import open_ledger
     from runner.judge.prose import JudgeCall
+    from runner.pipeline.run import open_ledger
     from runner.plan.plan import Plan
 
     rundir = RunDir(tmp_path)

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
+from runner.core.observation import Observation, SessionSpec
 from runner.corpus.library import Assertion, Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.api import ApiHost
-from runner.core.observation import Observation, SessionSpec
-from runner.hosts.workspace import LibraryFiles
-from runner.judge.prose import Judge, JudgeSettingsView
 from runner.hosts.prices import PriceTable
 from runner.hosts.prices import load as load_prices
+from runner.hosts.workspace import LibraryFiles
+from runner.judge.prose import Judge, JudgeSettingsView
 from runner.testing.fake_anthropic import (
     FakeAnthropic,
     break_stream,

@@ -10,8 +10,8 @@ from jsonschema import Draft202012Validator
 
 from runner.execute.rundir import AttemptRecord, TailRepair
 from runner.report import rollup
-from runner.results.build import CaseResult, Results, Spend, assertion_counts
 from runner.report.history import History, compare, escape, render_markdown
+from runner.results.build import CaseResult, Results, Spend, assertion_counts
 from runner.results.merge import NO_SHARD_RAN, MergeError, merge, merge_dirs
 from tests.report_fixtures import HOSTILE, assemble, assertion, every_state, plan_summary
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.core.states import AGAINST
 from runner.results.build import CaseResult, Results
 from tests.conftest import AEGIS_SKILLS, EXAMPLE, REPO, run_cli
 from tests.report_fixtures import activation, assemble, assertion
@@ -179,7 +180,7 @@ def test_the_terminal_report_keeps_every_skill_name_and_uid_whole(tmp_path: Path
         for skill in {c.skill for c in results.cases}:
             assert whole(skill, text), (skill, columns, text)
         for case in results.cases:
-            if case.state in ("FAIL", "ERROR", "JUDGE-ERROR"):
+            if case.state in AGAINST:
                 assert whole(case.uid, text), (case.uid, columns, text)
         # The tables keep inside the terminal; only a name longer than the terminal may run past it.
         longest = max(len(c.uid) for c in results.cases)

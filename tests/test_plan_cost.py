@@ -16,11 +16,19 @@ from pathlib import Path
 import pytest
 
 from runner.corpus.settings import Settings
-from runner.plan.plan import Plan
-from runner.plan.cost import MAX_TOOL_RESULT_TOKENS, SessionShape, auto_basis, cold_sessions, read_basis, session_usd, worst_session_usd
 from runner.hosts.prices import load as load_prices
-from tests.conftest import EXAMPLE, REPO, run_cli
+from runner.plan.cost import (
+    MAX_TOOL_RESULT_TOKENS,
+    SessionShape,
+    auto_basis,
+    cold_sessions,
+    read_basis,
+    session_usd,
+    worst_session_usd,
+)
+from runner.plan.plan import Plan
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
+from tests.conftest import EXAMPLE, REPO, run_cli
 
 SONNET = load_prices(Settings()).price("claude-sonnet-4-6")
 SHAPE = SessionShape(first_turn=10_000, cached_prefix=6_000, growth=1_000, turns=2, output_per_turn=100)

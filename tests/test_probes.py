@@ -21,9 +21,9 @@ import pytest
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts import workspace
-from tests.conftest import findings_of, line_of, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, rubric_ids
+from tests.conftest import findings_of, line_of, run_cli
 from tests.helpers import judge_queue
 
 KEY = "sk-ant-test-probe-marker-77c1"

@@ -99,12 +99,12 @@ def test_api_host_sessions_send_one_prefix_and_record_its_hash(tmp_path) -> None
     excluded skills; its hash is on every observation, and a probe's control arm (a skill left out) has its own."""
     import asyncio
 
+    from runner.core.observation import SessionSpec
     from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
     from runner.hosts.api import TOOLS, ApiHost, prefix_hash
-    from runner.core.observation import SessionSpec
-    from runner.hosts.workspace import LibraryFiles
     from runner.hosts.prices import load as load_prices
+    from runner.hosts.workspace import LibraryFiles
     from runner.testing.fake_anthropic import skill
     from tests.helpers import big_library
 

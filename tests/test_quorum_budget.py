@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from runner.core.quorum import QuorumRule, Tally, decide, starts_allowed, wilson_interval
 from runner.execute.budget import Ledger
 from runner.hosts.claude_code import KEEP, write_env_wrapper
-from runner.core.quorum import QuorumRule, Tally, decide, starts_allowed, wilson_interval
 
 
 def test_rule_validation() -> None:

@@ -22,8 +22,8 @@ import anthropic
 import pytest
 
 from benchmarks.ratelimit import widen_backlog
-from runner.hosts.api import ApiHost
 from runner.core.observation import Observation
+from runner.hosts.api import ApiHost
 from runner.hosts.ratelimit import (
     AdaptiveLimiter,
     RateLimitMiddleware,
@@ -361,11 +361,11 @@ def test_api_host_run_against_the_limited_fake(tmp_path: Path) -> None:
 def test_claude_code_retried_429_reaches_the_limiter_through_the_transcript() -> None:
     """The real CLI retries a 429 by itself; its api_retry system message is the only trace."""
     from benchmarks.ratelimit import EXAMPLE
+    from runner.core.observation import SessionSpec
     from runner.corpus.loader import load_library
     from runner.corpus.settings import Settings
-    from runner.core.observation import SessionSpec
-    from runner.pipeline.run import Credentials, make_host
     from runner.hosts import prices as prices_mod
+    from runner.pipeline.run import Credentials, make_host
 
     settings = Settings()
     library, _ = load_library(EXAMPLE, settings)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from runner.execute.budget import Journal, Ledger, journal_totals, open_reservations
-from runner.hosts import cli_log
 from runner.core.observation import Usage
-from runner.hosts.cli_spend import MARK_SUFFIX, write_mark
+from runner.execute.budget import Journal, Ledger, journal_totals, open_reservations
 from runner.execute.reconcile import plan_costs, reconcile
 from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir
+from runner.hosts import cli_log
+from runner.hosts.cli_spend import MARK_SUFFIX, write_mark
 from runner.plan.plan import CostEstimate, Plan
 
 REPLY = {"input_tokens": 0, "cache_creation_input_tokens": 4000, "cache_read_input_tokens": 0, "output_tokens": 20}

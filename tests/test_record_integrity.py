@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.pipeline import run as runs_mod
 from runner.execute.executor import CaseStarts
 from runner.execute.rundir import ATTEMPTS, KEY, REPAIRS, AttemptRecord, RunDir, RunFolderKeyError, signed_line
+from runner.pipeline import run as runs_mod
 from runner.report import markdown, rollup
 from runner.results.build import Results
-from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 from tests.helpers import demo_skill, results_of
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import EXAMPLE, run_cli
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
+from tests.conftest import EXAMPLE, run_cli
 from tests.helpers import KEY, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
 
 NIGHTLY = f"{TRIAGE}/evals/positive-nightly-summary-with-skip"

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
-from tests.conftest import EXAMPLE
+from runner.core.states import AGAINST, BROKEN
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
+from tests.conftest import EXAMPLE
 from tests.helpers import PROMPTS, TRIAGE, key_of, results_of, skill_evals_run
 
 
@@ -71,7 +72,7 @@ def check_junit(document: str, results: dict) -> None:
         assert children == ([want] if want else []), (c["uid"], c["state"], children)
         if c["state"] == "FAIL":
             assert testcase.find("failure").get("type") == "FAIL"
-        elif c["state"] in ("ERROR", "JUDGE-ERROR"):
+        elif c["state"] in BROKEN:
             assert testcase.find("error").get("type") == c["state"]
         elif c["state"] == "UNRUN":
             assert testcase.find("skipped").get("message") == f"UNRUN: {c['reason']}"
@@ -106,7 +107,7 @@ def check_markdown(text: str, results: dict) -> None:
     assert dict(zip(header, map(int, values[0]))) == {**results["counts"], "Total": len(results["cases"])}
     for c in results["cases"]:
         summary = f"<summary>{c['state']} · {c['uid']} · {c['kind']}</summary>"
-        if c["state"] in ("FAIL", "ERROR", "JUDGE-ERROR"):
+        if c["state"] in AGAINST:
             assert text.count(summary) == 1, summary
         elif c["state"] == "QUARANTINED":
             assert f"| {c['uid']} | QUARANTINED ({c['underlying_state']}) |" in text

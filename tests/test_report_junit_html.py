@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 from runner.execute.rundir import AttemptRecord, RunDir
 from runner.report import html as html_report
 from runner.report import junit
-from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 from tests.report_fixtures import HOSTILE, every_state, large
 
 XSD = Path(__file__).parent / "data" / "junit.xsd"

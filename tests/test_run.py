@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from runner.testing.fake_anthropic import FakeAnthropic, error, hang, skill, text, tool
 from tests.conftest import EXAMPLE, fake_env, run_cli
 from tests.helpers import KEY, PROMPTS, TRIAGE, attempts, case, key_of, results_of, skill_evals_run
-from runner.testing.fake_anthropic import FakeAnthropic, error, hang, skill, text, tool
 
 
 def no_secret_anywhere(out: Path, *texts: str) -> None:

@@ -26,6 +26,7 @@ from runner.plan.select import (
 from tests.conftest import EXAMPLE, cli
 from tests.helpers import git
 
+
 def commit(repo: Path, message: str) -> None:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)

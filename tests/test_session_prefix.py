@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
+from runner.core.observation import Observation, SessionSpec
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.core.observation import Observation, SessionSpec
 from runner.hosts.claude_code import ClaudeCodeHost
-from runner.hosts.workspace import LibraryFiles
 from runner.hosts.prices import load as load_prices
-from tests.conftest import EXAMPLE
+from runner.hosts.workspace import LibraryFiles
 from runner.testing.fake_anthropic import FakeAnthropic, blocks, dynamic, is_billing_block, skill, text, tool
+from tests.conftest import EXAMPLE
 
 KEY = "sk-test-prefix-marker-15"
 SONNET = "claude-sonnet-4-6"

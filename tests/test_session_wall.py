@@ -26,17 +26,25 @@ from pathlib import Path
 
 import pytest
 
+from runner.corpus import executables
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.hosts import confine, wall
-from runner.corpus import executables
 from runner.floor import validate as validate_mod
+from runner.hosts import confine, wall
 from runner.report import markdown
 from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text, tool
 from tests.conftest import fake_env, run_cli
-from tests.hostile_session import (CANARY, HOOK_PROMPT, attack_outcome, confined_attack, frontmatter_md,
-                                   hostile_library, tool_results, touch)
+from tests.hostile_session import (
+    CANARY,
+    HOOK_PROMPT,
+    attack_outcome,
+    confined_attack,
+    frontmatter_md,
+    hostile_library,
+    tool_results,
+    touch,
+)
 
 KEY = "sk-ant-test-session-wall-28"
 

@@ -16,18 +16,18 @@ from typing import Any
 
 import pytest
 
+from runner.core.observation import Observation, SessionSpec
 from runner.corpus import slash
 from runner.corpus.library import Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.hosts.api import ApiHost, with_arguments
-from runner.core.observation import Observation, SessionSpec
-from runner.hosts.claude_code import ClaudeCodeHost
-from runner.hosts.workspace import LibraryFiles
 from runner.floor.census import compute
 from runner.floor.validate import check_library as validate_library
-from runner.plan.build import unrun_reason
+from runner.hosts.api import ApiHost, with_arguments
+from runner.hosts.claude_code import ClaudeCodeHost
 from runner.hosts.prices import load as load_prices
+from runner.hosts.workspace import LibraryFiles
+from runner.plan.build import unrun_reason
 from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests import round2_slash as r2

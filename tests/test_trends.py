@@ -7,8 +7,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from runner.results.build import CaseResult, Results
 from runner.report.history import compare
+from runner.results.build import CaseResult, Results
 from tests.browser import Browser, need_chromium
 from tests.conftest import run_cli
 from tests.report_fixtures import activation, assemble, every_state

@@ -17,9 +17,9 @@ from rich.console import Console
 from runner.report import html, markdown, terminal
 from runner.report.markdown import UPLIFT_HEAD
 from runner.results.build import Results
-from runner.testing.trigger_set import listed
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH, final_answer, rubric_ids, verdicts
+from runner.testing.trigger_set import listed
 from tests.conftest import EXAMPLE, fake_env, run_cli
 from tests.helpers import attempts, case, key_of, results_of
 

@@ -41,9 +41,9 @@ def rates(measured: Rates | CalibrationRecord) -> str:
 def calibrate_judge(labels: Path, library_path: Path, config: Path | None, judge_model: str | None,
                     no_record: bool) -> None:
     """Run the judge on labelled answers: agreement, false PASS, false FAIL, JUDGE-ERROR against thresholds."""
-    from runner.pipeline import run as runs_mod
     from runner.hosts import prices as prices_mod
     from runner.judge import agreement
+    from runner.pipeline import run as runs_mod
 
     at = context.load_settings(library_path, config)  # no library is read: the labels are the corpus here
     if findings_mod.has_errors(at.findings):
@@ -92,9 +92,9 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
               max_usd: float | None, concurrency: int | None, fmt: str, validator_sandbox: str = "none") -> None:
     """Calibrate tier-2 probes by the seed-000 protocol (control 2 reps, then treatment 2 reps) and record
     the verdict in calibration.json beside each probe: ceiling, window, floor or inconclusive."""
-    from runner.pipeline import run as runs_mod
     from runner.hosts import prices as prices_mod
     from runner.pipeline import probe_calibration as calibration_run
+    from runner.pipeline import run as runs_mod
     from runner.probes import calibration as pc
     from runner.report import probes as probe_report
 

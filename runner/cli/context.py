@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from runner.cli.app import EXIT_FINDINGS, fail_usage
-from runner.corpus import findings as findings_mod
 from runner.corpus import committed as committed_mod
+from runner.corpus import findings as findings_mod
 from runner.corpus import settings as settings_mod
 from runner.corpus import trust
 from runner.corpus.findings import Finding, display_path

@@ -103,8 +103,8 @@ def surface(library_path: Path, config: Path | None, host: str | None, model: st
             listing_budget: int | None, fmt: str) -> None:
     """What the model is shown: which skills keep their description (no spend, no key)."""
     loaded = context.load(library_path, config)  # before the slow import below: a bad path fails fast
-    from runner.pipeline import run as runs_mod
     from runner.hosts import prices as prices_mod
+    from runner.pipeline import run as runs_mod
 
     settings, _ = runs_mod.apply_options(loaded.settings, context.run_options(
         loaded.settings, host=host, model=model, listing_budget=listing_budget))

@@ -13,9 +13,9 @@ import click
 from rich.console import Console
 
 from runner.cli import context, options
-from runner.corpus import trust
 from runner.cli.app import EXIT_OK, fail_usage
 from runner.cli.environment import PLAN_ENVIRONMENT
+from runner.corpus import trust
 
 HOLDOUT = options.FiniteFloat(min=0, max=1, min_open=True, max_open=True)
 
@@ -51,11 +51,11 @@ def improve_command(skill: str, library_path: Path, config: Path | None, host: s
                     no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
                     untrusted_settings: bool = False, settings_commit: str | None = None) -> None:
     """Improve SKILL's description on train cases; report it on held-out test cases. Never edits the library."""
-    from runner.pipeline import run as runs_mod
     from runner.hosts import prices as prices_mod
     from runner.improve import loop
     from runner.improve.propose import Proposer
     from runner.improve.render import print_improve
+    from runner.pipeline import run as runs_mod
 
     loaded = context.load(library_path, config, settings_commit)
     if untrusted_settings:  # the action runs improve beside the key, on the repository's settings

@@ -19,7 +19,6 @@ from runner.cli.app import fail_usage
 from runner.corpus import bounded, trust
 from runner.floor import gate as floor_mod
 
-
 # `run --container --settings-commit REV`: the commit's settings file, in the run folder.
 COMMITTED_SETTINGS = "settings.toml"
 COMMITTED_QUARANTINE = "quarantine.json"

@@ -20,12 +20,12 @@ import click
 from click.core import ParameterSource
 
 from runner.cli import folders
+from runner.core.errors import UsageError
+from runner.core.host_traits import HOST_NAMES
 from runner.corpus import bounded
 from runner.corpus import files as files_mod
 from runner.corpus import settings as settings_mod
-from runner.core.errors import UsageError
 from runner.corpus.loader import find_root
-from runner.core.host_traits import HOST_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])  # a command function, which an option decorator returns as is
 

@@ -63,8 +63,8 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
          no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
          untrusted_settings: bool = False, settings_commit: str | None = None, **run_options: object) -> None:
     """The cost arithmetic of a run, before anything is spent: exactly the cases `run` would run."""
-    from runner.pipeline import run as runs_mod
     from runner.execute.rundir import RunDir
+    from runner.pipeline import run as runs_mod
 
     loaded = context.load(library_path, config, settings_commit)
     context.refuse_no_skills(loaded, library_path)

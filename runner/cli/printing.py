@@ -16,8 +16,8 @@ from rich.markup import escape
 from runner.core.host_traits import traits
 
 if TYPE_CHECKING:
-    from runner.pipeline import run as runs_mod
     from runner.hosts.surface import Surface
+    from runner.pipeline import run as runs_mod
     from runner.plan.plan import Plan
     from runner.results import build as results_mod
 

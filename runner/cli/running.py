@@ -97,9 +97,9 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         from runner.cli.incontainer import run_in_container
         run_in_container(library_path, config, out, resume_dir, base_image, settings_commit)
         return
-    from runner.pipeline import run as runs_mod
-    from runner.execute.rundir import RunDir
     from runner.execute.progress import reporter
+    from runner.execute.rundir import RunDir
+    from runner.pipeline import run as runs_mod
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
     loaded = context.load(library_path, config, settings_commit)
@@ -169,10 +169,10 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
 def judge_command(run_dir: Path, library_path: Path, config: Path | None, judge_model: str | None,
                   max_usd: float | None, batch: bool = False, batch_poll_s: float = 30.0) -> None:
     """Judge a finished run again from its stored answers (no session), into a new results file."""
-    from runner.pipeline import run as runs_mod
-    from runner.hosts import prices as prices_mod
     from runner.execute.rundir import RunDir
+    from runner.hosts import prices as prices_mod
     from runner.pipeline import rejudge as rejudge_mod
+    from runner.pipeline import run as runs_mod
 
     loaded = context.load(library_path, config)
     rundir = RunDir(run_dir)

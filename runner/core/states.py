@@ -28,3 +28,7 @@ VERDICTS: tuple[CaseState, ...] = ("PASS", "FAIL")
 BROKEN: tuple[CaseState, ...] = ("ERROR", "JUDGE-ERROR")
 # Not decided and nothing broke: not run, or held back by the quarantine list.
 NOT_DECIDED: tuple[CaseState, ...] = ("UNRUN", "QUARANTINED")
+# Counts against the library in a check: lost, or broken.
+AGAINST: tuple[CaseState, ...] = ("FAIL", *BROKEN)
+# Really ran to a state: a verdict, or broken while running.
+RAN: tuple[CaseState, ...] = (*VERDICTS, *BROKEN)

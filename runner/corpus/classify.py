@@ -7,17 +7,16 @@ to the judge, and an override in `.skill-evals.toml` can correct any single deci
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import yaml
 
-from runner.corpus.settings import ClassifySettings
 from runner.core.kinds import LoadedKind
+from runner.corpus.settings import ClassifySettings
 
 KNOWN_EVAL_TYPES = ("should_trigger", "should_not_trigger", "should_not_do")
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Collection, Mapping
 
 from runner.core.kinds import traits_of
-from runner.corpus.library import ANY_SKILL, Case, is_subagent
 from runner.corpus.claims import activation_claims
+from runner.corpus.library import ANY_SKILL, Case, is_subagent
 
 READS_NOTHING_ELSE = ("activation", "unjudgeable")
 

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.core.kinds import LoadedKind
 from runner.corpus import schema_check as schemas
 from runner.corpus import tags
-from runner.core.kinds import LoadedKind
 
 # Keys each shape reads; any other key of an item is reported once per file as unused.
 CREATOR_KEYS = frozenset({"id", "eval_id", "eval_name", "name", "prompt", "input", "expected_output", "expected",

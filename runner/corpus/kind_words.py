@@ -9,11 +9,10 @@ Design notes: docs/design/library-layouts.md.
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from runner.corpus import classify, dialects
 

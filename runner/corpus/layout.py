@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from runner.corpus import bounded, jsonfile
 from runner.core.errors import UsageError
+from runner.corpus import bounded, jsonfile
 from runner.corpus.files import ReadPolicy, make_policy, path_problem
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, warning
 from runner.corpus.settings import SETTINGS_FILE, Settings

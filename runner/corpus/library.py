@@ -13,14 +13,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from runner.core.kinds import LoadedKind
 from runner.corpus import slash
-from runner.corpus.files import relative_shown
 from runner.corpus.classify import SUBAGENT_SUFFIX
+from runner.corpus.files import relative_shown
 from runner.corpus.layout import (
     Layout,
     LibraryError,  # noqa: F401 - re-exported: the error for a path that holds no library
-    )
-from runner.core.kinds import LoadedKind
+)
 
 # `file`: an eval file of which no case could be read (FILE_UNREADABLE): one entry stands for all its cases.
 Source = Literal["evals", "trigger", "probe", "scenario", "routing", "file"]

@@ -28,8 +28,22 @@ from runner.corpus.layout import (
     locate,
 )
 from runner.corpus.library import (
-    ANY_SKILL, FILE_UNREADABLE, LIBRARY_OWNER, PROBE_UNREADABLE, Agent, Assertion, Case, CaseFormat, Defect,
-    Library, Probe, Skill, Source, UnreadFile, names_of, slash_names_of,
+    ANY_SKILL,
+    FILE_UNREADABLE,
+    LIBRARY_OWNER,
+    PROBE_UNREADABLE,
+    Agent,
+    Assertion,
+    Case,
+    CaseFormat,
+    Defect,
+    Library,
+    Probe,
+    Skill,
+    Source,
+    UnreadFile,
+    names_of,
+    slash_names_of,
 )
 from runner.corpus.settings import SETTINGS_FILE, Settings
 

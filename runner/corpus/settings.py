@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from runner.corpus import bounded
-from runner.corpus.findings import Finding, display_path, error
 from runner.core.host_traits import DEFAULT_HOST, HostName
 from runner.core.kinds import AssertionClass, CaseKind
+from runner.corpus import bounded
+from runner.corpus.findings import Finding, display_path, error
 
 SETTINGS_FILE = ".skill-evals.toml"
 

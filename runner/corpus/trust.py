@@ -21,8 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from runner.corpus.settings import HOST_DEFAULT_LISTING_BUDGET, RunSettings, Settings
-from runner.corpus.settings import READ_ONLY_TOOLS
+from runner.corpus.settings import HOST_DEFAULT_LISTING_BUDGET, READ_ONLY_TOOLS, RunSettings, Settings
 
 # The cap without --max-usd: the runner's own default, never the repository's.
 RUNNER_CAP_USD: float = RunSettings.model_fields["max_usd"].default

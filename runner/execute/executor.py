@@ -25,20 +25,13 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runner.core.observation import Observation, SessionSpec
+from runner.core.outcomes import AttemptOutcome
+from runner.core.quorum import QuorumRule, Tally, starts_allowed
+from runner.core.states import BROKEN
+from runner.corpus.claims import rubric_indexes
 from runner.corpus.library import Case, Probe
 from runner.execute.budget import Ledger, Reservation
-from runner.hosts import billing
-from runner.hosts.base import Host
-from runner.core.observation import Observation, SessionSpec
-from runner.hosts.ratelimit import AdaptiveLimiter, RateLimitMiddleware
-from runner.execute.rundir import AttemptRecord, RunDir
-from runner.judge.prose import Grader, JudgeCall
-from runner.plan.plan import Plan, PlannedCase
-from runner.probes import arms as probes_mod
-from runner.probes.arms import ARMS, Arm, ProbeGrade
-from runner.corpus.claims import rubric_indexes
-from runner.core.quorum import QuorumRule, Tally, starts_allowed
-from runner.core.outcomes import AttemptOutcome
 from runner.execute.grading import (
     CONTROL,
     apply_judgement,
@@ -49,6 +42,14 @@ from runner.execute.grading import (
     needs_judge,
     rubric_failed,
 )
+from runner.execute.rundir import AttemptRecord, RunDir
+from runner.hosts import billing
+from runner.hosts.base import Host
+from runner.hosts.ratelimit import AdaptiveLimiter, RateLimitMiddleware
+from runner.judge.prose import Grader, JudgeCall
+from runner.plan.plan import Plan, PlannedCase
+from runner.probes import arms as probes_mod
+from runner.probes.arms import ARMS, Arm, ProbeGrade
 
 # Why starting stopped, in the words of semantics §3 (UNRUN reasons).
 STOP_BUDGET = "budget-cap"
@@ -142,7 +143,7 @@ class CaseStarts:
         state = record.outcome.state
         self.wins += counts_as_win(state)
         self.losses += state == "FAIL"
-        self.errors += state in ("ERROR", "JUDGE-ERROR")
+        self.errors += state in BROKEN
 
 
 def charged(obs: Observation, reservation_usd: float) -> Observation:

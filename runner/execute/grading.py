@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
+from runner.core.kinds import Expectation, traits_of
 from runner.core.observation import Observation
 from runner.core.outcomes import AssertionOutcome, AttemptOutcome
-from runner.core.kinds import Expectation, traits_of
-from runner.core.states import AttemptState, RubricState
+from runner.core.states import AGAINST, AttemptState, RubricState
 from runner.corpus.claims import activation_claims
 from runner.corpus.library import ANY_SKILL, Assertion, Case, is_subagent
 
@@ -163,7 +163,7 @@ def rubric_state(outcome: AttemptOutcome, rubric: Iterable[int]) -> RubricState:
     states = {a.state for a in outcome.assertions if a.index in wanted}
     if not states:
         return "UNRUN"
-    for state in ("FAIL", "ERROR", "JUDGE-ERROR"):
+    for state in AGAINST:
         if state in states:
             return state
     if states - {"PASS"}:

@@ -17,14 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from runner.core.observation import SessionSpec
 from runner.corpus.settings import Price
 from runner.execute.budget import OpenReservation, Reconciled, open_reservations, reconcile_line
-from runner.hosts import billing, cli_log, workspace
-from runner.core.observation import SessionSpec
-from runner.hosts.cli_spend import MARK_SUFFIX, CliCosts, StreamSeen
 from runner.execute.rundir import RESERVATIONS, AttemptRecord, RunDir
-from runner.plan.plan import Plan
+from runner.hosts import billing, cli_log, workspace
+from runner.hosts.cli_spend import MARK_SUFFIX, CliCosts, StreamSeen
 from runner.hosts.prices import PriceTable
+from runner.plan.plan import Plan
 
 MARK_MAX_BYTES = 4096
 MAX_MARKS = 10_000

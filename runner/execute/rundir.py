@@ -26,13 +26,13 @@ from typing import Any, BinaryIO, Literal
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from runner.corpus import bounded
 from runner.core.errors import UsageError
-from runner.corpus.findings import is_unicode, printable_tree
 from runner.core.observation import Bound, CostBasis, Decided, FirstTurn, ToolCall, Usage
+from runner.core.outcomes import AttemptOutcome
+from runner.corpus import bounded
+from runner.corpus.findings import is_unicode, printable_tree
 from runner.judge.prose import JudgeCall
 from runner.probes.arms import ProbeGrade
-from runner.core.outcomes import AttemptOutcome
 
 PLAN = "plan.json"
 SURFACE = "surface.json"

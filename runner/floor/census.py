@@ -19,8 +19,8 @@ from runner.corpus import classify, kind_words
 from runner.corpus.findings import Finding, counts
 from runner.corpus.library import Library, UnreadFile, is_subagent, subagent_name
 from runner.corpus.settings import Settings
-from runner.hosts.listing import ListingEstimate, estimate
 from runner.floor.validate import manual_only_targets
+from runner.hosts.listing import ListingEstimate, estimate
 
 SCHEMA_VERSION = 1
 TRIGGER_EVALS = "trigger-evals.json"

@@ -15,10 +15,10 @@ from typing import get_args
 
 from pydantic import BaseModel, Field
 
+from runner.core.kinds import BrokenKind
 from runner.corpus.files import relative_shown
 from runner.corpus.findings import Finding, Level, sort_key
 from runner.corpus.library import FILE_UNREADABLE, Case, Library
-from runner.core.kinds import BrokenKind
 
 FLOOR_ERROR = "floor-error"
 INVALID_CASE = "invalid-case"

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import regex
 
-from runner.corpus import classify
+from runner.corpus import classify, executables
 from runner.corpus.findings import Finding, display_path, error, info, warning
 from runner.corpus.library import ANY_SKILL, Case, Library, Probe, Skill, is_kebab, is_subagent, subagent_name
 from runner.corpus.settings import SETTINGS_FILE, Settings
-from runner.corpus import executables
 
 DEFAULT_VALIDATOR = Path("scripts") / "validate-skills.py"
 NAME_MAX = 64

@@ -14,10 +14,9 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import PurePosixPath
 
-from runner.corpus.classify import SUBAGENT_SUFFIX
+from runner.core.host_traits import DEFAULT_HOST, ActivationNames, traits
 from runner.core.observation import Activation, Mechanism
-from runner.core.host_traits import DEFAULT_HOST
-from runner.core.host_traits import ActivationNames, traits
+from runner.corpus.classify import SUBAGENT_SUFFIX
 
 # The tool and folder names are the host's (HostTraits.activation); a caller that names no host (the replay of a
 # recorded run, which every registered host records alike) reads the default host's.

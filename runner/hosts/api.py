@@ -22,22 +22,21 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import anthropic
 from anthropic.types import CacheControlEphemeralParam, TextBlockParam
 
+from runner.core.host_traits import traits
+from runner.core.observation import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.corpus import frontmatter, slash
+from runner.corpus.executables import without_shell
 from runner.corpus.library import Library, Skill
 from runner.corpus.settings import HOST_DEFAULT_LISTING_BUDGET
-from runner.hosts import billing
+from runner.hosts import billing, listing
 from runner.hosts.activation import recognise, slash_command
-from runner.core.observation import Activation, Bound, ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.base import utf8_safe
-from runner.core.host_traits import traits
+from runner.hosts.prices import PriceTable
+from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
 from runner.hosts.sessionpath import SessionPath
+from runner.hosts.surface import LISTING_HEADER, Surface
 from runner.hosts.wall import SessionWall
 from runner.hosts.workspace import SKILLS_PARTS, LibraryFiles, LibraryView
-from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached, spend_limit_cause
-from runner.hosts import listing
-from runner.corpus.executables import without_shell
-from runner.hosts.surface import LISTING_HEADER, Surface
-from runner.hosts.prices import PriceTable
 
 if TYPE_CHECKING:  # the factory's inputs (runner.hosts.registry.make_host)
     from runner.hosts.registry import HostInputs

@@ -14,8 +14,8 @@ if TYPE_CHECKING:  # for the Host protocol's types only: base.py is imported whe
     import anthropic
 
     from runner.hosts.sessionpath import SessionPath
-    from runner.hosts.wall import SessionWall
     from runner.hosts.surface import Surface
+    from runner.hosts.wall import SessionWall
 
 
 class Host(Protocol):

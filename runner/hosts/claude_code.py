@@ -42,18 +42,29 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk import _errors as sdk_errors
 
-from runner.hosts import billing, cli_log, sessionpath, wall, workspace
-from runner.hosts.cli_spend import CliCosts, Spent, StreamSeen, remove_mark, write_mark
-from runner.hosts.activation import Turns, apply_result, decided, recognise, slash_command
-from runner.core.observation import Activation, Bound, Decided, ErrorKind, Observation, SessionSpec, ToolCall, Usage, fired_names
-from runner.hosts.base import utf8_safe
 from runner.core.host_traits import traits
-from runner.hosts.surface import CaptureServer, Surface, surface_from_request
+from runner.core.observation import (
+    Activation,
+    Bound,
+    Decided,
+    ErrorKind,
+    Observation,
+    SessionSpec,
+    ToolCall,
+    Usage,
+    fired_names,
+)
+from runner.hosts import billing, cli_log, sessionpath, wall, workspace
+from runner.hosts.activation import Turns, apply_result, decided, recognise, slash_command
+from runner.hosts.base import utf8_safe
+from runner.hosts.cli_spend import CliCosts, Spent, StreamSeen, remove_mark, write_mark
 from runner.hosts.prices import PriceTable
+from runner.hosts.surface import CaptureServer, Surface, surface_from_request
 
 if TYPE_CHECKING:
-    from runner.hosts.registry import HostInputs
     import anthropic
+
+    from runner.hosts.registry import HostInputs
 
 # Variables the CLI may see. Everything else of the runner's environment is dropped.
 KEEP = (

@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.hosts import billing
 from runner.core.observation import SessionSpec, Usage
+from runner.hosts import billing
 from runner.hosts.cli_log import TURN_SLACK, SessionLog
 from runner.hosts.prices import PriceTable
 

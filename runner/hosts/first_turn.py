@@ -29,21 +29,21 @@ import httpx2
 from pydantic import BaseModel, Field
 
 from runner.core.errors import UsageError
-from runner.corpus.library import Library
-from runner.corpus.classify import SUBAGENT_SUFFIX
-from runner.hosts.activation import decided, recognise
-from runner.hosts import billing
-from runner.hosts.api import Clients, classify_error, fill_cost, SessionError, loop_client, reply_usage
+from runner.core.host_traits import traits
 from runner.core.observation import Activation, Decided, FirstTurn, Observation, SessionSpec, ToolCall, Usage
+from runner.corpus.classify import SUBAGENT_SUFFIX
+from runner.corpus.decide import first_turn_ineligible
+from runner.corpus.library import Library
+from runner.hosts import billing
+from runner.hosts.activation import decided, recognise
+from runner.hosts.api import Clients, SessionError, classify_error, fill_cost, loop_client, reply_usage
 from runner.hosts.base import utf8_safe
 from runner.hosts.claude_code import ClaudeCodeHost, cli_version
 from runner.hosts.claude_code import make as make_claude_code
-from runner.core.host_traits import traits
-from runner.hosts.sessionpath import SessionPath
-from runner.hosts.wall import SessionWall
-from runner.hosts.surface import CaptureServer, Surface, surface_from_request
 from runner.hosts.ratelimit import SpendLimitReached
-from runner.corpus.decide import first_turn_ineligible
+from runner.hosts.sessionpath import SessionPath
+from runner.hosts.surface import CaptureServer, Surface, surface_from_request
+from runner.hosts.wall import SessionWall
 
 if TYPE_CHECKING:  # the factory's inputs (runner.hosts.registry.make_host)
     from runner.hosts.registry import HostInputs

@@ -18,10 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from runner.core.host_traits import DEFAULT_HOST, traits
 from runner.corpus.library import Library, Skill
 from runner.corpus.settings import ListingSettings
-from runner.core.host_traits import DEFAULT_HOST
-from runner.core.host_traits import traits
 
 CLAUDE_CODE_MODEL = "Claude Code's rule: host's bundled skills whole, every name charged, then descriptions greedily"
 API_MODEL = "the api host's approximation: name order, greedy fit of `- name: description` lines within the budget"

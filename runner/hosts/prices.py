@@ -7,8 +7,8 @@ from importlib import resources
 
 from pydantic import BaseModel
 
-from runner.corpus.settings import Price, Settings
 from runner.core.observation import Usage
+from runner.corpus.settings import Price, Settings
 
 PER_MILLION = 1_000_000
 

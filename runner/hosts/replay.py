@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from runner.hosts.activation import Turns, recognise, slash_command
 from runner.core.observation import Activation, Observation, SessionSpec, ToolCall, Usage
+from runner.hosts.activation import Turns, recognise, slash_command
 from runner.hosts.surface import Surface
 
 if TYPE_CHECKING:

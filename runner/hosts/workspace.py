@@ -22,10 +22,10 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from runner.corpus.settings import READ_ONLY_TOOLS
-from runner.corpus.files import ReadPolicy, make_policy
 from runner.core.host_traits import CLAUDE_CODE_ACTIVATION
 from runner.corpus.executables import reserved_path
+from runner.corpus.files import ReadPolicy, make_policy
+from runner.corpus.settings import READ_ONLY_TOOLS
 
 if TYPE_CHECKING:
     from runner.corpus.library import Library

@@ -15,16 +15,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.corpus import bounded
 from runner.core.errors import UsageError
+from runner.core.host_traits import traits
+from runner.core.quorum import wilson_interval
+from runner.core.states import BROKEN, VERDICTS
+from runner.corpus import bounded
 from runner.corpus.library import Case, Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.pipeline import run as runs_mod
 from runner.execute import grading
-from runner.execute.rundir import RunDir
 from runner.execute.budget import Ledger
-from runner.core.host_traits import traits
+from runner.execute.rundir import RunDir
 from runner.hosts import listing
 from runner.improve import split as split_mod
 from runner.improve.model import (
@@ -33,9 +34,9 @@ from runner.improve.model import (
     CandidateState,
     CaseScore,
     HeldOutComparison,
-    NeighbourState,
     Improve,
     NeighbourCheck,
+    NeighbourState,
     Outcome,
     PlannedWork,
     ProposalCall,
@@ -47,9 +48,9 @@ from runner.improve.model import (
 )
 from runner.improve.propose import NeighbourCase, ProposalRequest, Proposer, TrainCase, Tried
 from runner.improve.skillmd import rewrite_description
+from runner.pipeline import run as runs_mod
 from runner.plan.select import SelectedCase, Selection
 from runner.results.build import Results
-from runner.core.quorum import wilson_interval
 
 RUNS = "runs"
 IMPROVE_JSON = "improve.json"
@@ -190,7 +191,7 @@ def score_of(results: Results, uids: list[str], run_dir: str, spent: float) -> S
                                losses=result.losses, errors=result.errors, fired_instead=result.fired_instead))
     passed = sum(1 for c in cases if c.state == "PASS")
     failed = sum(1 for c in cases if c.state == "FAIL")
-    errored = sum(1 for c in cases if c.state in ("ERROR", "JUDGE-ERROR"))
+    errored = sum(1 for c in cases if c.state in BROKEN)
     unrun = len(cases) - passed - failed - errored
     return Score(run_dir=run_dir, passed=passed, failed=failed, errored=errored, unrun=unrun,
                  rate=passed / (passed + failed) if passed + failed else None,
@@ -396,7 +397,6 @@ def run_on_train(inputs: Inputs, workspace: Workspace, state: State, fresh: list
 # ---- the neighbour check, inside each round ----------------------------------------------------------------------
 
 ACCEPTED: tuple[NeighbourState, ...] = ("passed", "partial", "no-cases")
-DECIDED = ("PASS", "FAIL")
 
 
 @dataclass(frozen=True)
@@ -439,7 +439,7 @@ def check_neighbours(inputs: Inputs, workspace: Workspace, state: State, near: l
         return NeighbourCheck(state="unrun")
     if record.neighbour_baseline is None:  # once per loop: the current description does not change
         record.neighbour_baseline = run_cases(inputs, workspace, state.ledger, None, uids, "neighbours-current")
-        record.neighbour_unchecked = [c.uid for c in record.neighbour_baseline.cases if c.state not in DECIDED]
+        record.neighbour_unchecked = [c.uid for c in record.neighbour_baseline.cases if c.state not in VERDICTS]
     if record.neighbour_baseline.stop_reason == "budget-cap" or remaining_usd(state.ledger) <= 0:
         return NeighbourCheck(state="unrun")  # a baseline the cap cut short would leave most cases unchecked
     score = run_cases(inputs, workspace, state.ledger, candidate.description, uids, f"{candidate.id}-neighbours")
@@ -452,9 +452,9 @@ def check_neighbours(inputs: Inputs, workspace: Workspace, state: State, near: l
 def neighbour_check(baseline: Score, candidate: Score) -> NeighbourCheck:
     before = {c.uid: c.state for c in baseline.cases}
     broke = [c.uid for c in candidate.cases if before.get(c.uid) == "PASS" and c.state == "FAIL"]
-    unsure = [c.uid for c in candidate.cases if before.get(c.uid) == "PASS" and c.state not in DECIDED]
+    unsure = [c.uid for c in candidate.cases if before.get(c.uid) == "PASS" and c.state not in VERDICTS]
     # No result with the current description: whether the candidate breaks the case cannot be told.
-    unchecked = [c.uid for c in candidate.cases if before.get(c.uid) not in DECIDED]
+    unchecked = [c.uid for c in candidate.cases if before.get(c.uid) not in VERDICTS]
     state: NeighbourState = "rejected" if broke else "error" if unsure else "partial" if unchecked else "passed"
     return NeighbourCheck(state=state, broke=broke, unsure=unsure, unchecked=unchecked, score=candidate)
 

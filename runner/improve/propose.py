@@ -18,12 +18,12 @@ import anthropic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from runner.core.kinds import traits_of
+from runner.core.observation import Usage
 from runner.execute.budget import Ledger
 from runner.hosts.api import reply_problem, reply_usage
-from runner.core.observation import Usage
+from runner.hosts.prices import PriceTable
 from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached
 from runner.improve.model import DESCRIPTION_LIMIT, ProposalCall
-from runner.hosts.prices import PriceTable
 
 # The first line of every proposer request's user message: how a reader of a request log (or the fake's scripts)
 # tells a proposer call from a session.

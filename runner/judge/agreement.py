@@ -17,12 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runner.corpus import bounded
 from runner.core.errors import UsageError
+from runner.core.observation import ToolCall
+from runner.corpus import bounded
 from runner.corpus.findings import first_problem
 from runner.corpus.library import Assertion
 from runner.corpus.settings import CalibrationThresholds, Settings
-from runner.core.observation import ToolCall
 from runner.judge.prose import Judge
 
 RECORD_FILE = Path(".skill-evals") / "judge-calibration.json"

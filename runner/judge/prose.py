@@ -21,13 +21,13 @@ import anthropic
 from anthropic.types import Message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runner.core.observation import CostBasis, ToolCall, Usage
+from runner.core.outcomes import AssertionOutcome
 from runner.corpus.library import Assertion
 from runner.hosts import billing
 from runner.hosts.api import reply_problem, reply_usage
-from runner.core.observation import CostBasis, ToolCall, Usage
-from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached
 from runner.hosts.prices import PriceTable
-from runner.core.outcomes import AssertionOutcome
+from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached
 
 SYSTEM_PROMPT = """You are an independent grader of an AI assistant's answer. You are given a rubric: a list of \
 items, each with an id and a sentence describing behaviour the answer should show. For each item decide PASS or FAIL \

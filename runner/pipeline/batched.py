@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import cast
 
+from runner.core.host_traits import traits
 from runner.execute.batch import (
     BATCH_DISCOUNT,
     BATCHES,
@@ -20,7 +21,6 @@ from runner.execute.executor import ProgressFn, Rounds
 from runner.execute.rundir import RunDir
 from runner.hosts.api import ApiHost
 from runner.hosts.base import Host
-from runner.core.host_traits import traits
 from runner.judge.prose import Judge
 from runner.pipeline import run as runs_mod
 from runner.results.build import Results

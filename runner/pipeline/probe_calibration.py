@@ -4,21 +4,22 @@ holds the protocol, its declaration and the record), its sessions under one spen
 
 from __future__ import annotations
 
-
 import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from runner.core.errors import UsageError
+from runner.core.observation import Usage
 from runner.corpus.library import Library, Probe
 from runner.corpus.settings import Settings
 from runner.execute.budget import Ledger
 from runner.execute.executor import until_signalled
 from runner.hosts.base import Host
-from runner.core.observation import Usage
+from runner.hosts.prices import PriceTable
 from runner.judge.prose import Judge
+from runner.plan.cost import first_turn_tokens, worst_session_usd
+from runner.probes.arms import ARMS, Arm, ProbeGrade, grade, judge_worst_usd, session_spec
 from runner.probes.calibration import (
     CalibrationFileError,
     CalibrationRecord,
@@ -33,9 +34,7 @@ from runner.probes.calibration import (
     tally,
     write_file,
 )
-from runner.plan.cost import first_turn_tokens, worst_session_usd
-from runner.hosts.prices import PriceTable
-from runner.probes.arms import ARMS, Arm, ProbeGrade, grade, judge_worst_usd, session_spec
+
 
 @dataclass
 class SessionBounds:

@@ -9,21 +9,20 @@ Design notes: docs/design/judge.md.
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncio
 import json
 from collections.abc import Collection
 from datetime import datetime, timezone
+from typing import Any
 
 from pydantic import BaseModel
 
+from runner.core.observation import Activation, Observation
 from runner.corpus.library import Case, Probe
 from runner.execute.budget import Ledger
 from runner.execute.executor import STOP_SPEND_LIMIT, Executor, RunState, probe_arm
-from runner.core.observation import Activation, Observation
-from runner.hosts.replay import ReplayHost
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, AttemptRecord, RunDir
+from runner.hosts.replay import ReplayHost
 from runner.judge.prose import Grader, prompt_version
 from runner.plan.plan import Plan
 from runner.results import build as results_mod

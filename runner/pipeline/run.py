@@ -19,26 +19,25 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runner.corpus import bounded
 from runner.core.errors import UsageError
+from runner.corpus import bounded
 from runner.corpus.findings import Finding
 from runner.corpus.library import Case, Library, Probe
 from runner.corpus.settings import MAX_REPEATS, ListingSettings, RunSettings, Settings, TierSettings
 from runner.execute import reconcile as reconcile_mod
 from runner.execute.budget import Journal, Ledger, Reconciled, journal_totals
 from runner.execute.executor import STOP_CANCELLED, Dispatch, Executor, RunState, until_signalled
-from runner.hosts import registry as host_registry
-from runner.hosts.base import Host
 from runner.execute.rundir import PLAN, RESERVATIONS, RESULTS, SURFACE, AttemptRecord, RunDir
 from runner.floor.gate import FloorGate
+from runner.hosts import prices as prices_mod
+from runner.hosts import registry as host_registry
+from runner.hosts.base import Host
 from runner.hosts.surface import Surface
 from runner.judge import agreement
 from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
 from runner.plan import build as plan_mod
-from runner.plan.plan import ProbeGate
-from runner.hosts import prices as prices_mod
 from runner.plan import quarantine as quarantine_mod
-from runner.plan.plan import Plan
+from runner.plan.plan import Plan, ProbeGate
 from runner.plan.select import Selection, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod

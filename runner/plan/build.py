@@ -10,23 +10,30 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-
-from runner.corpus import kind_words
+from runner.core.host_traits import traits
+from runner.corpus import decide, kind_words
+from runner.corpus.claims import is_output_case
 from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import Settings, TierSettings
-from runner.core.host_traits import traits
-from runner.hosts.sessionpath import SessionPath
-from runner.hosts.wall import SessionWall
 from runner.floor.gate import INVALID_CASE, FloorGate, Hold, describe
-from runner.hosts.surface import Surface
-from runner.judge.prose import prompt_version
-from runner.corpus import decide
 from runner.hosts.prices import PriceTable
+from runner.hosts.sessionpath import SessionPath
+from runner.hosts.surface import Surface
+from runner.hosts.wall import SessionWall
+from runner.judge.prose import prompt_version
+from runner.plan.cost import (
+    CHARS_PER_TOKEN,
+    cache_prices,
+    estimate_expected,
+    first_request,
+    first_turn_eligible,
+    host_estimates,
+    request_tokens,
+    worst_session_usd,
+)
+from runner.plan.plan import UNCALIBRATED, UNCALIBRATED_STATES, CostEstimate, Plan, PlanLibrary, PlannedCase, ProbeGate
 from runner.plan.quarantine import QuarantineEntry
-from runner.corpus.claims import is_output_case
 
-from runner.plan.plan import CostEstimate, Plan, PlanLibrary, PlannedCase, ProbeGate, UNCALIBRATED, UNCALIBRATED_STATES
-from runner.plan.cost import CHARS_PER_TOKEN, cache_prices, estimate_expected, first_request, first_turn_eligible, host_estimates, request_tokens, worst_session_usd
 
 def is_uncalibrated(gate: ProbeGate | None, settings: Settings) -> bool:
     """The probe runs uncalibrated: the settings allow it and no finished calibration of this content exists."""

@@ -13,17 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-
-from runner.corpus import bounded
+from runner.core.host_traits import HOST_TRAITS, HostTraits, traits
+from runner.corpus import bounded, decide
 from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library
 from runner.corpus.settings import CostSettings, Price, Settings
-from runner.core.host_traits import HOST_TRAITS
-from runner.core.host_traits import HostTraits, traits
 from runner.hosts import listing as listing_mod
 from runner.hosts.surface import KNOWN_REQUESTS, LISTING_HEADER, CacheLayout, Surface
-from runner.corpus import decide
-
 from runner.plan.plan import CostEstimate, HostEstimate, KindBasis, KindEstimate, PlannedCase
 
 SessionKind = Literal["cold", "first", "repeat"]

@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 
 from runner.core.kinds import LoadedKind
 from runner.hosts.sessionpath import SessionPath
-from runner.hosts.wall import SessionWall
 from runner.hosts.surface import CacheLayout, Surface
+from runner.hosts.wall import SessionWall
 from runner.plan.quarantine import QuarantineEntry
 
 SCHEMA_VERSION = 1

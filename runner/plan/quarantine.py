@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runner.corpus import bounded
 from runner.core.errors import UsageError
+from runner.corpus import bounded
 from runner.corpus.findings import first_problem
 
 QUARANTINE_FILE = Path(".skill-evals") / "quarantine.json"

@@ -23,8 +23,8 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from runner.core.errors import UsageError
-from runner.corpus.files import relative_shown
 from runner.corpus.classify import SUBAGENT_SUFFIX
+from runner.corpus.files import relative_shown
 from runner.corpus.library import ANY_SKILL, Case, Library, is_subagent
 from runner.corpus.settings import SelectSettings
 

@@ -9,18 +9,17 @@ Design notes: docs/design/probes.md.
 
 from __future__ import annotations
 
-import regex
 from typing import Literal
 
+import regex
 from pydantic import BaseModel, Field
 
-from runner.core.states import ProbeState
-from runner.corpus.library import Assertion, Probe
 from runner.core.observation import Observation, SessionSpec
-from runner.judge.prose import Grader, JudgeCall
-from runner.core.quorum import wilson_interval
 from runner.core.outcomes import AssertionOutcome, AttemptOutcome
-from runner.core.states import AttemptState
+from runner.core.quorum import wilson_interval
+from runner.core.states import AttemptState, ProbeState
+from runner.corpus.library import Assertion, Probe
+from runner.judge.prose import Grader, JudgeCall
 
 Arm = Literal["control", "treatment"]
 ARMS: tuple[Arm, Arm] = ("control", "treatment")

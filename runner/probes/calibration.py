@@ -22,12 +22,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.corpus import bounded
 from runner.core.errors import UsageError
+from runner.core.observation import Usage
+from runner.core.states import BROKEN
+from runner.corpus import bounded
 from runner.corpus.findings import display_path
 from runner.corpus.library import Library, Probe
 from runner.corpus.settings import Settings
-from runner.core.observation import Usage
 from runner.floor.gate import FloorGate, Hold
 from runner.probes.arms import Arm
 
@@ -98,7 +99,7 @@ def tally(starts: list[Start], arm: Arm) -> ArmTally:
     mine = [s for s in starts if s.arm == arm]
     return ArmTally(started=len(mine), caught=sum(s.state == "CAUGHT" for s in mine),
                     missed=sum(s.state == "MISSED" for s in mine),
-                    errors=sum(s.state in ("ERROR", "JUDGE-ERROR") for s in mine),
+                    errors=sum(s.state in BROKEN for s in mine),
                     skill_fired=sum(bool(s.skill_fired) for s in mine),
                     cost_usd=round(sum(s.session_usd + s.judge_usd for s in mine), 6))
 

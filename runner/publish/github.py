@@ -22,13 +22,13 @@ from github import Auth, Github, GithubException
 from github.GithubObject import NotSet
 from pydantic import BaseModel, Field
 
+from runner.core.states import CaseState
 from runner.corpus import repopath
 from runner.publish import rules
 from runner.publish.forges import Refused
 from runner.publish.rules import CHECK_NAME, MARKER, Conclusion, Mode, Publication
 from runner.report import markdown
 from runner.results.build import CaseResult, Results
-from runner.core.states import CaseState
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from runner.core.states import AGAINST, CASE_STATES, RAN, CaseState
 from runner.corpus import repopath
 from runner.report import markdown
 from runner.report.rollup import kind_label
 from runner.results.build import CaseResult, Results
-from runner.core.states import CASE_STATES, CaseState
 
 CHECK_NAME = "skill-evals"
 MARKER = markdown.MARKER  # starts the one comment's body: how a later publish finds it to edit in place
@@ -28,8 +28,6 @@ ROLLUP_ROOM = 535  # bytes a forge's text limit keeps free of the rollup, for th
 Mode = Literal["advisory", "required"]
 Conclusion = Literal["success", "neutral", "failure"]
 
-RAN: tuple[CaseState, ...] = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR")
-BAD: tuple[CaseState, ...] = ("FAIL", "ERROR", "JUDGE-ERROR")
 ALWAYS_IN_TITLE: tuple[CaseState, ...] = ("PASS", "FAIL", "UNRUN")
 _URL = re.compile(r"https?://[^\s()<>\[\]\"'`]+")
 
@@ -62,7 +60,7 @@ def conclusion(results: Results, mode: Mode = "advisory") -> Conclusion:
     counted, _ = ran(results)
     if not counted:
         return "neutral"
-    if any(c.state in BAD for c in counted):
+    if any(c.state in AGAINST for c in counted):
         return "failure" if mode == "required" else "neutral"
     return "success"
 
@@ -102,7 +100,7 @@ def case_details(case: CaseResult) -> list[str]:
     if lost:
         details.append("pairs lost: " + ", ".join(lost))
     for item in case.assertions:
-        if item.state in BAD:
+        if item.state in AGAINST:
             details.append(f"assertion {item.index} {item.state}: {item.text}")
     return details
 

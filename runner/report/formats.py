@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from runner.results.build import Results
     from runner.report.history import History
+    from runner.results.build import Results
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,8 @@ def _history_markdown(history: History) -> str:
 
 
 def _markdown(report: Report) -> str:
-    from runner.report import markdown
     from runner.report import history as history_mod
+    from runner.report import markdown
     extra = "\n\n" + _history_markdown(report.history) if report.history is not None else ""
     changed = tuple(history_mod.changed_since_lines(report.history)) if report.history is not None else ()
     try:

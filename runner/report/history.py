@@ -15,11 +15,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from runner.core.errors import UsageError
+from runner.core.states import VERDICTS
 from runner.execute.rundir import RESULTS
 from runner.results.build import CaseResult, Results, moment
 
 ABSENT = "absent"
-VERDICTS = ("PASS", "FAIL")
 NEVER_AUTOMATIC = ("Candidates are never quarantined automatically: a person decides, and adds a case to "
                    ".skill-evals/quarantine.json with a dated reason.")
 MAX_CHANGE_ROWS = 50

@@ -17,12 +17,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from runner.core.states import CASE_STATES, VERDICTS, CaseState
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
-from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
 from runner.report.history import History, TrendPoint
+from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
 from runner.results.uplift import describe as uplift_text
-from runner.core.states import CASE_STATES, CaseState
 
 TRANSCRIPT_CAP = 200_000       # bytes of embedded JSON per attempt's transcript
 TOTAL_CAP = 25_000_000         # bytes of embedded transcripts for the whole page
@@ -202,7 +202,7 @@ def judged_by_the_judge(assertion_class: str, outcome_state: str, reason: str | 
     """Whether the judge gave this attempt's verdict on the assertion (what a person can agree with). The judge
     always gives a reason (a string, maybe empty); an artifact-shape assertion the script decided (its literal
     missing, or shape only) has none."""
-    if assertion_class not in JUDGED_CLASSES or outcome_state not in ("PASS", "FAIL"):
+    if assertion_class not in JUDGED_CLASSES or outcome_state not in VERDICTS:
         return False
     return assertion_class == "semantic" or reason is not None
 

@@ -22,6 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
+from runner.core.states import BROKEN, NOT_DECIDED
 from runner.plan.plan import UNCALIBRATED
 from runner.report import rollup
 from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, wall_note
@@ -149,10 +150,10 @@ def _testcase(parent: ET.Element, case: CaseResult, not_executed: str) -> None:
     if case.state == "FAIL":
         child = ET.SubElement(element, "failure", {"message": _message(_failure_message(case)), "type": "FAIL"})
         child.text = detail(case)
-    elif case.state in ("ERROR", "JUDGE-ERROR"):
+    elif case.state in BROKEN:
         child = ET.SubElement(element, "error", {"message": _message(_error_message(case)), "type": case.state})
         child.text = detail(case)
-    elif case.state in ("UNRUN", "QUARANTINED"):
+    elif case.state in NOT_DECIDED:
         child = ET.SubElement(element, "skipped", {"message": _message(_skip_message(case))})
         child.text = _skip_text(case, not_executed)
 

@@ -17,21 +17,20 @@ Why one long module: the step-by-step shortening of `render` needs every section
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from runner.core.quorum import wilson_interval
+from runner.core.states import CASE_STATES
 from runner.probes.arms import ArmResult
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
-from runner.core.quorum import wilson_interval
 from runner.results.uplift import Uplift, UpliftArm
 from runner.results.uplift import describe as uplift_text
-from runner.core.states import CASE_STATES
 
 MARKER = "<!-- skill-evals-report -->"
 DEFAULT_LIMIT = 65_000  # GitHub refuses comments over 65,535 characters; this leaves room for a note.

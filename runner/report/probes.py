@@ -7,6 +7,7 @@ import json
 
 from rich.console import Console
 
+from runner.core.states import BROKEN
 from runner.execute.budget import Ledger
 from runner.probes.arms import Arm
 from runner.probes.calibration import CalibrationRecord, Declaration, ProbeStatus, tally
@@ -32,7 +33,7 @@ def _fired(record: CalibrationRecord) -> str:
     treatment = [s for s in record.starts if s.arm == "treatment"]
     if not treatment:
         return "-"
-    return " ".join("yes" if s.skill_fired else ("error" if s.state in ("ERROR", "JUDGE-ERROR") and not s.fired
+    return " ".join("yes" if s.skill_fired else ("error" if s.state in BROKEN and not s.fired
                                                   else "no") for s in treatment)
 
 

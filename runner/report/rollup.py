@@ -10,12 +10,12 @@ from collections import Counter, defaultdict
 
 from pydantic import BaseModel
 
+from runner.core.quorum import wilson_interval
+from runner.core.states import CASE_STATES, VERDICTS
 from runner.plan.plan import UNCALIBRATED
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results
-from runner.core.quorum import wilson_interval
 from runner.results.uplift import Uplift
-from runner.core.states import CASE_STATES
 from runner.results.vetting import summary as refused_summary
 
 
@@ -106,7 +106,7 @@ def first_turn_line(results: Results) -> str | None:
 
 
 def _activation_decided(case: CaseResult) -> bool:
-    return case.activation is not None and case.activation.state in ("PASS", "FAIL")
+    return case.activation is not None and case.activation.state in VERDICTS
 
 
 def skill_rollups(cases: list[CaseResult]) -> list[SkillRollup]:
@@ -119,8 +119,8 @@ def skill_rollups(cases: list[CaseResult]) -> list[SkillRollup]:
         healthy = [c for c in mine if c.state != "QUARANTINED"]
         triggers = [c for c in healthy if c.kind in ("trigger", "refusal") and _activation_decided(c)]
         wins = sum(1 for c in triggers if c.activation and c.activation.state == "PASS")
-        pairs = [p for c in healthy for p in c.pairs if p.state in ("PASS", "FAIL")]
-        refusals = [c for c in healthy if c.kind == "refusal" and c.parts.get("refusal") in ("PASS", "FAIL")]
+        pairs = [p for c in healthy for p in c.pairs if p.state in VERDICTS]
+        refusals = [c for c in healthy if c.kind == "refusal" and c.parts.get("refusal") in VERDICTS]
         counts = Counter(c.state for c in mine)
         out.append(SkillRollup(
             skill=skill, states={s: counts.get(s, 0) for s in CASE_STATES}, trigger_wins=wins,

@@ -14,10 +14,9 @@ terminal wraps but never cuts.
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console, JustifyMethod
@@ -26,6 +25,7 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
+from runner.core.states import CASE_STATES
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import (
     UPLIFT_HEAD,
@@ -41,7 +41,6 @@ from runner.report.markdown import (
 from runner.report.rollup import Rollup
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
-from runner.core.states import CASE_STATES
 
 STATE_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "magenta", "JUDGE-ERROR": "yellow",
                "QUARANTINED": "cyan", "UNRUN": "dim"}

@@ -14,22 +14,32 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
 
-from runner.corpus.library import Case
-from runner.floor.gate import EVAL_FILE_UNREADABLE
 from runner.core.kinds import LoadedKind
 from runner.core.observation import Usage
-from runner.hosts.wall import SessionWall
+from runner.core.quorum import QuorumRule, decide
+from runner.core.states import CASE_STATES, CaseState
+from runner.corpus.library import Case
+from runner.execute.grading import TREATMENT, expectation
 from runner.execute.rundir import AttemptRecord, TailRepair
+from runner.floor.gate import EVAL_FILE_UNREADABLE
 from runner.hosts.surface import Surface
+from runner.hosts.wall import SessionWall
 from runner.plan.plan import KindBasis, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
-from runner.core.quorum import QuorumRule, decide
-from runner.execute.grading import TREATMENT, expectation
 from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
+from runner.results.verdicts import (
+    ActivationResult,
+    AssertionResult,
+    PairResult,
+    activation_result,
+    assertion_results,
+    fired_instead,
+    pair_results,
+    rollup,
+    tally_of,
+)
 from runner.results.vetting import RefusedRecord, case_reason
-from runner.core.states import CASE_STATES, CaseState
-from runner.results.verdicts import ActivationResult, AssertionResult, PairResult, activation_result, assertion_results, fired_instead, pair_results, rollup, tally_of
 
 SCHEMA_VERSION = 1
 NOT_EXECUTED = ("{n} case(s) were not executed (UNRUN); no result is claimed for them.")

@@ -9,18 +9,17 @@ Design notes: docs/design/run-folder-and-records.md.
 from __future__ import annotations
 
 import filecmp
-from typing import Any
 import shutil
 from collections import Counter
 from pathlib import Path
-
+from typing import Any
 
 from runner.core.errors import UsageError
+from runner.core.states import CASE_STATES
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, RunDir, signed_line
 from runner.plan.plan import Plan
 from runner.results import modelfile, vetting
 from runner.results.build import CaseResult, Results, assertion_counts, moment, not_executed, refuse_cases
-from runner.core.states import CASE_STATES
 from runner.results.vetting import RefusedRecord
 
 OTHER_SHARD = "other-shard"

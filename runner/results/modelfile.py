@@ -14,8 +14,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from runner.corpus import bounded
 from runner.core.errors import UsageError
+from runner.corpus import bounded
 
 M = TypeVar("M", bound=BaseModel)
 

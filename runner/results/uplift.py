@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import BaseModel, Field
 
+from runner.core.quorum import wilson_interval
 from runner.corpus.claims import rubric_indexes
 from runner.corpus.library import Case
-from runner.core.quorum import wilson_interval
 from runner.execute.grading import CONTROL, TREATMENT, rubric_state
 
 if TYPE_CHECKING:  # the plan reads which cases are output cases without the run folder's modules

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from runner.core.outcomes import AttemptOutcome
 from runner.core.quorum import QuorumRule, Tally, decide, wilson_interval
-from runner.core.states import ROLLUP_ORDER, AssertionState, CaseState
+from runner.core.states import BROKEN, ROLLUP_ORDER, AssertionState, CaseState
 from runner.corpus.library import Case
 from runner.execute.grading import counts_as_win
 
@@ -72,7 +72,7 @@ def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRu
         mine = [a for o in outcomes for a in o.assertions if a.index == assertion.index]
         passes = sum(1 for a in mine if a.state == "PASS")
         fails = sum(1 for a in mine if a.state == "FAIL")
-        errors = sum(1 for a in mine if a.state in ("ERROR", "JUDGE-ERROR"))
+        errors = sum(1 for a in mine if a.state in BROKEN)
         judge_errors = sum(1 for a in mine if a.state == "JUDGE-ERROR")
         evidence = [a.evidence for a in mine if a.evidence][:3]
         state: AssertionState

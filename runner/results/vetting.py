@@ -9,12 +9,11 @@ Design notes: docs/design/run-folder-and-records.md.
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, Field
 

@@ -20,17 +20,17 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
+from runner.core.observation import ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
+from runner.core.outcomes import AssertionOutcome
 from runner.corpus.library import Assertion
 from runner.execute.batch.broker import BatchBroker, custom_id, digest
 from runner.hosts import api as api_mod
-from runner.core.observation import ErrorKind, ListingSeen, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts.base import Host, utf8_safe
-from runner.hosts.sessionpath import SessionPath
-from runner.hosts.wall import SessionWall
-from runner.hosts.surface import Surface
-from runner.judge.prose import Judge, JudgeCall, failed, read_reply
 from runner.hosts.prices import PriceTable
-from runner.core.outcomes import AssertionOutcome
+from runner.hosts.sessionpath import SessionPath
+from runner.hosts.surface import Surface
+from runner.hosts.wall import SessionWall
+from runner.judge.prose import Judge, JudgeCall, failed, read_reply
 
 
 def _batch_discount() -> float:
