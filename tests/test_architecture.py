@@ -27,23 +27,28 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imported(path: Path, module: str | None = None) -> set[str]:
-    """The runner modules `path` (the module `module`, by default its name in the package) imports, resolved
-    (relative imports too)."""
+def _imports(path: Path, module: str | None = None) -> list[tuple[str, list[str]]]:
+    """Every import of `path` (the module `module`, by default its name in the package), resolved: (the module
+    imported from, the names imported from it); `import a.b` is ("a.b", [])."""
     module = module or _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
+    found: list[tuple[str, list[str]]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found += [(alias.name, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)  # `from runner.x import module`
+            base = node.module or ""
+            if node.level:  # relative: up from the package, then down to node.module
+                parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parts + ([base] if base else []))
+            found.append((base, [alias.name for alias in node.names]))
+    return found
+
+
+def _imported(path: Path, module: str | None = None) -> set[str]:
+    """The runner names `path` imports: each module imported from, and `module.name` for each name imported (a
+    `from runner.x import y` may import the module runner.x.y)."""
+    found = {name for base, names in _imports(path, module) for name in (base, *(f"{base}.{n}" for n in names))}
     return {name for name in found if name == "runner" or name.startswith("runner.")}
 
 
@@ -118,18 +123,9 @@ def _is_module(name: str) -> bool:
 def _modules_imported(path: Path) -> set[str]:
     """The runner modules `path` imports, each import resolved to the module it reads (a name imported from a
     module is that module; `from runner.x import y` is the module runner.x.y when y is one)."""
-    module = _module_name(path)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - (node.level - 1)] + ([base] if base else []))
-            for alias in node.names:
-                found.add(f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base)
+    found = {base for base, names in _imports(path) if not names}
+    found |= {f"{base}.{name}" if _is_module(f"{base}.{name}") else base
+              for base, names in _imports(path) for name in names}
     return {name for name in found if name.startswith("runner.")}
 
 

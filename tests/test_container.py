@@ -23,7 +23,6 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
-from jsonschema import Draft202012Validator
 
 from runner.container import launch as ctr
 from runner.corpus.loader import load_library
@@ -32,6 +31,7 @@ from runner.plan.plan import Plan
 from runner.testing.fake_anthropic import FakeAnthropic, Recorded, hang, skill, text, tool
 from tests.conftest import EXAMPLE, REPO, cli
 from tests.dockerenv import BASE_IMAGE, daemon, runner_image
+from tests.helpers import results_of
 
 KEY = "sk-ant-container-marker-7c41e0"
 TRIAGE = "test-report-triage"
@@ -52,14 +52,6 @@ def image(client) -> str:
 def prompt_key(uid: str) -> str:
     library, _ = load_library(EXAMPLE, Settings())
     return next(case.prompt for case in library.cases if case.uid == uid)[:60]
-
-
-def results_of(run_dir: Path) -> dict:
-    data = json.loads((run_dir / "results.json").read_text())
-    schema = json.loads((REPO / "runner" / "schemas" / "results.schema.json").read_text())
-    errors = list(Draft202012Validator(schema).iter_errors(data))
-    assert not errors, errors[0].message
-    return data
 
 
 def no_key_anywhere(out: Path, outcome: ctr.ContainerOutcome) -> None:
