@@ -110,9 +110,9 @@ def test_the_rule_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     """The checker itself: an import inside a function and a relative import of a later stage are found."""
     source = tmp_path / "probe.py"
     source.write_text("def f():\n    from runner.report import rollup\n    import runner.cli.app\n"
-                      "from ..plan import build\n")
+                      "from ..plan import planner\n")
     found = _imported(source, "runner.corpus.probe")
-    assert {"runner.report.rollup", "runner.cli.app", "runner.plan.build"} <= found
+    assert {"runner.report.rollup", "runner.cli.app", "runner.plan.planner"} <= found
 
 
 def _is_module(name: str) -> bool:

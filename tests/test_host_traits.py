@@ -26,7 +26,7 @@ from runner.hosts.api import ApiHost
 from runner.hosts.prices import load as load_prices
 from runner.hosts.sessionpath import SessionPath
 from runner.improve.loop import listing_problem
-from runner.plan import build as plan_mod
+from runner.plan import planner
 from runner.plan.plan import Plan
 from tests.conftest import EXAMPLE, REPO
 
@@ -162,7 +162,7 @@ def library() -> Library:
 
 def plan_on(host: str, library: Library, settings: Settings) -> Plan:
     selected = [(case, "selected") for case in library.cases]
-    return plan_mod.build(library, selected, settings, "full", settings.tiers.full, host, {}, load_prices(settings),
+    return planner.build(library, selected, settings, "full", settings.tiers.full, host, {}, load_prices(settings),
                           None, None, session_path=SessionPath(mode="mount-namespace", path="/work/project"))
 
 
@@ -178,7 +178,7 @@ def test_a_host_that_is_not_claude_code_gets_nothing_of_claude_code(monkeypatch:
     assert plan.estimate.token_basis.endswith("the codex host's own system prompt and tools are not known, "
                                               "so not counted")
     assert plan.estimate.cache_layout == "none"
-    assert not plan_mod.subagents_callable("codex", settings.run.allowed_tools)
+    assert not planner.subagents_callable("codex", settings.run.allowed_tools)
     # The listing by its listing model, and improve's listing check with it.
     assert listing.estimate(library, settings.listing, "codex").model == listing.API_MODEL
     assert listing_problem(library, settings, "codex", "migration-planner", "Plans migrations.") is None

@@ -84,7 +84,7 @@ def test_the_kill_switch_keeps_the_plans_own_unrun_reasons_too(tmp_path: Path) -
     results = json.loads((out / "results.json").read_text())
     reasons = Counter(c["reason"] for c in results["cases"])
     assert reasons["manual-only-target"] > 0 and reasons["kill-switch"] > 0
-    # The subagent-target case: no Agent tool in the default allowlist (runner.plan.build.subagents_callable).
+    # The subagent-target case: no Agent tool in the default allowlist (runner.plan.planner.subagents_callable).
     assert set(reasons) == {"manual-only-target", "probe-not-calibrated", "subagent-not-callable", "kill-switch"}
 
 

@@ -17,8 +17,8 @@ from rich.console import Console
 from runner.corpus.loader import load_library
 from runner.corpus.settings import ProbeSettings, Settings
 from runner.floor import census, validate
-from runner.plan.build import probe_unrun_reason
 from runner.plan.plan import ProbeGate
+from runner.plan.planner import probe_unrun_reason
 from runner.report import html, junit, markdown, terminal
 from runner.results import modelfile
 from runner.results.build import Results

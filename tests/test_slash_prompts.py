@@ -27,7 +27,7 @@ from runner.hosts.api import ApiHost, with_arguments
 from runner.hosts.claude_code import ClaudeCodeHost
 from runner.hosts.prices import load as load_prices
 from runner.hosts.workspace import LibraryFiles
-from runner.plan.build import unrun_reason
+from runner.plan.planner import unrun_reason
 from runner.testing.fake_anthropic import FakeAnthropic, text
 from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests import round2_slash as r2

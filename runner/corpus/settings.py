@@ -183,7 +183,7 @@ class RunSettings(_Strict):
 
 
 class CostSettings(_Strict):
-    """What the plan's expected cost assumes of a session (runner.plan.build). The worst case never uses it."""
+    """What the plan's expected cost assumes of a session (runner.plan.planner). The worst case never uses it."""
 
     basis: str = Field(
         default="auto",

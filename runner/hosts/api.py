@@ -45,7 +45,7 @@ HOST_NAME = "api"
 # The tool names this host offers and the recogniser reads (HostTraits.activation: Claude Code's).
 ACTIVATION = traits(HOST_NAME).activation
 HOST_VERSION = "api-approximation"
-CHARS_PER_TOKEN = 4  # the estimate runner.plan.build uses; only for the per-session budget check
+CHARS_PER_TOKEN = 4  # the estimate runner.plan.planner uses; only for the per-session budget check
 READ_MAX_BYTES = 200 * 1024
 TOOL_INPUT_CHARS = 300
 SKILLS_PREFIX = SKILLS_PARTS

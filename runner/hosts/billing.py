@@ -20,7 +20,7 @@ import anthropic
 from runner.core.observation import CostBasis, Usage
 from runner.hosts.prices import PriceTable
 
-CHARS_PER_TOKEN = 4  # the estimate runner.plan.build and the judge's worst case use
+CHARS_PER_TOKEN = 4  # the estimate runner.plan.planner and the judge's worst case use
 # runner.plan.cost.MAX_TOOL_RESULT_TOKENS (not imported: that module imports this one's importers): the most a
 # turn's tool results add to the next request, in the plan's worst case.
 TOOL_RESULT_TOKENS = 25_000

@@ -35,7 +35,7 @@ from runner.hosts.base import Host
 from runner.hosts.surface import Surface
 from runner.judge import agreement
 from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
-from runner.plan import build as plan_mod
+from runner.plan import planner
 from runner.plan import quarantine as quarantine_mod
 from runner.plan.plan import Plan, ProbeGate
 from runner.plan.select import Selection, select_configured
@@ -246,7 +246,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     if audit and unrun_all != "kill-switch":
         surface = asyncio.run(audit_surface(host, library, settings.run.model))
     judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
-    plan = plan_mod.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
+    plan = planner.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
                           prices, surface, unrun_all, judge_unavailable,
                           quarantine_mod.load(Path(library.root), path=options.quarantine_file),
                           probe_gates(library), batch=options.batch, floor=floor,

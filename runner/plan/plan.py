@@ -2,7 +2,7 @@
 
 The plan fixes the selected cases, the library's content hash, the host and its versions, the model, repeats and
 quorum, the cap, the surface audit and the cost estimate. Its hash is recorded in every attempt, so `--resume` and
-`merge` refuse to mix plans. runner.plan.build makes one; runner.plan.cost fills its estimate.
+`merge` refuse to mix plans. runner.plan.planner makes one; runner.plan.cost fills its estimate.
 """
 
 from __future__ import annotations
