@@ -193,3 +193,12 @@ def test_docs_architecture_names_every_module() -> None:
 
     missing = sorted(str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py") if not named(p))
     assert missing == []
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A module's name says which it is: two `build.py` in two stages made every importer alias one of them."""
+    names: dict[str, list[str]] = defaultdict(list)
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            names[path.stem].append(str(path.relative_to(PACKAGE.parent)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
