@@ -13,7 +13,7 @@ Rows, each at every concurrency:
 - `claude-code before`: `skill-evals run --library LIB --host claude-code --repeats 3 --quorum 2`, a config file with
   `[run] decide_early = false`, `early_stop = false`: every session runs to its end, all 60 run.
 - `claude-code after`: the same with `decide_early = true` (the default): a session ends once its outcome is certain.
-- `first-turn`: `--host first-turn`, the same config as `after`; only when runner.hosts.registry.HOST_NAMES
+- `first-turn`: `--host first-turn`, the same config as `after`; only when runner.core.host_traits.HOST_NAMES
   has it (else the row is skipped and the report says why).
 - `bare claude -p`: the CLI-CPU floor. One `claude -p QUERY --output-format stream-json --verbose` per session, each
   in a fresh temporary project holding the same library under .claude/skills, with a fresh HOME and

@@ -174,6 +174,9 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_tier_from_the_event",
         "test_validation_runs_first_and_passes",
     }),
+    "test_forge_seam.py": frozenset({
+        "test_the_forge_neutral_rules_import_no_forge_sdk",
+    }),
     "test_activation_recogniser.py": frozenset({
         "test_a_subagent_case_runs_only_where_a_subagent_can_start",
         "test_an_allowed_subagent_call_is_an_activation",

@@ -283,7 +283,7 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpi
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             cmdline = handle.read()
-        if b"runner.container.apirelay" in cmdline:  # the run itself: its limits as the kernel holds them
+        if b"runner.cli.entrypoint" in cmdline:  # the run itself: its limits as the kernel holds them
             with open(f"/proc/{pid}/limits") as handle:
                 for line in handle:
                     if line.startswith(("Max open files", "Max processes")):

@@ -66,7 +66,7 @@ def host_name_strings(source: str, names: tuple[str, ...]) -> Iterator[int]:
     """The lines of `source` where a string constant is a host name. Exempt, and only in the module that defines
     HostName: that definition, and DEFAULT_HOST typed with it. A name must be spelled somewhere for the settings and
     the CLI to offer it without importing a host; a default needs one too. Anywhere else a name is a branch on
-    which host runs, which the traits are for (runner.hosts.host_traits.HostTraits)."""
+    which host runs, which the traits are for (runner.core.host_traits.HostTraits)."""
     tree = ast.parse(source)
     exempt: set[int] = set()
     if any(_is_host_name_literal(node) for node in tree.body):

@@ -170,8 +170,8 @@ RESTRICTED = ("echo 0 > /proc/sys/user/max_user_namespaces && "
               "exec setpriv --inh-caps=-all --bounding-set=-all \"$@\"")
 SESSION_IN_RESTRICTED = '''
 import asyncio, json, sys
-from runner.corpus.library import load_library
-from runner.hosts.base import SessionSpec
+from runner.corpus.loader import load_library
+from runner.core.observation import SessionSpec
 from runner.hosts.claude_code import ClaudeCodeHost
 from runner.hosts.workspace import LibraryFiles
 from runner.hosts.prices import load as load_prices

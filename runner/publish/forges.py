@@ -98,22 +98,18 @@ FORGES: dict[str, ForgeSpec] = {
                                    "GITHUB_EVENT_PATH", "GITHUB_SHA"),
                         make=_github, options=_GITHUB_OPTIONS),
 }
-# Outside any CI (a developer's machine) publish keeps its one forge's answer: GitHub says in one sentence that
-# nothing was published and where the results are. In a CI no forge recognises, it is a usage error instead.
+# Where no forge's variables are set (a developer's machine, a CI no forge recognises) publish keeps the answer it
+# always gave: GitHub says in one sentence that nothing was published and where the results are, and exits 0 (a
+# pipeline that ran `publish` outside GitHub before the forge table must not start failing).
 DEFAULT = "github"
 NAMES: tuple[str, ...] = tuple(FORGES)
 OPTION_HELP = ("Where to publish: " + "; ".join(f"{name} = {spec.help}" for name, spec in FORGES.items())
                + ". Default: the forge whose CI variables are set.")
 
 
-def in_ci(environ: Mapping[str, str]) -> bool:
-    """CI=true (or 1, yes): the convention of every CI service, GitHub Actions and GitLab CI included."""
-    return environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
 def detect(environ: Mapping[str, str]) -> str:
-    """The forge whose CI variables are set; the default outside any CI. Refused, naming the forges and the
-    variables each is recognised by, when two claim the environment or a CI claims none."""
+    """The forge whose CI variables are set; the default when none are. Refused, naming the forges and the
+    variables each is recognised by, when two claim the environment."""
     claimed = [name for name, spec in FORGES.items() if any(environ.get(v) for v in spec.variables)]
     if len(claimed) == 1:
         return claimed[0]
@@ -121,7 +117,7 @@ def detect(environ: Mapping[str, str]) -> str:
     if claimed:
         raise Refused(f"the environment has the variables of more than one forge ({', '.join(claimed)}): name one "
                       f"with --forge. Forges: {known}")
-    if in_ci(environ) or DEFAULT not in FORGES:
-        raise Refused(f"CI is set but no forge's variables are, so publish cannot tell where to post: name one "
-                      f"with --forge. Forges: {known}")
+    if DEFAULT not in FORGES:
+        raise Refused(f"no forge's variables are set, so publish cannot tell where to post: name one with --forge. "
+                      f"Forges: {known}")
     return DEFAULT
