@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -439,7 +440,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if is_e2e(item):
             item.add_marker(pytest.mark.e2e)
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)  # stable: fast tier first, same order
+    # Stable: the fast tier first, in collection order; then the end-to-end modules whose tests share a module-scoped
+    # fixture (one worker takes each whole, the longest units), then the other end-to-end tests.
+    shared = _shared_fixture_modules()
+    items.sort(key=lambda item: (item.get_closest_marker("e2e") is not None, item.path.name not in shared))
+
+
+@functools.cache
+def _shared_fixture_modules() -> frozenset[str]:
+    """The test modules with a module- or package-scoped fixture: their tests of one tier stay on one worker."""
+    return frozenset(path.name for path in Path(__file__).parent.glob("test_*.py")
+                     if re.search(r"@pytest\.fixture\(scope=\"(module|package)\"", path.read_text(encoding="utf-8")))
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
@@ -450,8 +461,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     (it renames node ids, which pytest 9 no longer lets a plugin do)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    shared = {path.name for path in Path(__file__).parent.glob("test_*.py")
-              if re.search(r"@pytest\.fixture\(scope=\"(module|package)\"", path.read_text(encoding="utf-8"))}
+    shared = _shared_fixture_modules()
+    # xdist would deal the largest units first (--loadscope-reorder, its default), which sends the end-to-end
+    # modules' units ahead of the fast tier: the units go in collection order instead (pytest_collection_modifyitems).
+    config.option.loadscopereorder = False
 
     class TierScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
