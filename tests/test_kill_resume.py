@@ -72,6 +72,10 @@ def billed_usd(fake: FakeAnthropic, keys: set[str]) -> float:
     prices = load_prices(Settings())
     total = 0.0
     for request in fake.message_requests:
+        if request.body is None and request.outcome == "error 400":
+            # A kill while the request was still being sent: the body never arrived whole, the API refused it and
+            # billed nothing (no model ran).
+            continue
         assert request.script in keys, f"an unscripted request reached the fake: {request.script}"
         usage = JUDGE_USAGE if request.script == JUDGE_MATCH else SESSION_USAGE
         cost = prices.cost(request.body["model"], RunnerUsage(input_tokens=usage.input_tokens,
