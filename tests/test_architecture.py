@@ -123,9 +123,9 @@ def _is_module(name: str) -> bool:
 def _modules_imported(path: Path) -> set[str]:
     """The runner modules `path` imports, each import resolved to the module it reads (a name imported from a
     module is that module; `from runner.x import y` is the module runner.x.y when y is one)."""
-    found = {base for base, names in _imports(path) if not names}
-    found |= {f"{base}.{name}" if _is_module(f"{base}.{name}") else base
-              for base, names in _imports(path) for name in names}
+    imports = _imports(path)
+    found = {base for base, names in imports if not names}
+    found |= {f"{base}.{name}" if _is_module(f"{base}.{name}") else base for base, names in imports for name in names}
     return {name for name in found if name.startswith("runner.")}
 
 

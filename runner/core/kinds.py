@@ -48,6 +48,13 @@ KIND_TRAITS: dict[CaseKind, KindTraits] = {
 }
 
 
+def expects(kind: str) -> Expectation:
+    """What an attempt's activation part checks for a case of this kind. A kind the runner cannot run never reaches
+    a host, so it is never graded: it reads as the plain rule."""
+    traits = traits_of(kind)
+    return traits.expects if traits is not None else "target-fires"
+
+
 def traits_of(kind: str) -> KindTraits | None:
     """The kind's traits; None for a case the runner cannot run (BrokenKind), which no rule reads."""
     return next((traits for name, traits in KIND_TRAITS.items() if name == kind), None)

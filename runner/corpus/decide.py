@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 
-from runner.core.kinds import traits_of
+from runner.core.kinds import expects, traits_of
 from runner.corpus.claims import activation_claims
 from runner.corpus.library import ANY_SKILL, Case, is_subagent
 
@@ -38,8 +38,7 @@ def decide_when(case: Case, known: Collection[str]) -> list[list[str]]:
                 name = canonical.get(name, name)
                 if name not in claimed:
                     claimed.append(name)
-    traits = traits_of(case.kind)
-    if traits is not None and traits.expects == "target-fires-neighbours-silent":
+    if expects(case.kind) == "target-fires-neighbours-silent":
         bases = [[case.target, *case.should_not_trigger]]
     elif case.target == ANY_SKILL:
         bases = [[name] for name in sorted(set(canonical.values() if canonical else known))

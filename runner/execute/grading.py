@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from runner.core.kinds import Expectation, traits_of
+from runner.core.kinds import Expectation, expects
 from runner.core.observation import Observation
 from runner.core.outcomes import AssertionOutcome, AttemptOutcome
 from runner.core.states import AGAINST, AttemptState, RubricState
@@ -99,10 +99,8 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
 
 
 def expectation(case: Case) -> Expectation:
-    """What the case's activation part checks, from its kind's traits (a kind the runner cannot run never reaches
-    a host, so it is never graded; it reads as the plain rule)."""
-    traits = traits_of(case.kind)
-    return traits.expects if traits is not None else "target-fires"
+    """What the case's activation part checks, from its kind's traits (runner.core.kinds.expects)."""
+    return expects(case.kind)
 
 
 def combine(activation: AttemptState, assertions: list[AssertionOutcome]) -> AttemptState:

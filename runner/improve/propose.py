@@ -17,7 +17,7 @@ from typing import Any
 import anthropic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from runner.core.kinds import traits_of
+from runner.core.kinds import expects
 from runner.core.observation import Usage
 from runner.execute.budget import Ledger
 from runner.hosts.api import reply_problem, reply_usage
@@ -109,11 +109,10 @@ class ProposalRequest:
 
 
 def _case_line(case: TrainCase) -> str:
-    traits = traits_of(case.kind)
-    expects = traits.expects if traits is not None else "target-fires"
-    if expects == "target-silent":
+    expectation = expects(case.kind)
+    if expectation == "target-silent":
         expect = "the skill must NOT fire"
-    elif expects == "target-fires-neighbours-silent":
+    elif expectation == "target-fires-neighbours-silent":
         expect = (f"{case.should_fire} must fire and {', '.join(case.must_stay_silent)} must not"
                   if case.must_stay_silent else f"{case.should_fire} must fire")
     else:
