@@ -17,8 +17,12 @@ Variants per (host, library, model):
   variants' runs beside it);
 - `after+basis`: this tree again, its plan's `[cost] basis` = the `after` run (what a later run of a library
   plans from);
-- `fallback`, `fallback+basis` (claude-code, `--variants`): the same with `[run] session_namespace = "off"`, the
-  mode a machine without namespaces gets.
+- `fallback`, `fallback+basis` (claude-code, `--variants`): the same with `[run] session_namespace = "off"`, a
+  random path per session;
+- `case` (claude-code): the same with `[run] session_namespace = "case"` (per-case-path, what a machine without
+  namespaces gets);
+- `container` (claude-code): `skill-evals run --container` with the default settings, as the action runs it; the
+  image is `$SKILL_EVALS_IMAGE`, else built from the Dockerfile on `--base-image`.
 
 Reported per run, from the run folder: sessions, errored sessions, input / cache-write / cache-read / output
 tokens, the share of input tokens read from cache, spend per session (the run's price table), the plan's expected
@@ -46,6 +50,8 @@ AEGIS_SKILLS = ("ab-test-designer", "accessibility-test-harness", "admin-console
 KEY = "sk-bench-not-a-real-key"
 LATENCY_S = 0.3
 CONCURRENCY = 2
+# The claude-code-only variants: their `[run] session_namespace` (None: the default, in the container).
+NAMESPACES: dict[str, str | None] = {"fallback": "off", "case": "case", "container": None}
 
 
 def fired_skill(library: Path) -> str:
@@ -53,8 +59,10 @@ def fired_skill(library: Path) -> str:
 
 
 def run_once(src: Path, library: Path, host: str, model: str, skills: tuple[str, ...], out: Path,
-             basis: Path | str | None = None, short: bool = False, fallback: bool = False) -> dict[str, Any]:
-    """One `skill-evals run` of the runner in `src` against a fresh fake; the figures of its run folder."""
+             basis: Path | str | None = None, short: bool = False, namespace: str | None = None,
+             container: bool = False, base_image: str | None = None) -> dict[str, Any]:
+    """One `skill-evals run` of the runner in `src` against a fresh fake; the figures of its run folder.
+    `namespace`: `[run] session_namespace`; `container`: `run --container` (the settings stay the defaults)."""
     sys.path.insert(0, str(REPO))
     from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 
@@ -65,8 +73,14 @@ def run_once(src: Path, library: Path, host: str, model: str, skills: tuple[str,
         args += ["--skill", name]
     if short:
         args += ["--case", "*/evals/positive-*"]
+    if container:
+        args += ["--container"] + (["--base-image", base_image] if base_image else [])
     settings = (f'[cost]\nbasis = "{basis}"\n' if basis is not None else "") + \
-        ('[run]\nsession_namespace = "off"\n' if fallback else "")
+        (f'[run]\nsession_namespace = "{namespace}"\n' if namespace else "")
+    if container:
+        # With --container a settings file must be inside the repository: none is given, so the plan's cost basis
+        # is `auto` (an earlier run beside this one, if any). Tokens and spend do not depend on it.
+        settings = ""
     if settings:
         config = out.parent / f"{out.name}.toml"
         config.write_text(settings, encoding="utf-8")
@@ -79,6 +93,7 @@ def run_once(src: Path, library: Path, host: str, model: str, skills: tuple[str,
         done = subprocess.run(args, cwd=src, env=env, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"skill-evals run failed ({src}): {done.stderr[-2000:]}")
+    (out.parent / f"{out.name}.stdout").write_text(done.stdout, encoding="utf-8")  # the plan as it was printed
     return figures(out)
 
 
@@ -126,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--libraries", default="example,aegis")
     parser.add_argument("--models", default="claude-sonnet-4-6")
     parser.add_argument("--variants", default="before,after,after+basis",
-                        help="before (needs --before-src), after, after+basis, fallback, fallback+basis")
+                        help="before (needs --before-src), after, after+basis, fallback, fallback+basis, case, "
+                             "container")
+    parser.add_argument("--base-image", default=None, help="container: the Dockerfile's BASE_IMAGE when "
+                                                           "$SKILL_EVALS_IMAGE names no built image")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     libraries = {"example": (EXAMPLE, ()), "aegis": (AEGIS, AEGIS_SKILLS)}
@@ -141,14 +159,15 @@ def main(argv: list[str] | None = None) -> int:
                     tag = f"{host}-{name}-{model}"
                     for variant in args.variants.split(","):
                         if (variant == "before" and args.before_src is None) or \
-                                (variant.startswith("fallback") and host != "claude-code"):
+                                (variant.split("+")[0] in NAMESPACES and host != "claude-code"):
                             continue
                         src = args.before_src if variant == "before" else REPO
                         basis: Path | str | None = (Path(tmp) / f"{tag}-{variant.split('+')[0]}"
                                                     if variant.endswith("+basis") else None if src != REPO else "")
                         out = Path(tmp) / f"{tag}-{variant}"
                         found = run_once(src, library, host, model, skills, out, basis, args.short,
-                                         fallback=variant.startswith("fallback"))
+                                         namespace=NAMESPACES.get(variant.split("+")[0]),
+                                         container=variant == "container", base_image=args.base_image)
                         rows.append({"host": host, "library": name, "model": model, "variant": variant, **found})
                         print(table(rows[-1:]).splitlines()[1], flush=True)
     report = {"benchmark": "host_cache", "command": "python -m benchmarks.host_cache " + " ".join(argv or sys.argv[1:]),

@@ -220,6 +220,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_run_claude_code_host_in_the_container",
         "test_run_container_from_the_cli",
         "test_the_container_is_hardened",
+        "test_the_container_reads_a_cases_first_turn_as_the_host_does",
         "test_the_deadline_kills_the_container",
         "test_the_key_is_scrubbed_from_the_logs",
         "test_the_plan_sets_the_deadline",
@@ -258,6 +259,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
     "test_github.py": frozenset({
         "test_annotation_paths_are_relative_to_the_repository_root",
         "test_the_cli_starts_the_check_run_then_completes_it_or_closes_it_without_results",
+        "test_two_jobs_publishing_from_two_processes_leave_one_check_run",
     }),
     "test_host_registry.py": frozenset({
         "test_reading_the_names_imports_no_host",
@@ -377,6 +379,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_a_cases_later_sessions_start_after_its_first_and_read_its_first_turn",
         "test_a_file_a_session_writes_in_home_config_or_project_is_absent_from_the_next_session",
         "test_a_machine_without_namespaces_falls_back_says_why_and_still_runs_sessions",
+        "test_per_case_path_gives_a_cases_sessions_one_head_and_another_case_its_own_path",
         "test_the_fallback_is_detected_and_recorded_and_only_the_working_directory_differs",
         "test_the_system_prefix_is_one_and_later_sessions_read_it_in_every_mode",
         "test_with_a_namespace_every_session_sends_one_head_and_has_one_prefix_hash",

@@ -1049,6 +1049,28 @@ def test_outputs_follow_the_check_runs_conclusion(tmp_path: Path) -> None:
     assert missing["conclusion"] == "failure" and missing["results-path"] == "" and "no readable results" in text
 
 
+@pytest.mark.parametrize("underlying, note", [("UNRUN", True), ("FAIL", False)])
+def test_a_quarantined_case_counts_as_executed_only_when_it_ran(tmp_path: Path, underlying: str, note: bool) -> None:
+    """No key: a quarantined case is QUARANTINED over UNRUN (no-credentials), and the job summary still says that
+    nothing was executed; one that ran (over FAIL) is an executed case, and the note is not written."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    reason = "no-credentials" if underlying == "UNRUN" else None
+    cases = [{"state": "UNRUN", "reason": "no-credentials"},
+             {"state": "QUARANTINED", "underlying_state": underlying, "reason": reason}]
+    unrun = {"no-credentials": 2 if underlying == "UNRUN" else 1}
+    (run_dir / "results.json").write_text(json.dumps({"cases": cases, "spend": {"usd": 0},
+                                                      "unrun_by_reason": unrun,
+                                                      "plan": {"unrun_all": "no-credentials"}}), encoding="utf-8")
+    summary = tmp_path / "summary.md"
+    code, out, text = lane(tmp_path, "outputs", {"RUN_DIR": str(run_dir), "MODE": "advisory",
+                                                 "GITHUB_STEP_SUMMARY": str(summary)})
+    assert code == 0, text
+    assert out["quarantined"] == "1" and out["conclusion"] == "neutral"
+    written = summary.read_text(encoding="utf-8") if summary.exists() else ""
+    assert ("nothing was executed" in written) is note, written
+
+
 def test_a_tampering_validator_on_the_runner_stops_the_lane(tampered_job_on_the_runner) -> None:
     """validator-sandbox: none (trusted repositories only) runs the validator on the runner, where it can change
     things. The validate step finds what it changed (the action's files against the install step's digest, with a

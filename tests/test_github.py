@@ -13,13 +13,15 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
 
 from runner.core.states import AGAINST, BROKEN, NOT_DECIDED
+from runner.plan.quarantine import QuarantineEntry
 from runner.publish import github as gh_mod
-from runner.publish import rules
+from runner.publish import lanes, rules
 from runner.publish.github import Context, PublishOutcome, publish
 from runner.publish.rules import conclusion
 from runner.report import markdown
@@ -301,6 +303,23 @@ def test_quarantined_cases_do_not_count_for_the_conclusion() -> None:
         conclusion(with_pass, "strict")  # type: ignore[arg-type]
 
 
+def test_a_quarantined_case_that_never_ran_is_unrun_in_the_job_summary_and_the_check_run(tmp_path: Path) -> None:
+    """No key: the quarantined case is QUARANTINED over UNRUN (no-credentials); nothing is said to have run."""
+    quarantined = CaseResult(uid="s/evals/flaky", skill="s", kind="trigger", target="s", state="QUARANTINED",
+                             underlying_state="UNRUN", reason="no-credentials", repeats_planned=3, quorum=2,
+                             quarantine=QuarantineEntry(uid="s/evals/flaky", reason="flips", date=date(2026, 11, 1)))
+    unrun = CaseResult(uid="s/evals/plain", skill="s", kind="trigger", target="s", state="UNRUN",
+                       reason="no-credentials", repeats_planned=3, quorum=2)
+    with FakeGitHub(token=TOKEN) as gh:
+        ctx = context(gh, tmp_path)
+        outcome = run(assemble([unrun, quarantined]), ctx)
+        assert outcome.title.startswith("Nothing ran, no result claimed") and outcome.conclusion == "neutral"
+        for text in (ctx.step_summary.read_text(encoding="utf-8"),
+                     gh.check_runs[outcome.check_run_id]["output"]["summary"]):
+            assert "still ran" not in text and "QUARANTINED (UNRUN no-credentials)" in text
+            assert "2 case(s) were not executed (UNRUN)" in text
+
+
 # ---- when GitHub cannot be written ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("status", [403, 404])
@@ -411,6 +430,132 @@ def test_start_shows_the_run_in_progress_and_publish_completes_that_check_run(tm
         assert_token_kept_secret(gh, outcome, ctx)
 
 
+def job(gh: FakeGitHub, tmp_path: Path, workflow: str, name: str, run_id: str, attempt: str = "1") -> Context:
+    """The context of one job of a workflow run on the pull request's head commit."""
+    return context(gh, tmp_path, workflow=workflow, job=name, run_id=run_id, run_attempt=attempt,
+                   step_summary=tmp_path / f"summary-{name}-{run_id}-{attempt}.md")
+
+
+def ours(gh: FakeGitHub) -> list[dict]:
+    return [r for r in gh.check_runs.values() if r["external_id"] == gh_mod.EXTERNAL_ID]
+
+
+def test_two_jobs_on_one_commit_share_one_check_run_and_neither_hides_the_other(tmp_path: Path) -> None:
+    """Two workflows on one head commit, each `start` then `publish`: one check run, created once and updated;
+    the job that passed does not turn the other's FAIL into a success; a re-run of a job replaces its result."""
+    hostile = "evals --> <!-- | x"
+    with FakeGitHub(token=TOKEN) as gh:
+        a, b = job(gh, tmp_path, hostile, "lib-a", "100"), job(gh, tmp_path, "nightly", "lib-b", "101")
+        started_a = gh_mod.start(a, TOKEN, **FAST)
+        first = run(failing(2), a, check_run_id=started_a.check_run_id)
+        assert started_a.check_run_action == "created" and first.check_run_conclusion == "neutral"
+
+        before = len(gh.requests)
+        started_b = gh_mod.start(b, TOKEN, **FAST)
+        assert started_b.check_run_id == started_a.check_run_id and started_b.check_run_action == "updated"
+        assert any("already exists" in n for n in started_b.notes)
+        second = run(passing(3), b, check_run_id=started_b.check_run_id)
+        assert len(ours(gh)) == 1 and second.check_run_id == first.check_run_id
+        rid = first.check_run_id
+        sent = [(r.method, r.path) for r in gh.requests[before:] if r.method != "GET"]
+        # b's start: a write that changes nothing (GitHub says whose a check run is only by taking or refusing a
+        # write), no new check run; b's publish: the one check run completed again.
+        assert sent == [("PATCH", f"/repos/acme/skills/check-runs/{rid}"),
+                        ("PATCH", f"/repos/acme/skills/check-runs/{rid}"),
+                        ("PATCH", f"/repos/acme/skills/issues/comments/{first.comment_id}")], sent
+        probe = next(r for r in gh.requests[before:] if r.method == "PATCH")
+        assert probe.body == {"external_id": gh_mod.EXTERNAL_ID}
+        assert any(r.method == "GET" and r.path == f"/repos/acme/skills/commits/{HEAD}/check-runs"
+                   and r.query.get("check_name") == ["skill-evals"] for r in gh.requests[before:])
+
+        check = gh.check_runs[rid]
+        assert second.conclusion == "success" and second.check_run_conclusion == "neutral" == check["conclusion"]
+        assert second.jobs == 2 and check["output"]["title"].startswith("2 jobs: ")
+        summary = check["output"]["summary"]
+        assert "2 jobs published to this check run" in summary and "its conclusion is the worst of theirs (neutral)" in summary
+        assert "nightly / lib-b (this job)" in summary and "FAIL 2" in summary and "PASS 3" in summary
+        held = lanes.read(check["output"]["text"])
+        assert [(lane.job, lane.run, lane.conclusion) for lane in held] == [
+            (f"{hostile} / lib-a", "100/1", "neutral"), ("nightly / lib-b", "101/1", "success")]
+        assert "-->" not in check["output"]["text"].split("\n")[0][:-3]  # the workflow's name cannot end the comment
+        comment = gh.comments[first.comment_id]["body"]
+        assert comment.startswith(markdown.MARKER + "\n**2 jobs published") and "lib-a" in comment
+        assert len(gh.annotations[rid]) == 2  # a's FAIL annotations stay: GitHub only appends them
+
+        # A re-run of a's job (attempt 2) that passes replaces a's result; b's stays.
+        again = run(passing(3), job(gh, tmp_path, hostile, "lib-a", "100", attempt="2"))
+        assert again.check_run_id == rid and again.check_run_conclusion == "success" == check["conclusion"]
+        assert [(lane.run, lane.conclusion) for lane in lanes.read(check["output"]["text"])] == [
+            ("101/1", "success"), ("100/2", "success")]
+        assert len(ours(gh)) == 1
+
+
+def test_two_legs_of_one_job_in_one_run_are_both_kept(tmp_path: Path) -> None:
+    """A matrix: the same job in the same run attempt publishes twice (two libraries): siblings, not a re-run."""
+    with FakeGitHub(token=TOKEN) as gh:
+        leg = job(gh, tmp_path, "evals", "eval", "300")
+        run(failing(1), leg, mode="required", path_prefix="libs/a")
+        last = run(passing(2), leg, mode="required", path_prefix="libs/b")
+        assert last.conclusion == "success" and last.check_run_conclusion == "failure" and last.jobs == 2
+        assert [lane.library for lane in lanes.read(ours(gh)[0]["output"]["text"])] == ["libs/a", "libs/b"]
+        # "Re-run job" on the leg that passed (attempt 2): its entry is replaced, the other leg's FAIL stays.
+        rerun = run(passing(2), job(gh, tmp_path, "evals", "eval", "300", attempt="2"), mode="required",
+                    path_prefix="libs/b")
+        assert rerun.check_run_conclusion == "failure" and rerun.jobs == 2
+        assert [(lane.library, lane.run) for lane in lanes.read(ours(gh)[0]["output"]["text"])] == [
+            ("libs/a", "300/1"), ("libs/b", "300/2")]
+
+
+def test_a_check_run_another_app_made_is_left_alone(tmp_path: Path) -> None:
+    """GitHub lets only the app that created a check run change it: one another app made (a custom app's token in
+    another workflow) is passed over, and this job's check run is one of its own, created once."""
+    with FakeGitHub(token=TOKEN) as gh:
+        foreign = gh.add_check_run(HEAD, "skill-evals", gh_mod.EXTERNAL_ID, app_id=4242, status="completed",
+                                   conclusion="success")
+        ctx = job(gh, tmp_path, "evals", "eval", "400")
+        started = gh_mod.start(ctx, TOKEN, **FAST)
+        assert started.check_run_action == "created" and started.check_run_id != foreign["id"]
+        assert any(f"check run {foreign['id']} on this commit was left alone: GitHub answered 403 (Invalid app_id"
+                   in n for n in started.notes), started.notes
+        # Without the started id (its step output lost), publish finds its own check run, not the other app's.
+        done = run(failing(1), ctx)
+        assert done.check_run_id == started.check_run_id and done.check_run_action == "updated"
+        assert (foreign["status"], foreign["conclusion"]) == ("completed", "success")
+    with FakeGitHub(token=TOKEN) as gh:
+        foreign = gh.add_check_run(HEAD, "skill-evals", gh_mod.EXTERNAL_ID, app_id=4242)
+        alone = run(failing(1), job(gh, tmp_path, "evals", "eval", "401"))
+        assert alone.check_run_action == "created" and len(ours(gh)) == 2 and foreign["status"] == "in_progress"
+        assert any("left alone" in n for n in alone.notes)
+        refused = [r for r in gh.requests if r.method == "PATCH" and r.path.endswith(f"/{foreign['id']}")]
+        assert len(refused) == 1  # tried once, then a check run of its own
+
+
+def test_a_job_with_no_results_keeps_the_other_jobs_failure(tmp_path: Path) -> None:
+    with FakeGitHub(token=TOKEN) as gh:
+        first = run(failing(1), job(gh, tmp_path, "evals", "a", "500"), mode="required")
+        assert first.check_run_conclusion == "failure"
+        other = job(gh, tmp_path, "evals", "b", "501")
+        started = gh_mod.start(other, TOKEN, **FAST)
+        assert started.check_run_id == first.check_run_id
+        closed = gh_mod.close_without_results(other, TOKEN, started.check_run_id, "advisory", **FAST)
+        check = gh.check_runs[first.check_run_id]
+        assert closed.conclusion == "neutral" and closed.check_run_conclusion == "failure" == check["conclusion"]
+        assert [lane.conclusion for lane in lanes.read(check["output"]["text"])] == ["failure", "neutral"]
+        assert "No results" in check["output"]["title"] and "FAIL 1" in check["output"]["title"]
+
+
+def test_the_lanes_line_survives_any_name_and_a_foreign_text_holds_none() -> None:
+    mine = lanes.Lane(job="a --> b <!-- c ] -->", run="1/1", conclusion="failure", title="FAIL 1 · $0.10")
+    line = lanes.trailer([mine])
+    assert line.count("-->") == 1 and line.endswith(" -->") and "<!--" not in line[4:]
+    assert lanes.read("Mode: advisory.\n" + line + "\n- a note") == [mine]
+    for text in (None, "", "Mode: advisory.", lanes.TRAILER + "[{\"job\": 1}] -->", lanes.TRAILER + "[nope] -->"):
+        assert lanes.read(text) == []
+    ok = lanes.Lane(job="x", run=None, conclusion="success", title="PASS 1")
+    assert lanes.merged([ok], ok.model_copy(update={"title": "PASS 2"})) == [ok.model_copy(update={"title": "PASS 2"})]
+    assert lanes.worst([ok, mine]) == "failure" and lanes.title([ok]) == "PASS 1" and lanes.table([ok], ok) == ""
+
+
 def test_start_posts_nothing_on_a_forks_read_only_token_or_without_a_token(tmp_path: Path) -> None:
     with FakeGitHub(token=TOKEN) as gh:
         fork = gh_mod.start(context(gh, tmp_path, is_fork=True), TOKEN, **FAST)
@@ -487,6 +632,36 @@ def test_the_cli_starts_the_check_run_then_completes_it_or_closes_it_without_res
         for request in gh.requests:
             assert TOKEN not in request.raw
         assert TOKEN not in started.stdout + done.stdout + closed.stdout + failed.stdout
+
+
+def test_two_jobs_publishing_from_two_processes_leave_one_check_run(tmp_path: Path) -> None:
+    """Two jobs of the action as processes, each with its own GITHUB_WORKFLOW, GITHUB_JOB and GITHUB_RUN_ID: the
+    first publishes (its start step posted nothing), the second starts then publishes: one check run."""
+    ran_ok, ran_bad = tmp_path / "ok", tmp_path / "bad"
+    for folder, results in ((ran_ok, passing(2)), (ran_bad, failing(1))):
+        folder.mkdir()
+        (folder / "results.json").write_text(results.model_dump_json(), encoding="utf-8")
+    with FakeGitHub(token=TOKEN) as gh:
+        outcomes = []
+        for name, run_id, folder in (("first", "201", ran_bad), ("second", "202", ran_ok)):
+            env = cli_env(gh, tmp_path, GITHUB_WORKFLOW="skill-evals", GITHUB_JOB=name, GITHUB_RUN_ID=run_id,
+                          GITHUB_RUN_ATTEMPT="1")
+            if name == "first":  # a job whose start step posted nothing: publish finds or makes the check run
+                done = cli_publish(str(folder), env=env)
+            else:
+                started = cli_publish("--start", env=env)
+                assert started.returncode == 0, started.stderr
+                rid = json.loads(started.stdout)["check_run_id"]
+                done = cli_publish(str(folder), "--check-run-id", str(rid), env=env)
+            assert done.returncode == 0, done.stderr
+            outcomes.append(json.loads(done.stdout))
+        created = [r for r in gh.requests if r.method == "POST" and r.path.endswith("/check-runs")]
+        assert len(created) == 1 and len(ours(gh)) == 1
+        assert outcomes[0]["check_run_id"] == outcomes[1]["check_run_id"] == ours(gh)[0]["id"]
+        assert (outcomes[1]["conclusion"], outcomes[1]["check_run_conclusion"], outcomes[1]["jobs"]) == \
+            ("success", "neutral", 2)
+        assert [lane.job for lane in lanes.read(ours(gh)[0]["output"]["text"])] == \
+            ["skill-evals / first", "skill-evals / second"]
 
 
 # ---- the context ----------------------------------------------------------------------------------------

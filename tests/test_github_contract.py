@@ -128,6 +128,27 @@ def test_required_fields_parameters_and_routes() -> None:
         assert status == 404
 
 
+def test_only_the_app_that_made_a_check_run_may_change_it() -> None:
+    """GitHub's rule, kept by the fake: another app's check run is listed (and by app_id) but refuses a PATCH."""
+    with FakeGitHub(token=TOKEN) as gh:
+        foreign = gh.add_check_run(HEAD, "skill-evals", app_id=4242)
+        mine = gh.add_check_run(HEAD, "skill-evals")
+        repo = client(gh)
+        with pytest.raises(GithubException) as caught:
+            repo.get_check_run(foreign["id"]).edit(status="completed", conclusion="neutral", completed_at=NOW)
+        assert caught.value.status == 403
+        assert caught.value.data["message"] == ("Invalid app_id `15368` - check run can only be modified by the GitHub "
+                                                "App that created it.")
+        assert foreign["status"] == "in_progress" and gh.rejected == []  # refused by rule, not by the contract
+        repo.get_check_run(mine["id"]).edit(status="completed", conclusion="neutral", completed_at=NOW)
+        assert mine["conclusion"] == "neutral"
+        listed = repo.get_commit(HEAD).get_check_runs(check_name="skill-evals")
+        assert [(r.id, r.app.id) for r in listed] == [(mine["id"], 15368), (foreign["id"], 4242)]
+        status, _, body = repo._requester.requestJson("GET", f"{repo.url}/commits/{HEAD}/check-runs",
+                                                      parameters={"app_id": 4242})
+        assert status == 200 and [r["id"] for r in json.loads(body)["check_runs"]] == [foreign["id"]]
+
+
 def test_a_refused_request_fails_the_test_that_made_it() -> None:
     """publish swallows GitHub's refusals into notes; the fake does not let a test pass on one."""
     with pytest.raises(AssertionError, match="refused 1 request"):
@@ -152,6 +173,11 @@ def test_every_request_of_a_full_publish_is_in_the_contract(tmp_path: Path) -> N
         outcome = gh_mod.publish(results, ctx, TOKEN, check_run_id=started.check_run_id, **fast)
         again = gh_mod.publish(results, ctx, TOKEN, **fast)
         assert outcome.notes == [] and again.notes == [] and started.notes == []
+        # A second job on the commit: its start finds the check run and writes nothing but a probe.
+        other = ctx.model_copy(update={"job": "other", "run_id": "43"})
+        joined = gh_mod.start(other, TOKEN, **fast)
+        assert joined.check_run_id == started.check_run_id and len(joined.notes) == 1
+        assert gh_mod.publish(results, other, TOKEN, **fast).check_run_conclusion == "neutral"
         contract = github_contract.load()
         operations = set()
         for request in gh.requests:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import io
 import os
 import re
+from datetime import date
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from runner.plan.quarantine import QuarantineEntry
 from runner.report import markdown, rollup, terminal
-from runner.results.build import Results
-from tests.report_fixtures import HOSTILE, every_state, large
+from runner.results.build import CaseResult, Results
+from tests.report_fixtures import HOSTILE, assemble, every_state, large
 
 GOLDEN = Path(__file__).parent / "golden" / "every_state.md"
 STATES = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN")
@@ -164,6 +166,35 @@ def test_refusal_parts_survive_the_one_line_form(every: Results) -> None:
 def test_quarantined_case_shows_underlying_state(every_md: str) -> None:
     row = next(line for line in every_md.splitlines() if line.startswith("| beta/evals/positive-flaky"))
     assert "QUARANTINED (FAIL)" in row and "2026-11-01" in row and "2027-01-31" in row
+
+
+def quarantined_without_key(uid: str) -> CaseResult:
+    """A quarantined case of a run that had no key: never executed, so QUARANTINED over UNRUN (no-credentials)."""
+    return CaseResult(uid=uid, skill="beta", kind="trigger", target="beta", state="QUARANTINED",
+                      underlying_state="UNRUN", reason="no-credentials", repeats_planned=3, quorum=2,
+                      quarantine=QuarantineEntry(uid=uid, reason="flips weekly", date=date(2026, 11, 1)))
+
+
+def test_a_quarantined_case_that_never_ran_is_not_said_to_have_run() -> None:
+    unrun = [CaseResult(uid="gamma/evals/plain", skill="gamma", kind="trigger", target="gamma", state="UNRUN",
+                        reason="no-credentials", repeats_planned=3, quorum=2)]
+    md = markdown.render(assemble([*unrun, quarantined_without_key("beta/evals/flaky")]))
+    section = md.split("### Quarantine (1)")[1].split("###")[0]
+    assert "still ran" not in section
+    assert "1 was not executed: UNRUN with its reason" in section
+    row = next(line for line in section.splitlines() if line.startswith("| beta/evals/flaky"))
+    assert "QUARANTINED (UNRUN no-credentials)" in row
+    assert "| no-credentials | 2 |" in md.split("### UNRUN by reason")[1]  # counted as UNRUN with its reason
+    assert "coverage 0 run / 2 UNRUN" in md.splitlines()[1]
+
+
+def test_quarantined_cases_that_ran_and_did_not_are_told_apart(every: Results) -> None:
+    cases = [*every.cases, quarantined_without_key("beta/evals/never")]
+    section = markdown.render(assemble(cases)).split("### Quarantine (2)")[1].split("###")[0]
+    assert "1 still ran; their state is shown with the underlying state" in section
+    assert "1 was not executed" in section
+    rows = [line for line in section.splitlines() if line.startswith("| beta/")]
+    assert "QUARANTINED (FAIL)" in rows[0] and "QUARANTINED (UNRUN no-credentials)" in rows[1]
 
 
 def test_unrun_reasons_all_appear_and_the_sentence_is_last(every: Results, every_md: str) -> None:

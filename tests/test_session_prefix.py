@@ -27,6 +27,7 @@ from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.hosts.claude_code import ClaudeCodeHost
 from runner.hosts.prices import load as load_prices
+from runner.hosts.sessionpath import CaseFolders, case_key, detect
 from runner.hosts.workspace import LibraryFiles
 from runner.testing.fake_anthropic import FakeAnthropic, blocks, dynamic, is_billing_block, skill, text, tool
 from tests.conftest import EXAMPLE
@@ -46,11 +47,14 @@ def make_host(fake: FakeAnthropic, mode: str = "auto", tools: list[str] | None =
                           session_namespace=mode)
 
 
-def run_sessions(host: ClaudeCodeHost, prompts: list[str], tools_turns: int = 4) -> list[Observation]:
+def run_sessions(host: ClaudeCodeHost, prompts: list[str], tools_turns: int = 4,
+                 uids: list[str] | None = None) -> list[Observation]:
+    """One session per prompt, one after another; `uids`: the case of each (default one case per session)."""
     async def main() -> list[Observation]:
         try:
-            return [await host.run(SessionSpec(attempt_id=f"a{i}", uid=f"u{i}", prompt=p, model=SONNET,
-                                               max_turns=tools_turns, timeout_s=60, max_output_tokens=512))
+            return [await host.run(SessionSpec(attempt_id=f"a{i}", uid=uids[i] if uids else f"u{i}", prompt=p,
+                                               model=SONNET, max_turns=tools_turns, timeout_s=60,
+                                               max_output_tokens=512))
                     for i, p in enumerate(prompts)]
         finally:
             await host.aclose()
@@ -123,6 +127,91 @@ def test_the_fallback_is_detected_and_recorded_and_only_the_working_directory_di
     assert observations[0].prefix_hash != observations[1].prefix_hash
 
 
+def test_per_case_path_gives_a_cases_sessions_one_head_and_another_case_its_own_path(tmp_path: Path) -> None:
+    """Without a namespace (forced: session_namespace = "case"), a case's sessions one after another send the very
+    same head, working directory included, so they share one prefix hash; another case differs only in its working
+    directory. Each session's folder is made afresh and is gone when it ends."""
+    with FakeAnthropic() as fake:
+        fake.default(text("Done."))
+        library, _ = load_library(EXAMPLE, Settings())
+        host = ClaudeCodeHost(LibraryFiles.of(library, Settings().limits.max_file_bytes), load_prices(Settings()),
+                              KEY, fake.url, None, ["Skill", "Read", "Glob", "Grep"], work_parent=tmp_path,
+                              session_namespace="case")
+        prompts = [PROMPTS[0], PROMPTS[0], PROMPTS[0]]
+        observations = run_sessions(host, prompts, uids=["case-a", "case-a", "case-b"])
+        bodies = first_requests(fake)
+    assert host.session_path.mode == "per-case-path" and host.session_path.path is None
+    assert all(o.ok for o in observations) and {o.session_path for o in observations} == {"per-case-path"}
+    heads = [head(body, prompt) for body, prompt in zip(bodies, prompts)]
+    cwd = [re.search(r"Primary working directory: (\S+)", h["messages"][0]["text"]).group(1) for h in heads]
+    assert heads[0] == heads[1] and cwd[0] == cwd[1] and cwd[2] != cwd[0]
+    assert cwd[0].startswith(f"{tmp_path}/skill-evals-case-") and cwd[0].endswith("-0/home/project")
+    assert heads[2]["messages"][0]["text"].replace(cwd[2], "X") == heads[0]["messages"][0]["text"].replace(cwd[0], "X")
+    assert observations[0].prefix_hash == observations[1].prefix_hash != observations[2].prefix_hash
+    assert not list(tmp_path.glob("skill-evals-case-*"))  # every session's folder (and its mark) removed
+
+
+def test_case_folders_are_made_afresh_and_one_live_session_holds_each(tmp_path: Path) -> None:
+    folders = CaseFolders(tmp_path)
+    key = case_key("skill/evals/case", [])
+    first = folders.claim(key)
+    assert first == tmp_path / f"skill-evals-case-{key}-0" and first.is_dir() and not any(first.iterdir())
+    assert oct(first.stat().st_mode & 0o777) == "0o700"
+    second = folders.claim(key)  # two at once: two paths
+    assert second.name.endswith("-1")
+    first.rmdir()
+    folders.release(first)
+    assert folders.claim(key) == first  # the next session of the case: the first path again
+    # A folder or a link already there (another process's, a killed run's, a planted link) is never used.
+    other = case_key("skill/evals/other", [])
+    (tmp_path / f"skill-evals-case-{other}-0").symlink_to(tmp_path / "elsewhere")
+    assert folders.claim(other).name.endswith("-1") and not (tmp_path / "elsewhere").exists()
+    # A probe's arms leave different skills out: different folders.
+    assert case_key("skill/evals/case", ["skill"]) != key
+
+
+def test_per_case_path_is_never_offered_when_a_leftover_process_could_reach_the_next_session(tmp_path: Path) -> None:
+    chosen = detect("case", tmp_path / "fixed", reuse_safe=False)
+    assert chosen.mode == "per-session-path" and "per-case-path" in chosen.detail
+    assert detect("case", tmp_path / "fixed").mode == "per-case-path"
+    assert "take turns" in detect("case", tmp_path / "fixed").describe()
+
+
+def test_one_per_arm_starts_the_same_sessions_one_at_a_time_per_arm() -> None:
+    """per-case-path (Executor.one_per_arm): an arm never has two sessions in flight; the other arm runs beside it,
+    and in the end the same starts were made."""
+    from runner.execute.executor import CaseStarts
+    from runner.plan.plan import PlannedCase
+
+    planned = PlannedCase(uid="x/evals/probe", skill="x", kind="probe", target="x", repeats=3, quorum=2, why="t",
+                          unrun_reason=None, arms=["control", "treatment"])
+
+    def drain(starts: CaseStarts) -> list[list[tuple[str, int]]]:
+        rounds = []
+        while taken := starts.take():
+            rounds.append(taken)
+            for start in taken:
+                starts.finished(start, None)
+        return rounds
+
+    together = drain(CaseStarts(planned, [], every_repeat=True, first_alone=True))
+    assert together == [[("control", 1), ("treatment", 1)],
+                        [("control", 2), ("treatment", 2), ("control", 3), ("treatment", 3)]]
+    apart = CaseStarts(planned, [], every_repeat=True, first_alone=True, one_per_arm=True)
+    assert apart.take() == [("control", 1), ("treatment", 1)]
+    apart.finished(("control", 1), None)
+    assert apart.take() == []  # the leaders: nothing else until both ended
+    apart.finished(("treatment", 1), None)
+    assert apart.take() == [("control", 2), ("treatment", 2)]
+    apart.finished(("treatment", 2), None)
+    assert apart.take() == [("treatment", 3)]  # control 2 is still in flight
+    apart.finished(("control", 2), None)
+    assert apart.take() == [("control", 3)]
+    apart.finished(("control", 3), None)
+    apart.finished(("treatment", 3), None)
+    assert apart.take() == []
+
+
 def _places(body: dict[str, Any]) -> list[str]:
     """The session's project, HOME and config folders, from the working directory it was told."""
     cwd = Path(re.search(r"Primary working directory: (\S+)", json.dumps(body["messages"][0]))
@@ -139,14 +228,18 @@ def _reads(body: dict[str, Any]) -> Any:
     return blocks(*[tool("Read", {"file_path": f"{place}/left-behind.txt"}) for place in _places(body)])
 
 
-@pytest.mark.parametrize("mode", ["auto", "user", "off"])
+@pytest.mark.parametrize("mode", ["auto", "user", "case", "off"])
 def test_a_file_a_session_writes_in_home_config_or_project_is_absent_from_the_next_session(mode: str) -> None:
+    """In per-case-path the two sessions are one case's: the second gets the very path the first had."""
     with FakeAnthropic() as fake:
         fake.script("write them", dynamic(_writes), dynamic(_reads), text("written"))
         fake.script("look for them", dynamic(_reads), text("looked"))
         host = make_host(fake, mode, WRITING_TOOLS)
-        first, second = run_sessions(host, ["write them", "look for them"], tools_turns=5)
+        first, second = run_sessions(host, ["write them", "look for them"], tools_turns=5,
+                                     uids=["one-case"] * 2 if mode == "case" else None)
         requests = fake.message_requests
+    if mode == "case":
+        assert host.session_path.mode == "per-case-path", host.session_path
     assert first.ok and second.ok, (first.error_message, second.error_message)
     results = {r.script: [b for m in r.body["messages"][1:] if m["role"] == "user" and isinstance(m["content"], list)
                           for b in m["content"] if b.get("type") == "tool_result"] for r in requests}
@@ -175,6 +268,7 @@ from runner.core.observation import SessionSpec
 from runner.hosts.claude_code import ClaudeCodeHost
 from runner.hosts.workspace import LibraryFiles
 from runner.hosts.prices import load as load_prices
+from runner.hosts.sessionpath import CaseFolders, case_key, detect
 from runner.corpus.settings import Settings
 library, _ = load_library(sys.argv[1], Settings())
 host = ClaudeCodeHost(LibraryFiles.of(library, Settings().limits.max_file_bytes), load_prices(Settings()), "sk-x",
@@ -203,18 +297,22 @@ def test_a_machine_without_namespaces_falls_back_says_why_and_still_runs_session
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     detected = found["detected"]
-    assert detected["mode"] == "per-session-path" and detected["path"] is None
+    # No namespace: each case's sessions take turns at one path of the case's own (the action's container too).
+    assert detected["mode"] == "per-case-path" and detected["path"] is None
     assert "mount-namespace: exit 1" in detected["detail"] and "Operation not permitted" in detected["detail"]
     assert "user-namespace: exit 1" in detected["detail"]
-    assert found["ok"] and found["session_path"] == "per-session-path" and found["fired"] == ["migration-planner"]
+    assert found["ok"] and found["session_path"] == "per-case-path" and found["fired"] == ["migration-planner"]
     assert served == 2
 
 
-@pytest.mark.parametrize("early_stop", [True, False], ids=["early-stop", "fixed-n"])
-def test_a_cases_later_sessions_start_after_its_first_and_read_its_first_turn(early_stop: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("early_stop", "namespace"), [(True, "auto"), (False, "auto"), (False, "case")],
+                         ids=["early-stop", "fixed-n", "per-case-path"])
+def test_a_cases_later_sessions_start_after_its_first_and_read_its_first_turn(early_stop: bool, namespace: str,
+                                                                            tmp_path: Path) -> None:
     """With one session path every session of a case sends the same first turn (head and prompt); the cache
     serves it only to a request that arrives after the response that wrote it began. So the first session of a
-    case runs alone, and its other sessions, started after it, read its whole first turn."""
+    case runs alone, and its other sessions, started after it, read its whole first turn. Without a namespace
+    (per-case-path) they take turns at the case's path: no two of them are ever in flight at once."""
     import os
     import subprocess
     import sys
@@ -228,6 +326,9 @@ def test_a_cases_later_sessions_start_after_its_first_and_read_its_first_turn(ea
         args = [sys.executable, "-m", "runner", "run", "--library", str(EXAMPLE), "--out", str(out), "--no-judge",
                 "--repeats", "3", "--quorum", "2", "--concurrency", "3", "--timeout", "60",
                 "--case", uid, "--no-library-validator"] + ([] if early_stop else ["--no-early-stop"])
+        if namespace != "auto":
+            (tmp_path / "settings.toml").write_text(f'[run]\nsession_namespace = "{namespace}"\n', encoding="utf-8")
+            args += ["--config", str(tmp_path / "settings.toml")]
         done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
         requests = fake.message_requests
@@ -243,6 +344,12 @@ def test_a_cases_later_sessions_start_after_its_first_and_read_its_first_turn(ea
     firsts = [r for r in requests if r.turn == 0]
     last_of_first = max(r.time for r in requests if r.body["metadata"] == firsts[0].body["metadata"])
     assert all(r.time > last_of_first for r in firsts[1:])  # started after the first session ended
+    assert {a["session_path"] for a in attempts} == {plan["session_path"]["mode"]}
+    if namespace == "case":
+        assert plan["session_path"]["mode"] == "per-case-path"
+        spans = sorted((min(r.time for r in requests if r.body["metadata"] == f.body["metadata"]),
+                        max(r.time for r in requests if r.body["metadata"] == f.body["metadata"])) for f in firsts)
+        assert all(later[0] > earlier[1] for earlier, later in zip(spans, spans[1:]))  # one at a time
     first_turn = attempts[0]["first_turn_input_tokens"]
     for later in attempts[1:]:
         # Turn 0 reads the whole first turn, turn 1 reads turn 0: nothing of the first turn is written again.

@@ -120,7 +120,6 @@ def print_plan(plan: Plan, console: Console) -> None:
     console.print(f"Cache: {e.cache_layout}; shared prefix {e.cached_prefix_tokens:,} tokens, written by "
                   f"{e.cold_sessions} session(s) of the first wave"
                   + ("; a case's later sessions read its first turn" if e.repeats_read_first_turn else "")
-                  + (f"; session path: {plan.session_path.mode}" if plan.session_path else "")
                   # The basis names a path or a setting (`[cost] basis ...`): text, never rich markup.
                   + f"; turns, growth and output per turn: {escape(e.cost_basis)}")
     console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session (uncached ${e.expected_uncached_session_usd:.4f})"
@@ -128,6 +127,8 @@ def print_plan(plan: Plan, console: Console) -> None:
                   f"session (no cache; reserved before each start) → ${e.worst_usd:.2f}")
     console.print(cap_line(plan.cap_usd, e.worst_session_usd, e.sessions_max))
     print_hosts(plan, console)
+    if plan.session_path is not None:
+        console.print(f"Session path: {plan.session_path.describe()}", markup=False)
     if plan.session_wall is not None:
         console.print(f"Session wall: {plan.session_wall.describe()}", markup=False)
     if e.expected_usd > plan.cap_usd:

@@ -166,12 +166,15 @@ class RunSettings(_Strict):
     host_max_retries: int = Field(default=2, ge=0, description="Transport retries of the host's own client "
                                                                 "(CLAUDE_CODE_MAX_RETRIES; the anthropic SDK's default "
                                                                 "is 2). An error after them is ERROR.")
-    session_namespace: Literal["auto", "mount", "user", "off"] = Field(
+    session_namespace: Literal["auto", "mount", "user", "case", "off"] = Field(
         default="auto",
         description="claude-code: see every session's own folder at one fixed path, each session in its own mount "
                     "namespace, so the text before the case prompt is the same in every session (a shared prompt "
-                    "cache). auto: a mount namespace, else a user namespace, else a random path per session (the "
-                    "fallback, recorded); mount / user: only that one, else the fallback; off: the fallback.")
+                    "cache). auto: a mount namespace, else a user namespace, else one path per case whose sessions "
+                    "take turns at it (per-case-path: no namespace, e.g. in the action's container; only when no "
+                    "session can leave a program running: confined sessions or read-only tools), else a random "
+                    "path per session (the fallback); every choice is recorded with why. mount / user: only that "
+                    "one, else the fallback; case: per-case-path (else the fallback); off: the fallback.")
     session_confinement: Literal["auto", "required", "off"] = Field(
         default="auto",
         description="claude-code: confine every process of a session with Landlock (Linux 5.13+): it reads only the "

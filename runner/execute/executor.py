@@ -96,14 +96,18 @@ class CaseStarts:
     Quorum early stop (semantics §4): as many as starts_allowed gives, never one the verdict cannot need. Every
     repeat (a tier-2 probe's two arms, whose catch rates are the result, semantics §8; or a plan without early
     stop): all of them at once. With `first_alone` (Executor.first_alone), the first session of each arm that has
-    none yet runs before any other session of the case starts. Both dispatches ask `take` and report `finished`,
-    so a batched run starts the attempts a direct run may start.
+    none yet runs before any other session of the case starts; with `one_per_arm` (Executor.one_per_arm), no arm
+    ever has two sessions in flight. Both dispatches ask `take` and report `finished`, so a batched run starts the
+    attempts a direct run may start.
     """
 
-    def __init__(self, planned: PlannedCase, prior: list[AttemptRecord], every_repeat: bool, first_alone: bool):
+    def __init__(self, planned: PlannedCase, prior: list[AttemptRecord], every_repeat: bool, first_alone: bool,
+                 one_per_arm: bool = False):
         self.planned = planned
         self.rule = None if every_repeat else QuorumRule(planned.repeats, planned.quorum)
         self.wins = self.losses = self.errors = self.in_flight = 0
+        self.one_per_arm = one_per_arm
+        self.busy: dict[str, int] = {}  # arm -> its sessions in flight
         for record in prior:
             self._count(record)
         arms = planned.arms or ["main"]
@@ -115,7 +119,7 @@ class CaseStarts:
         self.held = False  # the leaders are in flight: nothing else of the case starts until they finished
 
     def take(self) -> list[Start]:
-        """The starts allowed now; each counts as in flight until `finished` is told its record."""
+        """The starts allowed now; each counts as in flight until `finished` is told it ended."""
         if self.leaders:
             starts, self.leaders, self.held = self.leaders, [], True
         elif self.held and self.in_flight:
@@ -123,17 +127,34 @@ class CaseStarts:
         else:
             self.held = False
             if self.rule is None:
-                starts, self.todo = self.todo, []
+                allowed = len(self.todo)
             else:
                 tally = Tally(wins=self.wins, losses=self.losses, errors=self.errors, in_flight=self.in_flight)
                 allowed = starts_allowed(self.rule, tally)
-                starts, self.todo = self.todo[:allowed], self.todo[allowed:]
+            starts = self._free(self.todo[:allowed])
+            self.todo = [start for start in self.todo if start not in starts]
         self.in_flight += len(starts)
+        for arm, _ in starts:
+            self.busy[arm] = self.busy.get(arm, 0) + 1
         return starts
 
-    def finished(self, record: AttemptRecord | None) -> None:
-        """One start is over: its record, or None when it never started (the run had stopped)."""
+    def _free(self, candidates: list[Start]) -> list[Start]:
+        """The candidates that may start now: all, or with `one_per_arm` the first of each arm with none in
+        flight."""
+        if not self.one_per_arm:
+            return candidates
+        taken: set[str] = {arm for arm, count in self.busy.items() if count}
+        free = []
+        for start in candidates:
+            if start[0] not in taken:
+                free.append(start)
+                taken.add(start[0])
+        return free
+
+    def finished(self, start: Start, record: AttemptRecord | None) -> None:
+        """`start` is over: its record, or None when it never started (the run had stopped)."""
         self.in_flight -= 1
+        self.busy[start[0]] -= 1
         if record is not None:
             self._count(record)
 
@@ -373,11 +394,19 @@ class Executor:
         cases meanwhile. Batched rounds never hold one alone (Rounds.first_alone)."""
         return self.plan.estimate.repeats_read_first_turn and self.dispatch.first_alone
 
+    @property
+    def one_per_arm(self) -> bool:
+        """Whether an arm of a case runs one session at a time: where each case has one path and no namespace
+        (runner.hosts.sessionpath, per-case-path), two at once would take two paths and the second would write
+        the case's first turn again. The same sessions start as otherwise, later; other cases fill the slots."""
+        path = self.plan.session_path
+        return self.first_alone and path is not None and path.one_session_per_path
+
     def case_starts(self, planned: PlannedCase, prior: list[AttemptRecord]) -> CaseStarts:
         # Probes and baselined cases run both arms N times (their rates are the result, semantics §8); so does
         # fixed N.
         every_repeat = bool(planned.arms) or not self.plan.early_stop
-        return CaseStarts(planned, prior, every_repeat, self.first_alone)
+        return CaseStarts(planned, prior, every_repeat, self.first_alone, self.one_per_arm)
 
     async def run(self, prior: dict[str, list[AttemptRecord]]) -> None:
         runnable = [c for c in self.plan.cases if c.unrun_reason is None and (self.mine is None or c.uid in self.mine)]
@@ -408,15 +437,15 @@ class AsTheyFinish:
     @staticmethod
     async def run_case(executor: Executor, case: CaseStarts) -> None:
         """Start what the case allows, wait until one of its attempts finishes, count it, ask again."""
-        pending: set[asyncio.Future[AttemptRecord | None]] = set()
+        pending: dict[asyncio.Future[AttemptRecord | None], Start] = {}
         while True:
             if not executor.state.stop_reason:
                 for arm, repeat in case.take():
-                    pending.add(asyncio.ensure_future(executor.one_attempt(case.planned, repeat, arm)))
+                    pending[asyncio.ensure_future(executor.one_attempt(case.planned, repeat, arm))] = (arm, repeat)
             if not pending:
                 return
             try:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:
                 # Stop the sessions of this case too; each records itself as cancelled.
                 for task in pending:
@@ -424,7 +453,7 @@ class AsTheyFinish:
                 await asyncio.gather(*pending, return_exceptions=True)
                 raise
             for task in done:
-                case.finished(task.result())
+                case.finished(pending.pop(task), task.result())
 
 
 class Rounds:
@@ -491,7 +520,7 @@ class Rounds:
                 record = await executor.one_attempt(case.planned, repeat, arm)
             finally:
                 self.collector.leave()
-            case.finished(record)
+            case.finished((arm, repeat), record)
 
         await asyncio.gather(*(one(case, arm, repeat) for case, arm, repeat in wave))
 

@@ -103,7 +103,7 @@ def write_env_wrapper(directory: Path, cli: Path, session_path: sessionpath.Sess
     confined = ""
     if session_wall is not None and session_wall.mode == "landlock":
         # The session's folder as the CLI sees it: the fixed path inside its namespace, else its own real path.
-        root = str(fixed) if mode != sessionpath.FALLBACK else f"${sessionpath.ROOT_VARIABLE}"
+        root = str(fixed) if mode in sessionpath.UNSHARE_ARGS else f"${sessionpath.ROOT_VARIABLE}"
         confined = wall.command(sys.executable, root, wall.cli_reads(cli)) + " -- "
     final = f"exec /usr/bin/env -i {keep} {confined}{shlex.quote(str(cli))} \"$@\""
     script = directory / "claude-minimal-env"
@@ -451,12 +451,15 @@ class ClaudeCodeHost:
         self.middleware: list[anthropic.Middleware] = []
         self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=self.work_parent))
         weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
-        # One fixed session path where a namespace allows it (detected once per process and setting).
-        self.session_path = sessionpath.detect(session_namespace)
-        # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the design notes). True only to measure what it costs.
-        self.auto_memory = auto_memory
         # Every process of a session confined to the session's folder where the kernel allows it (Landlock).
         self.session_wall = wall.detect(session_confinement)
+        # One fixed session path where a namespace allows it, else one per case (detected once per process and
+        # setting). A case's path is used again only when nothing of a session can outlive it into the next.
+        reuse_safe = self.session_wall.mode == "landlock" or workspace.tools_are_read_only(allowed_tools)
+        self.session_path = sessionpath.detect(session_namespace, reuse_safe=reuse_safe)
+        self.case_folders = sessionpath.CaseFolders(self.work_parent or Path(tempfile.gettempdir()))
+        # False: CLAUDE_CODE_DISABLE_AUTO_MEMORY=1 (the design notes). True only to measure what it costs.
+        self.auto_memory = auto_memory
         self.wrapper = write_env_wrapper(self._wrapper_dir, self.cli, self.session_path, self.session_wall)
         self._staging: workspace.Staging | None = None
         self._staging_lock = threading.Lock()
@@ -479,8 +482,23 @@ class ClaudeCodeHost:
     def build_workspace(self, spec: SessionSpec) -> workspace.Workspace:
         base = Path(spec.case_files_dir) if spec.case_files_dir else None
         case_files = [(base / f, f) for f in spec.case_files] if base is not None else []
-        return workspace.build(self.files, spec.exclude_skills, case_files, self.work_parent,
-                               staging=self.staging(), link=self.link)
+        root = (self.case_folders.claim(sessionpath.case_key(spec.uid, spec.exclude_skills))
+                if self.session_path.one_session_per_path else None)
+        try:
+            return workspace.build(self.files, spec.exclude_skills, case_files, self.work_parent,
+                                   staging=self.staging(), link=self.link, root=root)
+        except BaseException:
+            if root is not None:
+                shutil.rmtree(root, ignore_errors=True)
+                self.case_folders.release(root)
+            raise
+
+    def remove_workspace(self, ws: workspace.Workspace) -> None:
+        """Remove the session's folder and its mark; a case folder's path is then free for the case's next session
+        (whose mark has the same name)."""
+        ws.remove()
+        remove_mark(ws.root)
+        self.case_folders.release(ws.root)
 
     def close(self) -> None:
         """Remove the snapshot once no session runs; the host stays usable (a later session makes a new
@@ -503,6 +521,7 @@ class ClaudeCodeHost:
                                cli_path=str(self.cli), work_parent=self.work_parent, max_retries=0,
                                auto_memory=self.auto_memory)
         probe.session_path = self.session_path
+        probe.case_folders = self.case_folders
         probe.session_wall = self.session_wall
         probe.wrapper = self.wrapper
         probe._staging = await asyncio.to_thread(self.staging)  # the same snapshot the run's sessions use
@@ -571,7 +590,7 @@ class ClaudeCodeHost:
         except asyncio.CancelledError:
             # The thread finishes the folder anyway: remove it when it is done.
             building.add_done_callback(lambda done: None if done.cancelled() or done.exception()
-                                       else done.result().remove())
+                                       else self.remove_workspace(done.result()))
             raise
         self._mark(spec, "workspace")
         stderr: list[str] = []
@@ -609,8 +628,7 @@ class ClaudeCodeHost:
                 # worker thread (bounded, but files of the session's folder); no log read, no log evidence.
                 log = await asyncio.to_thread(cli_log.read, ws.config)
                 spent = _final(tally, start, costs, recorder, log)
-                await asyncio.to_thread(ws.remove)
-                remove_mark(ws.root)
+                await asyncio.to_thread(self.remove_workspace, ws)
             self._mark(spec, "removed")
         return self.observe(spec, recorder, error_kind, error_message, stderr, time.monotonic() - started, decider,
                             spent)

@@ -251,12 +251,14 @@ class Staging:
 
 
 def build(files: LibraryFiles, exclude_skills: list[str], case_files: list[tuple[Path, str]],
-          parent: Path | None = None, staging: Staging | None = None, link: bool = False) -> Workspace:
+          parent: Path | None = None, staging: Staging | None = None, link: bool = False,
+          root: Path | None = None) -> Workspace:
     """Create the session folder. `case_files` are (source, path relative to the project).
 
     With `staging`, the library part comes from that snapshot (hard links when `link`), not from
-    the library."""
-    root = Path(tempfile.mkdtemp(prefix="skill-evals-", dir=parent))
+    the library. `root`: an empty folder the caller made for it (runner.hosts.sessionpath.CaseFolders), else a new
+    one in `parent`."""
+    root = root if root is not None else Path(tempfile.mkdtemp(prefix="skill-evals-", dir=parent))
     home = root / "home"
     project = home / "project"
     config = root / "config"

@@ -181,8 +181,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     turns_at_most = run.max_turns + (1 if known.extra_first_request else 0)
     worst = worst_session_usd(first_turn, turns_at_most, run.max_output_tokens, price_in, price_out)
     layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
-    fixed_path = known.runs_claude_code and session_path is not None and session_path.path is not None
-    found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, fixed_path,
+    one_path = known.runs_claude_code and session_path is not None and session_path.case_shares_path
+    found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, one_path,
                               runs_folder)
     sessions_max = sum(c.sessions for c in runnable)
     expected = found.session_usd

@@ -24,8 +24,9 @@ from pydantic import BaseModel, Field
 
 from runner.core.states import CaseState
 from runner.corpus import repopath
-from runner.publish import rules
+from runner.publish import lanes, rules
 from runner.publish.forges import Refused
+from runner.publish.lanes import Lane
 from runner.publish.rules import CHECK_NAME, MARKER, Conclusion, Mode, Publication
 from runner.report import markdown
 from runner.results.build import CaseResult, Results
@@ -68,6 +69,10 @@ class Context(BaseModel):
     step_summary: Path | None = Field(default=None, description="GITHUB_STEP_SUMMARY: the job summary file.")
     server_url: str = Field(default="https://github.com", description="GITHUB_SERVER_URL (GitHub Enterprise).")
     run_id: str | None = Field(default=None, description="GITHUB_RUN_ID: the workflow run (the check's details).")
+    run_attempt: str | None = Field(default=None, description="GITHUB_RUN_ATTEMPT: a re-run of the same run.")
+    workflow: str | None = Field(default=None, description="GITHUB_WORKFLOW: with `job`, names this job's lane "
+                                                           "on a check run several jobs publish to.")
+    job: str | None = Field(default=None, description="GITHUB_JOB: the job's id in its workflow.")
     warnings: list[str] = Field(default=[], description="What could not be read from the environment.")
 
     @property
@@ -76,6 +81,12 @@ class Context(BaseModel):
         if not (self.repository and self.run_id and self.run_id.isdigit()):
             return None
         return f"{self.server_url}/{self.repository}/actions/runs/{self.run_id}"
+
+    def lane(self, conclusion: Conclusion, title: str, library: str = "") -> Lane:
+        """This job's entry on the commit's check run (runner.publish.lanes)."""
+        run = f"{self.run_id}/{self.run_attempt or '1'}" if self.run_id else None
+        return Lane(job=lanes.job_name(self.workflow, self.job), run=run, run_url=self.run_url, library=library,
+                    conclusion=conclusion, title=title)
 
     @property
     def read_only_token(self) -> bool:
@@ -111,7 +122,9 @@ class Context(BaseModel):
                    sha=sha, head_sha=head_sha, pr_number=number if isinstance(number, int) else None, is_fork=fork,
                    step_summary=Path(summary) if summary else None,
                    server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
-                   run_id=env.get("GITHUB_RUN_ID") or None, warnings=warnings)
+                   run_id=env.get("GITHUB_RUN_ID") or None, run_attempt=env.get("GITHUB_RUN_ATTEMPT") or None,
+                   workflow=env.get("GITHUB_WORKFLOW") or None, job=env.get("GITHUB_JOB") or None,
+                   warnings=warnings)
 
 
 class PublishOutcome(BaseModel):
@@ -122,6 +135,10 @@ class PublishOutcome(BaseModel):
     check_run_id: int | None = None
     check_run_action: Action = "skipped"
     check_run_url: str | None = None
+    check_run_conclusion: Conclusion | None = Field(default=None, description="What the check run concludes: the "
+                                                    "worst of every job's that published to it (runner.publish.lanes); "
+                                                    "`conclusion` is this job's own.")
+    jobs: int = Field(default=0, description="How many jobs' results the check run now holds (this one included).")
     annotations_sent: int = Field(default=0, description="Annotations sent by this publish (an update does not "
                                                          "resend those the check run already carries).")
     comment_id: int | None = None
@@ -203,50 +220,93 @@ def make_client(ctx: Context, token: str, seconds_between_requests: float | None
                   seconds_between_writes=seconds_between_writes)
 
 
-def _ours(repo: Any, head: str, check_run_id: int | None, notes: list[str]) -> Any | None:
-    """Our check run for `head`: the one `start` created (`check_run_id`) while it is ours and on this commit,
-    else the newest check run on the commit carrying our external_id, else None."""
+def not_ours(run: Any, exc: GithubException) -> str:
+    """Why a check run found on the commit was passed over: GitHub refused this token a write to it."""
+    data = exc.data if isinstance(exc.data, dict) else {}
+    said = f" ({data['message']})" if data.get("message") else ""
+    return (f"skill-evals' check run {run.id} on this commit was left alone: GitHub answered 403{said}; only the "
+            "GitHub App that created a check run can change it (or the token lacks `checks: write`)")
+
+
+def _candidates(repo: Any, head: str, check_run_id: int | None, notes: list[str]) -> list[Any]:
+    """skill-evals' check runs on `head` this publish may update, in the order to try them: the one `start` made
+    (`check_run_id`) while it is ours and on this commit, then the others carrying our external_id, newest first.
+    Which of them this token's app made is only known by writing: GitHub answers 403 for another app's."""
+    first = None
     if check_run_id is not None:
         try:
-            run = repo.get_check_run(check_run_id)
+            first = repo.get_check_run(check_run_id)
         except GithubException as exc:
             if exc.status != 404:
                 raise
-            run = None
-        if run is not None and run.external_id == EXTERNAL_ID and run.head_sha == head:
-            return run
-        notes.append(f"the started check run {check_run_id} is not skill-evals' check run on {head[:12]} (or is "
-                     "gone): the check run of this commit was looked up by name instead")
-    existing = None
-    for run in repo.get_commit(head).get_check_runs(check_name=CHECK_NAME, filter="all"):
-        if run.external_id == EXTERNAL_ID and (existing is None or run.id > existing.id):
-            existing = run
-    return existing
+        if first is None or first.external_id != EXTERNAL_ID or first.head_sha != head:
+            first = None
+            notes.append(f"the started check run {check_run_id} is not skill-evals' check run on {head[:12]} (or "
+                         "is gone): the check run of this commit was looked up by name instead")
+    found = [run for run in repo.get_commit(head).get_check_runs(check_name=CHECK_NAME, filter="all")
+             if run.external_id == EXTERNAL_ID and (first is None or run.id != first.id)]
+    found.sort(key=lambda run: -run.id)
+    return [first, *found] if first is not None else found
 
 
-def _check_run(repo: Any, results: Results, mode: Mode, verdict: Conclusion, head: str, summary: str,
-               outcome: PublishOutcome, notes: list[str], *, check_run_id: int | None = None, path_prefix: str = "",
-               details_url: str | None = None) -> None:
+def _text(run: Any | None) -> str | None:
+    """A check run's output.text (where its lanes are), None when it has none."""
+    output = getattr(run, "output", None) if run is not None else None
+    text = getattr(output, "text", None)
+    return text if isinstance(text, str) else None
+
+
+def _another_app(exc: Exception) -> bool:
+    return isinstance(exc, GithubException) and exc.status == 403
+
+
+def _check_run(repo: Any, results: Results, mode: Mode, head: str, summary: str,
+               outcome: PublishOutcome, notes: list[str], mine: Lane, *, check_run_id: int | None = None,
+               path_prefix: str = "", details_url: str | None = None) -> list[Lane]:
+    """Complete (or create) the commit's one check run with this job's results merged into the lanes it holds;
+    the lanes it now holds."""
+    for existing in _candidates(repo, head, check_run_id, notes):
+        try:
+            return _write_check_run(repo, existing, results, mode, head, summary, outcome, notes, mine,
+                                    path_prefix=path_prefix, details_url=details_url)
+        except GithubException as exc:
+            if not _another_app(exc) or outcome.check_run_id is not None:
+                raise
+            notes.append(not_ours(existing, exc))
+    return _write_check_run(repo, None, results, mode, head, summary, outcome, notes, mine, path_prefix=path_prefix,
+                            details_url=details_url)
+
+
+def _write_check_run(repo: Any, existing: Any | None, results: Results, mode: Mode, head: str, summary: str,
+                     outcome: PublishOutcome, notes: list[str], mine: Lane, *, path_prefix: str = "",
+                     details_url: str | None = None) -> list[Lane]:
     wanted, unplaced = case_annotations(results, path_prefix)
-    existing = _ours(repo, head, check_run_id, notes)
+    held = lanes.merged(lanes.read(_text(existing)), mine)
+    others = len(held) > 1
     stale = 0
     if existing is not None:
         present = {_key(a.raw_data) for a in existing.get_annotations()}
         current = {_key(a) for a in wanted}
         stale = len(present - current)
         wanted = [a for a in wanted if _key(a) not in present]
-    text_lines = [f"Mode: {mode}. " + ("Advisory: eval results never fail this check or the job."
+    text_lines = [lanes.trailer(held),
+                  f"Mode: {mode}. " + ("Advisory: eval results never fail this check or the job."
                                        if mode == "advisory" else "Required: FAIL, ERROR or JUDGE-ERROR fail this check.")]
+    mine_notes = list(notes)
     if unplaced:
-        notes.append(f"{len(unplaced)} failing or erroring case(s) have no eval file to annotate: "
-                     + ", ".join(unplaced[:10]) + (" …" if len(unplaced) > 10 else ""))
-    if stale:
-        notes.append(f"{stale} annotation(s) from an earlier publish for this commit no longer apply; "
-                     "GitHub's API cannot remove an annotation.")
-    text_lines += [f"- {markdown.escape(n)}" for n in notes]
+        mine_notes.append(f"{len(unplaced)} failing or erroring case(s) have no eval file to annotate: "
+                          + ", ".join(unplaced[:10]) + (" …" if len(unplaced) > 10 else ""))
+    if stale and others:
+        mine_notes.append(f"{stale} annotation(s) on this check run are not among this job's results: another "
+                          "job's, or an earlier publish's that no longer apply (GitHub's API cannot remove one).")
+    elif stale:
+        mine_notes.append(f"{stale} annotation(s) from an earlier publish for this commit no longer apply; "
+                          "GitHub's API cannot remove an annotation.")
+    text_lines += [f"- {markdown.escape(n)}" for n in mine_notes]
     text = clip_bytes("\n".join(text_lines))
     batches = [wanted[i:i + ANNOTATION_BATCH] for i in range(0, len(wanted), ANNOTATION_BATCH)] or [[]]
-    output = {"title": outcome.title, "summary": clip_bytes(summary), "text": text}
+    verdict, title = lanes.worst(held), lanes.title(held)
+    output = {"title": title, "summary": clip_bytes(lanes.table(held, mine) + summary), "text": text}
     first = {**output, "annotations": batches[0]} if batches[0] else output
     now = datetime.now(timezone.utc)
     if existing is None:
@@ -258,11 +318,14 @@ def _check_run(repo: Any, results: Results, mode: Mode, verdict: Conclusion, hea
         run = existing
         run.edit(status="completed", conclusion=verdict, completed_at=now, output=first)
         outcome.check_run_action = "updated"
+    notes[:] = mine_notes
     outcome.check_run_id, outcome.check_run_url = run.id, run.html_url
+    outcome.check_run_conclusion, outcome.jobs, outcome.title = verdict, len(held), title
     outcome.annotations_sent = len(batches[0])
     for batch in batches[1:]:
         run.edit(output={**output, "annotations": batch})
         outcome.annotations_sent += len(batch)
+    return held
 
 
 def upsert_comment(repo: Any, number: int, marker: str, body: str) -> tuple[Any, Literal["created", "updated"]]:
@@ -274,6 +337,15 @@ def upsert_comment(repo: Any, number: int, marker: str, body: str) -> tuple[Any,
         return issue.create_comment(body), "created"
     ours.edit(body)
     return ours, "updated"
+
+
+def with_jobs(comment: str, held: list[Lane], mine: Lane) -> str:
+    """The comment with the table of the jobs that published to the commit's check run under its marker line, when
+    there are others: the comment is one per pull request, and this job's report must not pass for all of them."""
+    table = lanes.table(held, mine)
+    if not table or not comment.startswith(MARKER + "\n"):
+        return comment
+    return clip_bytes(MARKER + "\n" + table + comment[len(MARKER) + 1:])
 
 
 def _comment(repo: Any, pr_number: int, body: str, outcome: PublishOutcome) -> None:
@@ -350,11 +422,13 @@ def post(publication: Publication, results: Results, ctx: Context, token: str | 
         assert ctx.repository  # why_blocked() found it set
         try:
             repo = client.get_repo(ctx.repository)
+            held: list[Lane] = []
+            mine = ctx.lane(verdict, publication.title, path_prefix)
             if head:
                 check_notes: list[str] = []
                 try:
-                    _check_run(repo, results, mode, verdict, head, report, outcome, check_notes,
-                               check_run_id=check_run_id, path_prefix=path_prefix, details_url=ctx.run_url)
+                    held = _check_run(repo, results, mode, head, report, outcome, check_notes, mine,
+                                      check_run_id=check_run_id, path_prefix=path_prefix, details_url=ctx.run_url)
                 except (GithubException, requests.RequestException) as exc:
                     check_notes.append(why_not_written(exc, "check run" if outcome.check_run_id is None
                                             else "some annotations of the check run", "checks"))
@@ -367,7 +441,7 @@ def post(publication: Publication, results: Results, ctx: Context, token: str | 
                 notes.append(f"not a pull request event ({ctx.event_name or 'unknown'}): no PR comment was posted")
             else:
                 try:
-                    _comment(repo, ctx.pr_number, publication.comment, outcome)
+                    _comment(repo, ctx.pr_number, with_jobs(publication.comment, held, mine), outcome)
                 except (GithubException, requests.RequestException) as exc:
                     notes.append(why_not_written(exc, "PR comment", "pull-requests"))
         finally:
@@ -376,7 +450,8 @@ def post(publication: Publication, results: Results, ctx: Context, token: str | 
     outcome.notes = [rules.scrub(n, token) for n in notes]
     posted = []
     if outcome.check_run_action != "skipped":
-        posted.append(f"check run {outcome.check_run_action} ({verdict})")
+        posted.append(f"check run {outcome.check_run_action} ({outcome.check_run_conclusion or verdict}"
+                      + (f", the worst of {outcome.jobs} jobs'" if outcome.jobs > 1 else "") + ")")
     if outcome.comment_action != "skipped":
         posted.append(f"PR comment {outcome.comment_action}")
     if ctx.step_summary is None:
@@ -400,6 +475,7 @@ class StartOutcome(BaseModel):
 
     check_run_id: int | None = None
     check_run_url: str | None = None
+    check_run_action: Action = "skipped"
     notes: list[str] = []
 
 
@@ -410,6 +486,11 @@ def start(ctx: Context, token: str | None, *, seconds_between_requests: float | 
           seconds_between_writes: float | None = 1.0, timeout: int = 30) -> StartOutcome:
     """Create skill-evals' check run `in_progress` on the head commit, with started_at and the workflow run as
     its details_url, so the pull request shows the evals running. `publish(check_run_id=...)` completes it.
+
+    One check run per commit: when another job (another workflow, a re-run) already made skill-evals' check run on
+    this commit and this token's app may write it, its id is returned and it is left as it is (its results stay
+    shown until this job's publish merges its own into them, runner.publish.lanes); only when there is none is
+    one created.
 
     Never raises for what GitHub answers: a fork's read-only token, a missing permission or an outage leave
     no check run started, and the note says why (the final publish then creates one if it can).
@@ -433,10 +514,19 @@ def start(ctx: Context, token: str | None, *, seconds_between_requests: float | 
                                      else "."))
         assert ctx.repository  # why_blocked() found it set
         try:
-            run = client.get_repo(ctx.repository).create_check_run(
-                name=CHECK_NAME, head_sha=head, external_id=EXTERNAL_ID, status="in_progress",
-                started_at=datetime.now(timezone.utc), output={"title": STARTED_TITLE, "summary": summary},
-                details_url=ctx.run_url or NotSet)
+            repo = client.get_repo(ctx.repository)
+            run = _reusable(repo, head, notes)
+            if run is None:
+                run = repo.create_check_run(
+                    name=CHECK_NAME, head_sha=head, external_id=EXTERNAL_ID, status="in_progress",
+                    started_at=datetime.now(timezone.utc), output={"title": STARTED_TITLE, "summary": summary},
+                    details_url=ctx.run_url or NotSet)
+                outcome.check_run_action = "created"
+            else:
+                outcome.check_run_action = "updated"
+                notes.append(f"skill-evals' check run on {head[:12]} already exists (another job or an earlier run "
+                             f"made it): this job publishes into it; it shows its {run.status.replace('_', ' ')} "
+                             "state until then")
             outcome.check_run_id, outcome.check_run_url = run.id, run.html_url
         except (GithubException, requests.RequestException) as exc:
             notes.append(why_not_written(exc, "the in-progress check run", "checks"))
@@ -446,6 +536,21 @@ def start(ctx: Context, token: str | None, *, seconds_between_requests: float | 
     for note in outcome.notes:
         log.info("start: %s", note)
     return outcome
+
+
+def _reusable(repo: Any, head: str, notes: list[str]) -> Any | None:
+    """The newest skill-evals check run on `head` this token's app may write, or None. GitHub says whose a check
+    run is only by refusing a write (403), so each is probed with a write that changes nothing (its external_id)."""
+    for run in _candidates(repo, head, None, notes):
+        try:
+            run.edit(external_id=EXTERNAL_ID)
+        except GithubException as exc:
+            if not _another_app(exc):
+                raise
+            notes.append(not_ours(run, exc))
+            continue
+        return run
+    return None
 
 
 def close_without_results(ctx: Context, token: str | None, check_run_id: int, mode: Mode = "advisory", *,
@@ -477,9 +582,15 @@ def close_without_results(ctx: Context, token: str | None, check_run_id: int, mo
             if run is None or run.external_id != EXTERNAL_ID or run.head_sha != head:
                 notes.append(f"check run {check_run_id} is not skill-evals' check run on {head[:12]}: left alone")
             else:
-                run.edit(status="completed", conclusion=verdict, completed_at=datetime.now(timezone.utc),
-                         output={"title": outcome.title, "summary": summary})
+                # Another job's results on this check run stay, and its conclusion stays the worst of theirs.
+                held = lanes.merged(lanes.read(_text(run)), ctx.lane(verdict, outcome.title))
+                worst = lanes.worst(held)
+                run.edit(status="completed", conclusion=worst, completed_at=datetime.now(timezone.utc),
+                         output={"title": lanes.title(held),
+                                 "summary": clip_bytes(lanes.table(held, held[-1]) + summary),
+                                 "text": lanes.trailer(held)})
                 outcome.check_run_id, outcome.check_run_url, outcome.check_run_action = run.id, run.html_url, "updated"
+                outcome.check_run_conclusion, outcome.jobs = worst, len(held)
         except (GithubException, requests.RequestException) as exc:
             notes.append(why_not_written(exc, "check run", "checks"))
         finally:

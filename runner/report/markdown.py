@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.core.quorum import wilson_interval
-from runner.core.states import CASE_STATES
+from runner.core.states import CASE_STATES, RAN
 from runner.probes.arms import ArmResult
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
@@ -384,21 +384,37 @@ def case_section(title: str, intro: str, cases: list[CaseResult], shape: Shape, 
     return lines + ["", "</details>", ""]
 
 
+QUARANTINE_RAN = ("Quarantined cases still ran; their state is shown with the underlying state, and they are left "
+                  "out of the health metrics.")
+
+
 def quarantine_section(cases: list[CaseResult], shape: Shape, budget: Budget) -> list[str]:
+    """The quarantined cases: those that ran with their underlying state, those that did not (no key, the cap, ...)
+    as UNRUN with its reason, never said to have run."""
     if not cases:
         return []
-    shown = cases[: budget.take(len(cases))]
+    ran = [c for c in cases if c.underlying_state in RAN]
+    unrun = [c for c in cases if c.underlying_state not in RAN]
+    shown = [*ran, *unrun][: budget.take(len(cases))]
     cut = None if shape.level == 0 else (TEXT_CUT if shape.level < 3 else NOTE_CUT)
     rows = []
     for case in shown:
         entry = case.quarantine
-        rows.append([escape(case.uid), f"QUARANTINED ({case.underlying_state or 'unknown'})",
+        state = (f"QUARANTINED ({case.underlying_state})" if case.underlying_state in RAN
+                 else f"QUARANTINED (UNRUN {escape(case.reason or 'unknown')})")
+        rows.append([escape(case.uid), state,
                      escape(clip(entry.reason, cut)) if entry else "—",
                      escape(entry.date.isoformat()) if entry else "—",
                      escape(entry.expires.isoformat()) if entry and entry.expires else "—"])
-    lines = [f"### Quarantine ({len(cases)})", "",
-             "Quarantined cases still ran; their state is shown with the underlying state, and they are left "
-             "out of the health metrics.", ""]
+    if not unrun:
+        intro = QUARANTINE_RAN
+    else:
+        intro = "Quarantined cases are left out of the health metrics."
+        if ran:
+            intro += f" {len(ran)} still ran; their state is shown with the underlying state."
+        intro += (f" {len(unrun)} {'was' if len(unrun) == 1 else 'were'} not executed: UNRUN with its reason, "
+                  "counted under UNRUN by reason; no result is claimed for them.")
+    lines = [f"### Quarantine ({len(cases)})", "", intro, ""]
     if not shown:
         return lines + none_listed(len(cases), "quarantined case")
     lines += table(["Case", "State (underlying)", "Reason", "Since", "Expires"], rows)

@@ -4,8 +4,8 @@ It answers just what PyGithub 2.x (measured with 2.10.0, `Github(..., lazy=True)
 runner.publish.github.publish, checked against PyGithub's source (Repository.create_check_run, Commit.get_check_runs,
 CheckRun.edit / get_annotations, Issue.get_comments / create_comment, IssueComment.edit):
 
-- GET   /repos/{o}/{r}/commits/{sha}/check-runs?check_name=..&filter=all&per_page=100
-        -> {"total_count", "check_runs": [...]}   (Commit.get_check_runs; no Link header = one page)
+- GET   /repos/{o}/{r}/commits/{sha}/check-runs?check_name=..&filter=all&per_page=100[&app_id=..]
+        -> {"total_count", "check_runs": [...]}   (Commit.get_check_runs; no Link header = one page), newest first
 - POST  /repos/{o}/{r}/check-runs                 -> 201 check run   (Repository.create_check_run)
 - GET / PATCH /repos/{o}/{r}/check-runs/{id}     -> check run       (CheckRun.edit PATCHes the run's `url`)
 - GET   /repos/{o}/{r}/check-runs/{id}/annotations?per_page=100 -> [annotation, ...] (CheckRun.get_annotations)
@@ -22,6 +22,9 @@ CheckRun.edit / get_annotations, Issue.get_comments / create_comment, IssueComme
 
 PyGithub turns every absolute `url` in a response into a path on its base_url, so the objects' `url`
 fields must point at this server. Annotations are appended on every update of a check run, as on GitHub.
+Every check run carries the `app` that made it (`app_id`: the token's app; `add_check_run(app_id=...)` seeds
+another's), and a PATCH of another app's check run is answered 403 "Invalid app_id ... can only be modified by
+the GitHub App that created it", as GitHub answers it.
 
 GitHub's contract, on every request (runner/testing/github_contract.py): the Authorization header (`token <t>`, 401
 "Bad credentials" otherwise); a method and path that is an operation of GitHub's own OpenAPI description
@@ -83,6 +86,7 @@ class FakeGitHub:
     review_comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     rejected: list[tuple[Recorded, Any]] = field(default_factory=list)  # (request, GitHub's answer) refused
     expect_rejections: bool = False  # a test that sends refused requests on purpose
+    app_id: int = 15368  # the GitHub App the token belongs to (15368: github-actions, whose app GITHUB_TOKEN is)
     _next: int = 1000
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -134,11 +138,14 @@ class FakeGitHub:
         self.comments[cid] = self._comment_json(cid, number, body, login, kind)
         return self.comments[cid]
 
-    def add_check_run(self, sha: str, name: str, external_id: str | None = None) -> dict[str, Any]:
-        """A check run already on a commit (e.g. the workflow job's own, which can share a name)."""
+    def add_check_run(self, sha: str, name: str, external_id: str | None = None, app_id: int | None = None,
+                      **fields: Any) -> dict[str, Any]:
+        """A check run already on a commit (e.g. the workflow job's own, which can share a name). `app_id`: the
+        GitHub App that made it (default: the token's); only that app may change it, as on GitHub. `fields`: more
+        of the check run's JSON (status, conclusion, output)."""
         rid = self.new_id()
-        self.check_runs[rid] = self._check_run_json(rid, {"name": name, "head_sha": sha, "external_id": external_id,
-                                                          "status": "in_progress"})
+        data = {"name": name, "head_sha": sha, "external_id": external_id, "status": "in_progress", **fields}
+        self.check_runs[rid] = self._check_run_json(rid, data, self.app_id if app_id is None else app_id)
         self.annotations[rid] = []
         return self.check_runs[rid]
 
@@ -184,7 +191,7 @@ class FakeGitHub:
         return {"login": login, "id": abs(hash(login)) % 100_000, "type": kind, "url": f"{self.url}/users/{login}",
                 "html_url": f"https://github.com/{login}"}
 
-    def _check_run_json(self, rid: int, data: dict[str, Any]) -> dict[str, Any]:
+    def _check_run_json(self, rid: int, data: dict[str, Any], app_id: int | None = None) -> dict[str, Any]:
         base = f"{self.url}/repos/{self.repository}"
         output = data.get("output") or {}
         return {"id": rid, "node_id": f"CR_{rid}", "name": data["name"], "head_sha": data["head_sha"],
@@ -196,9 +203,14 @@ class FakeGitHub:
                 "output": {"title": output.get("title"), "summary": output.get("summary"),
                            "text": output.get("text"), "annotations_count": 0,
                            "annotations_url": f"{base}/check-runs/{rid}/annotations"},
-                "check_suite": {"id": 9000 + rid}, "app": {"id": 15368, "slug": "github-actions",
-                                                           "name": "GitHub Actions"},
+                "check_suite": {"id": 9000 + rid}, "app": self._app_json(self.app_id if app_id is None else app_id),
                 "pull_requests": []}
+
+    @staticmethod
+    def _app_json(app_id: int) -> dict[str, Any]:
+        if app_id == 15368:
+            return {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"}
+        return {"id": app_id, "slug": f"app-{app_id}", "name": f"App {app_id}"}
 
     def _comment_json(self, cid: int, number: int, body: str, login: str = "github-actions[bot]",
                       kind: str = "Bot") -> dict[str, Any]:
@@ -303,8 +315,10 @@ class FakeGitHub:
         if (g := m(r"/commits/([^/]+)/check-runs", rest)) and req.method == "GET":
             names = req.query.get("check_name")
             name = names[0] if names else None
+            apps = req.query.get("app_id")
             runs = [r for r in self.check_runs.values()
-                    if r["head_sha"] == g.group(1) and (name is None or r["name"] == name)]
+                    if r["head_sha"] == g.group(1) and (name is None or r["name"] == name)
+                    and (not apps or str(r["app"]["id"]) == apps[0])]
             runs.sort(key=lambda r: -r["id"])
             return 200, {"total_count": len(runs), "check_runs": runs}
         if (g := m(r"/commits/([^/]+)", rest)) and req.method == "GET":
@@ -332,6 +346,11 @@ class FakeGitHub:
             if req.method == "PATCH":
                 data = req.body or {}
                 run = self.check_runs[rid]
+                if run["app"]["id"] != self.app_id:  # GitHub's answer, word for word
+                    return 403, {"message": f"Invalid app_id `{self.app_id}` - check run can only be modified by "
+                                            "the GitHub App that created it.",
+                                 "documentation_url": "https://docs.github.com/rest/checks/runs#update-a-check-run",
+                                 "status": "403"}
                 for key in ("name", "status", "conclusion", "started_at", "completed_at", "details_url", "external_id"):
                     if key in data:
                         run[key] = data[key]

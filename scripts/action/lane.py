@@ -181,6 +181,12 @@ def context() -> int:
     return 0
 
 
+def ran(case: dict) -> bool:
+    """The case was executed: its state (a quarantined case's underlying state) is one only a run gives."""
+    state = case.get("underlying_state") if case.get("state") == "QUARANTINED" else case.get("state")
+    return state in RAN
+
+
 def conclusion(cases: list[dict], mode: str) -> str:
     """The same rule as the check run (runner.publish.rules.conclusion): quarantined cases never count; nothing
     executed is neutral; FAIL, ERROR or JUDGE-ERROR are neutral in advisory mode and failure in required."""
@@ -242,7 +248,9 @@ def outputs() -> int:
     unrun = results.get("unrun_by_reason") or {}
     # No key: the runnable cases are UNRUN (no-credentials); a case the plan could never run keeps its own reason
     # (manual-only-target, probe-not-calibrated, ...), so "all no-credentials" is not the test.
-    executed = any(case.get("state") not in ("UNRUN", None) for case in cases)
+    # A quarantined case was executed only when its underlying state is one a run gives: without a key it is
+    # QUARANTINED over UNRUN (no-credentials), and nothing ran.
+    executed = any(ran(case) for case in cases)
     no_key = (results.get("plan") or {}).get("unrun_all") == "no-credentials" or \
         unrun.get("no-credentials", 0) == len(cases)
     if cases and not executed and no_key:

@@ -4,7 +4,8 @@
 # the job summary only). With `publish: false` (e.g. one shard of many) the job summary only.
 #
 #   publish.sh start   before the run: the check run `in_progress` (its id is the step output check-run-id),
-#                      so the pull request shows the evals running. Never fails the job (a fork's read-only
+#                      so the pull request shows the evals running; when another job already made the commit's
+#                      check run, its id (one check run per commit). Never fails the job (a fork's read-only
 #                      token, a missing `checks: write`): there is then no check run in progress, that is all.
 #   publish.sh         after the run: completes that check run (or one found by commit) with the results,
 #                      links the uploaded reports (REPORTS_URL, RUN_FOLDER_URL: the artifacts' URLs), and
