@@ -9,8 +9,10 @@ vs spent per session and their ratio.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ from runner.plan.cost import (
     session_usd,
     worst_session_usd,
 )
-from runner.plan.plan import Plan
+from runner.plan.plan import UNHASHED_ESTIMATE_FIELDS, Plan
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 from tests.conftest import EXAMPLE, REPO, run_cli
 
@@ -157,3 +159,34 @@ def test_auto_basis_is_the_newest_earlier_run_of_the_same_host_and_model(tmp_pat
     nothing = read_basis("auto", tmp_path, tmp_path / "absent", "api", "claude-opus-4-1")
     assert nothing.kinds == {} and nothing.described.startswith("defaults (no earlier api run of claude-opus-4-1")
     assert read_basis("", tmp_path, runs, "claude-code", "claude-sonnet-4-6").described == "defaults"
+
+
+def test_the_plan_hash_is_the_same_in_two_checkouts_and_an_old_plan_keeps_its_own(tmp_path: Path) -> None:
+    """Issue 32: the shards of one run are planned in different checkouts (each CI job has a workspace of its own,
+    act's too), so the library's absolute folder is not in the plan hash: the content hash says it is the same
+    library. A plan.json from before (no `root_in_hash`) hashes as it did then, with the folder, so a run folder made
+    then still resumes and merges."""
+    from tests.conftest import cli
+
+    plans = []
+    for name in ("one", "two"):
+        shutil.copytree(EXAMPLE, tmp_path / name / "library", symlinks=True)
+        done = cli("plan", "--library", str(tmp_path / name / "library"), "--tier", "full", "--no-surface",
+                   "--format", "json")
+        assert done.exit_code == 0, done.output
+        plans.append(Plan.model_validate(json.loads(done.output)))
+    assert plans[0].library.root != plans[1].library.root and plans[0].library.root_in_hash is False
+    assert plans[0].digest() == plans[1].digest()
+    other = plans[1].model_copy(update={"library": plans[1].library.model_copy(update={"content_hash": "0" * 16})})
+    assert other.digest() != plans[0].digest()  # another library's content is another plan
+    old = [json.loads(p.model_dump_json()) for p in plans]
+    for data in old:
+        del data["library"]["root_in_hash"]
+    before = [Plan.model_validate(data) for data in old]
+    assert before[0].library.root_in_hash is True and before[0].digest() != before[1].digest()
+    # ...and exactly the hash such a plan had: the model without the field, as it was dumped then.
+    body = before[0].model_dump_json(exclude={"created_at": True, "session_wall": True, "library": {"root_in_hash"},
+                                              "estimate": set(UNHASHED_ESTIMATE_FIELDS),
+                                              **({"record_mac": True} if before[0].record_mac is None else {}),
+                                              **({} if before[0].floor_notes else {"floor_notes": True})})
+    assert before[0].digest() == hashlib.sha256(body.encode()).hexdigest()[:16]

@@ -183,6 +183,12 @@ class PlanLibrary(BaseModel):
     skills_dir: str = Field(description="The first folder skills were read from, as shown.")
     content_hash: str = Field(description="The library's content hash: a run resumes and a run folder is judged "
                                           "again only against this content.")
+    root_in_hash: bool = Field(default=True, description="False (every plan made now): `root` is left out of the "
+                                                         "plan hash, so the shards of one run made in different "
+                                                         "checkouts (each CI job has a workspace of its own) still "
+                                                         "merge; the content hash says it is the same library. True: "
+                                                         "a plan from before, hashed as it was then, so its run "
+                                                         "folder still resumes and merges.")
 
 
 class Plan(BaseModel):
@@ -249,10 +255,13 @@ class Plan(BaseModel):
         run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
         and after another run finished, still merge. The worst case, what the cap reserves, stays in. A plan
         from before records were signed (record_mac None), or with no floor note, hashes as it did then. The
-        session wall is what this machine gives (like the time): shards planned on two machines still merge."""
+        session wall is what this machine gives (like the time): shards planned on two machines still merge, and so
+        does the library's absolute folder (shards planned in two checkouts), except in a plan from before that
+        (library.root_in_hash)."""
         unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
             | (set() if self.floor_notes else {"floor_notes"})
-        body = self.model_dump_json(exclude={**dict.fromkeys(unhashed, True),
+        library: set[str] = {"root_in_hash"} if self.library.root_in_hash else {"root"}
+        body = self.model_dump_json(exclude={**dict.fromkeys(unhashed, True), "library": library,
                                              "estimate": set(UNHASHED_ESTIMATE_FIELDS)})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
