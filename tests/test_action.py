@@ -15,6 +15,12 @@
     secrets it could see) and execs the real CLI, so the real commands run on the bundled example
     library, with no Anthropic key (and, where a key is given, with the kill switch on): nothing is sent
     to any model.
+
+    The whole job under a runner we did not write is tests/test_action_act.py (nektos/act): both container modes,
+    the check run, the PR comment edited in place, the artifacts, a floor error failing the job, and the three
+    documented workflows. This simulation stays where act cannot go (that module's docstring lists it): what a
+    hostile validator can reach of the runner's own files, which secret each `skill-evals` call saw (the spy),
+    single steps driven with environments no event gives, and `improve: true`.
 """
 
 from __future__ import annotations
@@ -502,18 +508,6 @@ def test_job_summary_explains_no_credentials_and_has_the_rollup(pr_job: tuple[Jo
     assert "no result is claimed" in job.summary
 
 
-def test_advisory_mode_steps_exit_zero_and_upload_the_run_folder(pr_job: tuple[Job, str, str, Path]) -> None:
-    job = pr_job[0]
-    assert not job.failed
-    for step in job.steps:
-        assert step.kind != "skipped", f"{step.name} was skipped"
-        if step.kind == "run":
-            assert step.returncode == 0, f"{step.name}:\n{step.output}"
-    upload = next(s for s in job.steps if s.kind == "uses")
-    assert upload.with_["path"] == job.outputs["run-dir"] and upload.with_["name"] == "skill-evals-pr"
-    assert "advisory mode" in job.steps[-1].output
-
-
 def assert_publish_available() -> None:
     """The action's publish step calls `skill-evals publish`: a checkout where it does not run is a failure."""
     done = subprocess.run([sys.executable, "-m", "runner", "publish", "--help"], capture_output=True, text=True,
@@ -648,17 +642,6 @@ def test_a_broken_skill_fails_validation_and_the_rest_still_runs(tmp_path: Path)
     others = {uid for uid in reasons if uid not in held}
     assert {reasons[uid] for uid in others if planned[uid] is None} == {"no-credentials"}
     assert all(reasons[uid] == planned[uid] for uid in others if planned[uid] is not None)
-
-
-def test_a_library_level_error_fails_validation_and_nothing_runs(tmp_path: Path) -> None:
-    job = advisory_pr_job(tmp_path, break_library=True)
-    assert job.failed
-    validate = job.step("validate")
-    assert validate.returncode == 1 and validate.outputs["floor"] == "library"
-    assert "about the whole library" in job.summary
-    for step in job.steps[job.steps.index(validate) + 1:]:
-        assert step.kind == "skipped", f"{step.name} ran after a library-level validation failure"
-    assert job.commands() == ["validate"]
 
 
 # ---- the repository's settings: data, and on a pull request its base commit's (issue 28) ---------------------
