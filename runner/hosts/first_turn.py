@@ -167,6 +167,15 @@ def mark_before_prompt(body: dict[str, Any], i: int, j: int) -> None:
         content[j - 1]["cache_control"] = dict(marker) if isinstance(marker, dict) else {"type": "ephemeral"}
 
 
+
+def stream_broke_off(exc: BaseException) -> SessionError | None:
+    """A transport error after the API's answer began: its event stream broke off, which the SDK does not retry.
+    Earlier releases of the SDK raised httpx2's error itself; newer ones (2.17.0) raise APIConnectionError from it."""
+    if not isinstance(exc, (httpx2.TransportError, anthropic.APIConnectionError)):
+        return None
+    cause = exc.__cause__ if isinstance(exc, anthropic.APIConnectionError) and exc.__cause__ is not None else exc
+    return SessionError("api-error", f"the API's event stream broke off: {type(cause).__name__}: {cause}")
+
 def request_body(capture: Capture, prompt: str, session_id: str, device_id: str) -> dict[str, Any]:
     body = copy.deepcopy(capture.body)
     i, j = prompt_slot(body)
@@ -558,6 +567,7 @@ class FirstTurnHost:
         start = tally.mark()
         prices = self.real.prices
         chars = billing.json_chars(body.get("system")) + billing.json_chars(body.get("messages"))
+        began = False  # the API's answer began (its head arrived): a transport error after it is a cut stream
         with billing.metering(tally):
             tally.open_request(billing.input_bound_usd(prices, spec.model, chars // billing.CHARS_PER_TOKEN + 1,
                                                        spec.max_output_tokens))
@@ -567,16 +577,15 @@ class FirstTurnHost:
                     stream = await self.client().beta.messages.create(
                         **body, extra_headers=request_headers(found, session_id), extra_query=BETA_QUERY,
                         timeout=spec.timeout_s)
+                    began = True
                     async with stream:  # closes the response however the loop ends (a timeout, a cancel)
                         async for event in stream:
                             reply.on_event(event)
             except TimeoutError:
                 error = SessionError("timeout", f"the first turn outlived the session's {spec.timeout_s:g} s bound",
                                       "timeout")
-            except httpx2.TransportError as exc:  # the stream broke off after it began: the SDK retries no such thing
-                error = SessionError("api-error", f"the API's event stream broke off: {type(exc).__name__}: {exc}")
             except Exception as exc:  # noqa: BLE001 - classified as ApiHost classifies; anything else is a runner bug
-                error = classify_error(exc)
+                error = (stream_broke_off(exc) if began else None) or classify_error(exc)
                 refused = isinstance(exc, (anthropic.APIStatusError, SpendLimitReached))
                 if error is None:
                     tally.close_request(None, billed=False)
