@@ -44,7 +44,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -52,6 +52,7 @@ import pytest
 from runner.testing.fake_anthropic import FakeAnthropic
 from runner.testing.fake_github import FakeGitHub
 from tests.conftest import EXAMPLE, REPO, cli
+from tests.dockerenv import BASE_IMAGE, daemon, runner_image
 from tests.helpers import git
 
 STANDINS = REPO / "tests" / "act_actions"
@@ -80,8 +81,6 @@ def act_binary() -> Path:
 
 @pytest.fixture(scope="module")
 def image() -> Iterator[str]:
-    from tests.dockerenv import daemon, runner_image
-
     for client in daemon("act"):
         yield runner_image(client, "act")
 
@@ -159,7 +158,6 @@ class ActRun:
     artifacts: Path                   # the upload-artifact stand-in's store: one folder per artifact
     out: Path                         # what the workflow's last step wrote (outputs.json)
     cache: Path                       # act's cache: the jobs' workspaces and RUNNER_TEMP
-    github_writes: list = field(default_factory=list)
 
     def outputs(self) -> dict[str, str]:
         return json.loads((self.out / "outputs.json").read_text(encoding="utf-8"))
@@ -192,7 +190,7 @@ def act(repo: Path, work: Path, event_name: str, event: dict, *, run_id: int, gi
     if key is not None:
         args += ["-s", f"ANTHROPIC_API_KEY={key}"]
     if image is not None:
-        args += ["--env", f"SKILL_EVALS_IMAGE={image}", "--env", f"SKILL_EVALS_BASE_IMAGE={_base_image()}"]
+        args += ["--env", f"SKILL_EVALS_IMAGE={image}", "--env", f"SKILL_EVALS_BASE_IMAGE={BASE_IMAGE}"]
     if action is not None:  # the documented workflows: OWNER/skill-evals@v1 is this checkout's copy
         args += ["--local-repository", f"{PLACEHOLDER}={action}",
                  "--env", "GIT_CONFIG_COUNT=1", "--env", f"GIT_CONFIG_KEY_0=url.{action}.insteadOf",
@@ -205,14 +203,7 @@ def act(repo: Path, work: Path, event_name: str, event: dict, *, run_id: int, gi
     if on_path is not None:
         env["PATH"] = os.pathsep.join([str(on_path), env.get("PATH", "")])
     done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=1500, check=False)
-    return ActRun(done.returncode, done.stdout + done.stderr, work / "artifacts", work / "out", work / "cache",
-                  list(github.requests) if github is not None else [])
-
-
-def _base_image() -> str:
-    from tests.dockerenv import BASE_IMAGE
-
-    return BASE_IMAGE
+    return ActRun(done.returncode, done.stdout + done.stderr, work / "artifacts", work / "out", work / "cache")
 
 
 def succeeded(run: ActRun) -> None:
@@ -363,7 +354,7 @@ def test_the_pr_comment_is_posted_once_and_edited_in_place(pr_runs: PrRuns) -> N
     assert len(first) == 1, first
     (comment_id, before), = first.items()
     after = pr_runs.github.comments
-    assert list(after) == [int(comment_id)] or list(map(str, after)) == [str(comment_id)], after
+    assert [str(k) for k in after] == [str(comment_id)], after
     posts = [r for r in pr_runs.github.requests if r.method == "POST" and r.path.endswith("/issues/7/comments")]
     edits = [r for r in pr_runs.github.requests if r.method == "PATCH" and f"/issues/comments/{comment_id}" in r.path]
     assert len(posts) == 1 and len(edits) == 1, [(r.method, r.path) for r in pr_runs.github.requests]
