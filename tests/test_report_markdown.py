@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 
 from runner.plan.quarantine import QuarantineEntry
-from runner.report import markdown, rollup, terminal
+from runner.report import html, markdown, rollup, terminal
 from runner.results.build import CaseResult, Results
 from tests.report_fixtures import HOSTILE, assemble, every_state, large
 
@@ -186,6 +186,14 @@ def test_a_quarantined_case_that_never_ran_is_not_said_to_have_run() -> None:
     assert "QUARANTINED (UNRUN no-credentials)" in row
     assert "| no-credentials | 2 |" in md.split("### UNRUN by reason")[1]  # counted as UNRUN with its reason
     assert "coverage 0 run / 2 UNRUN" in md.splitlines()[1]
+    # The terminal and the HTML page say the same: not executed, UNRUN with its reason.
+    results = assemble([*unrun, quarantined_without_key("beta/evals/flaky")])
+    text = terminal_text(results)
+    assert "still run" not in text and "Quarantine (not executed: UNRUN with its reason" in text
+    assert re.search(r"QUARANTINED \(UNRUN no-credentials\)", text), text
+    page = html.render(results)
+    item = page.split('<ul id="quarantine">')[1].split("</ul>")[0]
+    assert "not executed:" in item and "no-credentials" in item and "underlying" not in item
 
 
 def test_quarantined_cases_that_ran_and_did_not_are_told_apart(every: Results) -> None:
@@ -195,6 +203,8 @@ def test_quarantined_cases_that_ran_and_did_not_are_told_apart(every: Results) -
     assert "1 was not executed" in section
     rows = [line for line in section.splitlines() if line.startswith("| beta/")]
     assert "QUARANTINED (FAIL)" in rows[0] and "QUARANTINED (UNRUN no-credentials)" in rows[1]
+    text = terminal_text(assemble(cases))
+    assert "Quarantine (left out of health metrics; 1 still run, 1 not executed: UNRUN with its reason)" in text
 
 
 def test_unrun_reasons_all_appear_and_the_sentence_is_last(every: Results, every_md: str) -> None:

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from runner.core.states import CASE_STATES, VERDICTS, CaseState
+from runner.core.states import CASE_STATES, RAN, VERDICTS, CaseState
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
 from runner.report.history import History, TrendPoint
@@ -366,7 +366,9 @@ def _notes(results: Results, roll: rollup.Rollup) -> str:
     parts.append(_dl([("Judge-error rate (semantic assertions)", rate), ("Assertions by how decided", counts)]))
     if roll.quarantined:
         items = "".join(
-            f"<li><code>{e(c.uid)}</code> (underlying {_badge(c.underlying_state)}): "
+            f"<li><code>{e(c.uid)}</code> ("
+            + (f"underlying {_badge(c.underlying_state)}" if c.underlying_state in RAN else
+               f"not executed: {_badge('UNRUN')} {e(c.reason or 'unknown')}") + "): "
             + (f"{e(c.quarantine.reason)} <small>since {e(c.quarantine.date.isoformat())}"
                + (f", expires {e(c.quarantine.expires.isoformat())}" if c.quarantine.expires else "") + "</small>"
                if c.quarantine else "no entry recorded") + "</li>" for c in roll.quarantined)

@@ -25,7 +25,7 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
-from runner.core.states import CASE_STATES
+from runner.core.states import CASE_STATES, RAN
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import (
     UPLIFT_HEAD,
@@ -252,14 +252,25 @@ def quarantine_table(roll: Rollup, console: Console) -> None:
     if not roll.quarantined:
         return
     entries = [(case, case.quarantine) for case in roll.quarantined]
+    unrun = sum(1 for case, _ in entries if case.underlying_state not in RAN)
     columns = [Column("Case", [_e(case.uid) for case, _ in entries], name=True),
                Column("State (underlying)", [f"{_state('QUARANTINED')} ({_state(case.underlying_state)})"
+                                             if case.underlying_state in RAN else
+                                             f"{_state('QUARANTINED')} ({_state('UNRUN')} {_e(case.reason or 'unknown')})"
                                              for case, _ in entries]),
                Column("Reason", [_e(entry.reason) if entry else "—" for _, entry in entries]),
                Column("Since", [entry.date.isoformat() if entry else "—" for _, entry in entries]),
                Column("Expires", [entry.expires.isoformat() if entry and entry.expires else "—"
                                   for _, entry in entries])]
-    print_fitted(console, "Quarantine (still run; left out of health metrics)", columns)
+    # A quarantined case that was not executed (no key, the cap, ...) is UNRUN under it: never said to have run.
+    if not unrun:
+        title = "Quarantine (still run; left out of health metrics)"
+    elif unrun == len(entries):
+        title = "Quarantine (not executed: UNRUN with its reason; left out of health metrics)"
+    else:
+        title = (f"Quarantine (left out of health metrics; {len(entries) - unrun} still run, {unrun} not executed: "
+                 "UNRUN with its reason)")
+    print_fitted(console, title, columns)
 
 
 def notes(roll: Rollup, console: Console) -> None:
