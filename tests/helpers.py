@@ -117,3 +117,16 @@ def judge_queue(*verdicts: str) -> Any:
         return text(json.dumps({"verdicts": [{"id": i, "verdict": verdict, "evidence": quote if verdict == "PASS"
                                               else "", "reason": "scripted"} for i in rubric_ids(body)]}))
     return dynamic(reply)
+
+
+def files_holding(root: Path, *needles: str) -> list[str]:
+    """Every file under root (symlinks not followed) whose bytes hold one of the needles."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            found += [f"{path} holds {needle!r}" for needle in needles if needle.encode() in data]
+    return found

@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import git
+from tests.helpers import files_holding, git
 
 REPO = Path(__file__).resolve().parent.parent
 ACTION = REPO / "action.yml"
@@ -840,19 +840,6 @@ def docker_available() -> None:
         unavailable(f"the local base image {BASE_IMAGE} is missing")
     finally:
         client.close()
-
-
-def files_holding(root: Path, *needles: str) -> list[str]:
-    """Every file under root (symlinks not followed) whose bytes hold one of the needles."""
-    found = []
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            try:
-                data = path.read_bytes()
-            except OSError:
-                continue
-            found += [f"{path} holds {needle!r}" for needle in needles if needle.encode() in data]
-    return found
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -53,7 +53,7 @@ from runner.testing.fake_anthropic import FakeAnthropic
 from runner.testing.fake_github import FakeGitHub
 from tests.conftest import EXAMPLE, REPO, cli
 from tests.dockerenv import BASE_IMAGE, daemon, runner_image
-from tests.helpers import git
+from tests.helpers import files_holding, git
 
 STANDINS = REPO / "tests" / "act_actions"
 DOCS_WORKFLOWS = REPO / "docs" / "workflows"
@@ -208,18 +208,6 @@ def act(repo: Path, work: Path, event_name: str, event: dict, *, run_id: int, gi
 
 def succeeded(run: ActRun) -> None:
     assert run.returncode == 0 and "Job succeeded" in run.log and "Job failed" not in run.log, run.log[-6000:]
-
-
-def files_holding(root: Path, needle: str) -> list[str]:
-    found = []
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            try:
-                if needle.encode() in path.read_bytes():
-                    found.append(str(path))
-            except OSError:
-                continue
-    return found
 
 
 # ---- the action as `uses: ./skill-evals`, both container modes -------------------------------------------------
