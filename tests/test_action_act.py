@@ -210,7 +210,7 @@ def succeeded(run: ActRun) -> None:
     assert run.returncode == 0 and "Job succeeded" in run.log and "Job failed" not in run.log, run.log[-6000:]
 
 
-# ---- the action as `uses: ./skill-evals`, both container modes -------------------------------------------------
+# ---- the pull request workflow, the action vendored (`uses: ./.github/actions/skill-evals`), both container modes
 
 def pr_workflow(container: str | None, install: str | None = None) -> str:
     """docs/workflows/pr-advisory.yml with the action vendored (`uses: ./.github/actions/skill-evals` for the
