@@ -16,7 +16,7 @@ PACKAGE = Path(runner.__file__).parent
 
 # Pipeline order, bottom first. A package may import itself and any package before it, never one after it.
 # `testing` (the fakes the tests and benchmarks start) sits on top: nothing in the product imports it.
-ORDER = ["core", "corpus", "hosts", "judge", "floor", "plan", "probes", "execute", "results", "report",
+ORDER = ["core", "corpus", "hosts", "judge", "floor", "plan", "probes", "execute", "cache", "results", "report",
          "pipeline", "improve", "publish", "container", "cli", "__main__", "testing"]
 
 

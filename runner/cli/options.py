@@ -350,4 +350,16 @@ run_options = stacked(
                       "breaks."),
     click.option("--shard", default=None,
                  help="i/n: execute every n-th case of the plan, starting at the i-th (same plan for every shard; "
-                      "merge the shards with `skill-evals merge`)."))
+                      "merge the shards with `skill-evals merge`)."),
+    click.option("--cache", type=click.Path(path_type=Path, file_okay=False), default=None,
+                 help="A result cache folder (default [run] cache): a case whose attempts it holds under the same key "
+                      "(the case, what every session is shown, the skills it loads, host and version, model, bounds, "
+                      "judge, harness) is taken from it, not run again; the run adds what it decided."),
+    click.option("--no-cache", is_flag=True, default=False,
+                 help="Use no result cache (run every case), whatever [run] cache says."),
+    click.option("--cache-read-only", is_flag=True, default=False,
+                 help="Take from the result cache, add nothing to it (a pull request's run: it must not write what "
+                      "a later run trusts)."),
+    click.option("--cache-label", default="", envvar="SKILL_EVALS_CACHE_LABEL",
+                 help="Where this run runs (e.g. the CI run and commit), recorded with the entries it adds and shown "
+                      "by the runs that reuse them."))

@@ -11,7 +11,7 @@ from rich.console import Console
 from runner.cli import context, options
 from runner.cli.app import EXIT_OK, fail_usage
 from runner.cli.environment import PLAN_ENVIRONMENT
-from runner.cli.printing import print_plan, print_selection_note
+from runner.cli.printing import print_cache, print_plan, print_selection_note
 
 
 @click.command("select", short_help="Which cases a tier selects, and why each one.")
@@ -72,6 +72,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
         given = run_options.get("max_usd")
         run_options["max_usd"] = context.untrusted_cap(loaded, given if isinstance(given, float) else None)
     chosen = context.run_options(loaded.settings, loaded, **run_options)
+    chosen.cache_read_only = True  # a plan reads the result cache (what `run` would take from it), never writes it
     gate = context.floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict,
                               validator_sandbox=validator_sandbox)
     context.stop_on_floor(gate, "nothing would run", fmt)
@@ -88,4 +89,5 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
         console = Console(soft_wrap=True, highlight=False)
         print_selection_note(prepared, console)
         print_plan(prepared.plan, console)
+        print_cache(prepared.cache, prepared.plan, console)
     sys.exit(EXIT_OK)

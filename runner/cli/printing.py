@@ -18,6 +18,7 @@ from runner.core.host_traits import traits
 if TYPE_CHECKING:
     from runner.hosts.surface import Surface
     from runner.pipeline import run as runs_mod
+    from runner.pipeline.run import CacheUse
     from runner.plan.plan import Plan
     from runner.results import build as results_mod
 
@@ -107,7 +108,13 @@ def print_plan(plan: Plan, console: Console) -> None:
     print_held_back(plan, console)
     print_kind_rules(plan, console)
     console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
-                  f"repeat runs) = runnable cases × N")
+                  f"repeat runs) = runnable cases × N" + (" (the cases from the result cache left out)"
+                                                          if e.cached_cases else ""))
+    if e.cached_cases:
+        runs = sorted({c.cached.run for c in plan.cases if c.cached is not None})
+        console.print(f"From the result cache: {e.cached_cases} case(s), {e.cached_attempts} attempt(s) that ran in "
+                      f"{', '.join(runs)} (their spend there ${e.cached_spend_usd:.4f}); none of their sessions "
+                      f"starts. Sessions left: {e.sessions_min}–{e.sessions_max}", markup=False)
     if e.baseline_cases:
         console.print(f"Baseline (uplift): {e.baseline_cases} output case(s) also run a control arm, the same session "
                       f"without the skill under test: {e.baseline_sessions} more session(s), worst case "
@@ -149,6 +156,18 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(f"[bold]Nothing will start: the {runnable} runnable case(s) are UNRUN ({plan.unrun_all})"
                       + (f"; the other {own} keep their own reason (not runnable, above)" if own else "")
                       + ".[/bold]")
+
+
+def print_cache(cache: CacheUse | None, plan: Plan, console: Console) -> None:
+    """Which result cache the run reads, what it found, and why it took nothing when it could not."""
+    if cache is None:
+        return
+    mode = "read-only" if not cache.store.writable else "read and written"
+    found = (f"{len(cache.hits)} of {len(cache.keys)} runnable case(s) found" if cache.why_not is None
+             else f"nothing taken: {cache.why_not}")
+    surface = {"reused": "; the surface audit's result reused from it", "stored": "; the surface audit stored in it"}
+    console.print(f"Result cache: {cache.store.root} ({mode}); {found}{surface.get(cache.surface, '')}",
+                  markup=False)
 
 
 def print_hosts(plan: Plan, console: Console) -> None:

@@ -15,7 +15,7 @@ from runner.cli import context, options
 from runner.cli.app import EXIT_OK, fail_usage
 from runner.cli.environment import JUDGE_ENVIRONMENT, RUN_ENVIRONMENT
 from runner.cli.folders import read_plan, read_results
-from runner.cli.printing import print_plan, print_results, print_selection_note
+from runner.cli.printing import print_cache, print_plan, print_results, print_selection_note
 from runner.corpus import files as files_mod
 from runner.corpus import trust
 from runner.floor import gate as floor_mod
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 # run folder. Changing any of them would mix two plans in one results file. Only the cap may be given again.
 RESUME_KEEPS = ("tier", "skills", "cases", "neighbours", "base", "head", "period", "selection_file", "shard", "host",
                 "model", "repeats", "quorum", "concurrency", "early_stop", "baseline", "max_turns", "timeout_s",
-                "listing_budget", "judge_model", "no_judge", "batch", "out", "quarantine_file")
+                "listing_budget", "judge_model", "no_judge", "batch", "out", "quarantine_file", "cache", "no_cache",
+                "cache_read_only", "cache_label")
 
 
 def _refuse_plan_options_on_resume(ctx: click.Context, resume_dir: Path) -> None:
@@ -140,6 +141,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         console.print(runs_mod.RESUMED_WITHOUT_KEY.format(folder=rundir.path), markup=False)
     print_selection_note(prepared, console)
     print_plan(prepared.plan, console)
+    print_cache(prepared.cache, prepared.plan, console)
     if resume_dir and run_options.get("max_usd") is not None:
         console.print(f"Resume: cap ${prepared.plan.cap_usd:.2f} for the whole run folder (the plan's was "
                       f"${runs_mod.load_plan(rundir).cap_usd:.2f}); the spend already recorded counts against it")

@@ -175,6 +175,14 @@ class RunSettings(_Strict):
                     "session can leave a program running: confined sessions or read-only tools), else a random "
                     "path per session (the fallback); every choice is recorded with why. mount / user: only that "
                     "one, else the fallback; case: per-case-path (else the fallback); off: the fallback.")
+    cache: str = Field(default="", description="A result cache folder (runner.cache): a case whose attempts it "
+                                               "holds for the same key (the case, what the sessions are shown, the "
+                                               "skills they load, host, model, bounds, judge, harness) is taken "
+                                               "from it instead of run again; a finished run adds its cases. "
+                                               "Relative to the repository root, or absolute; empty: no cache. "
+                                               "--cache and --no-cache override it.")
+    cache_max_mb: int = Field(default=512, ge=1, description="The result cache's bound: past it, the least "
+                                                            "recently used entries are removed.")
     session_confinement: Literal["auto", "required", "off"] = Field(
         default="auto",
         description="claude-code: confine every process of a session with Landlock (Linux 5.13+): it reads only the "

@@ -203,6 +203,9 @@ POLICY: dict[str, Rule] = {
     "run.decide_early": Free("the verdict is the same either way, with " + _UNDER_CAP),
     "run.baseline": Free(_UNDER_CAP),
     "run.host_max_retries": AtMost(_RETRIES),
+    "run.cache": Default("a cache another run trusts is named by the workflow (--cache), never by the code under "
+                         "review, which could name entries it wrote"),
+    "run.cache_max_mb": Free("how much of the cache is kept changes what is run again, never a verdict"),
     "run.session_namespace": Default("how each session's process is confined on the runner is the runner's choice"),
     "run.session_confinement": Default("the wall around a session's processes is the runner's: `off` would let "
                                        "whatever a session runs reach the run folder and the runner's files"),

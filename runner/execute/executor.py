@@ -75,6 +75,10 @@ class RunState:
 ProgressFn = Callable[[AttemptRecord, RunState], None]
 
 
+# Why a failed attempt's prose assertions are not judged: its verdict cannot change (a settled outcome).
+ALREADY_FAILED = "attempt-already-failed"
+
+
 def attempt_id(uid: str, arm: str, repeat: int) -> str:
     return f"{uid}#{arm}#{repeat}"
 
@@ -287,7 +291,7 @@ class Executor:
             return outcome, None
         if outcome.state == "FAIL" and (not baselined or rubric_failed(outcome, rubric)):
             # Already a loss (wrong activation or a failed check): no money is spent judging the rest.
-            return mark_unjudged(outcome, "attempt-already-failed"), None
+            return mark_unjudged(outcome, ALREADY_FAILED), None
         if obs.final_answer is None:
             return mark_unjudged(outcome, "no-final-answer"), None
         if self.judge is None:

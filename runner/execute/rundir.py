@@ -48,6 +48,18 @@ KEY_BYTES = 32
 MAC_FIELD = "mac"
 
 
+class Reused(BaseModel):
+    """An attempt taken from the result cache (runner.cache): it ran in another run, whose figures these are. The
+    record's own cost fields are 0 (this run spent nothing on it)."""
+
+    key: str = Field(description="The cache key of the case's attempts (runner.cache.keys.case_key).")
+    run: str = Field(description="The run folder it ran in.")
+    plan_hash: str = Field(description="That run's plan hash.")
+    finished_at: str = Field(description="When that run finished.")
+    label: str = Field(default="", description="Where that run ran, when it was told (--cache-label).")
+    cost_usd: float = Field(default=0.0, description="What the attempt cost in that run (session and judge).")
+
+
 class AttemptRecord(BaseModel):
     attempt_id: str
     uid: str
@@ -85,6 +97,7 @@ class AttemptRecord(BaseModel):
     tool_calls: list[ToolCall] = []
     judge: JudgeCall | None = None
     probe: ProbeGrade | None = None  # tier-2 probe attempts: the graded act, arm, band score, skill fired
+    reused: Reused | None = None  # taken from the result cache: ran in another run (runner.cache)
     # HMAC-SHA256 (hex) of the record's canonical JSON without this field, under the run folder's key (record_mac);
     # None in a run folder whose plan does not sign its records (made before records were signed).
     mac: str | None = None

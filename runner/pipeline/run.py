@@ -19,8 +19,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from runner.cache import reuse as reuse_mod
+from runner.cache.folder import Store
+from runner.cache.keys import Folders, RunContext, listing_of, surface_key
 from runner.core.errors import UsageError
 from runner.corpus import bounded
+from runner.corpus.files import make_policy
 from runner.corpus.findings import Finding
 from runner.corpus.library import Case, Library, Probe
 from runner.corpus.settings import MAX_REPEATS, ListingSettings, RunSettings, Settings, TierSettings
@@ -37,7 +41,7 @@ from runner.judge import agreement
 from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
 from runner.plan import planner
 from runner.plan import quarantine as quarantine_mod
-from runner.plan.plan import Plan, ProbeGate
+from runner.plan.plan import CachedFrom, Plan, PlannedCase, ProbeGate
 from runner.plan.select import Selection, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
@@ -98,6 +102,10 @@ class Options:
     period: str | None = None
     selection_file: Path | None = None
     quarantine_file: Path | None = None  # instead of the repository's .skill-evals/quarantine.json
+    cache: Path | None = None  # the result cache folder, instead of [run] cache
+    no_cache: bool = False  # no result cache, whatever the settings say
+    cache_read_only: bool = False  # take from the cache, add nothing to it (a pull request's run)
+    cache_label: str = ""  # where this run runs, recorded with the entries it adds (e.g. the CI run)
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -198,6 +206,76 @@ class Prepared:
     # Why this process starts no session although the plan could run (a resume without a key: no-credentials); the
     # attempts that finished before keep their results, the others are UNRUN for it.
     idle: str | None = None
+    cache: CacheUse | None = None  # the result cache of a new run (runner.cache)
+
+
+@dataclass
+class CacheUse:
+    """A run's result cache: the folder, the digests of the library's folders, and what the plan took from it."""
+
+    store: Store
+    folders: Folders
+    label: str = ""
+    keys: dict[str, str] = field(default_factory=dict)  # every runnable case's key
+    hits: dict[str, reuse_mod.Hit] = field(default_factory=dict)  # the cases taken from it
+    surface: str = ""  # "reused" / "stored": what became of the surface audit; "" without one
+    why_not: str | None = None  # why the plan took nothing from it (said with the plan)
+
+
+def open_cache(settings: Settings, options: Options, library: Library) -> CacheUse | None:
+    """The result cache this run uses: --cache, else [run] cache (relative to the repository); none with
+    --no-cache, for a batched run (its records are another run folder's rounds) or when neither names one."""
+    if options.no_cache or options.batch:
+        return None
+    folder = options.cache if options.cache is not None else (
+        Path(library.root) / settings.run.cache if settings.run.cache else None)
+    if folder is None:
+        return None
+    store = Store(folder, max_bytes=settings.run.cache_max_mb * 1_048_576, writable=not options.cache_read_only)
+    try:
+        store.open()
+    except OSError as exc:
+        raise ValueError(f"the result cache {folder} cannot be used: {exc.strerror or exc}") from None
+    return CacheUse(store=store, folders=Folders.of(library, bounded.OPTION_FILE_MAX_BYTES), label=options.cache_label)
+
+
+def surface_for(cache: CacheUse | None, host: Host, library: Library, settings: Settings, versions: dict[str, str]
+                ) -> Surface:
+    """The surface audit, or its result for the same inputs from the cache (the CLI's version, the settings that
+    reach it, every skill's listing inputs)."""
+    key = surface_key(settings.run.host, versions, settings.run.model, settings.listing.budget_chars,
+                      settings.run.allowed_tools, library, cache.folders) if cache is not None else ""
+    if cache is not None and (found := cache.store.get_surface(key)) is not None:
+        cache.surface = "reused"
+        return found
+    surface = asyncio.run(audit_surface(host, library, settings.run.model))
+    if cache is not None and cache.store.writable and surface.error is None:
+        cache.store.put_surface(key, surface)
+        cache.surface = "stored"
+    return surface
+
+
+def cache_reuse(cache: CacheUse, library: Library, settings: Settings, versions: dict[str, str],
+                surface: Surface | None, judge: Judge | None) -> planner.Reuse | None:
+    """What the planner asks the cache: the hits among the planned cases (kept in `cache` for the run)."""
+    unknown = sorted(name for name, version in versions.items() if version == "unknown")
+    if unknown:
+        cache.why_not = f"the version of {', '.join(unknown)} is not known, so no entry can be matched to it"
+        return None
+    context = RunContext(
+        host=settings.run.host, versions=versions, model=settings.run.model, max_turns=settings.run.max_turns,
+        timeout_s=settings.run.timeout_s, max_output_tokens=settings.run.max_output_tokens,
+        allowed_tools=tuple(settings.run.allowed_tools), decide_early=settings.run.decide_early,
+        listing=listing_of(library, surface), listing_budget_chars=settings.listing.budget_chars,
+        judge=(judge.settings.model, judge.version) if judge is not None else None, folders=cache.folders)
+    policy = make_policy([Path(library.root)], Path(library.root), bounded.OPTION_FILE_MAX_BYTES)
+
+    def reuse(planned: list[PlannedCase]) -> dict[str, CachedFrom]:
+        cache.keys, cache.hits = reuse_mod.lookup(cache.store, context, library, planned, settings.run.early_stop,
+                                                  policy)
+        return {uid: hit.cached_from() for uid, hit in cache.hits.items()}
+
+    return reuse
 
 
 def make_judge(settings: Settings, credentials: Credentials, prices: prices_mod.PriceTable, root: Path
@@ -242,19 +320,26 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
         reconcile_killed(rundir, folder_plan(rundir))
     host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "",
                      run_folder)
+    cache = open_cache(settings, options, library)
+    versions = host.versions()
     surface = None
     if audit and unrun_all != "kill-switch":
-        surface = asyncio.run(audit_surface(host, library, settings.run.model))
+        surface = surface_for(cache, host, library, settings, versions)
     judge, judge_unavailable = make_judge(settings, credentials, prices, Path(library.root))
-    plan = planner.build(library, selected, settings, options.tier, tier, settings.run.host, host.versions(),
+    reuse = None
+    if cache is not None and unrun_all is None:
+        reuse = cache_reuse(cache, library, settings, versions, surface, judge)
+    elif cache is not None:
+        cache.why_not = f"no session would start ({unrun_all})"
+    plan = planner.build(library, selected, settings, options.tier, tier, settings.run.host, versions,
                           prices, surface, unrun_all, judge_unavailable,
                           quarantine_mod.load(Path(library.root), path=options.quarantine_file),
                           probe_gates(library), batch=options.batch, floor=floor,
                           session_path=host.session_path, session_wall=host.session_wall,
-                          runs_folder=rundir.path.parent if rundir is not None else Path("runs"))
+                          runs_folder=rundir.path.parent if rundir is not None else Path("runs"), reuse=reuse)
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
-                    selection=selection, probes={p.uid: p for p in library.probes})
+                    selection=selection, probes={p.uid: p for p in library.probes}, cache=cache)
 
 
 def unpriced_model_refused(settings: Settings, prices: prices_mod.PriceTable) -> None:
@@ -494,6 +579,9 @@ def execute(prepared: Prepared, rundir: RunDir, progress: Any = None, dispatch: 
     """Run the plan; on SIGINT/SIGTERM stop starting, cancel in-flight sessions, write results. `dispatch`: how
     the starts go (runner.execute.executor; batched rounds for `--batch`, runner.pipeline.batched.execute_batched)."""
     plan = prepared.plan
+    if prepared.cache is not None and prepared.cache.hits:
+        mine = shard_uids(plan, prepared.shard)
+        reuse_mod.seed(rundir, prepared.plan_hash, {uid: hit for uid, hit in prepared.cache.hits.items() if uid in mine})
     prior, ledger = open_ledger(rundir, plan, prepared.plan_hash, shard_uids(plan, prepared.shard))
     state = RunState(ledger=ledger)
     executor = Executor(plan, prepared.plan_hash, prepared.cases, prepared.host, rundir, state,
@@ -528,7 +616,26 @@ def finish(prepared: Prepared, rundir: RunDir, stop_reason: str | None, refused:
                                                     vetted.cancelled()),
                                 repairs=rundir.repairs(), refused_records=vetted.refused)
     rundir.write_json(RESULTS, results.model_dump_json(indent=2))
+    if prepared.cache is not None:
+        store_in_cache(prepared, prepared.cache, rundir, results, mine)
     return results
+
+
+def store_in_cache(prepared: Prepared, cache: CacheUse, rundir: RunDir, results: results_mod.Results,
+                   mine: set[str]) -> None:
+    """Add what this run decided to the cache (runner.cache.reuse.entries), keep the folder within its bound, and
+    say on stderr what could not be read or written."""
+    if cache.store.writable and cache.keys:
+        records = vetting.read(rundir, prepared.plan, prepared.plan_hash, mine=mine).accepted
+        origin = reuse_mod.origin_of(rundir, prepared.plan_hash, results.finished_at, cache.label)
+        made = reuse_mod.entries([p for p in prepared.plan.cases if p.uid in mine], cache.keys, records,
+                                 prepared.cases, cache.folders, origin,
+                                 rundir, prepared.plan.early_stop)
+        for entry in made:
+            cache.store.put(entry)
+        cache.store.evict()
+    for note in cache.store.notes:
+        print(f"skill-evals: cache: {note}", file=sys.stderr)
 
 
 def floor_errors(findings: list[Finding]) -> list[Finding]:

@@ -8,7 +8,7 @@ quorum, the cap, the surface audit and the cost estimate. Its hash is recorded i
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,6 +19,18 @@ from runner.hosts.wall import SessionWall
 from runner.plan.quarantine import QuarantineEntry
 
 SCHEMA_VERSION = 1
+class CachedFrom(BaseModel):
+    """A case whose attempts this plan takes from the result cache (runner.cache): no session of it starts."""
+
+    key: str = Field(description="The cache key of the case's attempts.")
+    run: str = Field(description="The run folder they ran in.")
+    label: str = Field(default="", description="Where that run ran, when it was told (--cache-label).")
+    finished_at: str
+    plan_hash: str = Field(description="That run's plan hash.")
+    attempts: int = Field(description="The attempts taken.")
+    spent_usd: float = Field(description="What they cost in that run (sessions and judge).")
+
+
 class PlannedCase(BaseModel):
     uid: str
     skill: str
@@ -52,6 +64,8 @@ class PlannedCase(BaseModel):
     decide_when: list[list[str]] = Field(default=[], description="Activation-only cases with [run] decide_early: "
                                                                  "the session ends once every name of one set "
                                                                  "fired (runner.corpus.decide).")
+    cached: CachedFrom | None = Field(default=None, description="Taken from the result cache: its attempts ran in "
+                                                                "another run, and none of its sessions starts.")
 
     @property
     def sessions(self) -> int:
@@ -105,7 +119,7 @@ PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_toke
 # a plan written before the field existed keeps the hash its attempts carry (resume, merge).
 # So are the baseline figures: they follow from the cases' arms (hashed).
 UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned", "baseline_cases", "baseline_sessions",
-                            "baseline_worst_usd", "by_host")
+                            "baseline_worst_usd", "by_host", "cached_cases", "cached_attempts", "cached_spend_usd")
 
 
 class HostEstimate(BaseModel):
@@ -174,6 +188,10 @@ class CostEstimate(BaseModel):
                                                           "in sessions_max too.")
     baseline_worst_usd: float = Field(default=0.0, description="The control arms' worst case (in worst_usd too).")
     by_host: list[HostEstimate] = Field(default=[], description="The same work on claude-code and first-turn.")
+    cached_cases: int = Field(default=0, description="Runnable cases taken from the result cache (none of their "
+                                                     "sessions starts; not in sessions_max).")
+    cached_attempts: int = Field(default=0, description="The attempts they take from the cache.")
+    cached_spend_usd: float = Field(default=0.0, description="What those attempts cost in the runs they ran in.")
 
 
 class PlanLibrary(BaseModel):
@@ -261,8 +279,10 @@ class Plan(BaseModel):
         unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
             | (set() if self.floor_notes else {"floor_notes"})
         library: set[str] = {"root_in_hash"} if self.library.root_in_hash else {"root"}
+        # A plan that takes nothing from the result cache hashes as a plan did before the cache existed.
+        cases: dict[str, Any] = {} if any(c.cached for c in self.cases) else {"cases": {"__all__": {"cached"}}}
         body = self.model_dump_json(exclude={**dict.fromkeys(unhashed, True), "library": library,
-                                             "estimate": set(UNHASHED_ESTIMATE_FIELDS)})
+                                             "estimate": set(UNHASHED_ESTIMATE_FIELDS), **cases})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 

@@ -7,6 +7,7 @@ this run will make (0 without a key, a judge, or a session that starts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,8 +32,20 @@ from runner.plan.cost import (
     request_tokens,
     worst_session_usd,
 )
-from runner.plan.plan import UNCALIBRATED, UNCALIBRATED_STATES, CostEstimate, Plan, PlanLibrary, PlannedCase, ProbeGate
+from runner.plan.plan import (
+    UNCALIBRATED,
+    UNCALIBRATED_STATES,
+    CachedFrom,
+    CostEstimate,
+    Plan,
+    PlanLibrary,
+    PlannedCase,
+    ProbeGate,
+)
 from runner.plan.quarantine import QuarantineEntry
+
+# Which of the planned cases the result cache holds (runner.cache.reuse.lookup).
+Reuse = Callable[[list[PlannedCase]], dict[str, CachedFrom]]
 
 
 def is_uncalibrated(gate: ProbeGate | None, settings: Settings) -> bool:
@@ -134,7 +147,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
           quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None,
           batch: bool = False, floor: FloorGate | None = None, session_path: SessionPath | None = None,
           session_wall: SessionWall | None = None,
-          runs_folder: Path | None = None) -> Plan:
+          runs_folder: Path | None = None, reuse: Reuse | None = None) -> Plan:
+    """The plan of the selected cases. `reuse`: given the planned cases, those whose attempts the result cache
+    holds (runner.cache.reuse); they are planned with no session, and the estimate counts only the rest."""
     run = settings.run
     known = traits(host)
     subagents = subagents_callable(host, run.allowed_tools)
@@ -167,7 +182,11 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             if held.skill is not None:
                 held_back.setdefault(held.skill, floor.skill_detail(held.skill))
         cases.append(planned)
-    runnable = [c for c in cases if c.unrun_reason is None]
+    cached = reuse(cases) if reuse is not None else {}
+    for planned in cases:
+        planned.cached = cached.get(planned.uid)
+    runnable = [c for c in cases if c.unrun_reason is None and c.cached is None]
+    from_cache = [c.cached for c in cases if c.cached is not None]
     by_uid = {case.uid: case for case, _ in selected}
     longest_prompt = max((len(by_uid[c.uid].prompt) for c in runnable), default=0)
     mean_prompt = sum(len(by_uid[c.uid].prompt) for c in runnable) // len(runnable) if runnable else 0
@@ -192,7 +211,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     estimate = CostEstimate(
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
         price_cache_write_per_mtok=write_price, price_cache_read_per_mtok=read_price, cache_min_tokens=minimum,
-        price_read_on=prices.read_on, runnable_cases=len(runnable), sessions_max=sessions_max,
+        price_read_on=prices.read_on, runnable_cases=len(runnable) + len(from_cache), sessions_max=sessions_max,
         sessions_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in runnable),
         first_turn_input_tokens=first_turn, token_basis=basis, cache_layout=layout,
         cached_prefix_tokens=round(shared * found.token_scale) if shared * found.token_scale >= minimum else 0,
@@ -206,6 +225,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         judge_note=judge_note(judged, settings.judge.model, judge_unavailable, unrun_all),
         baseline_cases=sum(1 for c in runnable if c.baselined), baseline_sessions=baseline_sessions,
         baseline_worst_usd=round(worst * baseline_sessions, 4),
+        cached_cases=len(from_cache), cached_attempts=sum(c.attempts for c in from_cache),
+        cached_spend_usd=round(sum(c.spent_usd for c in from_cache), 6),
     )
     if known.runs_claude_code:
         estimate.by_host = host_estimates(runnable, found, estimate, price, typical_first_turn, shared,

@@ -297,6 +297,7 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
         ("Coverage", e(h["coverage"])),
         ("Attempts", f"{results.attempts_finished} finished, {results.attempts_errored} errored"),
         *([("Cost", f'<span id="cost">{e(roll.cost_line)}</span>')] if roll.cost_line else []),
+        *([("Reused", f'<span id="reused">{e(roll.reused_line)}</span>')] if roll.reused_line else []),
         *([("Host", f'<span id="first-turn">{e(roll.first_turn_line)}</span>')] if roll.first_turn_line else []),
         ("Plan", f"<code>{e(plan.hash)}</code> · library <code>{e(plan.library_hash[:12])}</code>"),
         ("Finished", e(results.finished_at)),
@@ -376,7 +377,8 @@ def _notes(results: Results, roll: rollup.Rollup) -> str:
     for title, notes, ident in (("Unjudgeable assertions", roll.unjudgeable, "unjudgeable"),
                                 ("Surface warnings", roll.surface_warnings, "surface-warnings"),
                                 ("Held back by the floor (UNRUN, not failed)", roll.held_back, "held-back"),
-                                ("Uncalibrated probes", roll.uncalibrated, "uncalibrated")):
+                                ("Uncalibrated probes", roll.uncalibrated, "uncalibrated"),
+                                ("From the result cache (not run again)", roll.reused, "reused-cases")):
         if notes:
             items = "".join(f"<li><code>{e(n.uid)}</code>: {e(n.text)}</li>" for n in notes)
             parts.append(f'<details id="{ident}"><summary>{title} ({len(notes)})</summary><ul>{items}</ul></details>')
@@ -406,6 +408,9 @@ def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
     if case.fired_instead:
         items.append(("Fired instead", ", ".join(f"{e(k)} ×{v}" for k, v in case.fired_instead.items())))
     items.append(("Cost", f"${case.cost_usd:.4f}"))
+    if (reused := rollup.reused_from_text(case)) is not None:
+        items.append(("Reused", e(reused) + f" <small>(its spend there ${case.reused.spent_usd:.4f})</small>"
+                      if case.reused else e(reused)))
     if case.quarantine:
         q = case.quarantine
         items.append(("Quarantine", e(q.reason) + f" <small>since {e(q.date.isoformat())}"

@@ -156,6 +156,8 @@ def _testcase(parent: ET.Element, case: CaseResult, not_executed: str) -> None:
     elif case.state in NOT_DECIDED:
         child = ET.SubElement(element, "skipped", {"message": _message(_skip_message(case))})
         child.text = _skip_text(case, not_executed)
+    if (reused := rollup.reused_from_text(case)) is not None:
+        ET.SubElement(element, "system-out").text = clean(reused)
 
 
 def cost_properties(results: Results) -> list[tuple[str, str]]:
@@ -199,6 +201,8 @@ def properties(results: Results) -> list[tuple[str, str]]:
         ("floor", floor_note(results) or ""), ("sessions", wall_note(results) or ""),
         ("not_started", not_started_note(results) or ""),
         *cost_properties(results),
+        ("reused", rollup.reused_line(results) or ""),
+        ("reused_attempts", str(results.attempts_reused) if results.attempts_reused else ""),
         ("attempt_log", rollup.records_line(results) or ""),
         ("not_executed", results.not_executed),
     ]

@@ -211,6 +211,8 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
     lines.append(" · ".join(facts))
     if roll.cost_line:
         lines += ["", f"Cost: {escape(roll.cost_line)}"]
+    if roll.reused_line:
+        lines += ["", f"Reused: {escape(roll.reused_line)}"]
     if roll.first_turn_line:
         lines += ["", f"Host: {escape(roll.first_turn_line)}"]
     if roll.records_line:
@@ -535,6 +537,8 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
                          "For the author to rewrite.", roll.unjudgeable, shape, budget)
     body += note_section("Surface warnings", "What the host listed to the model can explain a miss.",
                          roll.surface_warnings, shape, budget)
+    body += note_section("From the result cache", "Not run again: nothing their attempts depend on changed since "
+                         "the run named (runner.cache).", roll.reused, shape, budget)
     body += note_section("Held back by the floor", "UNRUN, not failed: `skill-evals validate` reports an error "
                          "about these skills or cases (the first finding is shown). The floor held back nothing "
                          "else.", roll.held_back, shape, budget)

@@ -58,6 +58,8 @@ class Rollup(BaseModel):
     cost_line: str | None = None
     first_turn_line: str | None = None
     records_line: str | None = None
+    reused_line: str | None = None
+    reused: list[Note] = []  # the cases taken from the result cache, each with the run it ran in
 
 
 def cost_line(results: Results) -> str | None:
@@ -77,6 +79,25 @@ def cost_line(results: Results) -> str | None:
     if cost.session_path:
         parts.append("session path " + ", ".join(f"{mode} {n}" for mode, n in cost.session_path.items()))
     return " · ".join(parts)
+
+
+def reused_line(results: Results) -> str | None:
+    """What this run took from the result cache instead of running it, in one line every report shows."""
+    reused = results.reused
+    if reused is None:
+        return None
+    runs = ", ".join(f"{r.run}" + (f" ({r.label})" if r.label else "") + f": {r.cases} case(s), ${r.spent_usd:.4f}"
+                     for r in reused.runs)
+    return (f"reused {reused.attempts} attempt(s) of {reused.cases} case(s) from the result cache, not run again "
+            f"(their spend ${reused.spent_usd:.4f} at run {runs}; none of it spent here)")
+
+
+def reused_from_text(case: CaseResult) -> str | None:
+    """Where a case taken from the result cache ran."""
+    if case.reused is None:
+        return None
+    label = f" ({case.reused.label})" if case.reused.label else ""
+    return f"from the result cache: ran in run {case.reused.run}{label}, {case.reused.finished_at}"
 
 
 def records_line(results: Results) -> str | None:
@@ -186,4 +207,6 @@ def build(results: Results) -> Rollup:
         judge_error_rate=round(judge_errors / len(judged), 4) if judged else None,
         not_executed_sentence=results.not_executed, cost_line=cost_line(results),
         first_turn_line=first_turn_line(results), records_line=records_line(results),
+        reused_line=reused_line(results),
+        reused=[Note(uid=c.uid, text=text) for c in cases if (text := reused_from_text(c)) is not None],
     )

@@ -24,7 +24,7 @@ from runner.execute.rundir import AttemptRecord, TailRepair
 from runner.floor.gate import EVAL_FILE_UNREADABLE
 from runner.hosts.surface import Surface
 from runner.hosts.wall import SessionWall
-from runner.plan.plan import KindBasis, Plan, PlannedCase
+from runner.plan.plan import CachedFrom, KindBasis, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
@@ -88,6 +88,9 @@ class CaseResult(BaseModel):
                                                               "allow_uncalibrated), whether or not the probe ran.")
     probe: ProbeRunResult | None = Field(default=None, description="Tier-2 probes: per-arm catch rates, the "
                                                                    "difference, band scores, cost per arm.")
+    reused: CachedFrom | None = Field(default=None, description="Taken from the result cache: its attempts ran in "
+                                                              "the run named here, not in this one, and cost this "
+                                                              "run nothing (their spend there is given).")
     uplift: Uplift | None = Field(default=None, description="`run --baseline`: the case's rubric pass rate with the "
                                                             "skill (its own attempts) and without it (the control "
                                                             "arm), the difference, tokens, turns and duration per "
@@ -299,6 +302,48 @@ class LostInFlight:
     reconciled: tuple[ReconciledSpend, ...] = ()
 
 
+class ReusedRun(BaseModel):
+    run: str
+    label: str = ""
+    finished_at: str
+    cases: int
+    attempts: int
+    spent_usd: float = Field(description="What those attempts cost in that run.")
+
+
+class ReusedSummary(BaseModel):
+    cases: int
+    attempts: int
+    spent_usd: float = Field(description="What the reused attempts cost in the runs they ran in (not spent here).")
+    runs: list[ReusedRun]
+
+
+def reused_from(records: list[AttemptRecord]) -> CachedFrom | None:
+    """The run a case's attempts came from, when every one of them was taken from the result cache."""
+    if not records or any(r.reused is None for r in records):
+        return None
+    first = records[0].reused
+    assert first is not None
+    return CachedFrom(key=first.key, run=first.run, label=first.label, finished_at=first.finished_at,
+                      plan_hash=first.plan_hash, attempts=len(records),
+                      spent_usd=round(sum(r.reused.cost_usd for r in records if r.reused), 6))
+
+
+def reused_summary(cases: list[CaseResult]) -> ReusedSummary | None:
+    taken = [c.reused for c in cases if c.reused is not None]
+    if not taken:
+        return None
+    runs: dict[str, list[CachedFrom]] = {}
+    for one in taken:
+        runs.setdefault(one.run, []).append(one)
+    return ReusedSummary(cases=len(taken), attempts=sum(t.attempts for t in taken),
+                         spent_usd=round(sum(t.spent_usd for t in taken), 6),
+                         runs=[ReusedRun(run=run, label=same[0].label, finished_at=same[0].finished_at,
+                                         cases=len(same), attempts=sum(t.attempts for t in same),
+                                         spent_usd=round(sum(t.spent_usd for t in same), 6))
+                               for run, same in sorted(runs.items())])
+
+
 class Results(BaseModel):
     schema_version: int = SCHEMA_VERSION
     finished_at: str
@@ -307,8 +352,13 @@ class Results(BaseModel):
     stop_reason: str | None = None
     counts: dict[str, int]
     unrun_by_reason: dict[str, int]
-    attempts_finished: int
+    attempts_finished: int = Field(description="Attempts that ran in this run and finished (the reused ones apart).")
     attempts_errored: int
+    attempts_reused: int = Field(default=0, description="Attempts taken from the result cache: they ran in an "
+                                                        "earlier run (`reused`), not in this one.")
+    reused: ReusedSummary | None = Field(default=None, description="What this run took from the result cache: "
+                                                                   "cases, attempts, and the runs they ran in with "
+                                                                   "their spend there. None: nothing.")
     cases: list[CaseResult]
     assertion_counts: dict[str, int] = Field(default={}, description="Assertions of executed cases by how they were "
                                                                       "decided: judged, checked by script or by the "
@@ -434,6 +484,8 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
                 unrun_all: str | None, manual_only: set[str]) -> CaseResult:
     result = _case_result(planned, case, records, stop_reason, unrun_all, manual_only)
     result.calibration = planned.calibration  # an uncalibrated probe says so in every state, UNRUN included
+    if result.attempts:
+        result.reused = reused_from([r for r in records if r.attempt_id in set(result.attempts)])
     return result
 
 
@@ -584,6 +636,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                     if r.state == "UNRUN" or r.underlying_state == "UNRUN")
     finished = [r for r in records if r.status == "finished"]
     spent = finished + [r for r in records if r.status == "cancelled"]  # a cancelled session spent too
+    ran = [r for r in finished if r.reused is None]  # the reused attempts ran in another run
     baselined = [(cases[p.uid], [r for r in by_uid.get(p.uid, []) if r.status == "finished" and r.outcome])
                  for p, result in zip(plan.cases, results) if result.uplift is not None]
     return Results(
@@ -600,18 +653,20 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         stop_reason=stop_reason,
         counts={state: counts.get(state, 0) for state in CASE_STATES},
         unrun_by_reason=dict(unrun.most_common()),
-        attempts_finished=len(finished),
-        attempts_errored=sum(1 for r in finished if r.outcome and r.outcome.state == "ERROR"),
+        attempts_finished=len(ran),
+        attempts_errored=sum(1 for r in ran if r.outcome and r.outcome.state == "ERROR"),
+        attempts_reused=len(finished) - len(ran),
+        reused=reused_summary(results),
         cases=results,
         assertion_counts=assertion_counts(results),
         spend=Spend(usd=round(sum(r.total_cost_usd for r in spent), 6),
                     bound_usd=round(sum(r.bound_usd + (r.judge.bound_usd if r.judge else 0.0) for r in spent), 6),
                     lost_replies=sum(r.lost_replies for r in spent), reconciled=list(lost.reconciled),
                     judge_usd=round(sum(r.judge.cost_usd for r in finished if r.judge), 6),
-                    judge_calls=sum(1 for r in finished if r.judge), cap_usd=plan.cap_usd,
+                    judge_calls=sum(1 for r in ran if r.judge), cap_usd=plan.cap_usd,
                     refused_reservations=refused, lost_in_flight_usd=round(lost.usd, 6),
                     lost_in_flight_reservations=lost.reservations, lost_in_flight_attempts=list(lost.attempts)),
-        cost=cost_summary(plan, finished),
+        cost=cost_summary(plan, ran),
         not_executed=not_executed(unrun),
         uplift=skill_uplifts(baselined),
         repairs=repairs or [],

@@ -1,0 +1,189 @@
+"""The cache folder: one file per case key, one per surface capture, bounded in size, least recently used out.
+
+    <cache>/CACHEDIR.TAG                     marks the folder as a cache (backup tools skip it)
+    <cache>/entries/<key[:2]>/<key>.json.gz  a case's attempts (their records and transcripts) and where they ran
+    <cache>/surfaces/<key>.json              a surface audit's result
+
+Every file is written to a temporary name and renamed, so a reader sees a whole file or none; one that cannot be
+read, or whose key is not its name, is a miss (said, never raised). A hit touches its file: eviction removes the
+least recently used first, until the folder is within its bound.
+
+Trust: whatever can write this folder decides what a later run reuses. The runner writes it only from runs it
+was told may write (`--cache` without `--cache-read-only`); the action writes it only from the base branch and
+never from a pull request (docs/design/result-cache.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from runner.cache.keys import CACHE_FORMAT
+from runner.corpus import bounded
+from runner.hosts.surface import Surface
+
+ENTRIES = "entries"
+SURFACES = "surfaces"
+TAG = "CACHEDIR.TAG"
+TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+            "# This folder is a result cache of skill-evals (docs/cli.md#the-result-cache).\n")
+ENTRY_MAX_BYTES = 64 * 1_048_576  # compressed; a case's records and transcripts are far smaller
+DEFAULT_MAX_MB = 512
+
+
+class Origin(BaseModel):
+    """The run whose attempts an entry holds."""
+
+    run: str = Field(description="The run folder's name.")
+    plan_hash: str
+    finished_at: str
+    label: str = Field(default="", description="Where it ran, when the runner was told (--cache-label: e.g. the "
+                                               "CI run and commit).")
+
+    def describe(self) -> str:
+        return f"run {self.run}" + (f" ({self.label})" if self.label else "") + f", {self.finished_at}"
+
+
+class Entry(BaseModel):
+    format: int = CACHE_FORMAT
+    key: str
+    uid: str
+    made_at: str
+    origin: Origin
+    fired: dict[str, str] = Field(default={}, description="Skills that fired in these attempts besides the case's "
+                                                         "own -> their folder digest then: an entry is used only "
+                                                         "while they are unchanged.")
+    attempts: list[dict[str, Any]] = Field(description="The attempt records as their run folder held them, "
+                                                       "without their run folder's MAC.")
+    transcripts: dict[str, Any] = Field(default={}, description="Attempt id -> its transcript (messages).")
+
+
+@dataclass
+class Store:
+    """A cache folder. `writable`: whether this run may add entries (and evict)."""
+
+    root: Path
+    max_bytes: int = DEFAULT_MAX_MB * 1_048_576
+    writable: bool = True
+    notes: list[str] = field(default_factory=list)  # what could not be read or written, for the run's output
+
+    def open(self) -> Store:
+        if self.writable:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tag = self.root / TAG
+            if not tag.exists():
+                _write_atomically(tag, TAG_TEXT.encode())
+        return self
+
+    # ---- entries
+
+    def entry_path(self, key: str) -> Path:
+        return self.root / ENTRIES / key[:2] / f"{key}.json.gz"
+
+    def get(self, key: str) -> Entry | None:
+        path = self.entry_path(key)
+        if not path.exists():
+            return None
+        try:
+            raw = gzip.decompress(bounded.read_bytes(path, ENTRY_MAX_BYTES))
+            entry = Entry.model_validate_json(raw)
+        except (OSError, EOFError, ValueError, ValidationError) as exc:
+            self.notes.append(f"{path}: not a readable cache entry ({str(exc).splitlines()[0][:160]}); the case runs")
+            return None
+        if entry.key != key or entry.format != CACHE_FORMAT:
+            self.notes.append(f"{path}: holds another key or format; the case runs")
+            return None
+        _touch(path)
+        return entry
+
+    def put(self, entry: Entry) -> None:
+        if not self.writable:
+            return
+        data = gzip.compress(entry.model_dump_json().encode("utf-8"), compresslevel=6, mtime=0)
+        try:
+            _write_atomically(self.entry_path(entry.key), data)
+        except OSError as exc:
+            self.notes.append(f"{self.entry_path(entry.key)}: could not be written ({exc.strerror or exc})")
+
+    # ---- surface captures
+
+    def surface_path(self, key: str) -> Path:
+        return self.root / SURFACES / f"{key}.json"
+
+    def get_surface(self, key: str) -> Surface | None:
+        path = self.surface_path(key)
+        if not path.exists():
+            return None
+        try:
+            surface = Surface.model_validate_json(bounded.read_bytes(path, bounded.OPTION_FILE_MAX_BYTES))
+        except (OSError, ValueError, ValidationError):
+            self.notes.append(f"{path}: not a readable surface capture; the surface is audited again")
+            return None
+        _touch(path)
+        return surface
+
+    def put_surface(self, key: str, surface: Surface) -> None:
+        if self.writable and surface.error is None:
+            try:
+                _write_atomically(self.surface_path(key), surface.model_dump_json().encode("utf-8"))
+            except OSError as exc:
+                self.notes.append(f"{self.surface_path(key)}: could not be written ({exc.strerror or exc})")
+
+    # ---- size
+
+    def files(self) -> list[tuple[float, int, Path]]:
+        """(last use, size, path) of every entry and capture."""
+        out = []
+        for path in [*self.root.glob(f"{ENTRIES}/*/*.json.gz"), *self.root.glob(f"{SURFACES}/*.json")]:
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            out.append((info.st_mtime, info.st_size, path))
+        return out
+
+    def evict(self) -> int:
+        """Remove the least recently used files until the folder is within its bound; how many were removed."""
+        if not self.writable:
+            return 0
+        files = sorted(self.files())
+        total = sum(size for _, size, _ in files)
+        removed = 0
+        for _, size, path in files:
+            if total <= self.max_bytes:
+                break
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            total -= size
+            removed += 1
+        return removed
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path, (time.time(), time.time()))
+    except OSError:
+        pass  # a read-only cache (a restored one): its order of use is not ours to keep
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
