@@ -139,10 +139,12 @@ def test_action_yml_structure() -> None:
             assert step.get("id") in ("start", "publish"), step["name"]
         # Every action the composite uses is pinned to a full commit SHA, with the version it is in a comment.
         if "uses" in step:
-            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+(/[\w.-]+)*@[0-9a-f]{40}", step["uses"]), step["uses"]
     assert sum("inputs.anthropic-api-key" in json.dumps(s) for s in steps_of(action)) == 1
     assert sum("inputs.github-token" in json.dumps(s) for s in steps_of(action)) == 2
     assert ids.index("validate") < ids.index("select") < ids.index("start") < ids.index("run") < ids.index("publish")
+    # The result cache is restored after the validation (the repository's code) and saved after the run.
+    assert ids.index("validate") < ids.index("cache-restore") < ids.index("run") < ids.index("cache-save")
     uploads = [s for s in steps_of(action) if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
     assert [s["id"] for s in uploads] == ["upload-run", "upload-reports"]
     assert all("always()" in s["if"] and ids.index(s["id"]) < ids.index("publish") for s in uploads)
@@ -985,6 +987,30 @@ def test_shard_fork_and_run_folder(tmp_path: Path) -> None:
     assert again["run-dir"].endswith("pr-shard-2-of-4-2") and again["artifact-name"].endswith("-2")
     _, _, text = lane(tmp_path, "context", {"GITHUB_EVENT_NAME": "pull_request_target"}, event)
     assert "pull_request_target" in text and "::warning::" in text
+
+
+@pytest.mark.parametrize("event_name, head_repo, env, save, read_only, prefix", [
+    ("pull_request", "acme/skills", {}, "true", "false", "skill-evals-cache-v1-main-"),
+    ("pull_request", "someone/skills", {}, "false", "true", "skill-evals-cache-v1-main-"),  # a fork only reads
+    ("pull_request_target", "acme/skills", {}, "false", "true", "skill-evals-cache-v1-main-"),  # the base's scope
+    ("push", None, {"GITHUB_REF_NAME": "release/2.x"}, "true", "false", "skill-evals-cache-v1-release_2.x-"),
+    ("schedule", None, {"GITHUB_REF_NAME": "main", "INPUT_CACHE": "false"}, "false", "false", None),
+])
+def test_cache_outputs_by_event(tmp_path: Path, event_name: str, head_repo: str | None, env: dict, save: str,
+                                read_only: str, prefix: str | None) -> None:
+    """Issue 33: which runs may save the result cache into GitHub's cache (their own ref's scope), and which only
+    read it: a fork's pull request and pull_request_target never write. The key names the branch line a pull
+    request restores from (its base) and this run."""
+    event = pr_event("a" * 40, "b" * 40, head_repo=head_repo) if head_repo else {"before": "c" * 40, "after": "d" * 40}
+    code, out, text = lane(tmp_path, "context", {"GITHUB_EVENT_NAME": event_name, "GITHUB_RUN_ID": "77",
+                                                 "INPUT_TIER": "full", **env}, event)
+    assert code == 0, text
+    assert out["cache-save"] == save and out["cache-read-only"] == read_only
+    if prefix is None:
+        assert out["cache-dir"] == ""
+    else:
+        assert out["cache-prefix"] == prefix and out["cache-key"] == prefix + "77-1-full"
+        assert out["cache-dir"] == str(tmp_path / "rt" / "skill-evals" / "cache")
 
 
 @pytest.mark.parametrize("mode, env, code", [

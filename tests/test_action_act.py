@@ -49,8 +49,11 @@ from pathlib import Path
 
 import pytest
 
+from runner.corpus.loader import load_library
+from runner.corpus.settings import Settings
 from runner.testing.fake_anthropic import FakeAnthropic
 from runner.testing.fake_github import FakeGitHub
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts
 from tests.conftest import EXAMPLE, REPO, cli
 from tests.dockerenv import BASE_IMAGE, daemon, runner_image
 from tests.helpers import files_holding, git
@@ -90,13 +93,16 @@ def standins() -> list[str]:
     actions/checkout (act copies the repository into the job's workspace itself)."""
     texts = [(REPO / "action.yml").read_text(encoding="utf-8")] + [
         p.read_text(encoding="utf-8") for p in DOCS_WORKFLOWS.glob("*.yml")]
-    pins = sorted({m for text in texts for m in re.findall(r"uses:\s*(actions/[\w.-]+@[0-9a-f]{40})", text)})
+    # actions/cache/restore@SHA is the folder restore/ of actions/cache@SHA: one stand-in holds both.
+    pins = sorted({f"{owner_name}@{sha}" for text in texts
+                   for owner_name, sha in re.findall(r"uses:\s*(actions/[\w.-]+)(?:/[\w./-]+)?@([0-9a-f]{40})", text)})
     args = []
     for pin in pins:
         name = pin.split("/", 1)[1].split("@", 1)[0]
         if name == "checkout":
             continue
-        assert (STANDINS / name / "action.yml").is_file(), f"{pin} has no stand-in in {STANDINS}"
+        assert (STANDINS / name / "action.yml").is_file() or (STANDINS / name / "restore" / "action.yml").is_file(), \
+            f"{pin} has no stand-in in {STANDINS}"
         args += ["--local-repository", f"{pin}={STANDINS / name}"]
     return args
 
@@ -170,9 +176,10 @@ class ActRun:
 
 def act(repo: Path, work: Path, event_name: str, event: dict, *, run_id: int, github: FakeGitHub | None = None,
         anthropic: FakeAnthropic | None = None, key: str | None = None, image: str | None = None,
-        action: Path | None = None, extra: tuple[str, ...] = (), on_path: Path | None = None) -> ActRun:
+        action: Path | None = None, extra: tuple[str, ...] = (), on_path: Path | None = None,
+        gh_cache: Path | None = None) -> ActRun:
     """`act EVENT` in `repo`, self-hosted and offline, with the stand-ins; one workflow run (its own run id and
-    artifact store)."""
+    artifact store; its own GitHub cache store unless `gh_cache` names one several runs share)."""
     work.mkdir(parents=True)
     (work / "out").mkdir()
     event_path = work / "event.json"
@@ -181,7 +188,8 @@ def act(repo: Path, work: Path, event_name: str, event: dict, *, run_id: int, gi
             "--action-offline-mode", "--pull=false", "--no-cache-server", "--insecure-secrets",
             "--action-cache-path", str(work / "cache"), *standins(),
             "--env", f"GITHUB_RUN_ID={run_id}", "--env", f"SKILL_EVALS_TEST_ARTIFACTS={work / 'artifacts'}",
-            "--env", f"SKILL_EVALS_TEST_OUT={work / 'out'}", *extra]
+            "--env", f"SKILL_EVALS_TEST_OUT={work / 'out'}",
+            "--env", f"SKILL_EVALS_TEST_CACHE={gh_cache or work / 'gh-cache'}", *extra]
     (work / "artifacts").mkdir()
     if github is not None:
         args += ["--env", f"GITHUB_API_URL={github.url}", "-s", f"GITHUB_TOKEN={TOKEN}"]
@@ -432,3 +440,85 @@ def test_the_sharded_workflow_runs_four_shards_and_merges_them(tmp_path: Path, i
     assert {"report.md", "junit.xml", "report.html"} <= {p.name for p in
                                                          (run.artifacts / "skill-evals-full-report").iterdir()}
     assert [c["status"] for c in github.check_runs.values()] == ["completed"]
+
+
+# ---- the result cache through GitHub's cache: the base branch fills it, a pull request only reads it -----------
+
+CACHE_WORKFLOW = """\
+name: evals
+on: [workflow_dispatch, pull_request]
+permissions: {}
+jobs:
+  evals:
+    runs-on: ubuntu-latest
+    permissions:
+      contents: read
+    steps:
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
+        with:
+          fetch-depth: 0
+          persist-credentials: false
+      - id: evals
+        uses: ./.github/actions/skill-evals
+        with:
+          anthropic-api-key: ${{ secrets.ANTHROPIC_API_KEY }}
+          repeats: "1"
+          container: "false"
+          install: "false"
+          publish: "false"
+          validator-sandbox: none
+""" + OUTPUTS_STEP
+
+
+def test_a_pull_request_reuses_the_base_branchs_cache_and_writes_nothing_it_would_trust(tmp_path: Path,
+                                                                                       image: str) -> None:
+    """Issue 33: a dispatch on main runs the full tier and saves the result cache in main's scope; a pull request
+    that edits one skill restores it, runs only the cases that edit can change and takes the others from it, and
+    saves in its own scope; a second dispatch on main takes every case from what the first one saved and nothing
+    from the pull request's (the fake sees no request). `install: false` with this checkout's skill-evals on PATH,
+    `container: false` and the validator unsandboxed (the example library's own script): the install, the
+    container and the sandbox are the pull request runs' above. A fork's pull request and pull_request_target
+    only read: tests/test_action.py::test_cache_outputs_by_event."""
+    action = action_copy(tmp_path)
+    repo, base, head = make_repository(tmp_path, {"evals.yml": CACHE_WORKFLOW}, action)
+    git(repo, "branch", "feature", head)
+    git(repo, "reset", "-q", "--hard", base)  # main at the base commit, the pull request's head on feature
+    store = tmp_path / "gh-cache"
+    runs = []
+    with FakeAnthropic() as anthropic:
+        anthropic.script(JUDGE_MATCH, verdicts("PASS"))
+        dispatch = {"inputs": {}, "ref": "refs/heads/main", "repository": {"default_branch": "main"}}
+        for number, (event_name, event, branch) in enumerate(
+                [("workflow_dispatch", dispatch, "main"), ("pull_request", pr_event(base, head), "feature"),
+                 ("workflow_dispatch", dispatch, "main")], start=1):
+            git(repo, "checkout", "-q", branch)
+            before = len(anthropic.requests)
+            run = act(repo, tmp_path / f"run{number}", event_name, event, run_id=600 + number, anthropic=anthropic,
+                      key=KEY, image=image, on_path=Path(sys.executable).parent, gh_cache=store)
+            shutil.rmtree(tmp_path / f"run{number}" / "cache", ignore_errors=True)
+            succeeded(run)
+            artifact = "skill-evals-full" if event_name == "workflow_dispatch" else "skill-evals-pr"
+            results = json.loads((run.artifact(artifact) / "results.json").read_text(encoding="utf-8"))
+            runs.append((run, results, len(anthropic.requests) - before))
+    (first, full, first_requests), (pr_run, pr, pr_requests), (third, again, third_requests) = runs
+    executed = {c["uid"] for c in full["cases"] if c["state"] != "UNRUN"}
+    assert first_requests > 0 and full["attempts_finished"] == len(executed) and full["reused"] is None
+    saves = [json.loads(line) for line in (store / "saves.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(s["ref"], s["event"]) for s in saves] == [("refs/heads/main", "workflow_dispatch"),
+                                                        ("refs/pull/7/merge", "pull_request"),
+                                                        ("refs/heads/main", "workflow_dispatch")], saves
+    # The pull request: the cases its edit can change ran; every other case of its tier came from main's run 601.
+    library = load_library(repo, Settings())[0]  # main's checkout: the base commit
+    naming = {c.uid for c in library.cases if EDITED in (c.skill, c.target, *c.should_not_trigger)}
+    selected = {c["uid"] for c in pr["cases"] if c["state"] != "UNRUN"}
+    ran_here = {c["uid"] for c in pr["cases"] if c["state"] != "UNRUN" and not c["reused"]}
+    assert ran_here == selected & naming and pr_requests > 0
+    reused = [c for c in pr["cases"] if c["reused"]]
+    assert reused and {c["uid"] for c in reused} == selected - naming
+    assert all("run 601 (workflow_dispatch)" in c["reused"]["label"] for c in reused)
+    assert "Result cache:" in pr_run.log and "restored skill-evals-cache-v1-main-601-1-full" in pr_run.log
+    # main again: everything from run 601's entries, nothing from the pull request's run, not one request.
+    assert third_requests == 0 and again["attempts_finished"] == 0 and again["attempts_reused"] == len(executed)
+    assert {c["reused"]["run"] for c in again["cases"] if c["reused"]} == {"full"}
+    assert all("run 601 " in c["reused"]["label"] for c in again["cases"] if c["reused"])
+    assert KEY not in first.log + pr_run.log + third.log and files_holding(store, KEY) == []

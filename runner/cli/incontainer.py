@@ -45,6 +45,17 @@ def _forwarded_args(drop: set[str]) -> list[str]:
     return args
 
 
+def cache_folder(params: dict[str, object], loaded: context.Loaded, root: Path) -> Path | None:
+    """The result cache folder of this run, on this machine (mounted into the container): --cache, else the
+    settings' [run] cache relative to the repository; none with --no-cache or --resume (a resume uses none)."""
+    if params.get("no_cache") or params.get("resume_dir"):
+        return None
+    given = params.get("cache")
+    if isinstance(given, Path):
+        return given.resolve()
+    return (root / loaded.settings.run.cache).resolve() if loaded.settings.run.cache else None
+
+
 def run_in_container(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None,
                      base_image: str | None, settings_commit: str | None = None) -> None:
     import docker
@@ -57,8 +68,9 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
                                library_path.resolve() != root else "")
     target = resume_dir or out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     drop = {"library_path", "config", "out", "resume_dir", "container", "base_image", "settings_commit",
-            "quarantine_file"}
+            "quarantine_file", "cache"}
     params = click.get_current_context().params
+    cache = cache_folder(params, loaded, root)
     if params.get("untrusted_settings"):  # refused here, before an image is built; the run inside checks again
         given = params.get("max_usd")
         context.refuse_untrusted_settings(loaded, given if isinstance(given, float) else
@@ -86,6 +98,8 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
             "/out", *_forwarded_args(drop), *extra]
     if validated_here:
         args.append("--no-library-validator")
+    if cache is not None:
+        args += ["--cache", container_mod.CACHE_MOUNT]
     quarantine = params.get("quarantine_file") or loaded.quarantine_file
     if isinstance(quarantine, Path) and not resume_dir:
         # The list --quarantine names, or the commit's (a pull request cannot quarantine the cases it breaks): in as a
@@ -134,7 +148,7 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
         client, source, base_image or "python:3.12-slim", context.CONTAINER_TAG)
     outcome = container_mod.run_in_container(
         client, image, root, target, args, container_mod.container_env(os.environ), deadline=deadline,
-        on_deadline=deadline_set)
+        on_deadline=deadline_set, cache=cache, cache_writable=not params.get("cache_read_only"))
     # The run inside says /out and /repo: the user reads the folders of this machine.
     click.echo(container_mod.host_paths(outcome.stdout, target, root), nl=False)
     click.echo(container_mod.host_paths(outcome.stderr, target, root), nl=False, err=True)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 IMAGE_USER = "10001:10001"  # the Dockerfile's `evals` user
 REPO_MOUNT = "/repo"
 OUT_MOUNT = "/out"
+CACHE_MOUNT = "/cache"  # the result cache (runner.cache): read-only for a run that may not add to it
 API_MOUNT = "/run/skill-evals"  # the proxy's folder (read-only: the socket can be used, nothing written)
 HOME = "/home/evals"
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -330,14 +331,16 @@ def run_in_container(client: docker.DockerClient, image: str, repo_dir: Path | s
                      mem_limit: str = "4g", nano_cpus: int | float = 2e9, pids_limit: int = PIDS_LIMIT,
                      nofile: int = NOFILE, nproc: int = NPROC, tmp_size: str = TMP_SIZE,
                      user: str | None = None, on_deadline: Callable[[Deadline], None] | None = None,
-                     labels: dict[str, str] | None = None) -> ContainerOutcome:
+                     labels: dict[str, str] | None = None, cache: Path | None = None,
+                     cache_writable: bool = False) -> ContainerOutcome:
     """Run ``skill-evals <args>`` in ``image`` until it ends or ``deadline`` passes (seconds, or a
     :class:`PlanDeadline`); ``on_deadline`` is told when the plan sets the deadline.
 
     ``env`` is passed as it is (build it with :func:`container_env`; this function never reads the host
     environment), except ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``: they go to the API proxy, never into
     the container (the design notes). ``user`` overrides the choice described in the design notes (it may
-    not be root). ``labels`` are put on the container (a caller can find it while it runs). The container is
+    not be root). ``labels`` are put on the container (a caller can find it while it runs). ``cache``: the result
+    cache folder, mounted at /cache (read-only unless ``cache_writable``). The container is
     removed afterwards, also on a timeout or an error.
     """
     repo = Path(repo_dir).resolve()
@@ -350,6 +353,9 @@ def run_in_container(client: docker.DockerClient, image: str, repo_dir: Path | s
     upstream = env.pop("ANTHROPIC_BASE_URL", "") or DEFAULT_UPSTREAM
 
     before = out.stat()
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    cache_before = cache.stat() if cache is not None else None
     handed_over = False
     if user is None:
         user = IMAGE_USER if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
@@ -366,9 +372,13 @@ def run_in_container(client: docker.DockerClient, image: str, repo_dir: Path | s
     if os.geteuid() == 0 and user == IMAGE_USER:
         uid, gid = (int(part) for part in IMAGE_USER.split(":"))
         _hand_over(out, uid, gid)
+        if cache is not None and cache_writable:
+            _hand_over(cache, uid, gid)
         handed_over = True
 
     volumes = {str(repo): {"bind": REPO_MOUNT, "mode": "ro"}, str(out): {"bind": OUT_MOUNT, "mode": "rw"}}
+    if cache is not None:
+        volumes[str(cache.resolve())] = {"bind": CACHE_MOUNT, "mode": "rw" if cache_writable else "ro"}
     proxy: ApiProxy | None = None
     proxy_folder: Path | None = None
     container: Any = None
@@ -422,6 +432,8 @@ def run_in_container(client: docker.DockerClient, image: str, repo_dir: Path | s
             shutil.rmtree(proxy_folder, ignore_errors=True)
         if handed_over:
             _hand_over(out, before.st_uid, before.st_gid)
+            if cache is not None and cache_before is not None and cache_writable:
+                _hand_over(cache, cache_before.st_uid, cache_before.st_gid)
     outcome.leaked_files = sorted({*files_containing(out, secret),
                                    *files_containing(out, proxy.token if proxy else None)})
     return outcome

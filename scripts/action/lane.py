@@ -137,7 +137,7 @@ def context() -> int:
     mode = env("INPUT_MODE", "advisory") or "advisory"
     if mode not in MODES:
         raise Usage(f"mode {mode!r}: use advisory (the default) or required")
-    for name in ("INPUT_CONTAINER", "INPUT_COMMENT", "INPUT_PUBLISH", "INPUT_INSTALL"):
+    for name in ("INPUT_CONTAINER", "INPUT_COMMENT", "INPUT_PUBLISH", "INPUT_INSTALL", "INPUT_CACHE"):
         value = env(name, "true") or "true"
         if value not in ("true", "false"):
             raise Usage(f"{name[6:].lower()} {value!r}: use true or false")
@@ -176,9 +176,35 @@ def context() -> int:
           + (f"; settings from the base commit {settings_commit}" if settings_commit else ""))
     for name, value in (("tier", tier), ("mode", mode), ("base", base), ("head", head), ("shard", shard),
                         ("work-dir", work), ("run-dir", run_dir), ("artifact-name", artifact),
-                        ("fork", str(fork).lower()), ("settings-commit", settings_commit)):
+                        ("fork", str(fork).lower()), ("settings-commit", settings_commit),
+                        *cache_outputs(event_name, event, work, label, fork)):
         set_output(name, value)
     return 0
+
+
+CACHE_FORMAT = "v1"  # in every key: a runner whose entries mean something else starts a new line of caches
+
+
+def cache_outputs(event_name: str, event: dict, work: Path, label: str, fork: bool) -> list[tuple[str, str]]:
+    """The result cache (runner.cache) as GitHub's cache holds it: one line of caches per branch, `prefix` naming
+    it (a pull request's is its base branch's), `key` this run's save. GitHub keeps a cache in the scope of the ref
+    that saved it, and a pull request's run reads its own scope, then its base branch's: so a pull request's save
+    is read by its own later runs only, never by its base branch. A pull request from a fork, and any
+    pull_request_target run (it runs in the base branch's scope), only read: they run skill-evals with
+    --cache-read-only and save nothing."""
+    if (env("INPUT_CACHE", "true") or "true") != "true":
+        return [("cache-dir", ""), ("cache-save", "false"), ("cache-read-only", "false")]
+    pull = event.get("pull_request") if isinstance(event.get("pull_request"), dict) else {}
+    base = pull.get("base") if isinstance(pull.get("base"), dict) else {}
+    scope = (base.get("ref") if event_name in PR_EVENTS else None) or env("GITHUB_BASE_REF") or \
+        env("GITHUB_REF_NAME") or "unknown"
+    prefix = f"skill-evals-cache-{CACHE_FORMAT}-{re.sub(r'[^A-Za-z0-9._-]+', '_', str(scope))}-"
+    run = f"{env('GITHUB_RUN_ID') or 'local'}-{env('GITHUB_RUN_ATTEMPT') or '1'}-{label}"
+    read_only = fork or event_name == "pull_request_target"
+    where = f"{env('GITHUB_REPOSITORY')} run {env('GITHUB_RUN_ID')} ({event_name}) at {env('GITHUB_SHA')[:12]}"
+    return [("cache-dir", str(work / "cache")), ("cache-prefix", prefix), ("cache-key", prefix + run),
+            ("cache-save", str(not read_only).lower()), ("cache-read-only", str(read_only).lower()),
+            ("cache-label", where)]
 
 
 def ran(case: dict) -> bool:

@@ -28,6 +28,11 @@ add --quorum "${QUORUM:-}"
 add --max-usd "${MAX_USD:-}"
 add --listing-budget "${LISTING_BUDGET:-}"
 add --settings-commit "${SETTINGS_COMMIT:-}"
+# The result cache (the restore step put GitHub's copy there): a pull request's run only reads it.
+if [ -n "${CACHE_DIR:-}" ]; then
+    args+=(--cache "$CACHE_DIR" --cache-label "${CACHE_LABEL:-}")
+    if [ "${CACHE_READ_ONLY:-false}" = "true" ]; then args+=(--cache-read-only); fi
+fi
 if [ "${CONTAINER:-true}" = "true" ] && [ -z "${SKILL_EVALS_NO_CONTAINER:-}" ]; then
     args+=(--container)
 fi
