@@ -207,7 +207,7 @@ def print_surface(surface: Surface, console: Console, brief: bool = False) -> No
 
 
 def print_results(results: results_mod.Results, run_dir: Path, console: Console) -> None:
-    from runner.report.rollup import records_line
+    from runner.report.rollup import records_line, reused_line
     from runner.results.build import floor_note, kill_note, wall_note
 
     counts = ", ".join(f"{k} {v}" for k, v in results.counts.items() if v)
@@ -216,6 +216,8 @@ def print_results(results: results_mod.Results, run_dir: Path, console: Console)
                   f"${results.spend.usd:.4f} of ${results.spend.cap_usd:.2f}")
     if results.plan.approximation:
         console.print(f"[yellow]{results.plan.approximation}[/yellow]")
+    if (reused := reused_line(results)) is not None:
+        console.print(f"Reused: {reused}", markup=False)
     if (log := records_line(results)) is not None:  # records refused, or an unsigned log, are never hidden
         console.print(f"Attempt log: {log}", markup=False)
     if (killed := kill_note(results)) is not None:  # spend no record shows is never hidden

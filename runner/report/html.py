@@ -297,7 +297,6 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
         ("Coverage", e(h["coverage"])),
         ("Attempts", f"{results.attempts_finished} finished, {results.attempts_errored} errored"),
         *([("Cost", f'<span id="cost">{e(roll.cost_line)}</span>')] if roll.cost_line else []),
-        *([("Reused", f'<span id="reused">{e(roll.reused_line)}</span>')] if roll.reused_line else []),
         *([("Host", f'<span id="first-turn">{e(roll.first_turn_line)}</span>')] if roll.first_turn_line else []),
         ("Plan", f"<code>{e(plan.hash)}</code> · library <code>{e(plan.library_hash[:12])}</code>"),
         ("Finished", e(results.finished_at)),

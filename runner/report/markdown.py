@@ -211,8 +211,6 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
     lines.append(" · ".join(facts))
     if roll.cost_line:
         lines += ["", f"Cost: {escape(roll.cost_line)}"]
-    if roll.reused_line:
-        lines += ["", f"Reused: {escape(roll.reused_line)}"]
     if roll.first_turn_line:
         lines += ["", f"Host: {escape(roll.first_turn_line)}"]
     if roll.records_line:

@@ -58,15 +58,16 @@ class Rollup(BaseModel):
     cost_line: str | None = None
     first_turn_line: str | None = None
     records_line: str | None = None
-    reused_line: str | None = None
     reused: list[Note] = []  # the cases taken from the result cache, each with the run it ran in
 
 
 def cost_line(results: Results) -> str | None:
-    """Planned against spent per session and the cache's share, in one plain line (every report shows it)."""
+    """Planned against spent per session and the cache's share, in one plain line (every report shows it), and what
+    the run took from the result cache instead of spending it."""
     cost = results.cost
+    reused = reused_line(results)
     if cost is None or not cost.sessions:
-        return None
+        return reused
     ratio = f"{cost.ratio:.2f}" if cost.ratio is not None else "n/a (nothing spent)"
     parts = [f"planned ${cost.planned_session_usd:.4f}/session, spent ${cost.spent_session_usd:.4f}/session "
              f"(planned/spent {ratio}) over {cost.sessions} session(s)",
@@ -78,6 +79,8 @@ def cost_line(results: Results) -> str | None:
         parts.append(f"{cost.prefixes} distinct prefix(es) before the case prompt")
     if cost.session_path:
         parts.append("session path " + ", ".join(f"{mode} {n}" for mode, n in cost.session_path.items()))
+    if reused:
+        parts.append(reused)
     return " · ".join(parts)
 
 
@@ -207,6 +210,5 @@ def build(results: Results) -> Rollup:
         judge_error_rate=round(judge_errors / len(judged), 4) if judged else None,
         not_executed_sentence=results.not_executed, cost_line=cost_line(results),
         first_turn_line=first_turn_line(results), records_line=records_line(results),
-        reused_line=reused_line(results),
         reused=[Note(uid=c.uid, text=text) for c in cases if (text := reused_from_text(c)) is not None],
     )

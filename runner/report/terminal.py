@@ -169,8 +169,6 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
     console.print(" · ".join(facts))
     if roll.cost_line:
         console.print(f"Cost: {_e(roll.cost_line)}")
-    if roll.reused_line:
-        console.print(f"Reused: {_e(roll.reused_line)}")
     if roll.first_turn_line:
         console.print(f"Host: {_e(roll.first_turn_line)}")
     if roll.records_line:
