@@ -96,7 +96,10 @@ def test_a_second_run_with_nothing_changed_runs_nothing_and_no_cache_proves_it(l
     assert summary["cases"] == len(executed) and [r["run"] for r in summary["runs"]] == ["run1"]
     assert summary["spent_usd"] == pytest.approx(first["spend"]["usd"], abs=1e-6)
     plan = json.loads((tmp_path / "run2" / "plan.json").read_text(encoding="utf-8"))
-    assert plan["estimate"]["sessions_max"] == 0 and plan["estimate"]["cached_cases"] == len(executed)
+    assert plan["estimate"]["sessions_left_max"] == 0 and plan["estimate"]["cached_cases"] == len(executed)
+    # What the cache held is not the plan's identity: the first run's plan hashes the same (shards that found
+    # different entries merge).
+    assert second["plan"]["hash"] == first["plan"]["hash"]
     # The reused records are this run's records now: signed with its key, their cost 0, their origin named.
     lines = [json.loads(line) for line in (tmp_path / "run2" / "attempts.jsonl").read_text().splitlines()]
     assert all(r["mac"] and r["cost_usd"] == 0 and r["reused"]["run"] == "run1" for r in lines)

@@ -108,13 +108,13 @@ def print_plan(plan: Plan, console: Console) -> None:
     print_held_back(plan, console)
     print_kind_rules(plan, console)
     console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
-                  f"repeat runs) = runnable cases × N" + (" (the cases from the result cache left out)"
-                                                          if e.cached_cases else ""))
+                  f"repeat runs) = runnable cases × N")
+    left_min, left_max = sessions_left(plan)
     if e.cached_cases:
         runs = sorted({c.cached.run for c in plan.cases if c.cached is not None})
         console.print(f"From the result cache: {e.cached_cases} case(s), {e.cached_attempts} attempt(s) that ran in "
                       f"{', '.join(runs)} (their spend there ${e.cached_spend_usd:.4f}); none of their sessions "
-                      f"starts. Sessions left: {e.sessions_min}–{e.sessions_max}", markup=False)
+                      f"starts. Sessions left: {left_min}–{left_max}", markup=False)
     if e.baseline_cases:
         console.print(f"Baseline (uplift): {e.baseline_cases} output case(s) also run a control arm, the same session "
                       f"without the skill under test: {e.baseline_sessions} more session(s), worst case "
@@ -130,8 +130,9 @@ def print_plan(plan: Plan, console: Console) -> None:
                   # The basis names a path or a setting (`[cost] basis ...`): text, never rich markup.
                   + f"; turns, growth and output per turn: {escape(e.cost_basis)}")
     console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session (uncached ${e.expected_uncached_session_usd:.4f})"
-                  f" → ${e.expected_usd:.2f} for {e.sessions_max} sessions; worst case ${e.worst_session_usd:.4f}/"
-                  f"session (no cache; reserved before each start) → ${e.worst_usd:.2f}")
+                  f" → ${e.expected_usd:.2f} for {left_max} sessions; worst case ${e.worst_session_usd:.4f}/"
+                  f"session (no cache; reserved before each start) → "
+                  f"${e.worst_usd if not e.cached_cases else e.worst_session_usd * left_max:.2f}")
     console.print(cap_line(plan.cap_usd, e.worst_session_usd, e.sessions_max))
     print_hosts(plan, console)
     if plan.session_path is not None:
@@ -156,6 +157,13 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(f"[bold]Nothing will start: the {runnable} runnable case(s) are UNRUN ({plan.unrun_all})"
                       + (f"; the other {own} keep their own reason (not runnable, above)" if own else "")
                       + ".[/bold]")
+
+
+def sessions_left(plan: Plan) -> tuple[int, int]:
+    """(min, max) sessions that may start: the plan's, without the cases it takes from the result cache."""
+    e = plan.estimate
+    return (e.sessions_left_min if e.sessions_left_min is not None else e.sessions_min,
+            e.sessions_left_max if e.sessions_left_max is not None else e.sessions_max)
 
 
 def print_cache(cache: CacheUse | None, plan: Plan, console: Console) -> None:

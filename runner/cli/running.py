@@ -15,7 +15,7 @@ from runner.cli import context, options
 from runner.cli.app import EXIT_OK, fail_usage
 from runner.cli.environment import JUDGE_ENVIRONMENT, RUN_ENVIRONMENT
 from runner.cli.folders import read_plan, read_results
-from runner.cli.printing import print_cache, print_plan, print_results, print_selection_note
+from runner.cli.printing import print_cache, print_plan, print_results, print_selection_note, sessions_left
 from runner.corpus import files as files_mod
 from runner.corpus import trust
 from runner.floor import gate as floor_mod
@@ -145,7 +145,7 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
     if resume_dir and run_options.get("max_usd") is not None:
         console.print(f"Resume: cap ${prepared.plan.cap_usd:.2f} for the whole run folder (the plan's was "
                       f"${runs_mod.load_plan(rundir).cap_usd:.2f}); the spend already recorded counts against it")
-    with reporter(prepared.plan.estimate.sessions_max, prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
+    with reporter(sessions_left(prepared.plan)[1], prepared.plan.cap_usd, runs_mod.is_terminal()) as progress:
         batch = batch or prepared.plan.batch  # a batched run resumes batched
         if batch:
             from runner.pipeline.batched import execute_batched

@@ -8,7 +8,7 @@ quorum, the cap, the surface audit and the cost estimate. Its hash is recorded i
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -119,7 +119,8 @@ PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_toke
 # a plan written before the field existed keeps the hash its attempts carry (resume, merge).
 # So are the baseline figures: they follow from the cases' arms (hashed).
 UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned", "baseline_cases", "baseline_sessions",
-                            "baseline_worst_usd", "by_host", "cached_cases", "cached_attempts", "cached_spend_usd")
+                            "baseline_worst_usd", "by_host", "cached_cases", "cached_attempts", "cached_spend_usd",
+                            "sessions_left_max", "sessions_left_min")
 
 
 class HostEstimate(BaseModel):
@@ -188,10 +189,16 @@ class CostEstimate(BaseModel):
                                                           "in sessions_max too.")
     baseline_worst_usd: float = Field(default=0.0, description="The control arms' worst case (in worst_usd too).")
     by_host: list[HostEstimate] = Field(default=[], description="The same work on claude-code and first-turn.")
-    cached_cases: int = Field(default=0, description="Runnable cases taken from the result cache (none of their "
-                                                     "sessions starts; not in sessions_max).")
+    cached_cases: int = Field(default=0, description="Runnable cases taken from the result cache: none of their "
+                                                     "sessions starts (they are still in sessions_max, the plan's "
+                                                     "work, which the cache does not change; sessions_left_* leave "
+                                                     "them out).")
     cached_attempts: int = Field(default=0, description="The attempts they take from the cache.")
     cached_spend_usd: float = Field(default=0.0, description="What those attempts cost in the runs they ran in.")
+    sessions_left_max: int | None = Field(default=None, description="Sessions that may start: sessions_max without "
+                                                                    "the cases from the cache (None: a plan from "
+                                                                    "before the cache, sessions_max).")
+    sessions_left_min: int | None = Field(default=None, description="The same for sessions_min.")
 
 
 class PlanLibrary(BaseModel):
@@ -279,10 +286,11 @@ class Plan(BaseModel):
         unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
             | (set() if self.floor_notes else {"floor_notes"})
         library: set[str] = {"root_in_hash"} if self.library.root_in_hash else {"root"}
-        # A plan that takes nothing from the result cache hashes as a plan did before the cache existed.
-        cases: dict[str, Any] = {} if any(c.cached for c in self.cases) else {"cases": {"__all__": {"cached"}}}
+        # Which cases the result cache held is not the plan's identity (shards that found different entries merge;
+        # a plan from before the cache hashes as it did).
         body = self.model_dump_json(exclude={**dict.fromkeys(unhashed, True), "library": library,
-                                             "estimate": set(UNHASHED_ESTIMATE_FIELDS), **cases})
+                                             "estimate": set(UNHASHED_ESTIMATE_FIELDS),
+                                             "cases": {"__all__": {"cached"}}})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 

@@ -185,8 +185,11 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     cached = reuse(cases) if reuse is not None else {}
     for planned in cases:
         planned.cached = cached.get(planned.uid)
-    runnable = [c for c in cases if c.unrun_reason is None and c.cached is None]
-    from_cache = [c.cached for c in cases if c.cached is not None]
+    runnable = [c for c in cases if c.unrun_reason is None]
+    # What the plan hashes is the same whatever the cache holds (two shards that found different entries still
+    # merge): the cases from the cache change only the sessions left and the expected cost, which are not hashed.
+    from_cache = [c.cached for c in runnable if c.cached is not None]
+    left = [c for c in runnable if c.cached is None]
     by_uid = {case.uid: case for case, _ in selected}
     longest_prompt = max((len(by_uid[c.uid].prompt) for c in runnable), default=0)
     mean_prompt = sum(len(by_uid[c.uid].prompt) for c in runnable) // len(runnable) if runnable else 0
@@ -211,7 +214,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     estimate = CostEstimate(
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
         price_cache_write_per_mtok=write_price, price_cache_read_per_mtok=read_price, cache_min_tokens=minimum,
-        price_read_on=prices.read_on, runnable_cases=len(runnable) + len(from_cache), sessions_max=sessions_max,
+        price_read_on=prices.read_on, runnable_cases=len(runnable), sessions_max=sessions_max,
         sessions_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in runnable),
         first_turn_input_tokens=first_turn, token_basis=basis, cache_layout=layout,
         cached_prefix_tokens=round(shared * found.token_scale) if shared * found.token_scale >= minimum else 0,
@@ -220,13 +223,15 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         by_kind=found.by_kind, expected_session_usd=round(expected, 6),
         expected_uncached_session_usd=round(found.uncached_session_usd, 6),
         worst_session_usd=round(worst, 6),
-        expected_usd=round(expected * sessions_max, 4), worst_usd=round(worst * sessions_max, 4),
+        expected_usd=round(expected * sum(c.sessions for c in left), 4), worst_usd=round(worst * sessions_max, 4),
         judge_calls=judged if judge_unavailable is None and unrun_all is None else 0, judge_calls_planned=judged,
         judge_note=judge_note(judged, settings.judge.model, judge_unavailable, unrun_all),
         baseline_cases=sum(1 for c in runnable if c.baselined), baseline_sessions=baseline_sessions,
         baseline_worst_usd=round(worst * baseline_sessions, 4),
         cached_cases=len(from_cache), cached_attempts=sum(c.attempts for c in from_cache),
         cached_spend_usd=round(sum(c.spent_usd for c in from_cache), 6),
+        sessions_left_max=sum(c.sessions for c in left),
+        sessions_left_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in left),
     )
     if known.runs_claude_code:
         estimate.by_host = host_estimates(runnable, found, estimate, price, typical_first_turn, shared,
