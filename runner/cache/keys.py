@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -117,12 +117,15 @@ class RunContext:
     judge: tuple[str, str] | None  # (model, prompt version); None: no judge
     folders: Folders
 
-    def fields(self) -> dict[str, Any]:
-        return {"format": CACHE_FORMAT, "harness": harness_version(), "host": self.host, "versions": self.versions,
-                "model": self.model, "max_turns": self.max_turns, "timeout_s": self.timeout_s,
-                "max_output_tokens": self.max_output_tokens, "allowed_tools": list(self.allowed_tools),
-                "decide_early": self.decide_early, "listing": [list(entry) for entry in self.listing],
-                "listing_budget_chars": self.listing_budget_chars, "agents": self.folders.agents}
+    @cached_property
+    def digest(self) -> str:
+        """One hash of all of it, computed once per run (every case key includes it)."""
+        return digest({"format": CACHE_FORMAT, "harness": harness_version(), "host": self.host,
+                       "versions": self.versions, "model": self.model, "max_turns": self.max_turns,
+                       "timeout_s": self.timeout_s, "max_output_tokens": self.max_output_tokens,
+                       "allowed_tools": list(self.allowed_tools), "decide_early": self.decide_early,
+                       "listing": [list(entry) for entry in self.listing],
+                       "listing_budget_chars": self.listing_budget_chars, "agents": self.folders.agents})
 
 
 def listing_of(library: Library, surface: Surface | None) -> tuple[tuple[str, str | None], ...]:
@@ -155,7 +158,7 @@ def case_key(context: RunContext, case: Case, library: Library, arms: list[str],
     folders = context.folders.skills
     named = sorted({case.skill, case.target, *case.should_not_trigger} & set(folders))
     judged = any(a.assertion_class == "semantic" for a in case.assertions)
-    return digest({**context.fields(), "case": case_fields(case, policy), "arms": arms,
+    return digest({"context": context.digest, "case": case_fields(case, policy), "arms": arms,
                    "skills": {name: folders[name] for name in named},
                    "judge": list(context.judge) if judged and context.judge else None})
 
