@@ -225,11 +225,13 @@ class CacheUse:
 def open_cache(settings: Settings, options: Options, library: Library) -> CacheUse | None:
     """The result cache this run uses: --cache, else [run] cache (relative to the repository); none with
     --no-cache, for a batched run (its records are another run folder's rounds) or when neither names one."""
-    if options.no_cache or options.batch:
-        return None
     folder = options.cache if options.cache is not None else (
         Path(library.root) / settings.run.cache if settings.run.cache else None)
-    if folder is None:
+    if folder is None or options.no_cache:
+        return None
+    if options.batch:
+        print(f"skill-evals: the result cache {folder} is not used by a batched run (its attempts are rounds of "
+              "batches); every case runs", file=sys.stderr)
         return None
     store = Store(folder, max_bytes=settings.run.cache_max_mb * 1_048_576, writable=not options.cache_read_only)
     try:
