@@ -194,6 +194,11 @@ def test_a_damaged_or_misplaced_entry_is_a_miss_with_a_note(tmp_path: Path) -> N
     other.write_bytes(gzip.compress(entry("ef" + "0" * 62).model_dump_json().encode()))
     assert store.get("cd" + "0" * 62) is None and "another key" in store.notes[-1]
     assert (tmp_path / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    # A small file that would expand without bound is refused, not read into memory.
+    bomb = store.entry_path("ab" + "0" * 62)
+    bomb.write_bytes(gzip.compress(b"{" + b" " * (4 * 1_048_576)))
+    small = Store(tmp_path, max_expanded=1_048_576)
+    assert small.get("ab" + "0" * 62) is None and "expands past" in small.notes[-1]
 
 
 def test_eviction_keeps_the_folder_within_its_bound_least_recently_used_first(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ never from a pull request (docs/design/result-cache.md).
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import tempfile
 import time
@@ -35,6 +36,7 @@ TAG = "CACHEDIR.TAG"
 TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
             "# This folder is a result cache of skill-evals (docs/cli.md#the-result-cache).\n")
 ENTRY_MAX_BYTES = 64 * 1_048_576  # compressed; a case's records and transcripts are far smaller
+ENTRY_MAX_EXPANDED = 512 * 1_048_576  # what one entry may expand to (a file that expands further is refused)
 DEFAULT_MAX_MB = 512
 
 
@@ -72,6 +74,7 @@ class Store:
     root: Path
     max_bytes: int = DEFAULT_MAX_MB * 1_048_576
     writable: bool = True
+    max_expanded: int = ENTRY_MAX_EXPANDED
     notes: list[str] = field(default_factory=list)  # what could not be read or written, for the run's output
 
     def open(self) -> Store:
@@ -92,7 +95,7 @@ class Store:
         if not path.exists():
             return None
         try:
-            raw = gzip.decompress(bounded.read_bytes(path, ENTRY_MAX_BYTES))
+            raw = _gunzip(bounded.read_bytes(path, ENTRY_MAX_BYTES), self.max_expanded)
             entry = Entry.model_validate_json(raw)
         except (OSError, EOFError, ValueError, ValidationError) as exc:
             self.notes.append(f"{path}: not a readable cache entry ({str(exc).splitlines()[0][:160]}); the case runs")
@@ -166,6 +169,15 @@ class Store:
             total -= size
             removed += 1
         return removed
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """The data decompressed, refused (ValueError) past `limit` bytes: a small file may expand without bound."""
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+        out = handle.read(limit + 1)
+    if len(out) > limit:
+        raise ValueError(f"it expands past {limit:,} bytes")
+    return out
 
 
 def _touch(path: Path) -> None:
