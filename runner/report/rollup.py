@@ -14,7 +14,7 @@ from runner.core.quorum import wilson_interval
 from runner.core.states import CASE_STATES, VERDICTS
 from runner.plan.plan import UNCALIBRATED
 from runner.report.versions import host_text
-from runner.results.build import CaseResult, Results
+from runner.results.build import CaseResult, Results, ReusedRun
 from runner.results.uplift import Uplift
 from runner.results.vetting import summary as refused_summary
 
@@ -89,10 +89,15 @@ def reused_line(results: Results) -> str | None:
     reused = results.reused
     if reused is None:
         return None
-    runs = ", ".join(f"{r.run}" + (f" ({r.label})" if r.label else "") + f": {r.cases} case(s), ${r.spent_usd:.4f}"
-                     for r in reused.runs)
-    return (f"reused {reused.attempts} attempt(s) of {reused.cases} case(s) from the result cache, not run again "
-            f"(their spend ${reused.spent_usd:.4f} at run {runs}; none of it spent here)")
+    def named(run: ReusedRun) -> str:
+        return run.run + (f" ({run.label})" if run.label else "")
+
+    if len(reused.runs) == 1:
+        where = f"at run {named(reused.runs[0])}"
+    else:
+        where = "at runs " + ", ".join(f"{named(r)} ${r.spent_usd:.4f} for {r.cases} case(s)" for r in reused.runs)
+    return (f"reused {reused.attempts} attempt(s) of {reused.cases} case(s) from the result cache (their spend "
+            f"${reused.spent_usd:.4f} {where}); not run again, nothing spent on them here")
 
 
 def reused_from_text(case: CaseResult) -> str | None:
