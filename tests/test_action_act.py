@@ -18,8 +18,18 @@ a `pull_request` event (or `schedule`, `workflow_dispatch`), and runs:
   git+https://github.com/OWNER/skill-evals@v1"` the same copy, through git's `url.<base>.insteadOf`), without a key
   (every case UNRUN no-credentials: what they show is the plumbing, which the pull request runs do not).
 
-The action's install step pip-installs its dependencies from the package index, as it does for users (the
-tampering tests of tests/test_action.py do the same); nothing else leaves the machine.
+Only the two pull request runs install the action (its install step: a fresh virtual environment and `pip install`
+of the action, ~0.5 GB of dependencies, the slowest part of every run). They prove the install users get, in both
+container modes; installing it again would prove nothing new. The other runs add `install: "false"` to the
+action's `with:` and put this checkout's skill-evals on the runner's PATH: the floor error (nothing after the
+validation runs), and the documented nightly and sharded workflows, which are run for their jobs' plumbing (the
+cadence tier's run and check run; four shards of one plan, downloaded by pattern, merged, reported, published
+once). The sharded workflow's merge job still runs its own documented `pip install "skill-evals @ git+..."` into
+the setup-python stand-in's environment (first on PATH), and the test checks that none of that job's `skill-evals`
+calls reached this checkout's.
+
+The action's install step and the merge job's install pip-install their dependencies from the package index, as
+they do for users (the tampering tests of tests/test_action.py do the same); nothing else leaves the machine.
 
 The container image is the one tests/dockerenv.py builds from this checkout on the local base image, named by
 SKILL_EVALS_IMAGE (as this repository's CI builds it once and hands it to the action's job): registry images
@@ -40,6 +50,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -253,6 +264,33 @@ def docs_workflow(name: str) -> str:
     return text
 
 
+ACTION_WITH = re.compile(r"(uses: OWNER/skill-evals@v1[^\n]*\n( +)with:\n)")
+
+
+def without_install(text: str) -> str:
+    """A documented workflow with `install: "false"` first in the `with:` of its `OWNER/skill-evals@v1` step: the
+    action uses the skill-evals on the runner's PATH (the module's docstring says why these runs do not install)."""
+    assert not re.search(r"^ +install:", text, re.MULTILINE), "the workflow sets install itself"
+    text, found = ACTION_WITH.subn(lambda m: f'{m.group(1)}{m.group(2)}  install: "false"\n', text)
+    assert found == 1, f"no single `uses: {PLACEHOLDER}` step followed by its `with:` line"
+    return text
+
+
+def logged_checkout_cli(root: Path) -> tuple[Path, Path]:
+    """A folder holding only a `skill-evals` that appends the job's id and its sub-command to a log, then runs this
+    checkout's: put on PATH, it tells which jobs used it (and nothing else of this environment is on PATH)."""
+    real = Path(sys.executable).parent / "skill-evals"
+    assert real.is_file(), "skill-evals must be installed next to this Python (pip install -e .)"
+    folder, log = root / "checkout-cli", root / "checkout-cli.log"
+    folder.mkdir()
+    wrapper = folder / "skill-evals"
+    wrapper.write_text("#!/bin/sh\n"
+                       f"printf '%s %s\\n' \"${{GITHUB_JOB:-?}}\" \"${{1:-}}\" >> {shlex.quote(str(log))}\n"
+                       f"exec {shlex.quote(str(real))} \"$@\"\n", encoding="utf-8")
+    wrapper.chmod(0o755)
+    return folder, log
+
+
 @dataclass
 class PrRuns:
     on_runner: ActRun
@@ -383,7 +421,7 @@ def test_the_key_is_in_no_artifact_log_or_github_request(pr_runs: PrRuns) -> Non
 def test_a_floor_error_fails_the_job(tmp_path: Path, image: str) -> None:
     """The library's own validator fails (an error about the whole library): the job fails, nothing runs after
     the validation, and the outputs say why. (A FAIL in advisory mode does not fail the job: the pull request runs
-    above.) `install: false` with this checkout's skill-evals on PATH: every other run here installs the action."""
+    above.) `install: false` with this checkout's skill-evals on PATH: the pull request runs prove the install."""
     action = action_copy(tmp_path)
     repo, base, head = make_repository(tmp_path, {"evals.yml": pr_workflow("false", install="false")}, action,
                                        break_library=True)
@@ -404,14 +442,16 @@ def test_a_floor_error_fails_the_job(tmp_path: Path, image: str) -> None:
 
 def test_the_nightly_workflow_runs_its_cadence_job(tmp_path: Path, image: str) -> None:
     """docs/workflows/nightly-cadence.yml's `cadence` job on a `schedule` event (its `stability` job needs GitHub's
-    Actions API: the module's docstring)."""
+    Actions API: the module's docstring), `install: false` with this checkout's skill-evals on PATH."""
     action = action_copy(tmp_path)
-    repo, _, _ = make_repository(tmp_path, {"nightly-cadence.yml": docs_workflow("nightly-cadence.yml")})
+    workflow = without_install(docs_workflow("nightly-cadence.yml"))
+    repo, _, _ = make_repository(tmp_path, {"nightly-cadence.yml": workflow})
     with FakeGitHub(token=TOKEN, repository="acme/skills") as github:
         run = act(repo, tmp_path / "run", "schedule", {"schedule": "17 3 * * *"}, run_id=401, github=github,
-                  image=image, action=action, extra=("-j", "cadence"))
+                  image=image, action=action, extra=("-j", "cadence"), on_path=Path(sys.executable).parent)
     shutil.rmtree(tmp_path / "run" / "cache", ignore_errors=True)
     succeeded(run)
+    assert run.log.count("install: false; using ") == 1, run.log[-6000:]
     results = json.loads((run.artifact("skill-evals-cadence") / "results.json").read_text(encoding="utf-8"))
     assert results["plan"]["tier"] == "cadence" and results["cases"]
     assert [c["status"] for c in github.check_runs.values()] == ["completed"]
@@ -420,14 +460,21 @@ def test_the_nightly_workflow_runs_its_cadence_job(tmp_path: Path, image: str) -
 
 def test_the_sharded_workflow_runs_four_shards_and_merges_them(tmp_path: Path, image: str) -> None:
     """docs/workflows/full-sharded.yml on `workflow_dispatch`: four shards (one plan hash, though each job has a
-    workspace of its own), their run folders downloaded by pattern, merged, reported and published once."""
+    workspace of its own), their run folders downloaded by pattern, merged, reported and published once. The
+    shards use this checkout's skill-evals (`install: false`); the merge job the one its own documented `pip install
+    ... git+https://github.com/OWNER/skill-evals@v1` put first on its PATH, never this checkout's."""
     action = action_copy(tmp_path)
-    repo, _, _ = make_repository(tmp_path, {"full-sharded.yml": docs_workflow("full-sharded.yml")})
+    on_path, calls_log = logged_checkout_cli(tmp_path)
+    repo, _, _ = make_repository(tmp_path, {"full-sharded.yml": without_install(docs_workflow("full-sharded.yml"))})
     with FakeGitHub(token=TOKEN, repository="acme/skills") as github:
         run = act(repo, tmp_path / "run", "workflow_dispatch", {"inputs": {"max-usd": "1"}}, run_id=501,
-                  github=github, image=image, action=action)
+                  github=github, image=image, action=action, on_path=on_path)
     shutil.rmtree(tmp_path / "run" / "cache", ignore_errors=True)
     succeeded(run)
+    assert run.log.count("install: false; using ") == 4, run.log[-6000:]
+    calls = [line.split(" ", 1) for line in calls_log.read_text(encoding="utf-8").splitlines()]
+    assert {job for job, _ in calls} == {"shard"}, calls  # the merge job ran the skill-evals it installed
+    assert [command for _, command in calls].count("run") == 4, calls
     names = sorted(p.name for p in run.artifacts.iterdir())
     shards = [f"skill-evals-full-shard-{i}-of-4" for i in range(1, 5)]
     assert set(shards) <= set(names) and {"skill-evals-full-merged", "skill-evals-full-report"} <= set(names), names
