@@ -1,7 +1,9 @@
-"""Issue 21 side by side: the claude-code host before and after deciding early, the first-turn host, and the CLI's
-own floor, on skill-creator's kind of trigger set.
+"""Issue 21 side by side, and the cold-start comparison: the claude-code host before and after deciding early, the
+first-turn host, the CLI's own floor, and skill-creator's own trigger evaluation, on skill-creator's kind of trigger
+set.
 
-    python -m benchmarks.first_turn [--short] [--concurrency 1,4,10] [--latency 0.3] [--out FILE.json] [--md FILE.md]
+    python -m benchmarks.first_turn [--short] [--concurrency 1,4,10] [--rows NAME,...] [--latency 0.3]
+        [--out FILE.json] [--md FILE.md]
 
 The set is runner/testing/trigger_set.py: one skill under test (invoice-scanner) and two neighbours, 20 queries (10
 should trigger, 10 should not), each run 3 times = 60 sessions, against the fake Messages API
@@ -20,15 +22,31 @@ Rows, each at every concurrency:
   CLAUDE_CONFIG_DIR and only PATH, HOME, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, CLAUDE_CONFIG_DIR and
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 in its environment; its fake answers every request with text (one
   request per session); a thread pool of `concurrency` subprocesses.
+- `skill-creator run_eval`: skill-creator's own trigger evaluation, its method re-implemented in
+  benchmarks/skill_creator_eval.py (that file's docstring says what it does and which commit of run_eval.py it
+  follows), run as that script is: `python benchmarks/skill_creator_eval.py --eval-set EVALS --skill-path SKILL
+  --num-workers C --runs-per-query 3` with the working directory a fresh copy of the same library (its project root:
+  its temporary command files go into that copy's .claude/commands), `claude` on PATH the bundled CLI, and the
+  script's environment this process's less ANTHROPIC_* and CLAUDE*, plus a fresh HOME for the row (one user's home,
+  shared by its sessions as a user's is), the fake's URL and key, and CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+  (as the bare row: nothing of a CLI leaves this machine). The same keyword-model fake as the skill-evals rows. Its
+  verdicts are the script's: a query passes when it triggered in at least half of its runs (should_trigger) or in
+  fewer than half (the others), and "triggered" is the model calling the script's temporary command by name.
 And one fault row: `claude-code after` at concurrency 4 with an HTTP 500 scripted for every should-not query; those
 cases must come out ERROR, never PASS.
+
+Before the rows, skill-evals' own modules are compiled to bytecode (`python -m compileall runner`), as pip compiles
+a package it installs: this machine sets PYTHONDONTWRITEBYTECODE=1, under which every `python -m runner` of the source
+tree compiled its ~100 modules again (about 0.25 s of CPU a run), a cost no installed skill-evals pays.
 
 Figures per row:
 - wall: the whole command (skill-evals' start-up, validation, surface audit and plan included); sessions/s = sessions
   / wall.
 - CPU: resource.getrusage(RUSAGE_CHILDREN) before and after. skill-evals runs as a subprocess, so its own CPU and
-  every CLI it started are counted (a child's reaped children count for it); the bare row counts the CLIs only. The
-  fake runs in this process and is never counted. `1-session CPU` is the same `skill-evals run` (same host and
+  every CLI it started are counted (a child's reaped children count for it); the bare row counts the CLIs only; the
+  skill-creator row counts its Python process, its pool's worker processes (reaped by the pool when it shuts down)
+  and every CLI they started (each reaped by its worker after the kill). The fake runs in this process and is never
+  counted. `1-session CPU` is the same `skill-evals run` (same host and
   config, concurrency 1) of one session (case q1, one repeat), measured once per row: the run's fixed cost
   (interpreter, validation, surface audit, plan, the first-turn host's capture of the CLI's first request, the
   reports) plus one session. `CPU/session` = CPU / sessions (what a user pays, start-up included); `marginal
@@ -37,18 +55,22 @@ Figures per row:
 - requests/session: the fake's message requests whose body holds no judge rubric (runner.testing.fake_judge
   .JUDGE_MATCH) over the sessions recorded.
 - input tokens/session: input + cache_creation + cache_read (attempts.jsonl's usage; the bare rows: the stream-json
-  result's usage); cache read = cache_read / all input; `after 1st wave` leaves out the first `concurrency` attempts
-  recorded (attempts.jsonl is in finish order; the bare rows: the first started), the ones that found the cache
+  result's usage; the skill-creator row, whose CLIs are killed before their result: what the fake billed); cache
+  read = cache_read / all input; `after 1st wave` leaves out the first `concurrency` attempts recorded (attempts.jsonl is in finish order; the bare rows: the first started), the ones that found the cache
   empty.
 - verdicts: results.json's PASS/FAIL/ERROR counts, and how many of the cases' majority outcomes (fired in more than
   half of the runs observed, errors not counted) match the query's should_trigger in trigger-evals.json; an ERROR
-  case never matches.
-The short mode (4 queries x 1 repeat, concurrency 2, every row) only shows the benchmark works; tests run it.
+  case never matches. The skill-creator row: the script's passed/failed queries (it has no error verdict), and
+  passed = matching.
+`--rows` runs some rows only (e.g. `--rows after,skill-creator,bare`, the cold-start comparison of BENCHMARKS.md
+section 8). The short mode (4 queries x 1 repeat, concurrency 2, every row) only shows the benchmark works; tests
+run it.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -102,6 +124,8 @@ FIRST_TURN = Variant("first-turn", "first-turn", decide_early=True)
 FAULT = "claude-code after, 500 on should-not"
 HAND_OFF = "first-turn, one query reads a file first"
 BARE = "bare claude -p"
+SKILL_CREATOR = "skill-creator run_eval"
+SKILL_CREATOR_SCRIPT = Path(__file__).resolve().parent / "skill_creator_eval.py"
 
 
 # ---- measuring -------------------------------------------------------------------------------------
@@ -281,10 +305,14 @@ def bare_session(cli: Path, query: str, fake_url: str, queries: int) -> dict[str
     return {"ok": done.returncode == 0 and bool(results) and not results[-1].get("is_error"), "usage": usage}
 
 
+def set_queries(queries: int) -> tuple[str, ...]:
+    """The queries of trigger-evals.json as trigger_set.write_library writes it (case qN is the N-th)."""
+    return (*trigger_set.SHOULD[:(queries + 1) // 2], *trigger_set.SHOULD_NOT[:queries // 2])
+
+
 def bare_row(shape: Shape, concurrency: int, latency: float) -> dict[str, Any]:
     cli = bundled_cli()
-    queries = [q for q in (*trigger_set.SHOULD[:(shape.queries + 1) // 2], *trigger_set.SHOULD_NOT[:shape.queries // 2])
-               for _ in range(shape.repeats)]
+    queries = [q for q in set_queries(shape.queries) for _ in range(shape.repeats)]
     load = os.getloadavg()[0]
     with new_fake(latency, text_only) as fake:
         wall0, cpu0 = time.perf_counter(), children_cpu()
@@ -299,6 +327,72 @@ def bare_row(shape: Shape, concurrency: int, latency: float) -> dict[str, Any]:
             "errored": sum(1 for s in sessions if not s["ok"]), "decided_early": 0, "first_turn_outcomes": {},
             **token_figures(usages, concurrency), "verdicts": None, "cases": None, "matching": None,
             "states": {}, "should_not_states": [],
+            "load_1min_before": load, "load_1min_after": os.getloadavg()[0]}
+
+
+# ---- skill-creator's run_eval ----------------------------------------------------------------------
+
+def skill_creator_args(skill: Path, queries: int, runs: int, workers: int) -> list[str]:
+    # Its own defaults but for the workers (skill-creator's default is 10) and the runs (3): the timeout 30 s, the
+    # threshold 0.5, no --model (the CLI's own default).
+    return [sys.executable, str(SKILL_CREATOR_SCRIPT), "--eval-set", str(skill / "evals" / "trigger-evals.json"),
+            "--skill-path", str(skill), "--num-workers", str(workers), "--runs-per-query", str(runs)]
+
+
+def skill_creator_env(home: Path, bin_dir: Path, fake: FakeAnthropic) -> dict[str, str]:
+    """The script passes its whole environment to every CLI: this process's, without a key, base URL or Claude
+    setting of its own, and with the row's HOME, `claude` first on PATH, and the fake."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    env.update({"HOME": str(home), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+                "ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": KEY, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+    return env
+
+
+def skill_creator_run(queries: int, runs: int, workers: int, work: Path, latency: float
+                      ) -> tuple[dict[str, Any], float, float, FakeAnthropic, int]:
+    """One run of the script on a fresh copy of the library (its project root), with a fresh HOME: (its JSON, wall,
+    CPU, the fake it ran against, the queries' tasks that failed)."""
+    work.mkdir(parents=True)
+    project = trigger_set.write_library(work / "project", queries)
+    bin_dir, home = work / "bin", work / "home"
+    bin_dir.mkdir()
+    home.mkdir()
+    (bin_dir / "claude").symlink_to(bundled_cli())
+    skill = project / ".claude" / "skills" / trigger_set.SKILL
+    with new_fake(latency, keyword_model) as fake:
+        done, wall, cpu = timed(skill_creator_args(skill, queries, runs, workers), skill_creator_env(home, bin_dir, fake),
+                                project)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(f"the skill-creator run failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout), wall, cpu, fake, done.stderr.count("a query failed")
+
+
+def skill_creator_one_session_cpu(work: Path, latency: float) -> float:
+    """The script's run of one query once: its fixed cost (the interpreter, the pool) plus one session."""
+    found, _, cpu, _, _ = skill_creator_run(1, 1, 1, work / "one-skill-creator", latency)
+    if found["summary"]["total"] != 1:
+        raise RuntimeError(f"the one-session skill-creator run decided {found['summary']}")
+    return cpu
+
+
+def skill_creator_row(shape: Shape, concurrency: int, work: Path, latency: float) -> dict[str, Any]:
+    load = os.getloadavg()[0]
+    found, wall, cpu, fake, failed = skill_creator_run(shape.queries, shape.repeats, concurrency,
+                                                       work / f"skill-creator-c{concurrency}", latency)
+    requests = agent_requests(fake)
+    sessions = sum(r["runs"] for r in found["results"])
+    summary = found["summary"]
+    passed = {r["query"]: r["pass"] for r in found["results"]}
+    states = {f"{trigger_set.SKILL}/trigger/q{n}": "PASS" if passed[query] else "FAIL"
+              for n, query in enumerate(set_queries(shape.queries), 1)}
+    return {"row": SKILL_CREATOR, "variant": SKILL_CREATOR, "host": "skill-creator run_eval.py (re-implemented)",
+            "concurrency": concurrency, "repeats": shape.repeats, "exit_code": 0, "wall_s": wall, "cpu_s": cpu,
+            "requests": requests, "requests_per_session": requests / sessions if sessions else None,
+            "sessions": sessions, "errored": failed, "decided_early": 0, "first_turn_outcomes": {},
+            **token_figures([dataclasses.asdict(b.usage) for b in fake.billed], concurrency),
+            "verdicts": {"PASS": summary["passed"], "FAIL": summary["failed"], "ERROR": 0}, "cases": summary["total"],
+            "matching": summary["passed"], "states": states, "should_not_states": [],
+            "triggered": {r["query"]: r["triggers"] for r in found["results"]},
             "load_1min_before": load, "load_1min_after": os.getloadavg()[0]}
 
 
@@ -370,6 +464,9 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                f"({100 * first['cpu_per_session_s'] / bare['cpu_per_session_s']:.1f} % all-in)"))
             found.append(check(f"c={c} first-turn: >= 90% cache read after the first wave",
                                later is not None and later >= 0.9, fmt(None if later is None else 100 * later, ".1f", " %")))
+        creator = by.get((SKILL_CREATOR, c))
+        if after and creator:
+            found += against_skill_creator(c, after, creator)
     for r in rows:
         if r["row"] == HAND_OFF:
             handed = r["first_turn_outcomes"].get("handed-off", 0)
@@ -383,11 +480,24 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def against_skill_creator(c: int, after: dict[str, Any], creator: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cold-start comparison (BENCHMARKS.md section 8): the claude-code host's whole run, start-up included,
+    against skill-creator's run_eval on the same set, and whose verdicts are right."""
+    cpu, wall = after["cpu_s"] / creator["cpu_s"], after["wall_s"] / creator["wall_s"]
+    return [check(f"c={c} claude-code after: CPU <= 1.0x skill-creator run_eval", cpu <= 1.0,
+                  f"{cpu:.3f}x ({after['cpu_s']:.1f} s against {creator['cpu_s']:.1f} s)"),
+            check(f"c={c} claude-code after: wall <= 1.0x skill-creator run_eval", wall <= 1.0,
+                  f"{wall:.3f}x ({after['wall_s']:.1f} s against {creator['wall_s']:.1f} s)"),
+            check(f"c={c} claude-code after: every verdict right", after["matching"] == after["cases"],
+                  f"{after['matching']}/{after['cases']} (skill-creator run_eval {creator['matching']}/"
+                  f"{creator['cases']})")]
+
+
 def tree() -> dict[str, Any]:
     """The commit measured, and the files that differed from it (others edit this tree as it runs)."""
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
-        return done.stdout.strip()
+        return done.stdout.rstrip()  # not strip(): a porcelain line starts with a status column that may be blank
     return {"commit": git("rev-parse", "--short", "HEAD"),
             "changed": [line[3:] for line in git("status", "--porcelain").splitlines() if not line.startswith("??")]}
 
@@ -402,7 +512,8 @@ def machine() -> dict[str, Any]:
 def markdown(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [
-        "# Issue 21: claude-code before/after, first-turn host, bare `claude -p` (benchmarks/first_turn.py)", "",
+        "# claude-code before/after, first-turn host, bare `claude -p`, skill-creator's run_eval "
+        "(benchmarks/first_turn.py)", "",
         f"Measured {report['measured_at']} with `{report['command']}`; {m['nproc']} cores, {m['platform']}, Python "
         f"{m['python']}, Claude Code CLI {m['cli_version']} (claude-agent-sdk {m['claude_agent_sdk']}), anthropic "
         f"{m['anthropic']}. {report['queries']} queries x {report['repeats']} repeats, quorum {report['quorum']}; "
@@ -413,7 +524,11 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     lines += [f"- {r['row']} c={r['concurrency']}: {r['decided_early']} of {r['sessions']} sessions decided early"
               + (f"; first turn: {r['first_turn_outcomes']}" if r["first_turn_outcomes"] else "")
-              + (f"; {r['errored']} errored" if r["errored"] else "") for r in report["rows"] if r["row"] != BARE]
+              + (f"; {r['errored']} errored" if r["errored"] else "") for r in report["rows"]
+              if r["row"] not in (BARE, SKILL_CREATOR)]
+    lines += [f"- {r['row']} c={r['concurrency']}: {r['matching']} of {r['cases']} queries passed; runs that triggered "
+              f"the script's command, by query: {sorted(r['triggered'].values())}" for r in report["rows"]
+              if r["row"] == SKILL_CREATOR]
     lines.append("")
     if report["skipped"]:
         lines += [f"Skipped: {report['skipped']}", ""]
@@ -434,32 +549,66 @@ def first_turn_available() -> tuple[bool, str]:
                    f".HOST_NAMES {HOST_NAMES} (not built yet in this tree)")
 
 
-def run(shape: Shape, concurrencies: tuple[int, ...], latency: float, work: Path) -> dict[str, Any]:
+# --rows names: every row of the report by a short name (the default runs them all).
+ROW_NAMES = {"before": BEFORE.row, "after": AFTER.row, "first-turn": FIRST_TURN.row, "bare": BARE,
+             "skill-creator": SKILL_CREATOR, "fault": FAULT, "hand-off": HAND_OFF}
+
+
+def compile_runner() -> None:
+    """skill-evals' modules as an installed package has them: compiled (see the module docstring)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "runner")], capture_output=True, check=True)
+
+
+def run(shape: Shape, concurrencies: tuple[int, ...], latency: float, work: Path,
+        wanted: frozenset[str] = frozenset(ROW_NAMES)) -> dict[str, Any]:
+    compile_runner()
     library = trigger_set.write_library(work / "library", shape.queries)
     has_first_turn, skipped = first_turn_available()
     if skipped:
         print(f"skipped {skipped}", flush=True)
-    variants = [BEFORE, AFTER, *([FIRST_TURN] if has_first_turn else [])]
+    variants = [v for v, name in ((BEFORE, "before"), (AFTER, "after"), (FIRST_TURN, "first-turn"))
+                if name in wanted and (v is not FIRST_TURN or has_first_turn)]
     one_session = {v.row: one_session_cpu(library, v, work, latency) for v in variants}
+    if "skill-creator" in wanted:
+        one_session[SKILL_CREATOR] = skill_creator_one_session_cpu(work, latency)
     rows: list[dict[str, Any]] = []
     for c in concurrencies:
         for variant in variants:
             rows.append(skill_evals_row(library, variant, shape, c, work, latency, keyword_model, variant.row))
             print(f"{variant.row} c={c}: done", flush=True)
-        rows.append(bare_row(shape, c, latency))
-        print(f"{BARE} c={c}: done", flush=True)
-    rows.append(skill_evals_row(library, AFTER, shape, shape.fault_concurrency, work, latency, failing_should_not, FAULT))
-    if has_first_turn:
+        # The warm-cache row goes here when the result cache lands: the `after` run with `--cache DIR` twice (the
+        # first fills DIR, the second is measured, every case from the cache), beside the cold rows above.
+        if "bare" in wanted:
+            rows.append(bare_row(shape, c, latency))
+            print(f"{BARE} c={c}: done", flush=True)
+        if "skill-creator" in wanted:
+            rows.append(skill_creator_row(shape, c, work, latency))
+            print(f"{SKILL_CREATOR} c={c}: done", flush=True)
+    if "fault" in wanted:
+        rows.append(skill_evals_row(library, AFTER, shape, shape.fault_concurrency, work, latency, failing_should_not,
+                                    FAULT))
+    if "hand-off" in wanted and has_first_turn:
         rows.append(skill_evals_row(library, FIRST_TURN, shape, shape.fault_concurrency, work, latency, reads_first,
                                     HAND_OFF))
     per_session(rows, one_session)
     return {"rows": rows, "skipped": skipped, "one_session_cpu_s": one_session}
 
 
+def row_names(text: str | None) -> frozenset[str]:
+    if not text:
+        return frozenset(ROW_NAMES)
+    names = frozenset(name.strip() for name in text.split(",") if name.strip())
+    unknown = sorted(names - set(ROW_NAMES))
+    if unknown:
+        raise SystemExit(f"--rows: no row named {', '.join(unknown)} (the rows: {', '.join(ROW_NAMES)})")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.first_turn", description=__doc__.split("\n")[0])
     parser.add_argument("--short", action="store_true", help="4 queries x 1 repeat at concurrency 2: shows it works")
     parser.add_argument("--concurrency", default=None, help="comma-separated (default 1,4,10; --short: 2)")
+    parser.add_argument("--rows", default=None, help=f"comma-separated, some of {','.join(ROW_NAMES)} (default: all)")
     parser.add_argument("--latency", type=float, default=LATENCY_S, help="seconds the fake waits per request")
     parser.add_argument("--out", type=Path, default=None, help="the report as JSON")
     parser.add_argument("--md", type=Path, default=None, help="the report as Markdown")
@@ -467,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     shape = SHORT if args.short else FULL
     concurrencies = tuple(int(c) for c in args.concurrency.split(",")) if args.concurrency else shape.concurrency
     with tempfile.TemporaryDirectory(prefix="bench-first-turn-") as tmp:
-        measured = run(shape, concurrencies, args.latency, Path(tmp))
+        measured = run(shape, concurrencies, args.latency, Path(tmp), row_names(args.rows))
     report = {"benchmark": "first_turn", "command": "python -m benchmarks.first_turn " + " ".join(argv or sys.argv[1:]),
               "short": args.short, "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "machine": machine(), "tree": tree(), "queries": shape.queries, "repeats": shape.repeats, "quorum": shape.quorum,

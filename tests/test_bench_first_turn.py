@@ -1,6 +1,7 @@
-"""benchmarks/first_turn.py --short still runs every row (real skill-evals runs and bare `claude -p` sessions against
-the fake Messages API) and its verdicts are right: the trigger set's cases match should_trigger, deciding early
-changes no verdict, and a scripted 500 makes a case ERROR, never PASS. No figure of time or CPU is asserted."""
+"""benchmarks/first_turn.py --short still runs every row (real skill-evals runs, bare `claude -p` sessions and
+skill-creator's run_eval method against the fake Messages API) and its verdicts are right: the trigger set's cases
+match should_trigger, deciding early changes no verdict, a scripted 500 makes a case ERROR, never PASS, and run_eval
+decides as that script does. No figure of time or CPU is asserted."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from runner.core.host_traits import HOST_NAMES
 from tests.conftest import REPO
 
 BARE = "bare claude -p"
-ROWS = ("claude-code before", "claude-code after", BARE)
+SKILL_CREATOR = "skill-creator run_eval"
+ROWS = ("claude-code before", "claude-code after", BARE, SKILL_CREATOR)
 FAULT = "claude-code after, 500 on should-not"
 HAND_OFF = "first-turn, one query reads a file first"
 
@@ -33,7 +35,7 @@ def test_first_turn_short_mode_has_every_row_and_the_verdicts_match(tmp_path: Pa
     for name in expected:
         assert f"| {name} | " in table
 
-    for name in expected - {BARE, FAULT, HAND_OFF}:
+    for name in expected - {BARE, FAULT, HAND_OFF, SKILL_CREATOR}:
         row = rows[name]
         assert row["sessions"] == 4 and row["errored"] == 0, row
         assert row["matching"] == row["cases"] == 4 and row["verdicts"] == {"PASS": 4, "FAIL": 0, "ERROR": 0}
@@ -43,6 +45,20 @@ def test_first_turn_short_mode_has_every_row_and_the_verdicts_match(tmp_path: Pa
     assert rows["claude-code after"]["decided_early"] == 2 and rows["claude-code before"]["decided_early"] == 0
     assert rows[BARE]["sessions"] == 4 and rows[BARE]["errored"] == 0 and rows[BARE]["requests_per_session"] == 1
     assert rows[BARE]["input_tokens_per_session"] > 0
+
+    # run_eval counts a query as triggered only when the model names the script's temporary command; the keyword
+    # model calls the skill the project has installed, by its own name. So every run of the two should queries is
+    # "not triggered" (FAIL), and the two others PASS: one request per session, each CLI killed after its first turn.
+    creator = rows[SKILL_CREATOR]
+    assert creator["sessions"] == 4 and creator["requests_per_session"] == 1 and creator["errored"] == 0, creator
+    assert sorted(creator["triggered"].values()) == [0, 0, 0, 0]
+    assert creator["verdicts"] == {"PASS": 2, "FAIL": 2, "ERROR": 0} and creator["matching"] == 2
+    assert creator["states"] == {f"invoice-scanner/trigger/q{n}": s
+                                 for n, s in enumerate(("FAIL", "FAIL", "PASS", "PASS"), 1)}
+    assert creator["cpu_s"] > 0 and creator["one_session_cpu_s"] > 0
+    compared = [t for t in report["targets"] if "skill-creator" in t["target"]]  # its CPU and wall: no figure asserted
+    assert len(compared) == 2
+    assert all(t["met"] for t in report["targets"] if "every verdict right" in t["target"])
 
     fault = rows[FAULT]
     assert fault["should_not_states"] == ["ERROR"] and fault["verdicts"] == {"PASS": 2, "FAIL": 0, "ERROR": 2}
