@@ -83,7 +83,7 @@ def judge_once(url: str, answer: str = ANSWER, calls: list[ToolCall] | None = No
         try:
             return await judge.judge(PROMPT, answer, calls or [], ASSERTIONS if assertions is None else assertions)
         finally:
-            await judge._client.close()  # Judge has no close(); without this httpx closes on a dead loop
+            await judge.aclose()  # in this loop: otherwise httpx closes on a dead loop
     return asyncio.run(once())
 
 
@@ -282,11 +282,11 @@ def judge_without_neutralising(url: str, answer: str) -> tuple[list[AssertionOut
             raw = TRANSCRIPT_TEMPLATE.format(nonce=nonce, prompt=PROMPT, tools=tool_summary([]), answer=answer)
             params["messages"][0]["content"][1]["text"] = raw
             started = time.monotonic()
-            response = await judge._client.messages.create(**params)
+            response = await judge.client().messages.create(**params)
             call = JudgeCall(model=MODEL, prompt_version=judge.version)
             return read_reply(response, answer, ASSERTIONS, call, judge.prices, started)
         finally:
-            await judge._client.close()
+            await judge.aclose()
     return asyncio.run(once())
 
 

@@ -240,7 +240,7 @@ Clients = weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAn
 
 
 def loop_client(clients: Clients, api_key: str, base_url: str | None, max_retries: int,
-                middleware: list[anthropic.Middleware]) -> anthropic.AsyncAnthropic:
+                middleware: list[anthropic.MiddlewareInput]) -> anthropic.AsyncAnthropic:
     """The running event loop's client, made on first use (an HTTP client belongs to the loop it was made in).
     SpendLimitMiddleware last = innermost: a spend limit raises before the rate limiter (runner.execute.executor adds
     it to the host's middleware) pauses for it and before the SDK retries it."""
@@ -276,7 +276,7 @@ class ApiHost:
         self.max_retries = max_retries
         self.prompt_caching = prompt_caching
         # anthropic SDK client middleware (runner.execute.executor adds the run's rate limiter before the first call).
-        self.middleware: list[anthropic.Middleware] = []
+        self.middleware: list[anthropic.MiddlewareInput] = []
         # One client per event loop: a client is bound to the loop its connections were made in.
         self._clients: Clients = \
             weakref.WeakKeyDictionary()

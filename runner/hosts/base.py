@@ -29,7 +29,7 @@ class Host(Protocol):
     name: str
 
     @property
-    def middleware(self) -> list[anthropic.Middleware]:
+    def middleware(self) -> list[anthropic.MiddlewareInput]:
         """The anthropic SDK client middleware of the API client the host itself makes requests with.
 
         The executor puts the run's rate limiter here before the first session (runner.hosts.ratelimit), so each

@@ -15,8 +15,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-import anthropic
-
 from runner.core.observation import CostBasis, Usage
 from runner.hosts.prices import PriceTable
 
@@ -188,11 +186,12 @@ def metering(tally: Tally) -> Iterator[Tally]:
         _CURRENT.reset(token)
 
 
-class BillingMiddleware(anthropic.Middleware):
-    """anthropic SDK middleware: each HTTP attempt into the current tally. Put it last (innermost): it must see the
-    raw status before SpendLimitMiddleware turns a spend-limit answer into an exception."""
+class BillingMiddleware:
+    """anthropic SDK middleware (an async callable, as runner.hosts.ratelimit.RateLimitMiddleware says): each HTTP
+    attempt into the current tally. Put it last (innermost): it must see the raw status before SpendLimitMiddleware
+    turns a spend-limit answer into an exception."""
 
-    async def handle_async(self, request: Any, call_next: Any) -> Any:
+    async def __call__(self, request: Any, call_next: Any) -> Any:
         tally = _CURRENT.get()
         if tally is None:
             return await call_next(request)

@@ -448,7 +448,7 @@ class ClaudeCodeHost:
         self.work_parent = work_parent if work_parent is not None else workspace.default_parent()
         self.max_retries = max_retries
         # The CLI makes its own requests: the run's rate limiter, put here by the executor, paces none of them.
-        self.middleware: list[anthropic.Middleware] = []
+        self.middleware: list[anthropic.MiddlewareInput] = []
         self._wrapper_dir = Path(tempfile.mkdtemp(prefix="skill-evals-cli-", dir=self.work_parent))
         weakref.finalize(self, shutil.rmtree, str(self._wrapper_dir), True)
         # Every process of a session confined to the session's folder where the kernel allows it (Landlock).

@@ -472,7 +472,7 @@ class FirstTurnHost:
         self.run_folder = run_folder
         self.cli_version = cli_version(real.cli)
         # anthropic SDK client middleware: the executor adds the run's rate limiter (as for the api host).
-        self.middleware: list[anthropic.Middleware] = []
+        self.middleware: list[anthropic.MiddlewareInput] = []
         self._clients: Clients = \
             weakref.WeakKeyDictionary()
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()

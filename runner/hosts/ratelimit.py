@@ -20,7 +20,6 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import anthropic
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
@@ -266,13 +265,17 @@ def cli_rate_limit_retries(transcript: list[dict[str, Any]]) -> int:
     return count
 
 
-class RateLimitMiddleware(anthropic.Middleware):
-    """anthropic SDK middleware: every HTTP attempt waits for the limiter and reports its status."""
+class RateLimitMiddleware:
+    """anthropic SDK middleware: every HTTP attempt waits for the limiter and reports its status.
+
+    Like every middleware of the runner, an async callable `(request, call_next)`, which the SDK's client calls
+    exactly as it calls a subclass's `anthropic.Middleware.handle_async`: so this module does not import the SDK,
+    and a run whose host makes no request of its own (claude-code: the CLI makes them) never loads it."""
 
     def __init__(self, limiter: AdaptiveLimiter):
         self.limiter = limiter
 
-    async def handle_async(self, request: Any, call_next: Any) -> Any:
+    async def __call__(self, request: Any, call_next: Any) -> Any:
         started = await self.limiter.before_request()
         response = await call_next(request)
         await self.limiter.observe_response(response.status_code, response.headers, started)
@@ -336,15 +339,15 @@ def _raise_if_spend_limit(status: int, headers: Mapping[str, str], content: byte
         raise SpendLimitReached(status, cause, headers.get("request-id"))
 
 
-class SpendLimitMiddleware(anthropic.Middleware):
-    """anthropic SDK middleware (AsyncAnthropic, the runner's only client kind): a spend-limit response raises
-    SpendLimitReached from its first HTTP attempt.
+class SpendLimitMiddleware:
+    """anthropic SDK middleware (AsyncAnthropic, the runner's only client kind; an async callable, as
+    RateLimitMiddleware says): a spend-limit response raises SpendLimitReached from its first HTTP attempt.
 
     Put it last in `middleware=` (innermost, nearest the HTTP call): then it raises before RateLimitMiddleware
     sees the 429, so the limiter neither pauses nor shrinks for what is no rate limit. An error body is small:
     reading it here leaves the same bytes for the SDK when the response is no spend limit."""
 
-    async def handle_async(self, request: Any, call_next: Any) -> Any:
+    async def __call__(self, request: Any, call_next: Any) -> Any:
         response = await call_next(request)
         http = response.http_response
         if http.status_code in SPEND_STATUSES:

@@ -117,7 +117,7 @@ class ReplayHost:
         self.run_dir = Path(run_dir)
         self.aliases = aliases or {}  # as the recording host had them (runner.hosts.activation.skill_name)
         self._records: dict[str, dict[str, Any]] | None = None
-        self.middleware: list[anthropic.Middleware] = []  # no request is made: nothing reads it
+        self.middleware: list[anthropic.MiddlewareInput] = []  # no request is made: nothing reads it
 
     def versions(self) -> dict[str, str]:
         return {"host": HOST_NAME, "source_run": str(self.run_dir)}

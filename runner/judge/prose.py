@@ -15,19 +15,23 @@ import json
 import re
 import secrets
 import time
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import anthropic
-from anthropic.types import Message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runner.core.observation import CostBasis, ToolCall, Usage
 from runner.core.outcomes import AssertionOutcome
 from runner.corpus.library import Assertion
 from runner.hosts import billing
-from runner.hosts.api import reply_problem, reply_usage
 from runner.hosts.prices import PriceTable
 from runner.hosts.ratelimit import SpendLimitMiddleware, SpendLimitReached
+
+# The anthropic SDK (and runner.hosts.api, which imports it) is imported by the code that makes or reads a judge call,
+# not here: every run imports this module (its records hold JudgeCall), and loading the SDK costs about a second of
+# CPU that a run none of whose cases has a prose assertion never needs.
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types import Message
 
 SYSTEM_PROMPT = """You are an independent grader of an AI assistant's answer. You are given a rubric: a list of \
 items, each with an id and a sentence describing behaviour the answer should show. For each item decide PASS or FAIL \
@@ -239,19 +243,31 @@ class Judge:
         self.settings = settings
         self.prices = prices
         self.prompt_caching = prompt_caching  # False: no cache breakpoints (to measure what they save)
-        # A spend limit raises SpendLimitReached from its first response instead of being retried.
-        # BillingMiddleware counts each HTTP attempt, retries included, into the call's tally (a lost reply is billed).
-        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
-                                                max_retries=settings.max_retries, timeout=settings.timeout_s,
-                                                middleware=[SpendLimitMiddleware(), billing.BillingMiddleware()])
+        self._api_key, self._base_url = api_key, base_url
+        self._client: anthropic.AsyncAnthropic | None = None  # made by the first call (client())
         self.version = prompt_version()
 
     def __repr__(self) -> str:  # never show the key
         return f"Judge(model={self.settings.model!r}, prompt_version={self.version!r})"
 
+    def client(self) -> anthropic.AsyncAnthropic:
+        """The HTTP client, made at the first judge call (see the imports above)."""
+        if self._client is None:
+            import anthropic
+
+            # A spend limit raises SpendLimitReached from its first response instead of being retried.
+            # BillingMiddleware counts each HTTP attempt, retries included, into the call's tally (a lost reply is
+            # billed).
+            self._client = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self._base_url,
+                                                    max_retries=self.settings.max_retries,
+                                                    timeout=self.settings.timeout_s,
+                                                    middleware=[SpendLimitMiddleware(), billing.BillingMiddleware()])
+        return self._client
+
     async def aclose(self) -> None:
-        """Close the HTTP client inside the event loop that used it."""
-        await self._client.close()
+        """Close the HTTP client, if a call made one, inside the event loop that used it."""
+        if self._client is not None:
+            await self._client.close()
 
     def request_bound_usd(self, params: dict[str, Any]) -> float:
         """What one HTTP attempt of this judge call could cost, its reply lost (billing.input_bound_usd)."""
@@ -282,14 +298,19 @@ class Judge:
         call = JudgeCall(model=self.settings.model, prompt_version=self.version)
         if not assertions:
             return [], call
+        import anthropic
+
+        from runner.hosts.api import reply_usage
+
         started = time.monotonic()
         params = self.request_params(prompt, answer, calls, assertions, secrets.token_hex(8))
+        client = self.client()
         tally = billing.Tally()  # this call's own: its reservation is its own (runner.execute.executor)
         with billing.metering(tally):
             tally.open_request(self.request_bound_usd(params))
             try:
                 async with asyncio.timeout(self.settings.timeout_s):
-                    response = await self._client.messages.create(**params)
+                    response = await client.messages.create(**params)
             except SpendLimitReached as exc:
                 call.spend_limit = True
                 return lost(tally, call, False, failed(assertions, call, started, f"spend limit: {exc.cause}"))
@@ -313,6 +334,8 @@ def read_reply(response: Message, answer: str, assertions: list[Assertion], call
                started: float) -> tuple[list[AssertionOutcome], JudgeCall]:
     """Outcomes from the judge's Message (direct, or a succeeded batch result priced by `prices`). Whatever
     the reply holds, this returns: a reply it cannot read is JUDGE-ERROR with the reason."""
+    from runner.hosts.api import reply_problem, reply_usage
+
     usage = reply_usage(response)
     if isinstance(usage, Usage):  # counted even when the rest cannot be read: it was spent
         call.usage = usage

@@ -163,7 +163,7 @@ class _Wrapping:
     inner: Host
 
     @property
-    def middleware(self) -> list[anthropic.Middleware]:
+    def middleware(self) -> list[anthropic.MiddlewareInput]:
         return self.inner.middleware
 
     @property
