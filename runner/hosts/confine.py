@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import json
 import os
-import platform
 import sys
+
+# Every session's CLI starts through this script: it imports what confining needs and no more (json, for --check
+# only, is imported by main for it). A module less here is a few milliseconds less for every session.
 
 # Syscall numbers: the same on every architecture since Linux 5.13 (the unified table), except alpha's offsets.
 CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446
@@ -52,7 +53,7 @@ def _libc() -> ctypes.CDLL:
 def abi_version(libc: ctypes.CDLL | None = None) -> int:
     """The kernel's Landlock ABI (1 and up); 0 when it has none (not built in, switched off, or refused by a
     seccomp filter)."""
-    if platform.system() != "Linux":
+    if not sys.platform.startswith("linux"):
         return 0
     libc = libc or _libc()
     version = libc.syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
@@ -206,6 +207,8 @@ def _parse(argv: list[str]) -> tuple[list[str], list[str], list[str], bool, list
 def main(argv: list[str]) -> int:
     try:
         write, read, denied, check, command = _parse(argv)
+        if check:
+            import json  # before the ruleset, which keeps this process from reading the standard library
         abi = confine(write, read)
     except ConfineError as exc:
         print(f"skill-evals confine: the session was not started: {exc}", file=sys.stderr)
