@@ -135,6 +135,34 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def own_cpu() -> float:
+    """This process (the fake, the bookkeeping) and every child it has reaped."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime + children_cpu()
+
+
+def machine_busy() -> float | None:
+    """CPU seconds every process of the machine has used since boot (/proc/stat), None without /proc."""
+    try:
+        fields = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:9]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields)
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class Others:
+    """The CPU other programs took while a row ran: the machine's busy time less this process's and its children's
+    (nothing else should run while CPU is measured; this says whether something did)."""
+
+    def __init__(self) -> None:
+        self.busy, self.own = machine_busy(), own_cpu()
+
+    def cpu(self) -> float | None:
+        now = machine_busy()
+        return None if now is None or self.busy is None else max(0.0, now - self.busy - (own_cpu() - self.own))
+
+
 def new_fake(latency: float, script: Callable[[FakeAnthropic], None]) -> FakeAnthropic:
     fake = FakeAnthropic()
     script(fake)
@@ -271,10 +299,11 @@ def skill_evals_row(library: Path, variant: Variant, shape: Shape, concurrency: 
     out = work / f"{row.replace(' ', '-').replace(',', '')}-c{concurrency}"
     config = write_config(work / f"{out.name}.toml", variant.decide_early)
     args = skill_evals_args(library, variant, shape.repeats, shape.quorum, concurrency, config, out)
-    load = os.getloadavg()[0]
+    load, others = os.getloadavg()[0], Others()
     with new_fake(latency, script) as fake:
         done, wall, cpu = timed(args, fake_env(fake), work)
         requests = agent_requests(fake)
+    other_cpu = others.cpu()
     if not (out / "results.json").exists():
         raise RuntimeError(f"skill-evals run wrote no results ({row}, c={concurrency}): {done.stderr[-2000:]}")
     found = attempt_figures(out, concurrency)
@@ -283,7 +312,7 @@ def skill_evals_row(library: Path, variant: Variant, shape: Shape, concurrency: 
             "wall_s": wall, "cpu_s": cpu, "requests": requests,
             "requests_per_session": requests / found["sessions"] if found["sessions"] else None,
             **found, **verdict_figures(out, expected_triggers(library)),
-            "load_1min_before": load, "load_1min_after": os.getloadavg()[0]}
+            "load_1min_before": load, "load_1min_after": os.getloadavg()[0], "other_cpu_s": other_cpu}
 
 
 # ---- the bare CLI ----------------------------------------------------------------------------------
@@ -313,7 +342,7 @@ def set_queries(queries: int) -> tuple[str, ...]:
 def bare_row(shape: Shape, concurrency: int, latency: float) -> dict[str, Any]:
     cli = bundled_cli()
     queries = [q for q in set_queries(shape.queries) for _ in range(shape.repeats)]
-    load = os.getloadavg()[0]
+    load, others = os.getloadavg()[0], Others()
     with new_fake(latency, text_only) as fake:
         wall0, cpu0 = time.perf_counter(), children_cpu()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
@@ -327,7 +356,7 @@ def bare_row(shape: Shape, concurrency: int, latency: float) -> dict[str, Any]:
             "errored": sum(1 for s in sessions if not s["ok"]), "decided_early": 0, "first_turn_outcomes": {},
             **token_figures(usages, concurrency), "verdicts": None, "cases": None, "matching": None,
             "states": {}, "should_not_states": [],
-            "load_1min_before": load, "load_1min_after": os.getloadavg()[0]}
+            "load_1min_before": load, "load_1min_after": os.getloadavg()[0], "other_cpu_s": others.cpu()}
 
 
 # ---- skill-creator's run_eval ----------------------------------------------------------------------
@@ -376,7 +405,7 @@ def skill_creator_one_session_cpu(work: Path, latency: float) -> float:
 
 
 def skill_creator_row(shape: Shape, concurrency: int, work: Path, latency: float) -> dict[str, Any]:
-    load = os.getloadavg()[0]
+    load, others = os.getloadavg()[0], Others()
     found, wall, cpu, fake, failed = skill_creator_run(shape.queries, shape.repeats, concurrency,
                                                        work / f"skill-creator-c{concurrency}", latency)
     requests = agent_requests(fake)
@@ -393,7 +422,7 @@ def skill_creator_row(shape: Shape, concurrency: int, work: Path, latency: float
             "verdicts": {"PASS": summary["passed"], "FAIL": summary["failed"], "ERROR": 0}, "cases": summary["total"],
             "matching": summary["passed"], "states": states, "should_not_states": [],
             "triggered": {r["query"]: r["triggers"] for r in found["results"]},
-            "load_1min_before": load, "load_1min_after": os.getloadavg()[0]}
+            "load_1min_before": load, "load_1min_after": os.getloadavg()[0], "other_cpu_s": others.cpu()}
 
 
 # ---- the report ------------------------------------------------------------------------------------
@@ -536,6 +565,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines += [f"- {'met' if t['met'] else '**missed**'}: {t['target']} — {t['measured']}" for t in report["targets"]]
     lines += ["", "Load average (1 min) before each row: " + ", ".join(
         f"{r['row']} c={r['concurrency']} {r['load_1min_before']:.2f}" for r in report["rows"]), ""]
+    lines += ["CPU other programs took while each row ran (should be ~0): " + ", ".join(
+        f"{r['row']} c={r['concurrency']} {fmt(r.get('other_cpu_s'), '.1f', ' s')}" for r in report["rows"]), ""]
     return "\n".join(lines)
 
 
