@@ -125,6 +125,8 @@ FAULT = "claude-code after, 500 on should-not"
 HAND_OFF = "first-turn, one query reads a file first"
 BARE = "bare claude -p"
 SKILL_CREATOR = "skill-creator run_eval"
+COLD = "claude-code after, cold result cache"  # --cache DIR, DIR empty: every case runs and is stored
+WARM = "claude-code after, warm result cache"  # the same again: every case from the cache, no session
 SKILL_CREATOR_SCRIPT = Path(__file__).resolve().parent / "skill_creator_eval.py"
 
 
@@ -222,13 +224,13 @@ def write_config(path: Path, decide_early: bool) -> Path:
 
 
 def skill_evals_args(library: Path, variant: Variant, repeats: int, quorum: int, concurrency: int, config: Path,
-                     out: Path) -> list[str]:
+                     out: Path, cache: Path | None = None) -> list[str]:
     # --max-usd: the default $10 cap admits only 5 concurrent worst-case reservations, which would bound
     # concurrency 10 by the cap instead of by the machine.
     return [sys.executable, "-m", "runner", "run", "--library", str(library), "--host", variant.host,
             "--repeats", str(repeats), "--quorum", str(quorum), "--concurrency", str(concurrency),
             "--config", str(config), "--max-usd", "1000", "--timeout", "120", "--no-library-validator",
-            "--out", str(out)]
+            "--out", str(out), *(["--cache", str(cache)] if cache is not None else [])]
 
 
 def fake_env(fake: FakeAnthropic) -> dict[str, str]:
@@ -295,10 +297,10 @@ def attempt_figures(out: Path, first_wave: int) -> dict[str, Any]:
 
 
 def skill_evals_row(library: Path, variant: Variant, shape: Shape, concurrency: int, work: Path, latency: float,
-                    script: Callable[[FakeAnthropic], None], row: str) -> dict[str, Any]:
+                    script: Callable[[FakeAnthropic], None], row: str, cache: Path | None = None) -> dict[str, Any]:
     out = work / f"{row.replace(' ', '-').replace(',', '')}-c{concurrency}"
     config = write_config(work / f"{out.name}.toml", variant.decide_early)
-    args = skill_evals_args(library, variant, shape.repeats, shape.quorum, concurrency, config, out)
+    args = skill_evals_args(library, variant, shape.repeats, shape.quorum, concurrency, config, out, cache)
     load, others = os.getloadavg()[0], Others()
     with new_fake(latency, script) as fake:
         done, wall, cpu = timed(args, fake_env(fake), work)
@@ -307,6 +309,10 @@ def skill_evals_row(library: Path, variant: Variant, shape: Shape, concurrency: 
     if not (out / "results.json").exists():
         raise RuntimeError(f"skill-evals run wrote no results ({row}, c={concurrency}): {done.stderr[-2000:]}")
     found = attempt_figures(out, concurrency)
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    found["reused"] = results.get("attempts_reused", 0)
+    if cache is not None:  # the sessions this run started: its attempts less those taken from the cache
+        found["sessions"] = results["attempts_finished"]
     return {"row": row, "variant": variant.row, "host": variant.host, "concurrency": concurrency, "repeats": shape.repeats,
             "exit_code": done.returncode,
             "wall_s": wall, "cpu_s": cpu, "requests": requests,
@@ -429,8 +435,12 @@ def skill_creator_row(shape: Shape, concurrency: int, work: Path, latency: float
 
 def per_session(rows: list[dict[str, Any]], one_session: dict[str, float]) -> None:
     for r in rows:
-        one = one_session.get(r["variant"])
+        one = one_session.get(r["variant"]) if r["row"] != WARM else None
         r["one_session_cpu_s"] = one
+        if not r["sessions"] or r["row"] == COLD:  # a warm run starts none; a cold one pays its cache's writes too
+            r["cpu_per_session_s"] = r["cpu_s"] / r["sessions"] if r["sessions"] else None
+            r["marginal_cpu_per_session_s"] = r["sessions_per_s"] = None
+            continue
         r["cpu_per_session_s"] = r["cpu_s"] / r["sessions"]
         # The bare rows have no start-up of their own: every session is the same process.
         r["marginal_cpu_per_session_s"] = ((r["cpu_s"] - one) / (r["sessions"] - 1) if one is not None
@@ -454,8 +464,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         later = r["cache_read_share_after_first_wave"]
         lines.append(
             f"| {r['row']} | {r['concurrency']} | {r['sessions']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | "
-            f"{fmt(r['one_session_cpu_s'], '.2f')} | {r['cpu_per_session_s']:.3f} | {r['marginal_cpu_per_session_s']:.3f} | "
-            f"{r['sessions_per_s']:.2f} | {fmt(r['requests_per_session'], '.2f')} | "
+            f"{fmt(r['one_session_cpu_s'], '.2f')} | {fmt(r['cpu_per_session_s'], '.3f')} | "
+            f"{fmt(r['marginal_cpu_per_session_s'], '.3f')} | "
+            f"{fmt(r['sessions_per_s'], '.2f')} | {fmt(r['requests_per_session'], '.2f')} | "
             f"{fmt(r['input_tokens_per_session'], ',.0f')} | {fmt(None if share is None else 100 * share, '.1f', ' %')} "
             f"| {fmt(None if later is None else 100 * later, '.1f', ' %')} | {verdicts} | {match} |")
     return "\n".join(lines)
@@ -496,6 +507,9 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         creator = by.get((SKILL_CREATOR, c))
         if after and creator:
             found += against_skill_creator(c, after, creator)
+        cold, warm = by.get((COLD, c)), by.get((WARM, c))
+        if cold and warm and creator:
+            found += cache_against_skill_creator(c, cold, warm, creator)
     for r in rows:
         if r["row"] == HAND_OFF:
             handed = r["first_turn_outcomes"].get("handed-off", 0)
@@ -520,6 +534,25 @@ def against_skill_creator(c: int, after: dict[str, Any], creator: dict[str, Any]
             check(f"c={c} claude-code after: every verdict right", after["matching"] == after["cases"],
                   f"{after['matching']}/{after['cases']} (skill-creator run_eval {creator['matching']}/"
                   f"{creator['cases']})")]
+
+
+def cache_against_skill_creator(c: int, cold: dict[str, Any], warm: dict[str, Any], creator: dict[str, Any]
+                                ) -> list[dict[str, Any]]:
+    """Issue 33: a warm result cache with nothing changed costs under 10% of skill-creator's CPU, starts no session
+    and gives the cold run's verdicts; the cold run (an empty cache, every case run and stored) is at most 1.0x
+    skill-creator's CPU and wall."""
+    warm_share, cold_cpu, cold_wall = (warm["cpu_s"] / creator["cpu_s"], cold["cpu_s"] / creator["cpu_s"],
+                                       cold["wall_s"] / creator["wall_s"])
+    return [check(f"c={c} warm result cache: CPU < 10% of skill-creator run_eval", warm_share < 0.10,
+                  f"{100 * warm_share:.1f} % ({warm['cpu_s']:.2f} s against {creator['cpu_s']:.1f} s)"),
+            check(f"c={c} warm result cache: no session, no request, the cold run's verdicts",
+                  warm["sessions"] == 0 and warm["requests"] == 0 and warm["states"] == cold["states"],
+                  f"{warm['sessions']} sessions, {warm['requests']} requests, {warm['reused']} attempts reused; "
+                  f"verdicts {'equal' if warm['states'] == cold['states'] else 'DIFFER'}"),
+            check(f"c={c} cold result cache: CPU <= 1.0x skill-creator run_eval", cold_cpu <= 1.0,
+                  f"{cold_cpu:.3f}x ({cold['cpu_s']:.1f} s against {creator['cpu_s']:.1f} s)"),
+            check(f"c={c} cold result cache: wall <= 1.0x skill-creator run_eval", cold_wall <= 1.0,
+                  f"{cold_wall:.3f}x ({cold['wall_s']:.1f} s against {creator['wall_s']:.1f} s)")]
 
 
 def tree() -> dict[str, Any]:
@@ -582,7 +615,7 @@ def first_turn_available() -> tuple[bool, str]:
 
 # --rows names: every row of the report by a short name (the default runs them all).
 ROW_NAMES = {"before": BEFORE.row, "after": AFTER.row, "first-turn": FIRST_TURN.row, "bare": BARE,
-             "skill-creator": SKILL_CREATOR, "fault": FAULT, "hand-off": HAND_OFF}
+             "skill-creator": SKILL_CREATOR, "cache": f"{COLD}, {WARM}", "fault": FAULT, "hand-off": HAND_OFF}
 
 
 def compile_runner() -> None:
@@ -607,8 +640,11 @@ def run(shape: Shape, concurrencies: tuple[int, ...], latency: float, work: Path
         for variant in variants:
             rows.append(skill_evals_row(library, variant, shape, c, work, latency, keyword_model, variant.row))
             print(f"{variant.row} c={c}: done", flush=True)
-        # The warm-cache row goes here when the result cache lands: the `after` run with `--cache DIR` twice (the
-        # first fills DIR, the second is measured, every case from the cache), beside the cold rows above.
+        if "cache" in wanted:  # the `after` run with --cache: an empty folder (cold), then the same again (warm)
+            folder = work / f"result-cache-c{c}"
+            rows.append(skill_evals_row(library, AFTER, shape, c, work, latency, keyword_model, COLD, folder))
+            rows.append(skill_evals_row(library, AFTER, shape, c, work, latency, keyword_model, WARM, folder))
+            print(f"{COLD} / {WARM} c={c}: done", flush=True)
         if "bare" in wanted:
             rows.append(bare_row(shape, c, latency))
             print(f"{BARE} c={c}: done", flush=True)

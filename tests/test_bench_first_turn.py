@@ -15,7 +15,8 @@ from tests.conftest import REPO
 
 BARE = "bare claude -p"
 SKILL_CREATOR = "skill-creator run_eval"
-ROWS = ("claude-code before", "claude-code after", BARE, SKILL_CREATOR)
+COLD, WARM = "claude-code after, cold result cache", "claude-code after, warm result cache"
+ROWS = ("claude-code before", "claude-code after", BARE, SKILL_CREATOR, COLD, WARM)
 FAULT = "claude-code after, 500 on should-not"
 HAND_OFF = "first-turn, one query reads a file first"
 
@@ -35,7 +36,7 @@ def test_first_turn_short_mode_has_every_row_and_the_verdicts_match(tmp_path: Pa
     for name in expected:
         assert f"| {name} | " in table
 
-    for name in expected - {BARE, FAULT, HAND_OFF, SKILL_CREATOR}:
+    for name in expected - {BARE, FAULT, HAND_OFF, SKILL_CREATOR, WARM}:
         row = rows[name]
         assert row["sessions"] == 4 and row["errored"] == 0, row
         assert row["matching"] == row["cases"] == 4 and row["verdicts"] == {"PASS": 4, "FAIL": 0, "ERROR": 0}
@@ -57,7 +58,15 @@ def test_first_turn_short_mode_has_every_row_and_the_verdicts_match(tmp_path: Pa
                                  for n, s in enumerate(("FAIL", "FAIL", "PASS", "PASS"), 1)}
     assert creator["cpu_s"] > 0 and creator["one_session_cpu_s"] > 0
     compared = [t for t in report["targets"] if "skill-creator" in t["target"]]  # its CPU and wall: no figure asserted
-    assert len(compared) == 2
+    assert len(compared) == 5
+    # The result cache (issue 33): the second run of the same set with the same cache starts no session, sends no
+    # request, takes every attempt from the first and gives its verdicts.
+    warm = rows[WARM]
+    assert warm["sessions"] == 0 and warm["requests"] == 0 and warm["reused"] == 4, warm
+    assert warm["states"] == rows[COLD]["states"] == rows["claude-code before"]["states"]
+    assert rows[COLD]["reused"] == 0
+    met = {t["target"]: t["met"] for t in report["targets"]}
+    assert met["c=2 warm result cache: no session, no request, the cold run's verdicts"] is True
     assert all(t["met"] for t in report["targets"] if "every verdict right" in t["target"])
 
     fault = rows[FAULT]
