@@ -245,6 +245,8 @@ def surface_for(cache: CacheUse | None, host: Host, library: Library, settings: 
                 ) -> Surface:
     """The surface audit, or its result for the same inputs from the cache (the CLI's version, the settings that
     reach it, every skill's listing inputs)."""
+    if cache is not None and "unknown" in versions.values():
+        cache = None  # a capture of a CLI whose version is not known must not stand for another's
     key = surface_key(settings.run.host, versions, settings.run.model, settings.listing.budget_chars,
                       settings.run.allowed_tools, library, cache.folders) if cache is not None else ""
     if cache is not None and (found := cache.store.get_surface(key)) is not None:
