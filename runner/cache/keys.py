@@ -5,7 +5,7 @@ shown (the listing: every skill's name and the description that reaches the mode
 on the skills it can load (the target's and the named neighbours' folders, as a session receives them: without
 the answer key), on the host and its version, the model and every bound of a session, on the judge for prose
 assertions, and on this harness. `case_key` hashes all of it. Skills a cached attempt fired besides those are
-checked when the entry is read (`folders_unchanged`): an edit to a sibling that took the prompt re-runs the case.
+checked when the entry is read (runner.cache.reuse): an edit to a sibling that took the prompt re-runs the case.
 
 Design notes: docs/design/result-cache.md.
 """
