@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ SONNET = "claude-sonnet-4-6"
 PROMPTS = ["Dependabot wants to bump pydantic from 2.5.3 to 2.8.2. Should I merge?",
            "Write the postmortem for last night's outage of the payments queue.",
            "Plan the migration of the orders table to the new schema."]
+LEAK = "commit-message-of-the-repository-around-the-session-folders"
 WRITING_TOOLS = ["Skill", "Read", "Write", "Glob", "Grep"]
 
 
@@ -131,12 +133,17 @@ def test_per_case_path_gives_a_cases_sessions_one_head_and_another_case_its_own_
     """Without a namespace (forced: session_namespace = "case"), a case's sessions one after another send the very
     same head, working directory included, so they share one prefix hash; another case differs only in its working
     directory. Each session's folder is made afresh and is gone when it ends."""
+    # The folders' parent is inside a git repository (a TMPDIR there) and no Landlock wall keeps git out of it (a
+    # kernel without Landlock): nothing of that repository may reach the model.
+    for args in (["init", "-q", "-b", "leaky-branch"], ["-c", "user.name=x", "-c", "user.email=x@example.com",
+                                                         "commit", "-q", "--allow-empty", "-m", LEAK]):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
     with FakeAnthropic() as fake:
         fake.default(text("Done."))
         library, _ = load_library(EXAMPLE, Settings())
         host = ClaudeCodeHost(LibraryFiles.of(library, Settings().limits.max_file_bytes), load_prices(Settings()),
                               KEY, fake.url, None, ["Skill", "Read", "Glob", "Grep"], work_parent=tmp_path,
-                              session_namespace="case")
+                              session_namespace="case", session_confinement="off")
         prompts = [PROMPTS[0], PROMPTS[0], PROMPTS[0]]
         observations = run_sessions(host, prompts, uids=["case-a", "case-a", "case-b"])
         bodies = first_requests(fake)
@@ -149,6 +156,9 @@ def test_per_case_path_gives_a_cases_sessions_one_head_and_another_case_its_own_
     assert heads[2]["messages"][0]["text"].replace(cwd[2], "X") == heads[0]["messages"][0]["text"].replace(cwd[0], "X")
     assert observations[0].prefix_hash == observations[1].prefix_hash != observations[2].prefix_hash
     assert not list(tmp_path.glob("skill-evals-case-*"))  # every session's folder (and its mark) removed
+    sent = json.dumps(bodies)
+    assert LEAK not in sent and "leaky-branch" not in sent
+    assert "Is a git repository: true" in sent and "Recent commits:\\n\\n\\n" in sent  # the same empty status everywhere
 
 
 def test_case_folders_are_made_afresh_and_one_live_session_holds_each(tmp_path: Path) -> None:

@@ -157,10 +157,9 @@ def case_key(context: RunContext, case: Case, library: Library, arms: list[str],
     output case runs a control arm without its skill)."""
     folders = context.folders.skills
     named = sorted({case.skill, case.target, *case.should_not_trigger} & set(folders))
-    judged = any(a.assertion_class == "semantic" for a in case.assertions)
     return digest({"context": context.digest, "case": case_fields(case, policy), "arms": arms,
                    "skills": {name: folders[name] for name in named},
-                   "judge": list(context.judge) if judged and context.judge else None})
+                   "judge": list(context.judge) if case.judged and context.judge else None})
 
 
 def surface_key(host: str, versions: dict[str, str], model: str, budget: int | None, allowed_tools: list[str],

@@ -71,6 +71,11 @@ class Case(BaseModel):
     lines: dict[str, int] = Field(default_factory=dict,
                                   description="Line of fields that findings point at, e.g. `should_not_trigger/1`.")
 
+    @property
+    def judged(self) -> bool:
+        """Whether a judge reads this case's attempts: it has a prose (semantic) assertion."""
+        return any(a.assertion_class == "semantic" for a in self.assertions)
+
 
 class Defect(BaseModel):
     id: str

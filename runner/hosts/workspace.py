@@ -250,6 +250,13 @@ class Staging:
                 shutil.copyfile(origin, destination)
 
 
+# HOME's `.git`: the CLI's upward search for a repository stops at any `.git` (so the session's gitStatus is the
+# same empty one on every machine), and git itself stops at a `.git` file whose gitdir does not exist. An empty
+# `.git` folder stopped only the CLI: git walked on past it, and a session folder inside a repository (a TMPDIR
+# there, no namespace) sent that repository's branch and commits to the model (tests/test_session_prefix.py).
+NO_REPOSITORY = "gitdir: no-repository\n"
+
+
 def build(files: LibraryFiles, exclude_skills: list[str], case_files: list[tuple[Path, str]],
           parent: Path | None = None, staging: Staging | None = None, link: bool = False,
           root: Path | None = None) -> Workspace:
@@ -262,7 +269,8 @@ def build(files: LibraryFiles, exclude_skills: list[str], case_files: list[tuple
     home = root / "home"
     project = home / "project"
     config = root / "config"
-    (home / ".git").mkdir(parents=True)
+    home.mkdir(parents=True)
+    (home / ".git").write_text(NO_REPOSITORY, encoding="utf-8")
     config.mkdir()
     if staging is not None:
         staging.mirror(staging.skills, project / ".claude" / "skills", set(exclude_skills), link)

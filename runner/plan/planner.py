@@ -208,8 +208,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
                               runs_folder)
     sessions_max = sum(c.sessions for c in runnable)
     expected = found.session_usd
-    judged = sum(c.sessions for c in runnable if c.kind == "probe" or any(a.assertion_class == "semantic"
-                                                                           for a in by_uid[c.uid].assertions))
+    judged = sum(c.sessions for c in runnable if c.kind == "probe" or by_uid[c.uid].judged)
     baseline_sessions = sum(c.repeats for c in runnable if c.baselined)
     estimate = CostEstimate(
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
