@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -214,12 +215,18 @@ class CacheUse:
     """A run's result cache: the folder, the digests of the library's folders, and what the plan took from it."""
 
     store: Store
-    folders: Folders
+    library: Library
     label: str = ""
     keys: dict[str, str] = field(default_factory=dict)  # every runnable case's key
     hits: dict[str, reuse_mod.Hit] = field(default_factory=dict)  # the cases taken from it
     surface: str = ""  # "reused" / "stored": what became of the surface audit; "" without one
     why_not: str | None = None  # why the plan took nothing from it (said with the plan)
+
+    @cached_property
+    def folders(self) -> Folders:
+        """Every skill folder's digest: read once, and only when a key is made (a CLI whose version is not known
+        makes none; on Aegis the read is ~0.5 s)."""
+        return Folders.of(self.library, bounded.OPTION_FILE_MAX_BYTES)
 
 
 def open_cache(settings: Settings, options: Options, library: Library) -> CacheUse | None:
@@ -238,7 +245,7 @@ def open_cache(settings: Settings, options: Options, library: Library) -> CacheU
         store.open()
     except OSError as exc:
         raise ValueError(f"the result cache {folder} cannot be used: {exc.strerror or exc}") from None
-    return CacheUse(store=store, folders=Folders.of(library, bounded.OPTION_FILE_MAX_BYTES), label=options.cache_label)
+    return CacheUse(store=store, library=library, label=options.cache_label)
 
 
 def surface_for(cache: CacheUse | None, host: Host, library: Library, settings: Settings, versions: dict[str, str]
