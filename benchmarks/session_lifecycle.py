@@ -195,7 +195,7 @@ async def measure(sessions: int, latency: float) -> dict[str, Any]:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = [f"# One Claude Code session's CPU (benchmarks/session_lifecycle.py)", "",
+    lines = ["# One Claude Code session's CPU (benchmarks/session_lifecycle.py)", "",
              f"Measured {report['when']} with `{report['command']}`; {report['machine']}; Claude Code CLI "
              f"{report['cli']}; the fake answers after {report['latency']} s; {report['sessions']} sessions per "
              "variant, interleaved. CPU seconds per session (getrusage of the CLI processes).", "",
