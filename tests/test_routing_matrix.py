@@ -269,3 +269,27 @@ def test_moved_cells_since_the_previous_run(routed: tuple[Path, dict[str, Any]],
                    str(page)).returncode == 0
     text = page.read_text()
     assert 'id="routing-moved"' in text and "alpha now takes 6 of beta&#x27;s 9 attempts, was 3 of 9" in text
+
+
+def test_merged_shards_give_the_unsharded_matrix(routed: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """Two shards of the same plan, each run for real and merged: every count of the matrix adds up to the unsharded
+    run's, and no shard's `other-shard` attempts are counted as UNRUN in the merge."""
+    _, whole = routed
+    library = routing_library.make(tmp_path / "library")
+    shards = []
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, verdicts("PASS"))
+        routing_library.script(fake)
+        for index in (1, 2):
+            out = tmp_path / f"shard{index}"
+            done = skill_evals_run(fake, out, "--host", "api", "--repeats", str(N), "--quorum", "2", "--no-early-stop",
+                                   "--shard", f"{index}/2", library=library)
+            assert done.returncode == 0, done.stdout + done.stderr
+            shards.append(out)
+    parts = [results_of(out)["routing"] for out in shards]
+    assert all(0 < part["attempts"] < whole["routing"]["attempts"] for part in parts)
+    merged_dir = tmp_path / "merged"
+    done = run_cli("merge", *map(str, shards), "--out", str(merged_dir))
+    assert done.returncode == 0, done.stdout + done.stderr
+    merged = results_of(merged_dir)["routing"]
+    assert merged == whole["routing"]
