@@ -1,4 +1,4 @@
-"""The routing matrix: which skill the library's prompts really fire, over every attempt that ran (issue 34).
+"""The routing matrix: which skill the library's prompts really fire, over every attempt that ran.
 
 Rows are what a case expects to fire, columns what fired; counts are attempts, never cases. Two matrices: every
 skill an attempt fired (`matrix`) and only the first (`first_fired`). Per skill, precision, recall and F1 with their
