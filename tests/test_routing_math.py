@@ -94,3 +94,13 @@ def test_merging_shards_adds_every_count() -> None:
     merged = routing.merge([one, two], {})
     assert merged == whole
     assert merged.confusions[0].cases == ["b/1", "b/2"] and merged.excluded["UNRUN"] == 2
+
+
+def test_moved_cells_read_as_sentences() -> None:
+    from runner.report.history import RoutingMove, move_text
+    assert move_text(RoutingMove(expected="b", fired="a", before=0, before_of=9, after=3, after_of=9)) == \
+        "a now takes 3 of b's 9 attempts, was 0 of 9"
+    assert move_text(RoutingMove(expected=NONE, fired="c", before=0, before_of=0, after=2, after_of=4)) == \
+        "c now takes 2 of the 4 attempts of prompts that expect no skill, not measured then"
+    assert move_text(RoutingMove(expected="e", fired=NONE, before=1, before_of=3, after=3, after_of=3)) == \
+        "nothing fires on 3 of e's 3 attempts, was 1 of 3"

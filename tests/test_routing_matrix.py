@@ -190,6 +190,10 @@ def test_junit_keeps_its_cases_and_adds_routing_properties(routed: tuple[Path, d
     assert props["routing_attempts"] == "45" and props["routing_excluded_error"] == "3"
     assert props["routing_excluded_unrun"] == "3"
     assert props["routing_top_confusion"] == "beta's prompts fire alpha (6 of 9 attempts)"
+    # Still the JUnit the CI reporters read: the Jenkins xUnit plugin's schema.
+    from lxml import etree
+    schema = etree.XMLSchema(etree.parse(str(Path(__file__).parent / "data" / "junit.xsd")))
+    assert schema.validate(etree.fromstring(done.stdout.encode("utf-8"))), schema.error_log
 
 
 def html_page(out: Path, work: Path) -> Path:
