@@ -104,3 +104,14 @@ def test_moved_cells_read_as_sentences() -> None:
         "c now takes 2 of the 4 attempts of prompts that expect no skill, not measured then"
     assert move_text(RoutingMove(expected="e", fired=NONE, before=1, before_of=3, after=3, after_of=3)) == \
         "nothing fires on 3 of e's 3 attempts, was 1 of 3"
+
+
+def test_a_claim_expecting_two_skills_plugs_in() -> None:
+    """What a routing spec with several must-fire skills becomes: one attempt in each expected row, counted once."""
+    both = Claim(expects=("a", "b"))
+    found = routing.build([case("r/1", both, outcome("a", "c"), planned=1)])
+    assert found.attempts == 1 and found.rows == {"a": 1, "b": 1}
+    assert found.matrix == {"a": {"a": 1, "c": 1}, "b": {"a": 1, "c": 1}}
+    assert {n: (s.tp, s.fp, s.fn) for n, s in found.per_skill.items()} == {"a": (1, 0, 0), "b": (0, 0, 1),
+                                                                           "c": (0, 1, 0)}
+    assert [(c.expected, c.fired) for c in found.confusions] == [("a", "c"), ("b", "c")]

@@ -117,7 +117,8 @@ class Routing(BaseModel):
     per_skill: dict[str, SkillRouting]
     confusions: list[Confusion] = Field(description="Every off-diagonal cell with attempts, worst first: most "
                                                     "attempts, then the larger share of the row, then by name.")
-    attempts: int = Field(description="Attempts counted in the matrix.")
+    attempts: int = Field(description="Attempts counted in the matrix (one expecting two skills is in two rows, "
+                                      "counted once here).")
     excluded: dict[str, int] = Field(description="Attempts of routing cases left out, by state: ERROR (the host "
                                                  "could not observe the activation, or the case's records were "
                                                  "refused), QUARANTINED (a quarantined case's), UNRUN (never ran).")
@@ -144,6 +145,7 @@ class _Tally:
 
     def __init__(self) -> None:
         self.rows: Counter[str] = Counter()
+        self.attempts = 0
         self.cells: dict[str, Counter[str]] = {}
         self.firsts: dict[str, Counter[str]] = {}
         self.tp: Counter[str] = Counter()
@@ -156,6 +158,7 @@ class _Tally:
 
     def add_attempt(self, uid: str, claim: Claim, fired: list[str]) -> None:
         first = fired[0] if fired else NONE
+        self.attempts += 1
         for row in claim.expects or (NONE,):
             self.rows[row] += 1
             for column in fired or [NONE]:
@@ -248,14 +251,9 @@ def _routing(tally: _Tally) -> Routing:
                 for row in skills if row in tally.cells},
         first_fired={row: {c: n for c, n in sorted(tally.firsts[row].items(), key=lambda i: skills.index(i[0]))}
                      for row in skills if row in tally.firsts},
-        per_skill=per_skill, confusions=confusions, attempts=_attempts(tally),
+        per_skill=per_skill, confusions=confusions, attempts=tally.attempts,
         excluded={state: tally.excluded[state] for state in EXCLUDED_STATES},
         unrun_by_reason=dict(tally.unrun.most_common()))
-
-
-def _attempts(tally: _Tally) -> int:
-    # An attempt is in one row per name it expects; the claims made so far expect at most one, so rows sum them.
-    return sum(tally.rows.values())
 
 
 def build(cases: Iterable[CaseAttempts]) -> Routing:
@@ -271,6 +269,7 @@ def merge(parts: list[Routing], unrun_elsewhere: Mapping[str, int]) -> Routing:
     no shard in the merge ran, by reason."""
     tally = _Tally()
     for part in parts:
+        tally.attempts += part.attempts
         tally.rows.update(part.rows)
         for row, cells in part.matrix.items():
             tally.cells.setdefault(row, Counter()).update(cells)
