@@ -1,9 +1,11 @@
-"""Regenerate the review-mode and trend screenshots under docs/images in headless Chromium (issue 19).
+"""Regenerate the review-mode, trend and routing-matrix screenshots under docs/images in headless Chromium (issues
+19 and 34).
 
     python scripts/screenshots.py [WORK_DIR]
 
-The pages are the tests' own: a real run against the fake Messages API (tests/test_review_mode.py) and a history of
-run folders (tests/test_trends.py). Needs Chromium (`chromium`, `chromium-browser` or `google-chrome` on PATH).
+The pages are the tests' own: a real run against the fake Messages API (tests/test_review_mode.py), a history of
+run folders (tests/test_trends.py) and the routing library's run (tests/routing_library.py, as
+tests/test_routing_matrix.py runs it). Needs Chromium (`chromium`, `chromium-browser` or `google-chrome` on PATH).
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from runner.testing.fake_anthropic import FakeAnthropic  # noqa: E402
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts  # noqa: E402
+from tests import routing_library  # noqa: E402
 from tests.browser import Browser  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
+from tests.helpers import skill_evals_run  # noqa: E402
 from tests.test_review_mode import NIGHTLY, judged_run, page  # noqa: E402
 from tests.test_trends import write_runs  # noqa: E402
 
@@ -62,9 +68,35 @@ def trends(work: Path) -> None:
         browser.close()
 
 
+def routing_matrix(work: Path) -> None:
+    """The routing section of the routing library's run: the heatmap, the worst confusions, the per-skill table."""
+    library = routing_library.make(work / "routing-library")
+    out = work / "routing-run"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, verdicts("PASS"))
+        routing_library.script(fake)
+        done = skill_evals_run(fake, out, "--host", "api", "--no-early-stop", library=library)
+    if done.returncode != 0:
+        raise SystemExit(done.stdout + done.stderr)
+    page = work / "routing.html"
+    done = run_cli("report", str(out), "--format", "html", "--out", str(page))
+    if done.returncode != 0:
+        raise SystemExit(done.stdout + done.stderr)
+    browser = Browser(work / "profile-routing", page.as_uri(), size=(1280, 1000))
+    try:
+        browser.wait_for("document.documentElement.getAttribute('data-ready') === '1'")
+        browser.js("document.getElementById('routing').scrollIntoView({block:'start'})")
+        time.sleep(SETTLE_S)
+        browser.screenshot(IMAGES / "routing-matrix.png")
+    finally:
+        browser.close()
+
+
 if __name__ == "__main__":
     work = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="skill-evals-shots-"))
     work.mkdir(parents=True, exist_ok=True)
-    review_mode(work)
-    trends(work)
-    print(f"wrote {IMAGES / 'review-mode.png'} and {IMAGES / 'trends.png'}")
+    only = sys.argv[2:]  # e.g. `routing`: regenerate that screenshot only
+    for name, make in (("review", review_mode), ("trends", trends), ("routing", routing_matrix)):
+        if not only or name in only:
+            make(work)
+            print(f"wrote the {name} screenshot under {IMAGES}")

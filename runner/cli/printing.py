@@ -245,6 +245,8 @@ def print_results(results: results_mod.Results, run_dir: Path, console: Console)
             f"{k.replace('_', ' ')} {v}" for k, v in results.assertion_counts.items()))
     judge = results.plan.judge_model or f"none ({results.plan.judge_unavailable})"
     console.print(f"Judge: {judge}; {results.spend.judge_calls} call(s), ${results.spend.judge_usd:.4f}")
+    from runner.report.terminal import routing_tables  # rich tables: imported when a run has finished
+    routing_tables(results, console)
     console.print(results.not_executed)
     console.print(f"Results: {run_dir / 'results.json'}", markup=False)
     console.print(f"Read them: `skill-evals report {run_dir}` (`--format html --out report.html` for a page with "

@@ -7,4 +7,4 @@ across runs (history.py); probe calibration at a terminal (probes.py); versions.
 
 # The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
 # this list true both ways).
-__all__ = ["formats", "history", "markdown", "probes", "rollup", "versions"]
+__all__ = ["formats", "history", "markdown", "probes", "rollup", "terminal", "versions"]

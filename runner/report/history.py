@@ -98,6 +98,17 @@ class SkillTrend(BaseModel):
     points: list[TrendPoint] = Field(description="One per run of the window, oldest → newest (the current last).")
 
 
+class RoutingMove(BaseModel):
+    """One cell of the routing matrix (results.json `routing.matrix`) that moved since the newest previous run."""
+
+    expected: str
+    fired: str
+    before: int = Field(description="Attempts in the cell then (0: none, or the row was not measured).")
+    before_of: int = Field(description="The row's attempts then (0: not measured).")
+    after: int
+    after_of: int
+
+
 class History(BaseModel):
     current: str
     compared_with: str | None = Field(description="The newest previous run (None when there is none).")
@@ -107,6 +118,10 @@ class History(BaseModel):
     candidates: list[Candidate]
     stability: Stability
     trends: list[SkillTrend] = []
+    routing_moves: list[RoutingMove] = Field(default=[], description="The routing matrix's cells whose count or row "
+                                                                     "moved since the newest previous run, the "
+                                                                     "largest change of share first. Empty when "
+                                                                     "either run has no matrix.")
     note: str = NEVER_AUTOMATIC
 
 
@@ -173,6 +188,33 @@ def trends(window: list[tuple[str, Results]]) -> list[SkillTrend]:
     return [SkillTrend(skill=skill, points=points[skill]) for skill in skills]
 
 
+def _share(count: int, of: int) -> float:
+    return count / of if of else 0.0
+
+
+def routing_moves(before: Results, after: Results) -> list[RoutingMove]:
+    """Every cell of the all-fired matrix whose (attempts, row attempts) differ between the two runs."""
+    if before.routing is None or after.routing is None:
+        return []
+    then, now = before.routing, after.routing
+    keys = {(row, col) for found in (then, now) for row, cells in found.matrix.items() for col in cells}
+    moves = [RoutingMove(expected=row, fired=col, before=then.matrix.get(row, {}).get(col, 0),
+                         before_of=then.rows.get(row, 0), after=now.matrix.get(row, {}).get(col, 0),
+                         after_of=now.rows.get(row, 0)) for row, col in keys]
+    moved = [m for m in moves if (m.before, m.before_of) != (m.after, m.after_of)]
+    return sorted(moved, key=lambda m: (-abs(_share(m.after, m.after_of) - _share(m.before, m.before_of)),
+                                        m.expected, m.fired))
+
+
+def move_text(move: RoutingMove) -> str:
+    """"A now takes 3 of B's 9 attempts, was 0 of 9"."""
+    attempts = (f"the {move.after_of} attempts of prompts that expect no skill" if move.expected == "none"
+                else f"{move.expected}'s {move.after_of} attempts")
+    what = "nothing fires on" if move.fired == "none" else f"{move.fired} now takes"
+    was = f"was {move.before} of {move.before_of}" if move.before_of else "not measured then"
+    return f"{what} {move.after} of {attempts}, {was}"
+
+
 def compare(current: Results, previous: list[Results], flip_threshold: int = 2, *,
             labels: list[str] | None = None, current_label: str = "current") -> History:
     """History of `current` against `previous` runs (any order; see docs/design/reports.md).
@@ -237,7 +279,7 @@ def compare(current: Results, previous: list[Results], flip_threshold: int = 2, 
         stability=Stability(runs_in_window=len(window), total_flips=sum(flips_by_case.values()),
                             flipping_cases=len(flips_by_case), flips_by_case=flips_by_case, runs=records,
                             flagged_runs=[r.label for r in records if r.flagged]),
-        trends=trends(window))
+        trends=trends(window), routing_moves=routing_moves(ordered[-1][1], current) if ordered else [])
 
 
 def read_run(folder: Path) -> Results:
@@ -294,8 +336,10 @@ def changed_since_lines(history: History, max_items: int = 20) -> list[str]:
             moved.append(f"pass rate {_fraction(before.passed, before.decided)} → {_fraction(now.passed, now.decided)}")
         if moved:
             items.append(f"- skill {escape(trend.skill)}: {'; '.join(moved)}")
+    items += [f"- routing: {escape(move_text(move))}" for move in history.routing_moves]
     if not items:
-        return lines + ["Nothing changed: no case changed state, no skill's trigger accuracy or pass rate moved.", ""]
+        return lines + ["Nothing changed: no case changed state, no skill's trigger accuracy or pass rate moved, no "
+                        "cell of the routing matrix moved.", ""]
     shown = items[:max_items]
     if len(items) > max_items:
         shown.append(f"- …and {len(items) - max_items} more (the history section and JSON have each).")
@@ -321,6 +365,13 @@ def render_markdown(history: History, max_rows: int = MAX_CHANGE_ROWS) -> str:
                 lines.append(f"\n…and {len(history.changes) - max_rows} more change(s) (see the history JSON).")
         else:
             lines.append("No case changed state.")
+        lines.append("")
+
+    if history.routing_moves:
+        lines += ["#### Routing cells that moved", ""]
+        lines += [f"- {escape(move_text(m))}" for m in history.routing_moves[:max_rows]]
+        if len(history.routing_moves) > max_rows:
+            lines.append(f"- …and {len(history.routing_moves) - max_rows} more (see the history JSON).")
         lines.append("")
 
     lines += [f"#### Quarantine candidates (≥ {history.flip_threshold} PASS↔FAIL flips)", ""]

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import html
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -519,6 +520,69 @@ def trend_svg(points: list[TrendPoint], metric: str, title: str) -> str:
             f"<title>{e(title)} across {n} run(s), oldest to newest</title>{axis}{path}{''.join(marks)}</svg>")
 
 
+HEAT_LEVELS = 5  # shades of a cell, by its share of the row's attempts (heat-1 lightest .. heat-5 darkest)
+
+
+def heat_class(count: int, of: int, on_diagonal: bool) -> str:
+    """A cell's classes: green shades on the diagonal (the expected skill fired), red off it, none for 0. Classes, not
+    inline style: the page's CSP allows its own stylesheet only."""
+    if not count or not of:
+        return "heat heat-0"
+    level = max(1, math.ceil(HEAT_LEVELS * count / of))
+    return f"heat {'diag' if on_diagonal else 'off'} heat-{level}"
+
+
+def heatmap(matrix: dict[str, dict[str, int]], rows: dict[str, int], skills: list[str], ident: str, caption: str) -> str:
+    """Rows expected, columns fired, the count of attempts in every cell (0 included, so a person reads each)."""
+    columns = [name for name in skills if any(name in cells for cells in matrix.values())]
+    head = "".join(f'<th scope="col" class="fired"><span>{e(name)}</span></th>' for name in columns)
+    body = []
+    for row in (name for name in skills if name in matrix):
+        of = rows.get(row, 0)
+        cells = "".join(
+            f'<td class="{heat_class(matrix[row].get(col, 0), of, col == row)}" data-expected="{e(row)}" '
+            f'data-fired="{e(col)}" title="{e(row)} → {e(col)}: {matrix[row].get(col, 0)} of {of} attempt(s)">'
+            f"{matrix[row].get(col, 0)}</td>" for col in columns)
+        body.append(f'<tr><th scope="row">{e(row)}</th><td class="num rowsum">{of}</td>{cells}</tr>')
+    return (f'<table id="{ident}" class="heatmap"><caption>{e(caption)}</caption><thead><tr><th scope="col">'
+            f'expected ↓ · fired →</th><th scope="col" class="num">attempts</th>{head}</tr></thead><tbody>'
+            + "".join(body) + "</tbody></table>")
+
+
+def _routing(results: Results, history: History | None) -> str:
+    """The routing matrix as a heatmap (all fired; the first fired under it), the worst confusions with their cases,
+    the per-skill precision, recall and F1, and with history the cells that moved since the last run."""
+    found = rollup.shown_routing(results)
+    if found is None:
+        return ""
+    matrix = heatmap(found.matrix, found.rows, found.skills, "routing-matrix",
+                     "Every skill an attempt fired (an attempt that fired two skills is in two cells)")
+    first = heatmap(found.first_fired, found.rows, found.skills, "routing-first", "The first skill each attempt fired")
+    worst = "".join(f"<li>{e(rollup.confusion_text(c))}; first in {c.first} <small>"
+                    + ", ".join(f"<code>{e(uid)}</code>" for uid in c.cases) + "</small></li>"
+                    for c in found.confusions[: rollup.WORST_CONFUSIONS])
+    confusions = (f'<h3>Worst confusions ({min(len(found.confusions), rollup.WORST_CONFUSIONS)} of '
+                  f'{len(found.confusions)})</h3><ol id="routing-confusions">{worst}</ol>') if worst else \
+        '<p id="routing-confusions">No confusion: no skill fired on another skill\'s prompts.</p>'
+    rows = "".join(f"<tr><td>{e(name)}</td><td>{e(rollup.rate_text(one.precision))}</td>"
+                   f"<td>{e(rollup.rate_text(one.recall))}</td><td>{e(rollup.rate_text(one.f1, fraction=False))}</td>"
+                   f"<td class=num>{one.tp} / {one.fp} / {one.fn}</td></tr>"
+                   for name in rollup.routing_order(found) for one in (found.per_skill[name],))
+    per_skill = ('<table id="routing-skills"><thead><tr><th>skill</th><th>precision (Wilson 95%)</th>'
+                 '<th>recall (Wilson 95%)</th><th>F1 (95%)</th><th class=num>tp / fp / fn</th></tr></thead><tbody>'
+                 + rows + "</tbody></table>")
+    moved = ""
+    if history is not None and history.routing_moves:
+        from runner.report.history import move_text
+        items = "".join(f"<li>{e(move_text(m))}</li>" for m in history.routing_moves)
+        moved = f'<h3>Moved since {e(history.compared_with or "the last run")}</h3><ul id="routing-moved">{items}</ul>'
+    return (f'<section id="routing"><h2>Routing ({found.attempts} attempts)</h2><p class="hint">Rows: the skill a '
+            f"case's prompt was written for (<code>none</code>: no skill; a no_trigger case counts only its own skill "
+            f"firing). Columns: what fired (<code>none</code>: nothing). Green: the expected skill; red: another; "
+            f"darker: a larger share of the row. {e(rollup.excluded_text(found))}.</p>{matrix}{moved}{confusions}"
+            f"<h3>Per skill</h3>{per_skill}<details><summary>First fired</summary>{first}</details></section>")
+
+
 def _latest(points: list[TrendPoint], wins: str, total: str) -> str:
     now = points[-1]
     return f"{getattr(now, wins)}/{getattr(now, total)}" if getattr(now, total) else "–"
@@ -615,6 +679,14 @@ border-radius:6px;background:#fff}
 .review-controls button.review-disagree[aria-pressed=true]{background:var(--fail);color:#fff}
 .review-note{font:inherit;font-size:12px;min-width:260px}
 #review-bar{display:flex;gap:14px;align-items:center;flex-wrap:wrap}
+table.heatmap{width:auto;margin:8px 0}table.heatmap caption{text-align:left;color:var(--muted);padding:2px 0}
+table.heatmap td.heat{text-align:center;min-width:44px;font-variant-numeric:tabular-nums;border:1px solid #fff}
+table.heatmap th.fired{vertical-align:bottom;white-space:nowrap}table.heatmap .rowsum{color:var(--muted)}
+td.heat-0{color:#afb8c1}
+td.diag.heat-1{background:#dafbe1}td.diag.heat-2{background:#aceebb}td.diag.heat-3{background:#6fdd8b}
+td.diag.heat-4{background:#4ac26b;color:#fff}td.diag.heat-5{background:#1a7f37;color:#fff}
+td.off.heat-1{background:#ffebe9}td.off.heat-2{background:#ffcecb}td.off.heat-3{background:#ff8182}
+td.off.heat-4{background:#fa4549;color:#fff}td.off.heat-5{background:#a40e26;color:#fff}
 svg.trend{vertical-align:middle}svg.trend text{font:10px system-ui,sans-serif;fill:var(--muted)}
 footer{margin-top:24px;color:var(--muted);font-size:12px}
 """
@@ -921,7 +993,8 @@ def render(results: Results, run_dir: Path | None = None, *, transcript_cap: int
     csp = (f"default-src 'none'; script-src '{_hash(JS)}'; style-src '{_hash(CSS)}'; img-src data:; "
            f"base-uri 'none'; form-action 'none'")
     body = "".join([
-        _header(results, roll), _counts(results), _unrun(results), _skills(roll), _notes(results, roll),
+        _header(results, roll), _counts(results), _unrun(results), _skills(roll), _routing(results, history),
+        _notes(results, roll),
         _trends(history), _review_panel(run_dir is not None), '<section><h2>Cases</h2>', _filters(results),
         '<table id="cases"><thead><tr><th></th><th>case</th><th>skill</th><th>kind</th><th>state</th>'
         '<th class=num>wins/losses/errors · run of N</th><th class=num>cost</th></tr></thead><tbody>',

@@ -10,7 +10,8 @@ The states map onto what CI test reporters understand (semantics §3):
     QUARANTINED  <skipped message="QUARANTINED (underlying <state>): <reason>"/>
 
 An UNRUN case is skipped, never passed: no result is claimed for it, and the not-executed
-sentence is a property of every suite. results.json records no durations, so every `time` is 0.
+sentence is a property of every suite. The routing matrix's figures are properties too, never testcases: the run's
+on every suite, a skill's precision, recall and F1 on its own. results.json records no durations, so every `time` is 0.
 The document is built with xml.etree.ElementTree (which escapes), after removing the characters
 XML 1.0 forbids from every text; it validates against the Jenkins xUnit plugin's junit-10.xsd
 (tests/data/junit.xsd).
@@ -209,13 +210,38 @@ def properties(results: Results) -> list[tuple[str, str]]:
     return [(name, value) for name, value in pairs if value != "" or name in ("host", "model")]
 
 
+def routing_properties(results: Results) -> list[tuple[str, str]]:
+    """The routing matrix's run-wide figures (results.json `routing`), on every suite."""
+    found = rollup.shown_routing(results)
+    if found is None:
+        return []
+    top = found.confusions[0] if found.confusions else None
+    return [("routing_attempts", str(found.attempts)),
+            *((f"routing_excluded_{state.lower()}", str(n)) for state, n in found.excluded.items()),
+            ("routing_confusions", str(len(found.confusions))),
+            ("routing_top_confusion", rollup.confusion_text(top) if top else "")]
+
+
+def skill_routing_properties(results: Results, skill: str) -> list[tuple[str, str]]:
+    """One skill's precision, recall and F1 with their 95% intervals and the attempts behind them, on its suite."""
+    found = results.routing.per_skill.get(skill) if results.routing is not None else None
+    if found is None:
+        return []
+    pairs = [("routing_tp", str(found.tp)), ("routing_fp", str(found.fp)), ("routing_fn", str(found.fn))]
+    for name, rate in (("precision", found.precision), ("recall", found.recall), ("f1", found.f1)):
+        pairs.append((f"routing_{name}", "" if rate.value is None else f"{rate.value:.4f}"))
+        if rate.interval is not None:
+            pairs += [(f"routing_{name}_low", f"{rate.interval[0]:.4f}"), (f"routing_{name}_high", f"{rate.interval[1]:.4f}")]
+    return [(name, value) for name, value in pairs if value != ""]
+
+
 def render(results: Results) -> str:
     by_skill: dict[str, list[CaseResult]] = {}
     for case in results.cases:
         by_skill.setdefault(case.skill, []).append(case)
     totals: Counter[str] = Counter()
     root = ET.Element("testsuites", {"name": "skill-evals"})
-    props = properties(results)
+    props = properties(results) + routing_properties(results)
     for index, skill in enumerate(sorted(by_skill)):
         cases = by_skill[skill]
         states = Counter(c.state for c in cases)
@@ -227,7 +253,7 @@ def render(results: Results) -> str:
             "errors": str(counts["errors"]), "skipped": str(counts["skipped"]), "time": TIME,
             "timestamp": clean(results.finished_at)})
         suite_props = ET.SubElement(suite, "properties")
-        for name, value in props:
+        for name, value in props + skill_routing_properties(results, skill):
             ET.SubElement(suite_props, "property", {"name": name, "value": clean(value)})
         for case in cases:
             _testcase(suite, case, results.not_executed)

@@ -1,7 +1,8 @@
 """The GitHub-flavoured Markdown rollup of one results.json: a PR comment that also reads raw in a terminal.
 
 Rendered from a `Results` only (semantics §9), through `rollup.build`. Order: the hidden marker, the
-header (and the approximation warning), state counts, the per-skill table, failing / erroring /
+header (and the approximation warning), state counts, the per-skill table, the routing matrix's worst confusions
+and per-skill table, failing / erroring /
 judge-erroring cases in `<details>` blocks, quarantine, unjudgeable assertions, surface warnings,
 what the floor held back, UNRUN by reason and, last, the sentence that the UNRUN cases were not executed.
 
@@ -279,6 +280,47 @@ def skill_table(roll: Rollup, shape: Shape) -> list[str]:
     return lines + [""]
 
 
+ROUTING_INTRO = ("Which skill fired on the prompts of every trigger, refusal, no_trigger and discrimination case, over "
+                 "the attempts that ran (results.json `routing`: both matrices, every confusion with its cases). "
+                 "Precision and recall with Wilson 95% intervals; F1 = 2tp/(2tp+fp+fn), its interval from the "
+                 "97.5% corners of the two.")
+
+
+def routing_section(results: Results, shape: Shape) -> list[str]:
+    """The worst confusions and the per-skill routing table. It shrinks as the per-skill table does: at the last
+    steps of `render` it keeps as many rows (and confusions) as the skill table keeps."""
+    found = rollup_mod.shown_routing(results)
+    if found is None:
+        return []
+    keep = shape.skills
+    cut = None if shape.level == 0 else NOTE_CUT
+    lines = [f"### Routing ({found.attempts} attempts)", "", ROUTING_INTRO + " " + escape(rollup_mod.excluded_text(found))
+             + ".", ""]
+    worst = found.confusions[: rollup_mod.WORST_CONFUSIONS if keep is None else min(keep, rollup_mod.WORST_CONFUSIONS)]
+    if worst:
+        lines += [f"Worst confusions ({len(worst)} of {len(found.confusions)}):", ""]
+        for confusion in worst:
+            cases = "" if shape.level >= 2 else " — " + ", ".join(escape(clip(uid, cut)) for uid in confusion.cases)
+            lines.append(f"1. {escape(rollup_mod.confusion_text(confusion))}; first in {confusion.first}{cases}")
+        lines.append("")
+    elif found.attempts:
+        lines += ["No confusion: no skill fired on another skill's prompts.", ""]
+    order = rollup_mod.routing_order(found)
+    shown = order if keep is None else order[:keep]
+    rows = [[escape(clip(name, cut)), rollup_mod.rate_text(found.per_skill[name].precision),
+             rollup_mod.rate_text(found.per_skill[name].recall),
+             rollup_mod.rate_text(found.per_skill[name].f1, fraction=False),
+             f"{found.per_skill[name].tp} / {found.per_skill[name].fp} / {found.per_skill[name].fn}"] for name in shown]
+    if rows:
+        lines += table(["Skill", "Precision (Wilson 95%)", "Recall (Wilson 95%)", "F1 (95%)", "tp / fp / fn"], rows,
+                       ["---", "---", "---", "---", "---:"])
+        if len(shown) < len(order):
+            lines += ["", f"{len(order) - len(shown)} more skill(s) not listed to fit the comment limit: see "
+                          "results.json `routing.per_skill`."]
+        lines.append("")
+    return lines
+
+
 UPLIFT_HEAD = "Uplift (rubric pass rate with - without the skill)"
 UPLIFT_NOTE = ("Uplift (`run --baseline`): each output case also ran without the skill under test, judged by the same "
                "rubric; the difference of pass rates in points with a conservative 95% interval (treatment Wilson "
@@ -545,7 +587,8 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
                          roll.uncalibrated, shape, budget)
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
     lines += list(changed)  # "Changed since last run" (runner.report.history), read right after the counts
-    lines += skill_table(roll, shape) + body + probe_section(results) + uplift_section(results, shape)
+    lines += skill_table(roll, shape) + routing_section(results, shape) + body + probe_section(results)
+    lines += uplift_section(results, shape)
     lines += unrun_section(roll, shape)
     lines.append(escape(roll.not_executed_sentence))
     return "\n".join(lines) + "\n"

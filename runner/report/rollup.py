@@ -6,6 +6,7 @@ cases out; counts never do. Nothing here is a claim about a case that was not ex
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 
 from pydantic import BaseModel
@@ -15,6 +16,7 @@ from runner.core.states import CASE_STATES, VERDICTS
 from runner.plan.plan import UNCALIBRATED
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, ReusedRun
+from runner.results.routing import NONE, Confusion, Rate, Routing
 from runner.results.uplift import Uplift
 from runner.results.vetting import summary as refused_summary
 
@@ -217,3 +219,48 @@ def build(results: Results) -> Rollup:
         first_turn_line=first_turn_line(results), records_line=records_line(results),
         reused=[Note(uid=c.uid, text=text) for c in cases if (text := reused_from_text(c)) is not None],
     )
+
+
+# ---- the routing matrix (results.json `routing`, runner.results.routing) -----------------------------------------
+
+WORST_CONFUSIONS = 10  # what the Markdown rollup, the terminal and the page list first
+
+
+def confusion_text(confusion: Confusion) -> str:
+    """"B's prompts fire A (7 of 9 attempts)": the sentence every report gives a confusion."""
+    whose = "prompts that expect no skill" if confusion.expected == NONE else f"{confusion.expected}'s prompts"
+    return f"{whose} fire {confusion.fired} ({confusion.attempts} of {confusion.of} attempts)"
+
+
+def rate_text(rate: Rate, fraction: bool = True) -> str:
+    """`9/15 (60%, 36–81%)`; `—` when nothing was measured. F1 is shown as a share (its trials count TP twice)."""
+    if rate.value is None:
+        return "—"
+    interval = ""
+    if rate.interval is not None:
+        low, high = rate.interval
+        interval = f", {math.floor(low * 100 + 1e-9)}–{math.ceil(high * 100 - 1e-9)}%"
+    share = f"{rate.value * 100:.0f}%{interval}"
+    return f"{rate.successes}/{rate.trials} ({share})" if fraction else share
+
+
+def routing_order(routing: Routing) -> list[str]:
+    """The skills of the per-skill routing table, worst first: lowest F1 (nothing measured last), then the name."""
+    return sorted(routing.per_skill, key=lambda name: (routing.per_skill[name].f1.value is None,
+                                                       routing.per_skill[name].f1.value or 0.0, name))
+
+
+def excluded_text(routing: Routing) -> str:
+    """The attempts the matrix left out, by state, in one line (they never enter a rate)."""
+    parts = [f"{n} {state}" for state, n in routing.excluded.items() if n]
+    reasons = ", ".join(f"{reason} {n}" for reason, n in routing.unrun_by_reason.items())
+    text = ", ".join(parts) if parts else "none"
+    return f"Left out of every rate: {text} attempt(s)" + (f" (UNRUN: {reasons})" if reasons else "")
+
+
+def shown_routing(results: Results) -> Routing | None:
+    """The run's routing matrix when there is anything to show: counted attempts or excluded ones."""
+    found = results.routing
+    if found is None or (not found.attempts and not any(found.excluded.values())):
+        return None
+    return found

@@ -219,6 +219,29 @@ def skill_table(roll: Rollup, console: Console) -> None:
                   "do not.", style="dim")
 
 
+def routing_tables(results: Results, console: Console) -> None:
+    """The routing matrix's per-skill table (worst F1 first) and its worst confusions: what `report` and `run`'s own
+    summary print. Nothing when the run has no routing case."""
+    found = rollup_mod.shown_routing(results)
+    if found is None:
+        return
+    order = rollup_mod.routing_order(found)
+    if order:
+        skills = [found.per_skill[name] for name in order]
+        columns = [Column("Skill", [_e(name) for name in order], name=True),
+                   Column("Precision (Wilson 95%)", [rollup_mod.rate_text(s.precision) for s in skills]),
+                   Column("Recall (Wilson 95%)", [rollup_mod.rate_text(s.recall) for s in skills]),
+                   Column("F1 (95%)", [rollup_mod.rate_text(s.f1, fraction=False) for s in skills]),
+                   Column("tp/fp/fn", [f"{s.tp}/{s.fp}/{s.fn}" for s in skills], justify="right")]
+        print_fitted(console, f"Routing per skill ({found.attempts} attempts, worst F1 first)", columns)
+    for confusion in found.confusions[: rollup_mod.WORST_CONFUSIONS]:
+        console.print(f"  {_e(rollup_mod.confusion_text(confusion))}: {_e(', '.join(confusion.cases))}")
+    if len(found.confusions) > rollup_mod.WORST_CONFUSIONS:
+        console.print(f"  …and {len(found.confusions) - rollup_mod.WORST_CONFUSIONS} more confusion(s) in results.json "
+                      "`routing.confusions`")
+    console.print(f"Routing matrix — {_e(rollup_mod.excluded_text(found))}.", style="dim")
+
+
 def _details(case: CaseResult) -> str:
     parts = [f"{_e(k)} {_e(v)}" for k, v in case.parts.items()]
     parts += [f"vs {_e(p.neighbour)} {p.state} ({p.won}/{p.lost}{'; ' + _e(p.reason) if p.reason else ''})"
@@ -340,6 +363,7 @@ def render(results: Results, console: Console) -> None:
     header(results, roll, console)
     state_counts(roll, console)
     skill_table(roll, console)
+    routing_tables(results, console)
     case_table(roll, console)
     quarantine_table(roll, console)
     notes(roll, console)

@@ -27,6 +27,8 @@ from runner.hosts.wall import SessionWall
 from runner.plan.plan import CachedFrom, KindBasis, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
 from runner.probes.arms import ProbeRunResult, run_result
+from runner.results import routing as routing_mod
+from runner.results.routing import Routing
 from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.verdicts import (
     ActivationResult,
@@ -390,6 +392,10 @@ class Results(BaseModel):
                                                                          "the plan cannot produce. Each is listed "
                                                                          "with its line and why; the case it claims "
                                                                          "is ERROR.")
+    routing: Routing | None = Field(default=None, description="The routing matrix over every attempt of the "
+                                                              "trigger, refusal, no_trigger and discrimination "
+                                                              "cases that ran (runner.results.routing). None: a "
+                                                              "results.json from before it existed.")
 
 
 def kill_note(results: Results) -> str | None:
@@ -639,6 +645,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     ran = [r for r in finished if r.reused is None]  # the reused attempts ran in another run
     baselined = [(cases[p.uid], [r for r in by_uid.get(p.uid, []) if r.status == "finished" and r.outcome])
                  for p, result in zip(plan.cases, results) if result.uplift is not None]
+    routing = routing_mod.build(routing_cases(plan, cases, results, by_uid))
     return Results(
         finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         shard=f"{shard[0]}/{shard[1]}" if shard else None,
@@ -672,4 +679,25 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         repairs=repairs or [],
         records_signed=plan.record_mac is not None,
         refused_records=refused_records or [],
+        routing=routing,
     )
+
+
+def routing_cases(plan: Plan, cases: Mapping[str, Case], results: list[CaseResult],
+                  by_uid: Mapping[str, list[AttemptRecord]]) -> list[routing_mod.CaseAttempts]:
+    """Every planned case with a routing claim, as the matrix reads it: its main-arm attempts that finished with an
+    outcome (a baselined case's control arm ran without the skill: no routing). Another shard's case is UNRUN here."""
+    out = []
+    for planned, result in zip(plan.cases, results):
+        case = cases.get(planned.uid)
+        claim = routing_mod.claim_of(case) if case is not None else None
+        if claim is None:
+            continue
+        mine = result.reason != "other-shard"
+        outcomes = tuple(r.outcome for r in by_uid.get(planned.uid, []) if mine and r.status == "finished"
+                         and r.outcome is not None and r.arm == TREATMENT)
+        state = result.underlying_state if result.state == "QUARANTINED" and result.underlying_state else result.state
+        out.append(routing_mod.CaseAttempts(uid=planned.uid, claim=claim, state=state, reason=result.reason,
+                                            quarantined=result.state == "QUARANTINED", planned=planned.repeats,
+                                            outcomes=outcomes))
+    return out

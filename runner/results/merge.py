@@ -18,7 +18,7 @@ from runner.core.errors import UsageError
 from runner.core.states import CASE_STATES
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, RunDir, signed_line
 from runner.plan.plan import Plan
-from runner.results import modelfile, vetting
+from runner.results import modelfile, routing, vetting
 from runner.results.build import CaseResult, Results, assertion_counts, moment, not_executed, refuse_cases
 from runner.results.vetting import RefusedRecord
 
@@ -164,11 +164,22 @@ def merge(results: list[Results], labels: list[str] | None = None,
         "not_executed": sentence,
         "records_signed": _signed(results),
         "refused_records": refused,
+        "routing": merged_routing(results, cases),
     }
     if "shard" in Results.model_fields:
         update["shard"] = None
     # Validated again from plain data: the merged file is a Results like any other, detached from its inputs.
     return Results.model_validate(first.model_copy(update=update).model_dump())
+
+
+def merged_routing(results: list[Results], cases: list[CaseResult]) -> routing.Routing | None:
+    """The shards' matrices added up; the planned attempts of the routing cases no shard in the merge ran are UNRUN
+    `other-shard`. None when a shard's results.json is from before the matrix."""
+    parts = [r.routing for r in results]
+    if any(part is None for part in parts):
+        return None
+    elsewhere = sum(c.repeats_planned for c in cases if is_other_shard(c) and routing.in_matrix(c.kind, c.target))
+    return routing.merge([p for p in parts if p is not None], {"other-shard": elsewhere} if elsewhere else {})
 
 
 def read_results(folder: Path) -> Results:
