@@ -197,6 +197,31 @@ def _case_references(case: Case, library: Library) -> list[Finding]:
     return out
 
 
+def _routing_references(case: Case, library: Library) -> list[Finding]:
+    """A routing case's named skills must be the library's (as `should_not_trigger` names are), and its parts must be
+    able to hold together: a case that can never pass is the author's to fix, not a result."""
+    spec = case.routing
+    if spec is None:
+        return []
+    out: list[Finding] = []
+    for part, names, key in (("must", spec.must_fire, "must_include / required_skills"),
+                             ("must_not", spec.must_not_fire, "must_not_include / forbidden_skills")):
+        for position, name in enumerate(names):
+            line = case.lines.get(f"routing.{part}/{position}", case.line)
+            if not _exists(name, library):
+                out.append(_dangling(name, key, case.file, line, library))
+            elif part == "must_not" and name in spec.must_fire:
+                out.append(error("contradictory-case", case.file, line,
+                                 f"{name!r} must fire and must not fire (it is in both the must and the must-not "
+                                 "skills): the case can never pass"))
+    own = [name for name in spec.must_fire if not is_subagent(name)]
+    if spec.max_skills is not None and len(own) > spec.max_skills:
+        out.append(error("contradictory-case", case.file, case.line,
+                         f"{len(own)} skills must fire ({', '.join(own)}) but max_skills is {spec.max_skills}: the "
+                         "case can never pass"))
+    return out
+
+
 def check_references(library: Library) -> list[Finding]:
     out: list[Finding] = []
     for skill in library.skills.values():
@@ -205,6 +230,9 @@ def check_references(library: Library) -> list[Finding]:
                 out += _about([_dangling(name, "overlaps_with", skill.trigger_file or skill.dir, line, library)],
                               skill.name)
     for case in library.cases:
+        if case.kind == "routing":
+            out += _about(_routing_references(case, library), case.skill, case.uid)
+            continue
         if case.source not in ("trigger", "routing") or case.kind == "invalid":
             continue
         out += _about(_case_references(case, library), case.skill, case.uid)
