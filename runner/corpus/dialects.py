@@ -411,6 +411,7 @@ def routing_spec(raw: dict[str, Any], pointer: tuple[Any, ...], own: str | None 
         for key in ("allow_extra", "max_skills", "mode"):
             if key in source:
                 settings[key] = source[key]
+                where[f"routing.{key}"] = (*base, key)
     wanted = raw.get("should_trigger")
     if own and wanted is True and own not in must:
         must.append(own)

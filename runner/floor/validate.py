@@ -216,7 +216,7 @@ def _routing_references(case: Case, library: Library) -> list[Finding]:
                                  "skills): the case can never pass"))
     own = [name for name in spec.must_fire if not is_subagent(name)]
     if spec.max_skills is not None and len(own) > spec.max_skills:
-        out.append(error("contradictory-case", case.file, case.line,
+        out.append(error("contradictory-case", case.file, case.lines.get("routing.max_skills", case.line),
                          f"{len(own)} skills must fire ({', '.join(own)}) but max_skills is {spec.max_skills}: the "
                          "case can never pass"))
     return out

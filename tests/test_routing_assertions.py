@@ -1,0 +1,226 @@
+"""Routing assertions (issue 34 part 1): must / must not / at most N / allow_extra / in order, read as skill-up and
+waza write them, checked by the floor, and graded from what fired — on the api host (in this process) and on the
+claude-code host with the real bundled CLI (one run), both against the scripted fake Messages API.
+
+Every library here is written by the test (synthetic files in tmp folders). Each routing part has a case that passes
+and a case that fails, and one case whose every attempt errors: ERROR, with no routing part counted for or against.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.corpus.library import RoutingSpec
+from runner.corpus.loader import load_library
+from runner.corpus.settings import Settings
+from runner.execute.rundir import RunDir
+from runner.pipeline.run import Credentials, Options, execute, prepare, write_plan
+from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
+from tests.conftest import findings_of, line_of
+from tests.helpers import KEY, attempts, case, results_of, skill_evals_run
+
+SKILLS = ("alpha", "beta", "gamma")
+
+# uid -> (the routing case as written, what the scripted model does, the case's expected state, the routing part
+# that decides it). The prompts carry a unique tag the fake matches on.
+ROUTING_SET = "evals/routing.json"
+
+
+def write_library(root: Path) -> Path:
+    """Three skills; routing cases in a library-level routing set (skill-up's keys, waza's keys, skill-up's nested
+    `routing_expect`) and in alpha's skill-creator evals.json."""
+    for name in SKILLS:
+        folder = root / ".claude" / "skills" / name
+        (folder / "evals").mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: Handle {name} requests. Use when the "
+                                         f"user asks for {name}.\n---\n\n# {name}\n\nDo the {name} work.\n")
+    (root / "evals").mkdir()
+    (root / "evals" / "routing.json").write_text(json.dumps({"cases": [
+        {"id": "must-pass", "prompt": "[r-must-pass] alpha please", "must_include": ["alpha"]},
+        {"id": "must-fail", "prompt": "[r-must-fail] alpha and beta please", "must_include": ["alpha", "beta"]},
+        {"id": "not-pass", "prompt": "[r-not-pass] not gamma", "routing_expect": {"must_not_include": ["gamma"]}},
+        {"id": "not-fail", "prompt": "[r-not-fail] not gamma", "forbidden_skills": ["gamma"]},
+        {"id": "max-pass", "prompt": "[r-max-pass] one skill", "max_skills": 1},
+        {"id": "max-fail", "prompt": "[r-max-fail] one skill", "routing_expect": {"max_skills": 1}},
+        {"id": "extra-pass", "prompt": "[r-extra-pass] only beta", "expected": "beta", "allow_extra": False},
+        {"id": "extra-fail", "prompt": "[r-extra-fail] only beta", "must_include": "beta", "allow_extra": False},
+        {"id": "order-pass", "prompt": "[r-order-pass] alpha then beta", "required_skills": ["alpha", "beta"],
+         "mode": "in_order"},
+        {"id": "order-fail", "prompt": "[r-order-fail] alpha then beta", "required_skills": ["alpha", "beta"],
+         "mode": "in_order"},
+        {"id": "errored", "prompt": "[r-errored] alpha please", "must_include": ["alpha"]},
+    ]}, indent=2))
+    (root / ".claude" / "skills" / "alpha" / "evals" / "evals.json").write_text(json.dumps({
+        "skill_name": "alpha", "evals": [
+            {"id": "own-alone", "prompt": "[r-own-alone] alpha alone", "should_trigger": True, "allow_extra": False,
+             "expectations": ["Invokes `alpha`."]}]}, indent=2))
+    return root
+
+
+# What the scripted model does per tag, and what the case must come to: (turns, state, {part: state}).
+SCRIPT = {
+    "[r-must-pass]": ((skill("alpha"), text("done")), "PASS", {"must": "PASS"}),
+    "[r-must-fail]": ((skill("alpha"), text("done")), "FAIL", {"must": "FAIL"}),
+    "[r-not-pass]": ((skill("alpha"), text("done")), "PASS", {"must_not": "PASS"}),
+    "[r-not-fail]": ((skill("gamma"), text("done")), "FAIL", {"must_not": "FAIL"}),
+    "[r-max-pass]": ((skill("alpha"), text("done")), "PASS", {"max_skills": "PASS"}),
+    "[r-max-fail]": ((skill("alpha"), skill("beta"), text("done")), "FAIL", {"max_skills": "FAIL"}),
+    "[r-extra-pass]": ((skill("beta"), text("done")), "PASS", {"must": "PASS", "allow_extra": "PASS"}),
+    "[r-extra-fail]": ((skill("beta"), skill("gamma"), text("done")), "FAIL", {"must": "PASS", "allow_extra": "FAIL"}),
+    "[r-order-pass]": ((skill("alpha"), skill("beta"), text("done")), "PASS", {"must": "PASS", "order": "PASS"}),
+    "[r-order-fail]": ((skill("beta"), skill("alpha"), text("done")), "FAIL", {"must": "PASS", "order": "FAIL"}),
+    "[r-own-alone]": ((skill("alpha"), text("done")), "PASS", {"must": "PASS", "allow_extra": "PASS"}),
+}
+UIDS = {
+    "[r-must-pass]": "alpha/routing/must-pass", "[r-must-fail]": "alpha/routing/must-fail",
+    "[r-not-pass]": "(library)/routing/not-pass", "[r-not-fail]": "(library)/routing/not-fail",
+    "[r-max-pass]": "(library)/routing/max-pass", "[r-max-fail]": "(library)/routing/max-fail",
+    "[r-extra-pass]": "beta/routing/extra-pass", "[r-extra-fail]": "beta/routing/extra-fail",
+    "[r-order-pass]": "alpha/routing/order-pass", "[r-order-fail]": "alpha/routing/order-fail",
+    "[r-own-alone]": "alpha/evals/own-alone",
+}
+ERRORED = "alpha/routing/errored"
+
+
+def script(fake: FakeAnthropic) -> None:
+    for tag, (turns, _, _) in SCRIPT.items():
+        fake.script(tag, *turns)
+    fake.script("[r-errored]", error(500, "api_error", "boom"))
+
+
+def check(results: dict, out: Path) -> None:
+    """Every case's state and each routing part's, from results.json; the evidence says what fired."""
+    for tag, (_, state, parts) in SCRIPT.items():
+        uid = UIDS[tag]
+        got = case(results, uid)
+        assert got["kind"] == "routing" and got["state"] == state, (uid, got["state"], got["routing"])
+        assert {p["part"]: p["state"] for p in got["routing"]} == parts, (uid, got["routing"])
+        for part in got["routing"]:
+            assert part["attempts"] and all("fired" in a["evidence"] or "library skill" in a["evidence"]
+                                            or "in order" in a["evidence"] for a in part["attempts"]), part
+    # Evidence names what fired.
+    order = {p["part"]: p for p in case(results, UIDS["[r-order-fail]"])["routing"]}["order"]
+    assert order["attempts"][0]["evidence"] == "in_order: first fired in order: beta, alpha; alpha then beta asked"
+    extra = {p["part"]: p for p in case(results, UIDS["[r-extra-fail]"])["routing"]}["allow_extra"]
+    assert extra["attempts"][0]["evidence"].startswith("others fired: gamma")
+    most = {p["part"]: p for p in case(results, UIDS["[r-max-fail]"])["routing"]}["max_skills"]
+    assert most["attempts"][0]["evidence"] == "2 library skill(s) fired (alpha, beta); at most 1"
+    # An errored attempt is ERROR and counts for neither side: no routing part is claimed from it.
+    broken = case(results, ERRORED)
+    assert broken["state"] == "ERROR" and broken["wins"] == broken["losses"] == 0 and broken["errors"] >= 1
+    assert broken["routing"] == []
+    assert all(a["outcome"]["routing"] == [] and a["outcome"]["state"] == "ERROR" for a in attempts(out, ERRORED))
+
+
+# ---- the api host, in this process ----------------------------------------------------------------------------------
+
+def test_routing_assertions_on_the_api_host(tmp_path: Path) -> None:
+    root = write_library(tmp_path / "library")
+    settings = Settings()
+    library, findings = load_library(root, settings)
+    assert not [f for f in findings if f.level.value == "error"], findings
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        script(fake)
+        uids = tuple([*UIDS.values(), ERRORED])
+        prepared = prepare(library, settings, Options(host="api", repeats=1, quorum=1, no_judge=True, cases=uids),
+                           Credentials(api_key=KEY, base_url=fake.url), audit=False)
+        rundir = RunDir(out)
+        write_plan(rundir, prepared)
+        execute(prepared, rundir)
+    results = results_of(out)
+    assert results["plan"]["host"] == "api"
+    check(results, out)
+
+
+# ---- the claude-code host with the real CLI (end to end: tests/conftest.py lists it) --------------------------------
+
+def test_routing_assertions_on_claude_code_with_the_real_cli(tmp_path: Path) -> None:
+    root = write_library(tmp_path / "library")
+    out = tmp_path / "run"
+    with FakeAnthropic() as fake:
+        script(fake)
+        done = skill_evals_run(fake, out, "--repeats", "1", "--quorum", "1", "--no-judge", library=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = results_of(out)
+    assert results["plan"]["host"] == "claude-code"
+    check(results, out)
+
+
+# ---- the shapes as written, and the floor ---------------------------------------------------------------------------
+
+def test_skill_up_and_waza_shapes_are_read_as_written(tmp_path: Path) -> None:
+    root = write_library(tmp_path / "library")
+    library, _ = load_library(root, Settings())
+    by_uid = {c.uid: c for c in library.cases}
+    assert by_uid["alpha/routing/must-fail"].routing == RoutingSpec(must_fire=["alpha", "beta"])
+    assert by_uid["(library)/routing/not-pass"].routing == RoutingSpec(must_not_fire=["gamma"])  # nested
+    assert by_uid["(library)/routing/not-fail"].routing == RoutingSpec(must_not_fire=["gamma"])  # waza
+    assert by_uid["(library)/routing/max-fail"].routing == RoutingSpec(max_skills=1)
+    # A routing set's expected skill joins the must set; a bare name reads as a list of one.
+    assert by_uid["beta/routing/extra-pass"].routing == RoutingSpec(must_fire=["beta"], allow_extra=False)
+    assert by_uid["beta/routing/extra-fail"].routing == RoutingSpec(must_fire=["beta"], allow_extra=False)
+    assert by_uid["alpha/routing/order-pass"].routing == RoutingSpec(must_fire=["alpha", "beta"], order="in_order")
+    # In a skill's skill-creator file: the file's skill stays the owner; should_trigger adds it to the must set.
+    own = by_uid["alpha/evals/own-alone"]
+    assert own.routing == RoutingSpec(must_fire=["alpha"], allow_extra=False) and own.kind_rule == "field:routing"
+    assert {c.kind for c in library.cases} == {"routing"}
+    # waza's exact, and a bare list in a skill's evals.json.
+    (root / ".claude" / "skills" / "beta" / "evals" / "evals.json").write_text(json.dumps([
+        {"id": "w-exact", "prompt": "exactly", "required_skills": ["beta", "gamma"], "mode": "exact"},
+        {"id": "w-any", "prompt": "any", "required_skills": ["gamma"], "forbidden_skills": "alpha",
+         "mode": "any_order"}]))
+    library, findings = load_library(root, Settings())
+    by_uid = {c.uid: c for c in library.cases}
+    assert by_uid["beta/routing/w-exact"].routing == RoutingSpec(must_fire=["beta", "gamma"], order="exact")
+    assert by_uid["beta/routing/w-any"].routing == RoutingSpec(must_fire=["gamma"], must_not_fire=["alpha"])
+    assert not [f for f in findings if f.rule == "eval-unknown-key"], findings
+
+
+def test_a_case_that_is_not_routing_is_unchanged(tmp_path: Path) -> None:
+    """Only routing keys make a routing case: a routing set's plain expected skill stays discrimination, and a
+    skill-creator `mode` beside no routing key is not read as one."""
+    root = write_library(tmp_path / "library")
+    (root / "evals" / "plain.json").write_text(json.dumps({"cases": [
+        {"id": "p1", "prompt": "gamma please", "expected": "gamma", "unexpected_skills": ["alpha"]}]}))
+    library, _ = load_library(root, Settings())
+    plain = next(c for c in library.cases if c.uid == "gamma/routing/plain:p1")
+    assert plain.kind == "discrimination" and plain.routing is None and plain.should_not_trigger == ["alpha"]
+
+
+@pytest.mark.parametrize(("item", "rule", "needle", "words"), [
+    ({"id": "b1", "prompt": "x", "must_include": ["alpha", "delta"]}, "dangling-reference", '"delta"', "'delta'"),
+    ({"id": "b2", "prompt": "x", "routing_expect": {"must_not_include": ["gamma", "zeta"]}}, "dangling-reference",
+     '"zeta"', "'zeta'"),
+    ({"id": "b3", "prompt": "x", "forbidden_skills": "omega"}, "dangling-reference", '"omega"', "'omega'"),
+    ({"id": "b4", "prompt": "x", "must_include": ["alpha"], "max_skills": 0}, "eval-schema", '"max_skills"',
+     "minimum of 1"),
+    ({"id": "b5", "prompt": "x", "must_include": ["alpha"], "max_skills": "2"}, "eval-schema", '"max_skills"',
+     "integer"),
+    ({"id": "b6", "prompt": "x", "required_skills": ["alpha"], "mode": "sometimes"}, "eval-schema", '"mode"',
+     "sometimes"),
+    ({"id": "b7", "prompt": "x", "must_include": ["alpha"], "allow_extra": "no"}, "eval-schema", '"allow_extra"',
+     "boolean"),
+    ({"id": "b8", "prompt": "x", "must_include": ["alpha"], "must_not_include": ["alpha"]}, "contradictory-case",
+     ('"alpha"', 2), "must fire and must not fire"),
+    ({"id": "b9", "prompt": "x", "must_include": ["alpha", "beta"], "max_skills": 1}, "contradictory-case",
+     '"max_skills"', "max_skills is 1"),
+])
+def test_the_floor_names_bad_routing_keys_at_their_line(tmp_path: Path, item: dict, rule: str,
+                                                          needle: str | tuple[str, int], words: str) -> None:
+    root = write_library(tmp_path / "library")
+    evals = root / ".claude" / "skills" / "gamma" / "evals" / "evals.json"
+    evals.write_text(json.dumps({"skill_name": "gamma", "evals": [item]}, indent=2))
+    code, findings = findings_of(root, "--no-library-validator")
+    assert code == 1
+    mine = [f for f in findings if f["rule"] == rule and f["file"] == ".claude/skills/gamma/evals/evals.json"]
+    assert mine, findings
+    where = line_of(evals, *needle) if isinstance(needle, tuple) else line_of(evals, needle)
+    assert mine[0]["line"] == where and words in mine[0]["message"], mine
+    # The case is held back, never run as a guess; nothing else of the library is.
+    library, _ = load_library(root, Settings())
+    held = next(c for c in library.cases if c.id == item["id"])
+    assert held.kind in ("invalid", "routing")
