@@ -224,3 +224,40 @@ def test_the_floor_names_bad_routing_keys_at_their_line(tmp_path: Path, item: di
     library, _ = load_library(root, Settings())
     held = next(c for c in library.cases if c.id == item["id"])
     assert held.kind in ("invalid", "routing")
+
+
+def test_a_manual_only_must_skill_keeps_the_case_unrun_and_a_must_not_one_does_not(tmp_path: Path) -> None:
+    """The model can never pick a manual-only skill: a routing case that needs one to fire stays UNRUN
+    (manual-only-target), never FAIL; one that only forbids it still measures its other parts."""
+    from runner.floor.validate import check_manual_only
+    from runner.plan.planner import unrun_reason
+
+    root = write_library(tmp_path / "library")
+    skill_md = root / ".claude" / "skills" / "gamma" / "SKILL.md"
+    skill_md.write_text(skill_md.read_text().replace("description:", "disable-model-invocation: true\ndescription:"))
+    (root / "evals" / "manual.json").write_text(json.dumps({"cases": [
+        {"id": "needs", "prompt": "alpha and gamma", "must_include": ["alpha", "gamma"]},
+        {"id": "forbids", "prompt": "not gamma", "must_not_include": ["gamma"], "max_skills": 1}]}))
+    library, _ = load_library(root, Settings())
+    by_uid = {c.uid: c for c in library.cases}
+    assert unrun_reason(by_uid["alpha/routing/manual:needs"], library) == "manual-only-target"
+    assert unrun_reason(by_uid["(library)/routing/manual:forbids"], library) is None
+    warned = [f for f in check_manual_only(library) if f.file == "evals/manual.json"]
+    assert len(warned) == 1 and "gamma" in warned[0].message
+    assert "(manual:needs)" in warned[0].message and "forbids" not in warned[0].message
+
+
+def test_the_cache_key_of_a_routing_case_follows_its_assertions(tmp_path: Path) -> None:
+    """Changing `max_skills` must not reuse the results of the old assertion; a case without routing keeps its key."""
+    from runner.cache.keys import case_fields
+    from runner.corpus.files import make_policy
+
+    root = write_library(tmp_path / "library")
+    policy = make_policy([root], root, Settings().limits.max_file_bytes)
+    library, _ = load_library(root, Settings())
+    most = next(c for c in library.cases if c.uid == "(library)/routing/max-pass")
+    before = case_fields(most, policy)
+    after = case_fields(most.model_copy(update={"routing": RoutingSpec(max_skills=2)}), policy)
+    assert before != after and before["routing"]["max_skills"] == 1
+    plain = most.model_copy(update={"routing": None, "kind": "trigger"})
+    assert "routing" not in case_fields(plain, policy)

@@ -216,10 +216,11 @@ class Library(BaseModel):
     def slash_names(self) -> dict[str, str]:
         return slash_names_of(self.skills)
 
-    def invoked_by_hand(self, case: Case) -> bool:
-        """Whether the case's prompt invokes its own target as a slash command (runner.corpus.slash): the host
-        expands it, so the skill fires without the model picking it."""
-        return case.prompt.startswith("/") and slash.invoked_skill(case.prompt, self.slash_names()) == case.target
+    def invoked_by_hand(self, case: Case, name: str | None = None) -> bool:
+        """Whether the case's prompt invokes its own target (or `name`) as a slash command (runner.corpus.slash): the
+        host expands it, so the skill fires without the model picking it."""
+        wanted = name or case.target
+        return case.prompt.startswith("/") and slash.invoked_skill(case.prompt, self.slash_names()) == wanted
 
     def names(self) -> dict[str, str]:
         """Every name the library answers to -> the name cases and reports use: skill folders, their

@@ -245,6 +245,11 @@ def manual_only_targets(library: Library) -> dict[str, list[Case]]:
     prompt invokes the skill by hand (`/name ...`) is not one of them: the host expands it, and it runs."""
     by_file: dict[str, list[Case]] = defaultdict(list)
     for case in library.cases:
+        if case.routing is not None:  # a routing case needs only its must skills to fire (runner.plan.planner)
+            if any(library.skills[n].manual_only and not library.invoked_by_hand(case, n)
+                   for n in case.routing.must_fire if n in library.skills):
+                by_file[case.file].append(case)
+            continue
         skill = library.skills.get(case.target)
         if skill and skill.manual_only and case.kind not in ("unknown", "invalid") \
                 and not library.invoked_by_hand(case):
@@ -255,7 +260,8 @@ def manual_only_targets(library: Library) -> dict[str, list[Case]]:
 def check_manual_only(library: Library) -> list[Finding]:
     out = []
     for file, cases in sorted(manual_only_targets(library).items()):
-        targets = sorted({c.target for c in cases})
+        targets = sorted({name for c in cases for name in ([c.target] if c.routing is None else [
+            m for m in c.routing.must_fire if m in library.skills and library.skills[m].manual_only])})
         ids = ", ".join(c.id for c in cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
         out.append(warning(
             "manual-only-target", file, cases[0].line,
