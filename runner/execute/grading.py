@@ -154,13 +154,14 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
     cut_short = "max-turns" in obs.bounds_hit or "max-budget" in obs.bounds_hit
     pairs: dict[str, bool] = {}
     routing: list[RoutingPart] = []
+    activation: AttemptState
     expects = expectation(case)
     if expects == "routing-holds":
         routing = routing_parts(case.routing or RoutingSpec(), fired, known, cut_short)
         activation = routing_state(routing)
         target_fired = activation == "PASS"
     elif expects == "target-silent":
-        activation: AttemptState = "FAIL" if target_fired else ("ERROR" if cut_short else "PASS")
+        activation = "FAIL" if target_fired else ("ERROR" if cut_short else "PASS")
     elif expects == "target-fires-neighbours-silent":
         pairs = {name: name not in fired for name in case.should_not_trigger}
         if not target_fired or not all(pairs.values()):
