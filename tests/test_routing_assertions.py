@@ -12,12 +12,15 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from runner.corpus.library import RoutingSpec
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.execute.rundir import RunDir
 from runner.pipeline.run import Credentials, Options, execute, prepare, write_plan
+from runner.report import html, junit, markdown, terminal
+from runner.results.build import Results
 from runner.testing.fake_anthropic import FakeAnthropic, error, skill, text
 from tests.conftest import findings_of, line_of
 from tests.helpers import KEY, attempts, case, results_of, skill_evals_run
@@ -134,6 +137,23 @@ def test_routing_assertions_on_the_api_host(tmp_path: Path) -> None:
     results = results_of(out)
     assert results["plan"]["host"] == "api"
     check(results, out)
+    reports_show_the_routing_parts(results, out)
+
+
+def reports_show_the_routing_parts(results: dict, out: Path) -> None:
+    """Markdown, JUnit, HTML (with the run folder: each attempt's routing) and the terminal say which routing part
+    failed and what fired."""
+    shown = Results.model_validate(results)
+    said = "in_order: first fired in order: beta, alpha; alpha then beta asked"
+    md = markdown.render(shown)
+    assert "must not fire: gamma: **FAIL**" in md and said in md
+    assert "routing failed: in order: alpha, beta" in junit.render(shown)
+    page = html.render(shown, out)
+    assert "<h4>Routing assertions</h4>" in page and said in page
+    assert "order FAIL: " + said in page  # the attempt's own data, for the attempts pane
+    console = Console(record=True, width=200)
+    terminal.render(shown, console)
+    assert "at most 1 library skill(s) fire FAIL (0/1)" in console.export_text()
 
 
 # ---- the claude-code host with the real CLI (end to end: tests/conftest.py lists it) --------------------------------
