@@ -281,3 +281,16 @@ def test_the_cache_key_of_a_routing_case_follows_its_assertions(tmp_path: Path) 
     assert before != after and before["routing"]["max_skills"] == 1
     plain = most.model_copy(update={"routing": None, "kind": "trigger"})
     assert "routing" not in case_fields(plain, policy)
+
+
+def test_a_mode_beside_no_routing_key_is_not_a_routing_case(tmp_path: Path) -> None:
+    """Another tool's `mode` in a skill-creator item (no routing key beside it) is not read as waza's: the case keeps
+    its kind and loads; beside routing keys, a mode the runner does not read is an error at its line."""
+    root = write_library(tmp_path / "library")
+    evals = root / ".claude" / "skills" / "gamma" / "evals" / "evals.json"
+    evals.write_text(json.dumps({"skill_name": "gamma", "evals": [
+        {"id": "m1", "prompt": "gamma it", "mode": "interactive", "expectations": ["Explains gamma."]}]}, indent=2))
+    library, findings = load_library(root, Settings())
+    m1 = next(c for c in library.cases if c.uid == "gamma/evals/m1")
+    assert m1.kind == "trigger" and m1.routing is None
+    assert not [f for f in findings if f.file.endswith("gamma/evals/evals.json") and f.level.value == "error"]

@@ -152,6 +152,7 @@ class Item:
     routing_where: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     label: str | None = None  # a category tag written as `type` / `kind` (runner.corpus.tags)
     problem: str | None = None  # the item cannot be run as written (a finding, the case UNRUN)
+    problem_at: tuple[Any, ...] | None = None  # the pointer of the value the problem is about (its line)
 
 
 def item_id(raw: dict[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -426,7 +427,7 @@ def routing_spec(raw: dict[str, Any], pointer: tuple[Any, ...], own: str | None 
     mode = settings.get("mode", "any_order")
     order = MODES.get(mode) if isinstance(mode, str) else None
     if order is None:
-        return None, {}, f"`mode` is {mode!r}; the runner reads {', '.join(MODES)}"
+        return None, {"problem": where["routing.mode"]}, f"`mode` is {mode!r}; the runner reads {', '.join(MODES)}"
     if not must and not must_not and max_skills is None:
         return None, {}, "routing keys that name no skill and set no bound: nothing to check"
     return RoutingSpec(must_fire=must, must_not_fire=must_not, max_skills=max_skills, allow_extra=allow_extra,
@@ -441,6 +442,7 @@ def read_routing(item: Item, raw: dict[str, Any], pointer: tuple[Any, ...], own:
     spec, where, problem = routing_spec(raw, pointer, own, routing_set)
     if spec is None:
         item.kind, item.kind_rule, item.problem = "invalid", "schema-invalid", problem
+        item.problem_at = where.get("problem")
         return
     item.kind, item.kind_rule = "routing", "field:routing"
     item.routing, item.routing_where = spec, where

@@ -600,8 +600,8 @@ class _Loader:
                 "positive, boundary, edge, trigger as trigger cases; a value like no kind name is a category tag); "
                 "the case is not run (UNRUN unknown-case-type)", uid=uid))
         if item.problem and not invalid:  # a value of the wrong type is the schema's finding already
-            self.findings.append(error("eval-schema", shown, doc.line(*pointer), f"case {case_id!r}: {item.problem}",
-                                       uid=uid))
+            self.findings.append(error("eval-schema", shown, doc.line(*(item.problem_at or pointer)),
+                                       f"case {case_id!r}: {item.problem}", uid=uid))
         return case
 
     def report_unused(self, doc: jsonfile.JsonDocument, entries: list[Any], the_shape: str, shown: str,
