@@ -224,6 +224,8 @@ def test_a_case_that_is_not_routing_is_unchanged(tmp_path: Path) -> None:
      "sometimes"),
     ({"id": "b7", "prompt": "x", "must_include": ["alpha"], "allow_extra": "no"}, "eval-schema", '"allow_extra"',
      "boolean"),
+    ({"id": "b10", "prompt": "x", "routing_expect": {"allow_extra": True}}, "eval-schema", ('{', 2),
+     "nothing to check"),
     ({"id": "b8", "prompt": "x", "must_include": ["alpha"], "must_not_include": ["alpha"]}, "contradictory-case",
      ('"alpha"', 2), "must fire and must not fire"),
     ({"id": "b9", "prompt": "x", "must_include": ["alpha", "beta"], "max_skills": 1}, "contradictory-case",

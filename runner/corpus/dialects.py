@@ -403,7 +403,7 @@ def routing_spec(raw: dict[str, Any], pointer: tuple[Any, ...], own: str | None 
                 value = source[key]
                 read = _names(value)
                 if read is None:
-                    return None, {}, f"`{key}` is not a skill name or a list of skill names"
+                    return None, {"problem": (*base, key)}, f"`{key}` is not a skill name or a list of skill names"
                 for position, name in enumerate(read):
                     if name not in names:
                         where[f"routing.{part}/{len(names)}"] = (*base, key, position) if isinstance(value, list) \
@@ -420,15 +420,17 @@ def routing_spec(raw: dict[str, Any], pointer: tuple[Any, ...], own: str | None 
         must_not.append(own)
     allow_extra = settings.get("allow_extra", True)
     if not isinstance(allow_extra, bool):
-        return None, {}, f"`allow_extra` is {allow_extra!r}, not true or false"
+        return None, {"problem": where["routing.allow_extra"]}, f"`allow_extra` is {allow_extra!r}, not true or false"
     max_skills = settings.get("max_skills")
     if max_skills is not None and (isinstance(max_skills, bool) or not isinstance(max_skills, int) or max_skills < 1):
-        return None, {}, f"`max_skills` is {max_skills!r}, not a positive whole number"
+        return None, {"problem": where["routing.max_skills"]}, (f"`max_skills` is {max_skills!r}, not a positive "
+                                                                 "whole number")
     mode = settings.get("mode", "any_order")
     order = MODES.get(mode) if isinstance(mode, str) else None
     if order is None:
         return None, {"problem": where["routing.mode"]}, f"`mode` is {mode!r}; the runner reads {', '.join(MODES)}"
-    if not must and not must_not and max_skills is None:
+    if not must and not must_not and max_skills is None and allow_extra:
+        # (`allow_extra: false` alone does say something: no library skill may fire.)
         return None, {}, "routing keys that name no skill and set no bound: nothing to check"
     return RoutingSpec(must_fire=must, must_not_fire=must_not, max_skills=max_skills, allow_extra=allow_extra,
                        order=order), where, None

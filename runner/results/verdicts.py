@@ -69,7 +69,8 @@ def routing_says(case: Case, part: RoutingPartName) -> str:
     return {"must": f"must fire: {', '.join(spec.must_fire)}",
             "must_not": f"must not fire: {', '.join(spec.must_not_fire)}",
             "max_skills": f"at most {spec.max_skills} library skill(s) fire",
-            "allow_extra": f"no library skill but {', '.join(spec.must_fire) or 'none'} fires",
+            "allow_extra": (f"no library skill but {', '.join(spec.must_fire)} fires" if spec.must_fire else
+                            "no library skill fires"),
             "order": f"{spec.order.replace('_', ' ')}: {', '.join(spec.must_fire)}"}[part]
 
 
