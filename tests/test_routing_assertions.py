@@ -296,3 +296,82 @@ def test_a_mode_beside_no_routing_key_is_not_a_routing_case(tmp_path: Path) -> N
     m1 = next(c for c in library.cases if c.uid == "gamma/evals/m1")
     assert m1.kind == "trigger" and m1.routing is None
     assert not [f for f in findings if f.file.endswith("gamma/evals/evals.json") and f.level.value == "error"]
+
+
+def observed(names: list[str], bounds: list[str] | None = None, kinds: dict[str, str] | None = None):
+    """An observation of these activations (a name ending ` (subagent)` came by a Task call)."""
+    from runner.core.observation import Activation, Observation
+
+    return Observation(attempt_id="x#main#1", host="test", bounds_hit=bounds or [], activations=[
+        Activation(name=name, mechanism="subagent" if name.endswith("(subagent)") else "skill-tool", turn=turn)
+        for turn, name in enumerate(names)])
+
+
+def test_only_the_librarys_skills_count_towards_at_most_n_and_extras(tmp_path: Path) -> None:
+    """A host's own skill (a name the library does not have) and a subagent are not the library's skills: they never
+    break `max_skills`, `allow_extra` or `exact`; a subagent named in the must set counts there."""
+    from runner.execute.grading import attempt_outcome
+
+    root = write_library(tmp_path / "library")
+    (root / ".claude" / "agents").mkdir()
+    (root / ".claude" / "agents" / "scout.md").write_text("---\nname: scout\ndescription: Look around.\n---\nLook.\n")
+    library, _ = load_library(root, Settings())
+    known = library.names()
+    base = next(c for c in library.cases if c.uid == "(library)/routing/max-pass")
+
+    def outcome(spec: RoutingSpec, names: list[str], bounds: list[str] | None = None):
+        return attempt_outcome(base.model_copy(update={"routing": spec}), observed(names, bounds), known)
+
+    host_own = ["alpha", "code-review", "scout (subagent)"]
+    assert outcome(RoutingSpec(max_skills=1), host_own).activation == "PASS"
+    assert outcome(RoutingSpec(must_fire=["alpha"], allow_extra=False), host_own).activation == "PASS"
+    assert outcome(RoutingSpec(must_fire=["alpha"], order="exact"), host_own).activation == "PASS"
+    assert outcome(RoutingSpec(must_fire=["scout (subagent)", "alpha"], order="in_order"), host_own).activation == "FAIL"
+    assert outcome(RoutingSpec(must_fire=["alpha", "scout (subagent)"], order="in_order"), host_own).activation == "PASS"
+    # `allow_extra: false` with no must skill: no library skill may fire.
+    none = outcome(RoutingSpec(allow_extra=False), ["beta"])
+    assert none.activation == "FAIL" and none.routing[0].evidence.startswith("others fired: beta")
+    # A session cut by its turn bound: what already failed is certain, what could still change is ERROR.
+    assert outcome(RoutingSpec(must_not_fire=["gamma"]), ["gamma"], ["max-turns"]).activation == "FAIL"
+    cut = outcome(RoutingSpec(must_not_fire=["gamma"]), ["alpha"], ["max-turns"])
+    assert cut.activation == "ERROR" and cut.state == "ERROR" and cut.routing[0].state == "ERROR"
+    assert outcome(RoutingSpec(must_fire=["alpha", "beta"]), ["alpha"], ["max-turns"]).activation == "ERROR"
+    assert outcome(RoutingSpec(must_fire=["alpha", "beta"]), ["alpha"]).activation == "FAIL"
+
+
+def test_a_routing_session_ends_early_only_where_its_verdict_is_certain(tmp_path: Path) -> None:
+    """decide_when (runner.corpus.decide) against the verdict: for every routing case here and in every order mode,
+    no continuation of a sequence it calls decided changes the outcome; `max_skills` alone and `exact` never end a
+    session at a pass."""
+    import itertools
+
+    from runner.corpus.decide import decide_when
+    from runner.hosts.activation import decided
+    from tests.test_decide import verdict
+
+    root = write_library(tmp_path / "library")
+    library, _ = load_library(root, Settings())
+    known = library.names()
+    cases = [c for c in library.cases if c.routing is not None]
+    variants = [RoutingSpec(must_fire=["alpha", "beta"], order="exact"), RoutingSpec(allow_extra=False),
+                RoutingSpec(must_fire=["alpha"], must_not_fire=["gamma"], max_skills=2, order="in_order")]
+    plain = next(c for c in cases if c.uid == "(library)/routing/max-pass")  # no activation assertion of its own
+    cases += [plain.model_copy(update={"routing": spec}) for spec in variants]
+    universe = sorted(set(known.values()))
+    checked = 0
+    for case in cases:
+        sets = decide_when(case, known)
+        for length in range(1, 4):
+            for names in map(list, itertools.product(universe, repeat=length)):
+                if decided(sets, names) is None:
+                    continue
+                before = verdict(case, names, known)
+                for tail in itertools.product(universe, repeat=2):
+                    assert verdict(case, names + list(tail), known) == before, (case.uid, case.routing, names, tail)
+                    checked += 1
+    assert checked > 100
+    by_uid = {c.uid: c for c in library.cases}
+    assert decide_when(by_uid["(library)/routing/max-pass"], known) == []
+    exact = cases[-3]
+    assert all(len(s) == 1 and s[0] not in exact.routing.must_fire for s in decide_when(exact, known))
+    assert decide_when(by_uid["alpha/routing/order-pass"], known) == [["alpha", "beta"]]
