@@ -359,15 +359,15 @@ def test_a_routing_session_ends_early_only_where_its_verdict_is_certain(tmp_path
     cases += [plain.model_copy(update={"routing": spec}) for spec in variants]
     universe = sorted(set(known.values()))
     checked = 0
-    for case in cases:
-        sets = decide_when(case, known)
+    for routed in cases:
+        sets = decide_when(routed, known)
         for length in range(1, 4):
             for names in map(list, itertools.product(universe, repeat=length)):
                 if decided(sets, names) is None:
                     continue
-                before = verdict(case, names, known)
+                before = verdict(routed, names, known)
                 for tail in itertools.product(universe, repeat=2):
-                    assert verdict(case, names + list(tail), known) == before, (case.uid, case.routing, names, tail)
+                    assert verdict(routed, names + list(tail), known) == before, (routed.uid, routed.routing, names, tail)
                     checked += 1
     assert checked > 100
     by_uid = {c.uid: c for c in library.cases}
@@ -375,3 +375,30 @@ def test_a_routing_session_ends_early_only_where_its_verdict_is_certain(tmp_path
     exact = cases[-3]
     assert all(len(s) == 1 and s[0] not in exact.routing.must_fire for s in decide_when(exact, known))
     assert decide_when(by_uid["alpha/routing/order-pass"], known) == [["alpha", "beta"]]
+
+
+def test_an_override_to_routing_needs_routing_assertions(tmp_path: Path) -> None:
+    """`kind = "routing"` on a case without routing assertions could never fail: a finding, the case not run. A
+    routing case overridden to another kind is graded as that kind."""
+    from runner.execute.grading import attempt_outcome
+    from runner.plan.planner import unrun_reason
+
+    root = write_library(tmp_path / "library")
+    (root / "evals" / "plain.json").write_text(json.dumps({"cases": [
+        {"id": "p1", "prompt": "gamma please", "expected": "gamma"}]}))
+    (root / ".skill-evals.toml").write_text(
+        '[[case_override]]\nuid = "gamma/routing/plain:p1"\nkind = "routing"\nreason = "wrong"\n\n'
+        '[[case_override]]\nuid = "alpha/routing/must-fail"\nkind = "trigger"\nreason = "only alpha counts"\n')
+    code, findings = findings_of(root, "--no-library-validator")
+    assert code == 1
+    bad = [f for f in findings if f["rule"] == "override-routing-without-assertions"]
+    assert len(bad) == 1 and bad[0]["file"] == ".skill-evals.toml" and "gamma/routing/plain:p1" in bad[0]["message"]
+    from runner.corpus import settings as settings_mod
+
+    settings, _ = settings_mod.load(root / ".skill-evals.toml", root)
+    library, _ = load_library(root, settings, root / ".skill-evals.toml")
+    by_uid = {c.uid: c for c in library.cases}
+    assert unrun_reason(by_uid["gamma/routing/plain:p1"], library) == "invalid-case"
+    trigger = by_uid["alpha/routing/must-fail"]
+    assert trigger.kind == "trigger" and trigger.routing is None
+    assert attempt_outcome(trigger, observed(["alpha"]), library.names()).activation == "PASS"

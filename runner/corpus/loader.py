@@ -858,7 +858,18 @@ class _Loader:
                                            f"case_override names {override.uid!r}, which is not a case of this "
                                            "library (uids are <skill>/<source>/<id>)"))
                 continue
+            if override.kind == "routing" and case.routing is None:
+                # A routing case is graded on its routing assertions only: without any, nothing could fail.
+                self.findings.append(error(
+                    "override-routing-without-assertions", self.settings_shown, 1,
+                    f"case_override makes {override.uid!r} a routing case, but it has no routing assertions "
+                    "(must_include / must_not_include / max_skills / allow_extra, required_skills / "
+                    "forbidden_skills): write them in the case; it is not run", uid=case.uid))
+                case.kind, case.kind_rule = "invalid", "override"
+                continue
             case.kind, case.kind_rule = override.kind, "override"
+            if override.kind != "routing":
+                case.routing = None  # the author's kind decides how it is graded
         known = {case.uid for case in self.cases}
         for assertion_override in self.settings.assertion_override:
             if assertion_override.uid not in known:

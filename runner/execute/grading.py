@@ -135,11 +135,11 @@ def routing_state(parts: list[RoutingPart]) -> AttemptState:
 def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> AttemptOutcome:
     fired = obs.fired()
     target_fired: bool | None
-    if case.routing is not None:
+    if expectation(case) == "routing-holds":
         # A routing case's rate is how often its routing held (set below, once the parts are checked): what fired is
         # in `fired`, and every skill outside the must set is "instead" (the host's own and subagents as recorded).
         target_fired = None
-        instead = [name for name in fired if name not in case.routing.must_fire]
+        instead = [name for name in fired if name not in (case.routing.must_fire if case.routing else [])]
     elif case.target == ANY_SKILL:
         # A routing case that expects no skill: any of the library's skills firing is the loss (the host's own
         # skills and subagents are not the library's skills).
@@ -157,8 +157,10 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
     activation: AttemptState
     expects = expectation(case)
     if expects == "routing-holds":
-        routing = routing_parts(case.routing or RoutingSpec(), fired, known, cut_short)
-        activation = routing_state(routing)
+        # A routing case always has its assertions (the loader refuses a routing kind without them); were one
+        # missing, nothing could fail, so nothing is claimed: ERROR, never a PASS by default.
+        routing = routing_parts(case.routing, fired, known, cut_short) if case.routing is not None else []
+        activation = routing_state(routing) if routing else "ERROR"
         target_fired = activation == "PASS"
     elif expects == "target-silent":
         activation = "FAIL" if target_fired else ("ERROR" if cut_short else "PASS")
@@ -174,7 +176,8 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
     else:  # target-fires: trigger, refusal, probe (treatment arm)
         activation = "PASS" if target_fired else ("ERROR" if cut_short else "FAIL")
     assertions = [check_assertion(a, case, obs, known) for a in case.assertions]
-    error = "the session hit its turn bound before the result was certain" if activation == "ERROR" else None
+    error = ("the session hit its turn bound before the result was certain" if routing or expects != "routing-holds"
+             else "a routing case without routing assertions: nothing to check") if activation == "ERROR" else None
     return AttemptOutcome(state=combine(activation, assertions), activation=activation, fired=fired,
                           target_fired=target_fired, fired_instead=instead, pairs=pairs, assertions=assertions,
                           routing=routing, error=error)
