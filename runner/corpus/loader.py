@@ -615,6 +615,15 @@ class _Loader:
             self.findings.append(warning(
                 "eval-unknown-key", shown, doc.line(*pointer_of(index), key),
                 f"key {key!r} is not read by the runner ({SHAPE_NAMES[the_shape]}); the case loads without it"))
+        if the_shape in ("skill-creator", "routing"):
+            # `mode` is read only beside routing keys (waza's order rule); alone it is some other tool's key.
+            lone = next((index for index, entry in enumerate(entries) if isinstance(entry, dict) and "mode" in entry
+                         and not dialects.has_routing(entry)), None)
+            if lone is not None:
+                self.findings.append(warning(
+                    "eval-unknown-key", shown, doc.line(*pointer_of(lone), "mode"),
+                    "key 'mode' is read only beside routing keys (required_skills, must_include, ...), as waza's "
+                    "order rule; here it is not read and the case loads without it"))
         if the_shape == "skill-checks":
             checks = [entry.get("checks") if isinstance(entry, dict) else None for entry in entries]
             for key, index in dialects.unused_keys(checks, dialects.CHECKS_READ):  # once per key and file
