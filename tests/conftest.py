@@ -143,6 +143,7 @@ E2E_MODULES = frozenset({
 })
 # In the modules that mix both tiers: their end-to-end tests, by name (every parameter of one).
 E2E_TESTS: dict[str, frozenset[str]] = {
+    "test_routing_assertions.py": frozenset({"test_routing_assertions_on_claude_code_with_the_real_cli"}),
     "test_result_cache.py": frozenset({"test_the_claude_code_host_starts_no_cli_for_what_the_cache_holds"}),
     "test_action.py": frozenset({
         "test_a_broken_skill_fails_validation_and_the_rest_still_runs",

@@ -53,7 +53,7 @@ def libraries(tmp_path: Path) -> list[tuple[Case, dict[str, str]]]:
 def test_no_continuation_of_a_decided_sequence_changes_the_outcome(tmp_path: Path) -> None:
     cases = libraries(tmp_path)
     kinds = {case.kind for case, _ in cases}
-    assert kinds == {"trigger", "no_trigger", "discrimination"}, kinds
+    assert kinds == {"trigger", "no_trigger", "discrimination", "routing"}, kinds
     rng = random.Random(21)
     checked = 0
     for case, known in cases:

@@ -149,6 +149,8 @@ def case_fields(case: Case, policy: ReadPolicy) -> dict[str, Any]:
         "workspace_signals": case.workspace_signals,
         "assertions": [[a.text, a.assertion_class, a.hooks, a.shape_only] for a in case.assertions],
         "files": [[name, file_digest(files_dir / name, policy) if files_dir else None] for name in case.files],
+        # Only a routing case carries the key: every other case's key stays what it was.
+        **({"routing": case.routing.model_dump(mode="json")} if case.routing is not None else {}),
     }
 
 
@@ -156,7 +158,8 @@ def case_key(context: RunContext, case: Case, library: Library, arms: list[str],
     """The key of one case's attempts in this run's context. `arms`: the plan's arms for the case (a baselined
     output case runs a control arm without its skill)."""
     folders = context.folders.skills
-    named = sorted({case.skill, case.target, *case.should_not_trigger} & set(folders))
+    named = sorted({case.skill, case.target, *case.should_not_trigger,
+                    *(case.routing.names() if case.routing else [])} & set(folders))
     return digest({"context": context.digest, "case": case_fields(case, policy), "arms": arms,
                    "skills": {name: folders[name] for name in named},
                    "judge": list(context.judge) if case.judged and context.judge else None})

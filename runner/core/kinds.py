@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 # Case kinds (semantics §2): what a case measures. The one definition: corpus, plan, results and overrides use it.
-CaseKind = Literal["trigger", "refusal", "no_trigger", "discrimination", "probe"]
+CaseKind = Literal["trigger", "refusal", "no_trigger", "discrimination", "routing", "probe"]
 # A case the loader read but the runner cannot run: a type it does not know (`unknown`) or an item that breaks its
 # format's schema (`invalid`). The floor holds these back (UNRUN floor-error); they never reach a host.
 BrokenKind = Literal["unknown", "invalid"]
@@ -20,8 +20,9 @@ LoadedKind = Literal[CaseKind, BrokenKind]
 AssertionClass = Literal["activation", "artifact_shape", "semantic", "unjudgeable"]
 
 # What an attempt's activation part checks (runner.execute.grading): the target fires; the target stays silent; the
-# target fires and every named neighbour stays silent.
-Expectation = Literal["target-fires", "target-silent", "target-fires-neighbours-silent"]
+# target fires and every named neighbour stays silent; the case's routing assertions hold (must / must not / at most
+# N / allow_extra / order: runner.corpus.library.RoutingSpec).
+Expectation = Literal["target-fires", "target-silent", "target-fires-neighbours-silent", "routing-holds"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ KIND_TRAITS: dict[CaseKind, KindTraits] = {
     "refusal": KindTraits(expects="target-fires", activation_only=False, improvable=True),
     "no_trigger": KindTraits(expects="target-silent", activation_only=True, improvable=True),
     "discrimination": KindTraits(expects="target-fires-neighbours-silent", activation_only=True, improvable=True),
+    # Routing assertions (`must_include`, `required_skills`, `max_skills`, ...): judged on which skills fired only.
+    # Not improvable: its parts may be about several skills, so no one description is trained on it.
+    "routing": KindTraits(expects="routing-holds", activation_only=True, improvable=False),
     # The treatment arm of a tier-2 probe: the target must fire, and the act is graded (runner.probes.arms).
     "probe": KindTraits(expects="target-fires", activation_only=False, improvable=False),
 }

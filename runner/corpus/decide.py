@@ -38,7 +38,9 @@ def decide_when(case: Case, known: Collection[str]) -> list[list[str]]:
                 name = canonical.get(name, name)
                 if name not in claimed:
                     claimed.append(name)
-    if expects(case.kind) == "target-fires-neighbours-silent":
+    if expects(case.kind) == "routing-holds":
+        bases = routing_sets(case, canonical or {name: name for name in known})
+    elif expects(case.kind) == "target-fires-neighbours-silent":
         bases = [[case.target, *case.should_not_trigger]]
     elif case.target == ANY_SKILL:
         bases = [[name] for name in sorted(set(canonical.values() if canonical else known))
@@ -51,6 +53,27 @@ def decide_when(case: Case, known: Collection[str]) -> list[list[str]]:
         if names not in sets:
             sets.append(names)
     return sets
+
+
+def routing_sets(case: Case, canonical: Mapping[str, str]) -> list[list[str]]:
+    """A routing case's deciding sets, conservatively: a loss is certain once one skill fired that must not (or, without
+    `allow_extra` or in `exact` order, one library skill outside the must set); a pass is certain once every must skill
+    fired only when nothing may still break it (no must-not skills, no `max_skills`, extras allowed, and an order that
+    is fixed once they all fired: any or in_order — `exact` could still see an extra). `max_skills` alone never ends a
+    session early (the N+1 skills that would decide it are too many sets to list), nor does an order broken by two
+    must skills (the sets are unordered): those sessions run to their end."""
+    spec = case.routing
+    if spec is None:
+        return []
+    library = sorted({name for name in canonical.values() if not is_subagent(name)})
+    losses = list(spec.must_not_fire)
+    if not spec.allow_extra or spec.order == "exact":
+        losses += [name for name in library if name not in spec.must_fire and name not in losses]
+    bases = [[name] for name in losses]
+    if spec.must_fire and not spec.must_not_fire and spec.max_skills is None and spec.allow_extra \
+            and spec.order != "exact":
+        bases.append(list(spec.must_fire))
+    return bases
 
 
 # Prompts the CLI does not send as written (measured on CLI 2.1.332 against the fake Messages API).

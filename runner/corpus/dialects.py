@@ -16,18 +16,30 @@ from typing import Any
 from runner.core.kinds import LoadedKind
 from runner.corpus import schema_check as schemas
 from runner.corpus import tags
+from runner.corpus.library import RoutingOrder, RoutingSpec
+
+# Routing assertions (runner.corpus.library.RoutingSpec) as authors already write them: skill-up's `must_include` /
+# `must_not_include` / `allow_extra` / `max_skills` (at the item's top, or nested under `routing_expect` as skill-up
+# nests them) and waza's `required_skills` / `forbidden_skills` with `mode`.
+MUST_KEYS = ("must_include", "required_skills")
+MUST_NOT_KEYS = ("must_not_include", "forbidden_skills")
+ROUTING_NEST = "routing_expect"
+ROUTING_SPEC_KEYS = frozenset({*MUST_KEYS, *MUST_NOT_KEYS, "allow_extra", "max_skills", "mode", ROUTING_NEST})
+# waza's spellings of the order rule (and the same with `-`), as the shipped schemas list them.
+MODES: dict[str, RoutingOrder] = {"any_order": "any_order", "in_order": "in_order", "exact": "exact",
+                                  "any-order": "any_order", "in-order": "in_order"}
 
 # Keys each shape reads; any other key of an item is reported once per file as unused.
 CREATOR_KEYS = frozenset({"id", "eval_id", "eval_name", "name", "prompt", "input", "expected_output", "expected",
                           "expected_behavior", "files", "input_files", "expectations", "assertions", "should_trigger",
-                          "type", "kind", "description"})
+                          "type", "kind", "description"}) | ROUTING_SPEC_KEYS
 CREATOR_TOP_KEYS = frozenset({"$schema", "skill_name", "evals", "description"})
 TRIGGER_KEYS = frozenset({"id", "query", "prompt", "should_trigger", "split", "note", "reason"})
 SCENARIO_KEYS = frozenset({"id", "name", "description", "skills", "query", "prompt", "files", "expected_behavior",
                            "expected_behaviors", "expectedBehaviors", "type", "kind"})
 ROUTING_KEYS = frozenset({"id", "prompt", "query", "expected", "expected_skill", "expectedSkill", "expected_skills",
                           "relevant_skills", "expect_selected", "unexpected_skills", "unexpectedSkills",
-                          "expect_not_selected", "note", "notes", "rationale", "reason"})
+                          "expect_not_selected", "note", "notes", "rationale", "reason"}) | ROUTING_SPEC_KEYS
 CHECKS_KEYS = frozenset({"id", "name", "prompt", "query", "checks", "description", "note"})
 CHECKS_READ = frozenset({"skill_invoked"})  # what a `checks` object says that the runner reads
 CHECKS_OWNER_KEYS = ("skill", "skill_name")
@@ -61,8 +73,8 @@ def shape(data: Any, name: str) -> tuple[str | None, str]:
             return "skill-creator", "an object with `evals`"
         if "queries" in data or ("cases" in data and _items_have(data["cases"], ("should_trigger",))):
             return "trigger-set", "an object holding queries with should_trigger"
-        if "cases" in data and _items_have(data["cases"], EXPECTED_KEYS):
-            return "routing", "an object whose `cases` name the skill expected"
+        if "cases" in data and _items_have(data["cases"], EXPECTED_KEYS + tuple(ROUTING_SPEC_KEYS)):
+            return "routing", "an object whose `cases` name the skill expected or carry routing assertions"
         if "scenarios" in data or (("query" in data or "prompt" in data) and (
                 "skills" in data or any(k in data for k in BEHAVIOUR_KEYS))):
             return "scenario", "a scenario (`query` with `skills` or `expected_behavior`)"
@@ -76,6 +88,9 @@ def shape(data: Any, name: str) -> tuple[str | None, str]:
             return "trigger-set", "a list of queries with should_trigger"
         if _items_have(data, EXPECTED_KEYS):
             return "routing", "a list of prompts with the skill expected"
+        if _items_have(data, tuple(ROUTING_SPEC_KEYS)) and not _items_have(
+                data, ("expectations", "assertions", "expected_output") + BEHAVIOUR_KEYS):
+            return "routing", "a list of prompts with routing assertions"
         if _items_have(data, ("skills",) + BEHAVIOUR_KEYS) and _items_have(data, ("query",)):
             return "scenario", "a list of scenarios"
         if _items_have(data, ("should_trigger",)) and not _items_have(data, ("expectations", "assertions")):
@@ -132,8 +147,12 @@ class Item:
     should_not_trigger: list[str] = field(default_factory=list)
     also_fire: list[str] = field(default_factory=list)
     note: str | None = None
+    routing: RoutingSpec | None = None  # routing assertions (kind `routing`)
+    # Where each name of `routing` is written (`routing.must/0` -> its pointer), for findings at their line.
+    routing_where: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     label: str | None = None  # a category tag written as `type` / `kind` (runner.corpus.tags)
     problem: str | None = None  # the item cannot be run as written (a finding, the case UNRUN)
+    problem_at: tuple[Any, ...] | None = None  # the pointer of the value the problem is about (its line)
 
 
 def item_id(raw: dict[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -268,7 +287,8 @@ def routing_item(raw: dict[str, Any], position: int) -> Item:
     item = Item(id=item_id(raw, ("id",)) or f"r{position + 1}", prompt=_text(raw, ("prompt", "query")),
                 kind="discrimination", kind_rule="format:routing")
     key = next((k for k in EXPECTED_KEYS if k in raw), None)
-    expected = _names(raw.get(key)) if key else None
+    # Routing assertions alone (no expected key) say which skills fire: read_routing makes the case of them.
+    expected = _names(raw.get(key)) if key else ([] if has_routing(raw) else None)
     unexpected = next((_names(raw[k]) for k in UNEXPECTED_KEYS if k in raw), [])
     if expected is None:
         item.kind, item.kind_rule, item.problem = "invalid", "schema-invalid", f"`{key}` is not a skill name or list"
@@ -343,3 +363,90 @@ def checks_item(raw: dict[str, Any], position: int, owner: str | None, names: di
                     "(keep it in evals/<skill>/ or give it a `skill` key)" if isinstance(invoked, bool) else
                     "no checks.skill_invoked: the case says neither which skill should fire nor whether one should")
     return item
+
+
+# ---- routing assertions (skill-up, waza) ---------------------------------------------------------
+
+def has_routing(raw: dict[str, Any]) -> bool:
+    """Whether an item carries routing assertions. `mode` alone is not one: it says how an order counts only beside
+    the skills it orders, and another tool's `mode` means something else."""
+    return any(key in raw for key in ROUTING_SPEC_KEYS if key != "mode")
+
+
+def _routing_source(raw: dict[str, Any], pointer: tuple[Any, ...]) -> list[tuple[dict[str, Any], tuple[Any, ...]]]:
+    """Where an item's routing keys are: its top, and skill-up's `routing_expect` object."""
+    out = [(raw, pointer)]
+    nested = raw.get(ROUTING_NEST)
+    if isinstance(nested, dict):
+        out.append((nested, (*pointer, ROUTING_NEST)))
+    return out
+
+
+def routing_spec(raw: dict[str, Any], pointer: tuple[Any, ...], own: str | None = None, routing_set: bool = False
+                 ) -> tuple[RoutingSpec | None, dict[str, tuple[Any, ...]], str | None]:
+    """(the spec, where each named skill is written, the problem that keeps it from being read) of an item with
+    routing keys. `own`: the item's own skill, which `should_trigger: true` adds to the skills that must fire and
+    `should_trigger: false` to those that must not. A value of the wrong type is a problem, never an exception (the
+    schema's finding names its line as well). In a routing set (`routing_set`) the expected skill keys add to the
+    skills that must fire and the unexpected ones to those that must not."""
+    must: list[str] = []
+    must_not: list[str] = []
+    where: dict[str, tuple[Any, ...]] = {}
+    settings: dict[str, Any] = {}
+    for source, base in _routing_source(raw, pointer):
+        parts = ((MUST_KEYS + (EXPECTED_KEYS if routing_set and source is raw else ()), must, "must"),
+                 (MUST_NOT_KEYS + (UNEXPECTED_KEYS if routing_set and source is raw else ()), must_not, "must_not"))
+        for keys, names, part in parts:
+            for key in keys:
+                if key not in source:
+                    continue
+                value = source[key]
+                read = _names(value)
+                if read is None:
+                    return None, {"problem": (*base, key)}, f"`{key}` is not a skill name or a list of skill names"
+                for position, name in enumerate(read):
+                    if name not in names:
+                        where[f"routing.{part}/{len(names)}"] = (*base, key, position) if isinstance(value, list) \
+                            else (*base, key)
+                        names.append(name)
+        for key in ("allow_extra", "max_skills", "mode"):
+            if key in source:
+                settings[key] = source[key]
+                where[f"routing.{key}"] = (*base, key)
+    wanted = raw.get("should_trigger")
+    if own and wanted is True and own not in must:
+        must.append(own)
+    if own and wanted is False and own not in must_not:
+        must_not.append(own)
+    allow_extra = settings.get("allow_extra", True)
+    if not isinstance(allow_extra, bool):
+        return None, {"problem": where["routing.allow_extra"]}, f"`allow_extra` is {allow_extra!r}, not true or false"
+    max_skills = settings.get("max_skills")
+    if max_skills is not None and (isinstance(max_skills, bool) or not isinstance(max_skills, int) or max_skills < 1):
+        return None, {"problem": where["routing.max_skills"]}, (f"`max_skills` is {max_skills!r}, not a positive "
+                                                                 "whole number")
+    mode = settings.get("mode", "any_order")
+    order = MODES.get(mode) if isinstance(mode, str) else None
+    if order is None:
+        return None, {"problem": where["routing.mode"]}, f"`mode` is {mode!r}; the runner reads {', '.join(MODES)}"
+    if not must and not must_not and max_skills is None and allow_extra:
+        # (`allow_extra: false` alone does say something: no library skill may fire.)
+        return None, {}, "routing keys that name no skill and set no bound: nothing to check"
+    return RoutingSpec(must_fire=must, must_not_fire=must_not, max_skills=max_skills, allow_extra=allow_extra,
+                       order=order), where, None
+
+
+def read_routing(item: Item, raw: dict[str, Any], pointer: tuple[Any, ...], own: str | None,
+                 routing_set: bool = False) -> None:
+    """Make an item with routing keys a `routing` case (rule `field:routing`): the author wrote which skills fire.
+    Its target is the first skill that must fire, else its own skill (a library-level file has none: the loader
+    gives it the library's)."""
+    spec, where, problem = routing_spec(raw, pointer, own, routing_set)
+    if spec is None:
+        item.kind, item.kind_rule, item.problem = "invalid", "schema-invalid", problem
+        item.problem_at = where.get("problem")
+        return
+    item.kind, item.kind_rule = "routing", "field:routing"
+    item.routing, item.routing_where = spec, where
+    item.target = spec.must_fire[0] if spec.must_fire else own
+    item.should_not_trigger = []

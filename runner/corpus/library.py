@@ -43,6 +43,35 @@ class Assertion(BaseModel):
     shape_only: bool = Field(default=False, description="Artifact shape and nothing more: the script decides it.")
 
 
+# How the order of the skills that must fire counts (waza's `mode`): any order; the must skills first fired in the
+# order written (others may fire between them when `allow_extra` allows); exactly the must skills, in that order,
+# and no other library skill.
+RoutingOrder = Literal["any_order", "in_order", "exact"]
+
+
+class RoutingSpec(BaseModel):
+    """A case's routing assertions, read from the shapes authors write (skill-up's `must_include` /
+    `must_not_include` / `allow_extra` / `max_skills`, waza's `required_skills` / `forbidden_skills` / `mode`) and
+    checked by the harness from what fired in the whole session (runner.execute.grading.routing_parts). Only the
+    library's skills count towards `max_skills` and `allow_extra`: the host's own skills and every subagent are not
+    the library's skills (as for a routing case that expects none). A subagent named in `must_fire` or
+    `must_not_fire` (`<agent> (subagent)`) counts like a skill there."""
+
+    must_fire: list[str] = Field(default=[], description="Every one of these must fire (in any turn).")
+    must_not_fire: list[str] = Field(default=[], description="None of these may fire.")
+    max_skills: int | None = Field(default=None, ge=1, description="At most this many of the library's skills "
+                                                                    "fire; None: no bound.")
+    allow_extra: bool = Field(default=True, description="Whether library skills outside `must_fire` may fire too.")
+    order: RoutingOrder = Field(default="any_order", description="any_order | in_order (the must skills first fire "
+                                                                 "in the order written) | exact (the library skills "
+                                                                 "that fire are the must skills, in that order, and "
+                                                                 "nothing else)")
+
+    def names(self) -> list[str]:
+        """Every skill the spec names, in order written, without repeats."""
+        return list(dict.fromkeys([*self.must_fire, *self.must_not_fire]))
+
+
 class Case(BaseModel):
     uid: str
     skill: str = Field(description="The skill folder whose eval file holds the case.")
@@ -63,10 +92,12 @@ class Case(BaseModel):
                                                             "absolute.")
     expected_output: str | None = None
     assertions: list[Assertion] = []
-    kind: LoadedKind = Field(description="trigger | refusal | no_trigger | discrimination | probe | unknown | invalid")
+    kind: LoadedKind = Field(description="trigger | refusal | no_trigger | discrimination | routing | probe | unknown "
+                                         "| invalid")
     kind_rule: str
     label: str | None = Field(default=None, description="A category tag the file gives the case in `type` / `kind` "
                                                         "(`security`, `benchmark`): shown, never a kind.")
+    routing: RoutingSpec | None = Field(default=None, description="The case's routing assertions (kind `routing`).")
     workspace_signals: list[str] = []
     lines: dict[str, int] = Field(default_factory=dict,
                                   description="Line of fields that findings point at, e.g. `should_not_trigger/1`.")
@@ -185,10 +216,11 @@ class Library(BaseModel):
     def slash_names(self) -> dict[str, str]:
         return slash_names_of(self.skills)
 
-    def invoked_by_hand(self, case: Case) -> bool:
-        """Whether the case's prompt invokes its own target as a slash command (runner.corpus.slash): the host
-        expands it, so the skill fires without the model picking it."""
-        return case.prompt.startswith("/") and slash.invoked_skill(case.prompt, self.slash_names()) == case.target
+    def invoked_by_hand(self, case: Case, name: str | None = None) -> bool:
+        """Whether the case's prompt invokes its own target (or `name`) as a slash command (runner.corpus.slash): the
+        host expands it, so the skill fires without the model picking it."""
+        wanted = name or case.target
+        return case.prompt.startswith("/") and slash.invoked_skill(case.prompt, self.slash_names()) == wanted
 
     def names(self) -> dict[str, str]:
         """Every name the library answers to -> the name cases and reports use: skill folders, their

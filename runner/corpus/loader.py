@@ -50,11 +50,11 @@ from runner.corpus.settings import SETTINGS_FILE, Settings
 # Eval files a skill folder may hold, and the shapes (runner.corpus.dialects) each name admits. Cases of the files
 # named here keep their own ids in their uid; other files' cases are `<file stem>:<id>`.
 NAMED_EVAL_FILES: dict[str, tuple[str, ...]] = {
-    "evals.json": ("aegis-evals", "skill-creator", "trigger-set", "scenario", "skill-checks"),
+    "evals.json": ("aegis-evals", "skill-creator", "trigger-set", "scenario", "skill-checks", "routing"),
     "trigger-evals.json": ("aegis-trigger", "trigger-set"),
     "trigger-queries.json": ("trigger-set",),
     "trigger_evals.json": ("trigger-set",),
-    "eval.json": ("skill-creator", "trigger-set", "skill-checks"),
+    "eval.json": ("skill-creator", "trigger-set", "skill-checks", "routing"),
 }
 OTHER_EVAL_FILES = ("scenario", "skill-creator", "trigger-set", "routing", "skill-checks")
 # Trigger sets some libraries keep at a skill's root rather than in its evals/ (read like those in evals/).
@@ -119,6 +119,12 @@ def _case_errors(paths: set[tuple[Any, ...]], list_key: str, index: int) -> list
 def _owner_and_target(item: dialects.Item, the_shape: str, skill: str) -> tuple[str, str]:
     """A routing case belongs to the skill it expects, or to the library when it expects none (then any
     library skill firing is its loss); every other case to the skill whose folder holds its file."""
+    if item.kind == "routing":
+        # Routing assertions in a skill's file stay that skill's case (as a deferral does); in a library-level
+        # routing set the case belongs to the first skill that must fire, or to the library when none must.
+        if skill != LIBRARY_OWNER:
+            return skill, item.target or skill
+        return (item.target, item.target) if item.target else (LIBRARY_OWNER, ANY_SKILL)
     if the_shape == "routing":
         return (LIBRARY_OWNER, ANY_SKILL) if item.kind == "no_trigger" else (item.target or skill, item.target or skill)
     if the_shape == "skill-checks":  # a case naming the skill it checks is that skill's, wherever its file is
@@ -281,7 +287,8 @@ class _Loader:
                     if path.name not in NAMED_EVAL_FILES]
         for name in ("evals.json", "eval.json"):
             if self.present(folder / name):
-                out.append((folder / name, ("skill-creator", "trigger-set", "aegis-evals", "scenario", "skill-checks")))
+                out.append((folder / name, ("skill-creator", "trigger-set", "aegis-evals", "scenario", "skill-checks",
+                                            "routing")))
         out += [(folder / name, ("trigger-set",)) for name in ROOT_TRIGGER_FILES if self.present(folder / name)]
         evaluations = folder / "evaluations"
         if evaluations.is_dir() and self.policy.inside(evaluations):
@@ -546,12 +553,19 @@ class _Loader:
         if the_shape == "skill-checks":
             return dialects.checks_item(raw, index, None if skill.name == LIBRARY_OWNER else skill.name, self.name_map)
         if the_shape == "skill-creator":
-            return dialects.creator_item(raw, pointer, index)
-        if the_shape == "trigger-set":
+            item = dialects.creator_item(raw, pointer, index)
+        elif the_shape == "trigger-set":
             return dialects.trigger_item(raw, index)
-        if the_shape == "scenario":
+        elif the_shape == "scenario":
             return dialects.scenario_item(raw, pointer, index, skill.name)
-        return dialects.routing_item(raw, index)
+        else:
+            item = dialects.routing_item(raw, index)
+        if dialects.has_routing(raw):
+            # Routing assertions make the case a routing case, whatever else decided its kind (the author wrote which
+            # skills fire); a file of the library's own (a routing set at the repository's evals/) has no own skill.
+            own = None if skill.name == LIBRARY_OWNER else skill.name
+            dialects.read_routing(item, raw, pointer, own, routing_set=the_shape == "routing")
+        return item
 
     def item_case(self, raw: dict[str, Any], item: dialects.Item, the_shape: str, skill: Skill, shown: str,
                   doc: jsonfile.JsonDocument, pointer: tuple[Any, ...], case_id: str, owner: str, target: str,
@@ -571,8 +585,10 @@ class _Loader:
             should_not_trigger=item.should_not_trigger, files=item.files,
             files_dir=skill.path if item.files else None, expected_output=item.expected_output, note=item.note,
             assertions=self.classified(written, skill, uid), kind=kind, kind_rule=rule, label=item.label,
+            routing=item.routing if kind == "routing" else None,
             lines={"expected_skill": doc.line(*pointer, next((k for k in dialects.EXPECTED_KEYS if k in raw), "id")),
-                   **{f"should_not_trigger/{i}": doc.line(*pointer) for i in range(len(item.should_not_trigger))}},
+                   **{f"should_not_trigger/{i}": doc.line(*pointer) for i in range(len(item.should_not_trigger))},
+                   **{key: doc.line(*where) for key, where in item.routing_where.items()}},
         )
         if kind == "unknown":
             written_type = rule.split(":", 1)[1]
@@ -584,8 +600,8 @@ class _Loader:
                 "positive, boundary, edge, trigger as trigger cases; a value like no kind name is a category tag); "
                 "the case is not run (UNRUN unknown-case-type)", uid=uid))
         if item.problem and not invalid:  # a value of the wrong type is the schema's finding already
-            self.findings.append(error("eval-schema", shown, doc.line(*pointer), f"case {case_id!r}: {item.problem}",
-                                       uid=uid))
+            self.findings.append(error("eval-schema", shown, doc.line(*(item.problem_at or pointer)),
+                                       f"case {case_id!r}: {item.problem}", uid=uid))
         return case
 
     def report_unused(self, doc: jsonfile.JsonDocument, entries: list[Any], the_shape: str, shown: str,
@@ -599,6 +615,15 @@ class _Loader:
             self.findings.append(warning(
                 "eval-unknown-key", shown, doc.line(*pointer_of(index), key),
                 f"key {key!r} is not read by the runner ({SHAPE_NAMES[the_shape]}); the case loads without it"))
+        if the_shape in ("skill-creator", "routing"):
+            # `mode` is read only beside routing keys (waza's order rule); alone it is some other tool's key.
+            lone = next((index for index, entry in enumerate(entries) if isinstance(entry, dict) and "mode" in entry
+                         and not dialects.has_routing(entry)), None)
+            if lone is not None:
+                self.findings.append(warning(
+                    "eval-unknown-key", shown, doc.line(*pointer_of(lone), "mode"),
+                    "key 'mode' is read only beside routing keys (required_skills, must_include, ...), as waza's "
+                    "order rule; here it is not read and the case loads without it"))
         if the_shape == "skill-checks":
             checks = [entry.get("checks") if isinstance(entry, dict) else None for entry in entries]
             for key, index in dialects.unused_keys(checks, dialects.CHECKS_READ):  # once per key and file
@@ -842,7 +867,18 @@ class _Loader:
                                            f"case_override names {override.uid!r}, which is not a case of this "
                                            "library (uids are <skill>/<source>/<id>)"))
                 continue
+            if override.kind == "routing" and case.routing is None:
+                # A routing case is graded on its routing assertions only: without any, nothing could fail.
+                self.findings.append(error(
+                    "override-routing-without-assertions", self.settings_shown, 1,
+                    f"case_override makes {override.uid!r} a routing case, but it has no routing assertions "
+                    "(must_include / must_not_include / max_skills / allow_extra, required_skills / "
+                    "forbidden_skills): write them in the case; it is not run", uid=case.uid))
+                case.kind, case.kind_rule = "invalid", "override"
+                continue
             case.kind, case.kind_rule = override.kind, "override"
+            if override.kind != "routing":
+                case.routing = None  # the author's kind decides how it is graded
         known = {case.uid for case in self.cases}
         for assertion_override in self.settings.assertion_override:
             if assertion_override.uid not in known:

@@ -14,10 +14,10 @@ from collections.abc import Collection, Iterable, Mapping
 
 from runner.core.kinds import Expectation, expects
 from runner.core.observation import Observation
-from runner.core.outcomes import AssertionOutcome, AttemptOutcome
+from runner.core.outcomes import AssertionOutcome, AttemptOutcome, RoutingPart
 from runner.core.states import AGAINST, AttemptState, RubricState
 from runner.corpus.claims import activation_claims
-from runner.corpus.library import ANY_SKILL, Assertion, Case, is_subagent
+from runner.corpus.library import ANY_SKILL, Assertion, Case, RoutingSpec, is_subagent
 
 
 def check_activation_assertion(assertion: Assertion, case: Case, fired: list[str], known: Collection[str]
@@ -62,9 +62,85 @@ def check_assertion(assertion: Assertion, case: Case, obs: Observation, known: C
     return AssertionOutcome(index=assertion.index, state="UNRUN", reason="not-judged")
 
 
+# ---- routing assertions (kind `routing`) ----------------------------------------------------------
+
+def library_fired(fired: list[str], known: Collection[str]) -> list[str]:
+    """What fired that counts towards `max_skills` and `allow_extra`: the library's skills, in order of first firing.
+    The host's own skills (not the library's names) and subagents are not the library's skills."""
+    return [name for name in fired if name in known and not is_subagent(name)]
+
+
+def _open_or(failed: bool, cut_short: bool) -> AttemptState:
+    """A part not failed is PASS when the session ended by itself, or ERROR when it was cut short: a skill could
+    still have fired."""
+    return "FAIL" if failed else ("ERROR" if cut_short else "PASS")
+
+
+def _order_state(spec: RoutingSpec, fired: list[str], library: list[str], cut_short: bool) -> tuple[AttemptState, str]:
+    """in_order: the must skills' first firings follow the order written; exact: the library skills that fired are the
+    must skills in that order and nothing else. Out of order is certain at once; not all fired yet is certain only
+    when the session ended by itself."""
+    wanted = spec.must_fire
+    if spec.order == "exact":
+        seen = [name for name in fired if name in wanted or name in library]
+        ok_so_far = seen == wanted[:len(seen)]  # an extra, or one out of place, is certain at once
+        text = f"library skills fired in order: {', '.join(seen) or 'nothing'}; exactly {', '.join(wanted)} asked"
+    else:
+        seen = [name for name in fired if name in wanted]
+        ok_so_far = seen == wanted[:len(seen)]  # a must skill skipped or come early can never be put back in order
+        text = f"first fired in order: {', '.join(seen) or 'nothing'}; {' then '.join(wanted)} asked"
+    if not ok_so_far:
+        return "FAIL", text
+    if len(seen) == len(wanted):
+        return "PASS", text
+    return ("ERROR" if cut_short else "FAIL"), text
+
+
+def routing_parts(spec: RoutingSpec, fired: list[str], known: Collection[str], cut_short: bool) -> list[RoutingPart]:
+    """Each routing assertion of the spec checked on what fired in the whole session, in any turn. `cut_short`: the
+    session hit a bound, so only what already fired is certain."""
+    library = library_fired(fired, known)
+    shown = f"fired: {', '.join(fired) or 'nothing'}"
+    parts: list[RoutingPart] = []
+    if spec.must_fire:
+        missing = [name for name in spec.must_fire if name not in fired]
+        state: AttemptState = "PASS" if not missing else ("ERROR" if cut_short else "FAIL")
+        said = f"did not fire: {', '.join(missing)}" if missing else f"all of {', '.join(spec.must_fire)} fired"
+        parts.append(RoutingPart(part="must", state=state, evidence=f"{said} ({shown})"))
+    if spec.must_not_fire:
+        hit = [name for name in spec.must_not_fire if name in fired]
+        said = f"fired though forbidden: {', '.join(hit)}" if hit else f"none of {', '.join(spec.must_not_fire)} fired"
+        parts.append(RoutingPart(part="must_not", state=_open_or(bool(hit), cut_short), evidence=f"{said} ({shown})"))
+    if spec.max_skills is not None:
+        said = f"{len(library)} library skill(s) fired ({', '.join(library) or 'none'}); at most {spec.max_skills}"
+        parts.append(RoutingPart(part="max_skills", state=_open_or(len(library) > spec.max_skills, cut_short),
+                                 evidence=said))
+    if not spec.allow_extra:
+        extra = [name for name in library if name not in spec.must_fire]
+        said = f"others fired: {', '.join(extra)}" if extra else "no library skill outside the must set fired"
+        parts.append(RoutingPart(part="allow_extra", state=_open_or(bool(extra), cut_short),
+                                 evidence=f"{said} ({shown})"))
+    if spec.order != "any_order" and spec.must_fire:
+        state, said = _order_state(spec, fired, library, cut_short)
+        parts.append(RoutingPart(part="order", state=state, evidence=f"{spec.order}: {said}"))
+    return parts
+
+
+def routing_state(parts: list[RoutingPart]) -> AttemptState:
+    """A routing case's activation part: FAIL when any assertion failed, ERROR when one was left open, else PASS."""
+    states = {part.state for part in parts}
+    return "FAIL" if "FAIL" in states else ("ERROR" if "ERROR" in states else "PASS")
+
+
 def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> AttemptOutcome:
     fired = obs.fired()
-    if case.target == ANY_SKILL:
+    target_fired: bool | None
+    if expectation(case) == "routing-holds":
+        # A routing case's rate is how often its routing held (set below, once the parts are checked): what fired is
+        # in `fired`, and every skill outside the must set is "instead" (the host's own and subagents as recorded).
+        target_fired = None
+        instead = [name for name in fired if name not in (case.routing.must_fire if case.routing else [])]
+    elif case.target == ANY_SKILL:
         # A routing case that expects no skill: any of the library's skills firing is the loss (the host's own
         # skills and subagents are not the library's skills).
         target_fired = any(name in known and not is_subagent(name) for name in fired)
@@ -77,9 +153,17 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
                               fired_instead=instead, error=f"{obs.error_kind}: {obs.error_message or ''}".strip())
     cut_short = "max-turns" in obs.bounds_hit or "max-budget" in obs.bounds_hit
     pairs: dict[str, bool] = {}
+    routing: list[RoutingPart] = []
+    activation: AttemptState
     expects = expectation(case)
-    if expects == "target-silent":
-        activation: AttemptState = "FAIL" if target_fired else ("ERROR" if cut_short else "PASS")
+    if expects == "routing-holds":
+        # A routing case always has its assertions (the loader refuses a routing kind without them); were one
+        # missing, nothing could fail, so nothing is claimed: ERROR, never a PASS by default.
+        routing = routing_parts(case.routing, fired, known, cut_short) if case.routing is not None else []
+        activation = routing_state(routing) if routing else "ERROR"
+        target_fired = activation == "PASS"
+    elif expects == "target-silent":
+        activation = "FAIL" if target_fired else ("ERROR" if cut_short else "PASS")
     elif expects == "target-fires-neighbours-silent":
         pairs = {name: name not in fired for name in case.should_not_trigger}
         if not target_fired or not all(pairs.values()):
@@ -92,10 +176,11 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
     else:  # target-fires: trigger, refusal, probe (treatment arm)
         activation = "PASS" if target_fired else ("ERROR" if cut_short else "FAIL")
     assertions = [check_assertion(a, case, obs, known) for a in case.assertions]
-    error = "the session hit its turn bound before the result was certain" if activation == "ERROR" else None
+    error = ("the session hit its turn bound before the result was certain" if routing or expects != "routing-holds"
+             else "a routing case without routing assertions: nothing to check") if activation == "ERROR" else None
     return AttemptOutcome(state=combine(activation, assertions), activation=activation, fired=fired,
                           target_fired=target_fired, fired_instead=instead, pairs=pairs, assertions=assertions,
-                          error=error)
+                          routing=routing, error=error)
 
 
 def expectation(case: Case) -> Expectation:

@@ -197,6 +197,31 @@ def _case_references(case: Case, library: Library) -> list[Finding]:
     return out
 
 
+def _routing_references(case: Case, library: Library) -> list[Finding]:
+    """A routing case's named skills must be the library's (as `should_not_trigger` names are), and its parts must be
+    able to hold together: a case that can never pass is the author's to fix, not a result."""
+    spec = case.routing
+    if spec is None:
+        return []
+    out: list[Finding] = []
+    for part, names, key in (("must", spec.must_fire, "must_include / required_skills"),
+                             ("must_not", spec.must_not_fire, "must_not_include / forbidden_skills")):
+        for position, name in enumerate(names):
+            line = case.lines.get(f"routing.{part}/{position}", case.line)
+            if not _exists(name, library):
+                out.append(_dangling(name, key, case.file, line, library))
+            elif part == "must_not" and name in spec.must_fire:
+                out.append(error("contradictory-case", case.file, line,
+                                 f"{name!r} must fire and must not fire (it is in both the must and the must-not "
+                                 "skills): the case can never pass"))
+    own = [name for name in spec.must_fire if not is_subagent(name)]
+    if spec.max_skills is not None and len(own) > spec.max_skills:
+        out.append(error("contradictory-case", case.file, case.lines.get("routing.max_skills", case.line),
+                         f"{len(own)} skills must fire ({', '.join(own)}) but max_skills is {spec.max_skills}: the "
+                         "case can never pass"))
+    return out
+
+
 def check_references(library: Library) -> list[Finding]:
     out: list[Finding] = []
     for skill in library.skills.values():
@@ -205,6 +230,9 @@ def check_references(library: Library) -> list[Finding]:
                 out += _about([_dangling(name, "overlaps_with", skill.trigger_file or skill.dir, line, library)],
                               skill.name)
     for case in library.cases:
+        if case.kind == "routing":
+            out += _about(_routing_references(case, library), case.skill, case.uid)
+            continue
         if case.source not in ("trigger", "routing") or case.kind == "invalid":
             continue
         out += _about(_case_references(case, library), case.skill, case.uid)
@@ -217,6 +245,11 @@ def manual_only_targets(library: Library) -> dict[str, list[Case]]:
     prompt invokes the skill by hand (`/name ...`) is not one of them: the host expands it, and it runs."""
     by_file: dict[str, list[Case]] = defaultdict(list)
     for case in library.cases:
+        if case.routing is not None:  # a routing case needs only its must skills to fire (runner.plan.planner)
+            if any(library.skills[n].manual_only and not library.invoked_by_hand(case, n)
+                   for n in case.routing.must_fire if n in library.skills):
+                by_file[case.file].append(case)
+            continue
         skill = library.skills.get(case.target)
         if skill and skill.manual_only and case.kind not in ("unknown", "invalid") \
                 and not library.invoked_by_hand(case):
@@ -227,7 +260,8 @@ def manual_only_targets(library: Library) -> dict[str, list[Case]]:
 def check_manual_only(library: Library) -> list[Finding]:
     out = []
     for file, cases in sorted(manual_only_targets(library).items()):
-        targets = sorted({c.target for c in cases})
+        targets = sorted({name for c in cases for name in ([c.target] if c.routing is None else [
+            m for m in c.routing.must_fire if m in library.skills and library.skills[m].manual_only])})
         ids = ", ".join(c.id for c in cases[:5]) + (f" and {len(cases) - 5} more" if len(cases) > 5 else "")
         out.append(warning(
             "manual-only-target", file, cases[0].line,

@@ -102,6 +102,8 @@ def unrun_reason(case: Case, library: Library, subagents: bool = True) -> str | 
         return "unknown-case-type"
     if case.kind == "invalid":
         return "invalid-case"
+    if case.routing is not None:
+        return routing_unrun_reason(case, library, subagents)
     target = library.skills.get(case.target)
     # A manual-only skill cannot be picked by the model, but a prompt that invokes it by hand (`/name ...`) is
     # expanded by the host: such a case runs (runner.corpus.slash).
@@ -115,6 +117,20 @@ def unrun_reason(case: Case, library: Library, subagents: bool = True) -> str | 
     if not case.prompt.strip():
         return "invalid-case"
     return None
+
+
+def routing_unrun_reason(case: Case, library: Library, subagents: bool) -> str | None:
+    """A routing case as the rule above has it, for each skill that must fire (only those: a must-not skill that
+    cannot fire still leaves the case's other parts to measure). A must skill the model cannot pick (manual-only,
+    unless the prompt invokes it by hand) or a subagent the host cannot start would make the case FAIL for the
+    harness's configuration, not the routing: UNRUN."""
+    for name in case.routing.must_fire if case.routing else []:
+        skill = library.skills.get(name)
+        if skill is not None and skill.manual_only and not library.invoked_by_hand(case, name):
+            return "manual-only-target"
+        if is_subagent(name) and not subagents:
+            return "subagent-not-callable"
+    return "invalid-case" if not case.prompt.strip() else None
 
 
 def apply_hold(planned: PlannedCase, held: Hold) -> None:

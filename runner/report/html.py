@@ -151,6 +151,7 @@ def _attempt_data(record: AttemptRecord | None, attempt_id: str) -> dict[str, An
     if outcome is not None:
         data.update(state=outcome.state, activation=outcome.activation, fired=outcome.fired,
                     fired_instead=outcome.fired_instead, pairs=outcome.pairs,
+                    routing=[f"{r.part} {r.state}: {_cut(r.evidence, 2000)}" for r in outcome.routing],
                     assertions=[{"index": a.index, "state": a.state, "reason": _cut(a.reason, 2000),
                                  "evidence": _cut(a.evidence, 4000)} for a in outcome.assertions])
     if record.judge is not None:
@@ -429,6 +430,14 @@ def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
         out.append("<h4>Pairs (target vs neighbour)</h4><table class=pairs><thead><tr><th>neighbour</th>"
                    "<th>state</th><th class=num>won</th><th class=num>lost</th><th>reason</th></tr></thead>"
                    f"<tbody>{pair_rows}</tbody></table>")
+    if case.routing:
+        routing_rows = "".join(
+            f"<tr><td>{e(r.says)}</td><td>{_badge(r.state)}</td><td class=num>{r.passes}/{r.fails}</td><td>"
+            + "".join(f'<blockquote class="evidence">{e(a.attempt)} {e(a.state)}: {e(a.evidence)}</blockquote>'
+                      for a in r.attempts) + "</td></tr>" for r in case.routing)
+        out.append("<h4>Routing assertions</h4><table class=routing><thead><tr><th>assertion</th><th>state</th>"
+                   "<th class=num>pass/fail</th><th>what fired, per attempt</th></tr></thead>"
+                   f"<tbody>{routing_rows}</tbody></table>")
     if case.assertions:
         rows = []
         for a in case.assertions:
@@ -853,6 +862,7 @@ JS = r"""
     kv(dl, "activation", a.activation);
     kv(dl, "fired", a.fired && a.fired.length ? a.fired : (a.fired ? "nothing" : null));
     kv(dl, "fired instead", a.fired_instead);
+    if (a.routing && a.routing.length) { kv(dl, "routing", a.routing); }
     if (a.pairs && Object.keys(a.pairs).length) {
       kv(dl, "neighbours silent", Object.keys(a.pairs).map(function (k) { return k + ": " + (a.pairs[k] ? "yes" : "NO"); }));
     }

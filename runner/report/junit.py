@@ -77,6 +77,12 @@ def detail(case: CaseResult, failing_only: bool = False) -> str:
         for p in pairs:
             lines.append(f"  - {p.neighbour}: {p.state}, won {p.won}, lost {p.lost}"
                          + (f" ({p.reason})" if p.reason else ""))
+    routing = [r for r in case.routing if not failing_only or r.state != "PASS"]
+    if routing:
+        lines.append("routing:")
+        for r in routing:
+            lines.append(f"  - {r.says}: {r.state}, passes {r.passes}, fails {r.fails}")
+            lines.extend(f"      {a.attempt} {a.state}: {a.evidence}" for a in r.attempts)
     assertions = [a for a in case.assertions if not failing_only or a.state != "PASS"]
     if assertions:
         lines.append("assertions:")
@@ -102,6 +108,9 @@ def _failure_message(case: CaseResult) -> str:
     lost = [p.neighbour for p in case.pairs if p.state == "FAIL"]
     if lost:
         parts.append("pairs lost: " + ", ".join(lost))
+    broken = [r.says for r in case.routing if r.state == "FAIL"]
+    if broken:
+        parts.append("routing failed: " + "; ".join(broken))
     failed = [a for a in case.assertions if a.state == "FAIL"]
     if failed:
         parts.append(f"assertion [{failed[0].index}] FAIL: {failed[0].text}")

@@ -349,6 +349,18 @@ def assertion_lines(case: CaseResult, level: int) -> list[str]:
     return lines
 
 
+def routing_lines(case: CaseResult, level: int) -> list[str]:
+    """A routing case's assertions, each with what fired in its attempts (at level 1 only the first attempt's)."""
+    cut = None if level == 0 else TEXT_CUT
+    lines = []
+    for part in case.routing:
+        lines.append(f"  - {escape(part.says)}: **{part.state}**, {part.passes} pass / {part.fails} fail"
+                     + (f" / {part.errors} open" if part.errors else ""))
+        for attempt in (part.attempts if level == 0 else part.attempts[:1]):
+            lines.append(f"    - {escape(attempt.attempt)} {attempt.state}: “{escape(clip(attempt.evidence, cut))}”")
+    return lines
+
+
 def case_details(case: CaseResult, level: int) -> list[str]:
     lines = [f"<details><summary>{case.state} · {escape(case.uid)} · {escape(rollup_mod.kind_label(case))}</summary>", "",
              f"- **{escape(case.uid)}** · skill {escape(case.skill)} · kind {escape(rollup_mod.kind_label(case))} · "
@@ -369,6 +381,9 @@ def case_details(case: CaseResult, level: int) -> list[str]:
         lines.append(f"- fired instead: {fired_instead(case)}")
     if case.pairs:
         lines.append(f"- pairs: {pairs_line(case)}")
+    if case.routing:
+        lines.append("- routing:")
+        lines += routing_lines(case, level)
     if case.assertions:
         lines.append("- assertions:")
         lines += assertion_lines(case, level)

@@ -246,6 +246,7 @@ def _details(case: CaseResult) -> str:
     parts = [f"{_e(k)} {_e(v)}" for k, v in case.parts.items()]
     parts += [f"vs {_e(p.neighbour)} {p.state} ({p.won}/{p.lost}{'; ' + _e(p.reason) if p.reason else ''})"
               for p in case.pairs if p.state != "PASS"]
+    parts += [f"{_e(r.says)} {r.state} ({r.passes}/{r.fails})" for r in case.routing if r.state != "PASS"]
     parts += [f"assertion {a.index} ({_e(a.assertion_class)}) {a.state}" for a in case.assertions
               if a.state not in ("PASS", "UNJUDGEABLE")]
     if case.activation is not None and case.activation.observed_runs:

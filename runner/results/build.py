@@ -34,11 +34,13 @@ from runner.results.verdicts import (
     ActivationResult,
     AssertionResult,
     PairResult,
+    RoutingPartResult,
     activation_result,
     assertion_results,
     fired_instead,
     pair_results,
     rollup,
+    routing_results,
     tally_of,
 )
 from runner.results.vetting import RefusedRecord, case_reason
@@ -79,6 +81,9 @@ class CaseResult(BaseModel):
     activation: ActivationResult | None = None
     fired_instead: dict[str, int] = {}
     pairs: list[PairResult] = []
+    routing: list[RoutingPartResult] = Field(default=[], description="Routing cases: each routing assertion (must, "
+                                                                     "must_not, max_skills, allow_extra, order) "
+                                                                     "over the attempts, with what fired in each.")
     assertions: list[AssertionResult] = []
     attempts: list[str] = []
     cost_usd: float = 0.0
@@ -550,6 +555,8 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
         pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if expectation(case) == "target-fires-neighbours-silent" else [],
+        routing=routing_results(case, [(r.attempt_id, r.outcome) for r in finished if r.outcome is not None], rule,
+                                finished_all) if case.routing is not None else [],
         assertions=assertions, attempts=[r.attempt_id for r in every_arm],
         cost_usd=round(sum(r.total_cost_usd for r in every_arm), 6),
         warnings=warnings, uplift=case_uplift(case, every_arm) if "control" in planned.arms else None)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from runner.core.outcomes import AttemptOutcome
+from runner.core.outcomes import AttemptOutcome, RoutingPartName
 from runner.core.quorum import QuorumRule, Tally, decide, wilson_interval
 from runner.core.states import BROKEN, ROLLUP_ORDER, AssertionState, CaseState
 from runner.corpus.library import Case
@@ -33,12 +33,64 @@ class AssertionResult(BaseModel):
     evidence: list[str] = []
 
 
+class RoutingAttempt(BaseModel):
+    """One attempt's outcome of one routing assertion."""
+
+    attempt: str
+    state: str
+    evidence: str
+
+
+class RoutingPartResult(BaseModel):
+    """One routing assertion of a case over its attempts: its own k-of-N state, and each attempt's outcome with what
+    fired. An errored attempt (the host could not observe it) has no outcome here and counts for neither side."""
+
+    part: RoutingPartName
+    says: str = Field(description="The assertion in words, e.g. `must fire: pdf, xlsx`.")
+    state: CaseState
+    passes: int = 0
+    fails: int = 0
+    errors: int = Field(default=0, description="Attempts that left the part open (a session cut short).")
+    attempts: list[RoutingAttempt] = []
+
+
 class ActivationResult(BaseModel):
     state: CaseState
     fired_runs: int
     observed_runs: int
     rate: float | None
     wilson_95: tuple[float, float] | None
+
+
+def routing_says(case: Case, part: RoutingPartName) -> str:
+    spec = case.routing
+    if spec is None:
+        return part
+    return {"must": f"must fire: {', '.join(spec.must_fire)}",
+            "must_not": f"must not fire: {', '.join(spec.must_not_fire)}",
+            "max_skills": f"at most {spec.max_skills} library skill(s) fire",
+            "allow_extra": (f"no library skill but {', '.join(spec.must_fire)} fires" if spec.must_fire else
+                            "no library skill fires"),
+            "order": f"{spec.order.replace('_', ' ')}: {', '.join(spec.must_fire)}"}[part]
+
+
+def routing_results(case: Case, attempts: list[tuple[str, AttemptOutcome]], rule: QuorumRule,
+                    finished_all: bool) -> list[RoutingPartResult]:
+    """Each routing assertion of a routing case over its attempts (attempt id, outcome), in the order checked."""
+    parts: dict[RoutingPartName, list[RoutingAttempt]] = {}
+    for attempt_id, outcome in attempts:
+        for part in outcome.routing:
+            parts.setdefault(part.part, []).append(RoutingAttempt(attempt=attempt_id, state=part.state,
+                                                                  evidence=part.evidence))
+    results = []
+    for name, seen in parts.items():
+        passes = sum(1 for a in seen if a.state == "PASS")
+        fails = sum(1 for a in seen if a.state == "FAIL")
+        errors = len(seen) - passes - fails
+        results.append(RoutingPartResult(part=name, says=routing_says(case, name),
+                                         state=_quorum_state(rule, passes, fails, errors, finished_all),
+                                         passes=passes, fails=fails, errors=errors, attempts=seen))
+    return results
 
 
 def tally_of(outcomes: list[AttemptOutcome]) -> Tally:
