@@ -115,3 +115,24 @@ def test_a_claim_expecting_two_skills_plugs_in() -> None:
     assert {n: (s.tp, s.fp, s.fn) for n, s in found.per_skill.items()} == {"a": (1, 0, 0), "b": (0, 0, 1),
                                                                            "c": (0, 1, 0)}
     assert [(c.expected, c.fired) for c in found.confusions] == [("a", "c"), ("b", "c")]
+
+
+def test_a_routing_spec_claims_its_must_rows_and_speaks_of_what_it_bounds() -> None:
+    """Routing assertions (Case.routing) plug in at claim_of: the must skills are the rows; a spec that allows
+    extras speaks only of the skills it names, one that bounds them (no extras, exact, at most N) of every skill."""
+    from runner.corpus.library import RoutingSpec
+    from runner.results.routing import routing_claim
+
+    loose = routing_claim(RoutingSpec(must_fire=["a"], must_not_fire=["b"]))
+    assert loose == Claim(expects=("a",), scope=frozenset({"a", "b"}))
+    found = routing.build([case("r/1", loose, outcome("a", "c"), planned=1)])
+    assert found.matrix == {"a": {"a": 1}}  # c is allowed beside a: no confusion
+    for bounded in (RoutingSpec(must_fire=["a"], allow_extra=False), RoutingSpec(must_fire=["a"], order="exact"),
+                    RoutingSpec(must_fire=["a"], max_skills=1)):
+        claim = routing_claim(bounded)
+        assert claim == Claim(expects=("a",))
+        assert [(c.expected, c.fired) for c in routing.build([case("r/1", claim, outcome("a", "c"),
+                                                                      planned=1)]).confusions] == [("a", "c")]
+    assert routing_claim(RoutingSpec(must_not_fire=["b"])) == Claim(expects=(), scope=frozenset({"b"}))
+    assert routing_claim(RoutingSpec(must_not_fire=["b"], allow_extra=False), library_case=True) == \
+        Claim(expects=(), library_only=True)

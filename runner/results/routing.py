@@ -21,12 +21,12 @@ from pydantic import BaseModel, Field
 
 from runner.core.outcomes import AttemptOutcome
 from runner.core.quorum import wilson_interval
-from runner.corpus.library import ANY_SKILL, Case, is_subagent
+from runner.corpus.library import ANY_SKILL, Case, RoutingSpec, is_subagent
 from runner.results.vetting import REFUSED
 
 NONE = "none"  # the row of prompts that expect no skill, the column of attempts where none fired
 # The kinds whose cases name a skill that should fire or stay silent; a probe's treatment arm measures its act.
-ROUTING_KINDS = frozenset({"trigger", "refusal", "no_trigger", "discrimination"})
+ROUTING_KINDS = frozenset({"trigger", "refusal", "no_trigger", "discrimination", "routing"})
 # F1's interval is read off the corners of the precision and recall intervals (f1_interval); each of those is taken at
 # 97.5% so that both hold together with at least 95% (Bonferroni), and F1 rises with both.
 Z_95 = 1.96
@@ -58,15 +58,34 @@ def claim_of(case: Case) -> Claim | None:
       that fires on it is a confusion;
     - a routing case that expects no skill (target ANY_SKILL): the `none` row, any library skill firing is one;
     - no_trigger of X: the `none` row, but it speaks of X only: X firing is X's false positive, another skill firing
-      is no claim of the case (its `fired_instead` still shows it), so the attempt is in column `none` then.
+      is no claim of the case (its `fired_instead` still shows it), so the attempt is in column `none` then;
+    - a routing case (routing assertions): `routing_claim`.
     """
     if not in_matrix(case.kind, case.target):
         return None
+    if case.kind == "routing" and case.routing is not None:
+        return routing_claim(case.routing, case.target == ANY_SKILL)
     if case.target == ANY_SKILL:
         return Claim(expects=(), library_only=True)
     if case.kind == "no_trigger":
         return Claim(expects=(), scope=frozenset({case.target}))
     return Claim(expects=(case.target,))
+
+
+def routing_claim(spec: RoutingSpec, library_case: bool = False) -> Claim:
+    """A routing case's claim: the rows of its must skills (none: the `none` row). It speaks about every skill that
+    fires when it bounds what else may fire (allow_extra false, exact order, at most N), else only about the skills
+    it names. `library_case`: the case belongs to the library (no must skill, target ANY_SKILL), whose grading
+    counts only the library's own skills as fired."""
+    must = tuple(name for name in spec.must_fire if not is_subagent(name))
+    bounded = not spec.allow_extra or spec.order == "exact" or spec.max_skills is not None
+    if not must:
+        if bounded:
+            return Claim(expects=(), library_only=library_case)
+        return Claim(expects=(), scope=frozenset(n for n in spec.must_not_fire if not is_subagent(n)))
+    if bounded:
+        return Claim(expects=must)
+    return Claim(expects=must, scope=frozenset(n for n in spec.names() if not is_subagent(n)))
 
 
 def observed(claim: Claim, outcome: AttemptOutcome) -> list[str]:
