@@ -33,8 +33,9 @@ CONTINUE_AFTER = {
 
 
 def print_selection_note(prepared: runs_mod.Prepared, console: Console) -> None:
-    if prepared.selection is not None and prepared.selection.tier != "full" and prepared.selection.note:
-        console.print(f"Selection: {prepared.selection.note}", markup=False)
+    selection = prepared.selection
+    if selection is not None and (selection.tier != "full" or selection.routing) and selection.note:
+        console.print(f"Selection: {selection.note}", markup=False)
 
 
 MAX_INVALID_SHOWN = 10  # a corpus with hundreds of broken cases would bury the plan; validate lists them all

@@ -101,6 +101,8 @@ class Options:
     head: str | None = None
     period: str | None = None
     selection_file: Path | None = None
+    previous: Path | None = None  # --tier pr: an earlier run whose routing matrix's confusions the selection follows
+    routing: bool = False  # only the routing cases (`route`, `plan --routing`)
     quarantine_file: Path | None = None  # instead of the repository's .skill-evals/quarantine.json
     cache: Path | None = None  # the result cache folder, instead of [run] cache
     no_cache: bool = False  # no result cache, whatever the settings say
@@ -312,7 +314,8 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     else:
         selection = select_configured(library, settings.select, options.tier, base=options.base, head=options.head,
                                       period=options.period, skills=options.skills, cases=options.cases,
-                                      neighbours=options.neighbours)
+                                      neighbours=options.neighbours, previous=options.previous,
+                                      routing=options.routing)
     selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
     prices = prices_mod.load(settings)
     if unrun_all is None:
