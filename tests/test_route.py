@@ -1,0 +1,305 @@
+"""Issue 34, parts 4 and 5: `route`, the library-wide routing sweep (every routing case as one run, on the first-turn
+host where a case is eligible and on Claude Code otherwise, through `run`'s pipeline), and the pr tier following the
+confusions an earlier run's routing matrix recorded when a pull request changes a description."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.core.host_traits import ROUTE_HOST
+from runner.corpus.library import Library
+from runner.corpus.loader import load_library
+from runner.corpus.settings import Settings
+from runner.plan import confusions
+from runner.plan.select import neighbour_graph
+from runner.testing.fake_anthropic import FakeAnthropic, skill, text
+from runner.testing.fake_judge import JUDGE_MATCH, verdicts
+from tests.conftest import EXAMPLE, cli, fake_env, run_cli
+from tests.helpers import KEY, git
+
+# The kinds whose cases name a skill that must fire or stay silent, written out here as the issue lists them (the
+# code reads them from runner.core.kinds): a probe is the only kind left out.
+ROUTING_KINDS = {"trigger", "no_trigger", "discrimination", "refusal"}
+
+
+def library_of(root: Path) -> Library:
+    library, _ = load_library(root, Settings())
+    return library
+
+
+def routing_uids(library: Library) -> list[str]:
+    return [case.uid for case in library.cases if case.kind in ROUTING_KINDS]
+
+
+# ---- the sweep's plan -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["example", "aegis"])
+def test_plan_routing_plans_and_caps_every_routing_case_on_the_first_turn_host(
+        which: str, aegis_skills: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`plan --routing` is what `route` runs: every routing case of the whole library (Aegis: 185 skills), no probe,
+    on the first-turn host, under the cap given, each case saying why; no session starts (no key)."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    root = EXAMPLE if which == "example" else aegis_skills
+    library = library_of(root)
+    wanted = routing_uids(library)
+    if which == "example":  # its probe is a case of the corpus, which the sweep leaves out
+        assert len(wanted) == len(library.cases) - 1
+    else:
+        assert len(library.skills) == 185 and len(wanted) > 1000
+    result = cli("plan", "--library", str(root), "--routing", "--no-surface", "--format", "json", "--max-usd", "2.5",
+                 "--no-library-validator")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["host"] == ROUTE_HOST and plan["cap_usd"] == 2.5 and plan["unrun_all"] == "no-credentials"
+    assert [case["uid"] for case in plan["cases"]] == wanted
+    assert all(case["why"].endswith(f"a routing case ({case['kind']})") for case in plan["cases"])
+    eligible = [case["uid"] for case in plan["cases"] if case["first_turn"]]
+    assert eligible and set(eligible) < set(wanted)  # the rest are planned on Claude Code
+    # --host still chooses: the sweep's selection on another host.
+    on_api = json.loads(cli("plan", "--library", str(root), "--routing", "--host", "api", "--no-surface", "--format",
+                            "json", "--no-library-validator").stdout)
+    assert on_api["host"] == "api" and [case["uid"] for case in on_api["cases"]] == wanted
+
+
+def test_route_without_a_key_plans_and_writes_an_all_unrun_report_that_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key: `route` still checks the floor, plans and writes results.json, every routing case UNRUN with its
+    reason, exit 0, as `run` does (the api host here: no CLI starts for the surface audit in the fast tier)."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    out = tmp_path / "sweep"
+    result = cli("route", "--library", str(EXAMPLE), "--host", "api", "--out", str(out), "--no-library-validator")
+    assert result.exit_code == 0, result.output
+    assert "no ANTHROPIC_API_KEY reached this run" in result.output
+    assert "Selection: full: every case (39); routing cases only: 38 of 39 case(s)" in result.output
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    states = {case["uid"]: (case["state"], case["reason"]) for case in results["cases"]}
+    assert list(states) == routing_uids(library_of(EXAMPLE))
+    assert {state for state, _ in states.values()} == {"UNRUN"}
+    assert {reason for _, reason in states.values()} == {"no-credentials", "manual-only-target",
+                                                         "subagent-not-callable"}
+
+
+# ---- the sweep against the fake Messages API --------------------------------------------------------------------------
+
+def test_route_on_the_example_library_sends_one_request_per_eligible_attempt(tmp_path: Path) -> None:
+    """`route` on the example library (narrowed to one skill's routing cases, to keep the Claude Code sessions few):
+    the eligible cases are decided by Claude Code's first request, one request per attempt; the others are run by a
+    Claude Code session from the start; the plan, the cap and the report are `run`'s."""
+    library = library_of(EXAMPLE)
+    name = "incident-postmortem-writer"
+    planned = [c for c in library.cases if c.skill == name and c.kind in ROUTING_KINDS]
+    out = tmp_path / "sweep"
+    with FakeAnthropic() as fake:
+        fake.script(JUDGE_MATCH, verdicts("PASS"))
+        eligible_prompts = {
+            "incident-postmortem-writer/evals/edge-no-single-root-cause":
+                next(c.prompt for c in planned if c.id == "edge-no-single-root-cause"),
+            "incident-postmortem-writer/trigger/postmortem-wins-here":
+                next(c.prompt for c in planned if c.id == "postmortem-wins-here")}
+        for prompt in eligible_prompts.values():
+            fake.script(prompt, skill(name))
+        fake.default(text("A plain answer without any skill."))
+        done = run_cli("route", "--library", str(EXAMPLE), "--skill", name, "--repeats", "3", "--max-usd", "4",
+                       "--out", str(out), "--no-library-validator", "--timeout", "120", env=fake_env(fake, KEY))
+        assert done.returncode == 0, done.stdout + done.stderr
+        sent = {uid: fake.requests_for(prompt) for uid, prompt in eligible_prompts.items()}
+    plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    assert plan["host"] == ROUTE_HOST and plan["cap_usd"] == 4
+    assert [c["uid"] for c in plan["cases"]] == [c.uid for c in planned]
+    assert sorted(c["uid"] for c in plan["cases"] if c["first_turn"]) == sorted(eligible_prompts)
+    records = [json.loads(line) for line in (out / "attempts.jsonl").read_text(encoding="utf-8").splitlines()]
+    finished = [r for r in records if r["status"] == "finished"]
+    on_first_turn = [r for r in finished if r["uid"] in eligible_prompts]
+    # Early stop: two passing attempts decide k=2 of N=3.
+    assert len(on_first_turn) == 4 and all(r["first_turn"]["outcome"] == "decided" for r in on_first_turn)
+    requests = sum(len(found) for found in sent.values())
+    assert requests / len(on_first_turn) <= 1.05, (requests, len(on_first_turn))
+    others = [r for r in finished if r["uid"] not in eligible_prompts]
+    assert others and all(r["first_turn"]["outcome"] == "not-eligible" for r in others)
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    by_uid = {case["uid"]: case for case in results["cases"]}
+    assert all(by_uid[uid]["state"] == "PASS" for uid in eligible_prompts)
+    assert results["spend"]["cap_usd"] == 4 and 0 < results["spend"]["usd"] <= 4
+    assert f"Results: {out}/results.json" in done.stdout
+
+
+# ---- the pr tier follows confusions ---------------------------------------------------------------------------------
+
+CHANGED, STEALER_OF_IT, STOLEN_BY_IT = "release-publisher", "migration-planner", "incident-postmortem-writer"
+NEIGHBOUR = "test-report-triage"  # the changed skill's only named neighbour
+UNRELATED = "dependency-upgrade-reviewer"
+EXPECTS_NONE = f"{UNRELATED}/evals/negative-cve-exploitability"
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """The example library as a git repository: a `base` commit (tagged) on branch main."""
+    target = tmp_path / "library"
+    shutil.copytree(EXAMPLE, target, symlinks=True)
+    git(target, "init", "-q")
+    git(target, "checkout", "-q", "-b", "main")
+    commit(target, "base")
+    git(target, "tag", "base")
+    return target
+
+
+def previous_run(folder: Path, routing: Any) -> Path:
+    """An earlier run's folder whose results.json holds `routing` (left out when None), as the matrix writes it."""
+    folder.mkdir(parents=True)
+    results: dict[str, Any] = {"schema_version": 1, "cases": []}
+    if routing is not None:
+        results["routing"] = routing
+    (folder / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    return folder
+
+
+CONFUSIONS = [
+    {"expected": STEALER_OF_IT, "fired": CHANGED, "attempts": 7, "of": 9,
+     "cases": [f"{STEALER_OF_IT}/evals/positive-add-not-null-column"]},
+    {"expected": CHANGED, "fired": STOLEN_BY_IT, "attempts": 2, "of": 6,
+     "cases": [f"{CHANGED}/evals/positive-publish-approved-release"]},
+    {"expected": "none", "fired": CHANGED, "attempts": 1, "of": 3, "cases": [EXPECTS_NONE]},
+    {"expected": UNRELATED, "fired": NEIGHBOUR, "attempts": 5, "of": 5, "cases": []},  # does not touch CHANGED
+    {"expected": STEALER_OF_IT, "fired": 7, "attempts": "many"},  # not of the shape: skipped and counted
+]
+
+
+def edit(repo: Path, skill_name: str, old: str, new: str) -> None:
+    path = repo / ".claude" / "skills" / skill_name / "SKILL.md"
+    text_now = path.read_text(encoding="utf-8")
+    assert old in text_now
+    path.write_text(text_now.replace(old, new, 1), encoding="utf-8")
+
+
+def select_pr(repo: Path, *extra: str) -> dict[str, Any]:
+    result = cli("select", "--library", str(repo), "--tier", "pr", "--base", "base", "--head", "HEAD", *extra)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_changed_description_selects_the_routing_cases_of_the_skills_confused_with_it(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Changing A's description selects B's routing cases because the previous run recorded B→A confusions, and the
+    routing cases of C because A's prompts fired C; each case says which confusion brought it, and the plan carries
+    the same reasons. Without --previous neither is selected."""
+    edit(repo, CHANGED, "\ndescription: ", "\ndescription: Also for any deploy of a database migration. ")
+    commit(repo, "head")
+    library = library_of(repo)
+    assert STEALER_OF_IT not in neighbour_graph(library)[CHANGED] | {CHANGED}
+    assert STOLEN_BY_IT not in neighbour_graph(library)[CHANGED] | {CHANGED}
+    earlier = previous_run(tmp_path / "nightly", {"confusions": CONFUSIONS})
+
+    plain = select_pr(repo)
+    followed = select_pr(repo, "--previous", str(earlier))
+    own = {c.uid for c in library.cases if c.skill in (CHANGED, NEIGHBOUR)}
+    assert {c["uid"] for c in plain["cases"]} == own
+    confused = {c.uid for c in library.cases if {c.skill, c.target} & {STEALER_OF_IT, STOLEN_BY_IT}}
+    assert {c["uid"] for c in followed["cases"]} == own | confused | {EXPECTS_NONE}
+    assert followed["described"] == {CHANGED: "changed"}
+    assert sorted(followed["confused"]) == sorted([STEALER_OF_IT, STOLEN_BY_IT])
+    assert followed["previous"] == (earlier / "results.json").as_posix()
+
+    why = {c["uid"]: c["why"] for c in followed["cases"]}
+    source = f"in {earlier / 'results.json'}"
+    change = f"and {CHANGED}'s description changed in base...HEAD"
+    stolen = f"{STEALER_OF_IT}/evals/edge-rename-column-live-traffic"
+    assert why[stolen] == (f"routing case of {STEALER_OF_IT}: confused with a changed description: "
+                           f"{STEALER_OF_IT}'s prompts fired {CHANGED} (7 of 9 attempts) {source}, {change}")
+    stealing = f"{STOLEN_BY_IT}/evals/positive-postmortem-from-channel-export"
+    assert f"{CHANGED}'s prompts fired {STOLEN_BY_IT} (2 of 6 attempts) {source}, {change}" in why[stealing]
+    assert why[EXPECTS_NONE] == (f"routing case of {UNRELATED}: a case of the confusion prompts that expect no skill "
+                                 f"fired {CHANGED} (1 of 3 attempts) {source}, {change}")
+    # A neighbour's routing case aimed at a confused skill keeps its reason and adds the confusion.
+    aimed = f"{NEIGHBOUR}/trigger/quarantine-incident-goes-to-postmortem"
+    assert why[aimed].startswith(f"skill {NEIGHBOUR} neighbour of {CHANGED}") and "(2 of 6 attempts)" in why[aimed]
+    assert not any(uid.startswith(f"{UNRELATED}/") for uid in why if uid != EXPECTS_NONE
+                   and library_case(library, uid).target not in (STEALER_OF_IT, STOLEN_BY_IT))
+    assert "1 of 5 confusion(s)" in followed["note"] and "skipped" in followed["note"]
+    assert f"2 skill(s) confused with them added ({STOLEN_BY_IT}, {STEALER_OF_IT})" in followed["note"]
+
+    # The plan says the same, case by case (what `run --tier pr --previous` runs).
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    planned = cli("plan", "--library", str(repo), "--tier", "pr", "--base", "base", "--previous", str(earlier),
+                  "--no-surface", "--format", "json", "--no-library-validator")
+    assert planned.exit_code == 0, planned.output
+    assert [(c["uid"], c["why"]) for c in json.loads(planned.stdout)["cases"]] == \
+        [(c["uid"], c["why"]) for c in followed["cases"]]
+
+
+def library_case(library: Library, uid: str) -> Any:
+    return next(case for case in library.cases if case.uid == uid)
+
+
+def test_only_a_description_change_follows_confusions_and_a_run_without_a_matrix_follows_none(
+        repo: Path, tmp_path: Path) -> None:
+    """A change to A's body, not its description, follows nothing (and says so); an earlier results.json with no
+    routing matrix follows nothing either; a new skill counts as a description added."""
+    edit(repo, CHANGED, "\n# ", "\nA line added to the body.\n\n# ")
+    commit(repo, "body only")
+    earlier = previous_run(tmp_path / "nightly", {"confusions": CONFUSIONS})
+    body_only = select_pr(repo, "--previous", str(earlier))
+    assert body_only["described"] == {} and body_only["confused"] == {}
+    assert "no skill's description changed, so none is followed" in body_only["note"]
+    assert {c["skill"] for c in body_only["cases"]} == {CHANGED, NEIGHBOUR}
+
+    git(repo, "tag", "body")
+    edit(repo, CHANGED, "\ndescription: ", "\ndescription: Reworded. ")
+    commit(repo, "description")
+    no_matrix = previous_run(tmp_path / "old-runner", None)
+    none_followed = cli("select", "--library", str(repo), "--tier", "pr", "--base", "body", "--previous",
+                        str(no_matrix / "results.json"))
+    assert none_followed.exit_code == 0, none_followed.output
+    selection = json.loads(none_followed.stdout)
+    assert selection["described"] == {CHANGED: "changed"} and selection["confused"] == {}
+    assert "records no routing matrix (no routing.confusions): no confusion is followed" in selection["note"]
+
+    # A skill the base did not have: its description is new, and what the earlier run saw it confused with follows.
+    added = repo / ".claude" / "skills" / "new-skill"
+    added.mkdir()
+    (added / "SKILL.md").write_text("---\nname: new-skill\ndescription: Plans database migrations.\n---\n\n# New\n",
+                                    encoding="utf-8")
+    commit(repo, "a new skill")
+    seen = previous_run(tmp_path / "seen", {"confusions": [
+        {"expected": STEALER_OF_IT, "fired": "new-skill", "attempts": 3, "of": 9, "cases": []}]})
+    new = select_pr(repo, "--base", "body", "--previous", str(seen))
+    assert new["described"] == {CHANGED: "changed", "new-skill": "added"}
+    assert list(new["confused"]) == [STEALER_OF_IT]
+
+
+def test_an_earlier_run_that_cannot_be_read_is_a_usage_error_and_other_tiers_ignore_it(
+        repo: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"routing": ', encoding="utf-8")
+    refused = cli("select", "--library", str(repo), "--tier", "pr", "--base", "base", "--previous", str(broken))
+    assert refused.exit_code == 2 and "cannot be read as an earlier run's results.json" in refused.output
+    assert "Traceback" not in refused.output
+    empty = tmp_path / "no-run"
+    empty.mkdir()
+    missing = cli("select", "--library", str(repo), "--tier", "pr", "--base", "base", "--previous", str(empty))
+    assert missing.exit_code == 2 and f"{empty / 'results.json'}" in missing.output
+    full = cli("select", "--library", str(repo), "--previous", str(previous_run(tmp_path / "ok", None)))
+    assert full.exit_code == 0 and "--previous only applies to --tier pr; ignored" in json.loads(full.stdout)["note"]
+
+
+def test_confusions_are_read_as_written_and_tie_skills_both_ways() -> None:
+    recorded = confusions.of_results({"routing": {"confusions": CONFUSIONS}}, "r.json")
+    assert len(recorded.confusions) == 4 and recorded.note.startswith("1 of 5 confusion(s) in r.json")
+    tied = confusions.partners(recorded.confusions, CHANGED)
+    assert sorted(tied) == [STOLEN_BY_IT, STEALER_OF_IT]
+    assert tied[STEALER_OF_IT][0].said() == f"{STEALER_OF_IT}'s prompts fired {CHANGED} (7 of 9 attempts)"
+    assert [c.cases for c in confusions.from_no_skill(recorded.confusions, CHANGED)] == [(EXPECTS_NONE,)]
+    # A row with no attempt behind it ties nothing; a results.json that is no object records nothing.
+    zero = confusions.of_results({"routing": {"confusions": [{**CONFUSIONS[0], "attempts": 0}]}}, "z")
+    assert confusions.partners(zero.confusions, CHANGED) == {}
+    assert confusions.of_results([1, 2], "list.json").confusions == ()
+    assert confusions.of_results({"routing": {"confusions": [{**CONFUSIONS[0], "of": True}]}}, "b").confusions == ()
