@@ -219,6 +219,10 @@ def test_a_changed_description_selects_the_routing_cases_of_the_skills_confused_
     assert f"{CHANGED}'s prompts fired {STOLEN_BY_IT} (2 of 6 attempts) {source}, {change}" in why[stealing]
     assert why[EXPECTS_NONE] == (f"routing case of {UNRELATED}: a case of the confusion prompts that expect no skill "
                                  f"fired {CHANGED} (1 of 3 attempts) {source}, {change}")
+    # Another skill's routing case aimed at a confused skill says so.
+    aimed_elsewhere = f"{UNRELATED}/trigger/pk-retype-goes-to-{STEALER_OF_IT}"
+    assert why[aimed_elsewhere].startswith(f"routing case aimed at {STEALER_OF_IT}: confused with a changed "
+                                           f"description: {STEALER_OF_IT}'s prompts fired {CHANGED} (7 of 9")
     # A neighbour's routing case aimed at a confused skill keeps its reason and adds the confusion.
     aimed = f"{NEIGHBOUR}/trigger/quarantine-incident-goes-to-postmortem"
     assert why[aimed].startswith(f"skill {NEIGHBOUR} neighbour of {CHANGED}") and "(2 of 6 attempts)" in why[aimed]

@@ -302,10 +302,14 @@ class Followed:
         """Why the case is selected through a confusion: it is one of the confusion's own cases, or a routing case
         of (or aimed at) a skill confused with a changed description."""
         if case.uid in self.cases:
-            return self.cases[case.uid]
+            return f"routing case of {case.skill}: {self.cases[case.uid]}"
         if not is_routing(case):
             return None
-        return self.skills.get(case.skill) or self.skills.get(case.target)
+        if case.skill in self.skills:
+            return f"routing case of {case.skill}: {self.skills[case.skill]}"
+        if case.target in self.skills:
+            return f"routing case aimed at {case.target}: {self.skills[case.target]}"
+        return None
 
 
 def follow_confusions(library: Library, recorded: confusions_mod.Recorded, described: dict[str, str], span: str,
@@ -570,12 +574,12 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                     neighbour_of[neighbour].append(name)
         why_neighbour = {name: f"neighbour of {', '.join(of)} (changed in {span})"
                          for name, of in neighbour_of.items()}
-        followed, described = Followed(), {}
+        followed, described, followed_note = Followed(), {}, ""
         if previous is not None:
             recorded = confusions_mod.read(previous)
             described = description_changes(Path(library.root), base, head, library, sorted(why_skill))
             followed = follow_confusions(library, recorded, described, span, sorted(why_skill))
-            notes.append(_confusion_note(recorded, described, followed))
+            followed_note = _confusion_note(recorded, described, followed)
         priority = {**{name: 1 for name in why_neighbour}, **{name: 1 for name in followed.skills},
                     **{name: 0 for name in why_skill}}
         selection = selection.model_copy(update={
@@ -597,9 +601,9 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                     chosen.append((case, f"skill {case.skill} {why_skill[case.skill]}"))
                 elif case.skill in why_neighbour:
                     chosen.append((case, f"skill {case.skill} {why_neighbour[case.skill]}"
-                                         + (f"; routing case, {confused}" if confused else "")))
+                                         + (f"; {confused}" if confused else "")))
                 elif confused:
-                    chosen.append((case, f"routing case of {case.skill}: {confused}"))
+                    chosen.append((case, confused))
             if why_skill:
                 notes.append(f"pr: {len(why_skill)} changed skill(s) ({', '.join(sorted(why_skill))}) and "
                              f"{len(why_neighbour)} neighbour(s) ({', '.join(sorted(why_neighbour)) or 'none'})")
@@ -610,6 +614,8 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                              f"({', '.join(settings_paths)}); "
                              + changed_paths_text(changes.paths, repository_changes(Path(library.root), base, head))
                              + (f": {shown}" if shown else "") + " — no cases selected")
+        if followed_note:
+            notes.append(followed_note)
 
     narrowed: list[tuple[Case, str]] = []
     for case, why in chosen:
