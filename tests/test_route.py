@@ -6,25 +6,31 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runner.core.host_traits import ROUTE_HOST
+from runner.corpus.decide import first_turn_ineligible
 from runner.corpus.library import Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
-from runner.plan import confusions
+from runner.execute.rundir import RunDir
+from runner.pipeline import run as runs_mod
+from runner.plan import confusions, sweep
 from runner.plan.select import neighbour_graph
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
-from runner.testing.fake_judge import JUDGE_MATCH, verdicts
+from runner.testing.fake_judge import JUDGE_MATCH
 from tests.conftest import EXAMPLE, cli, fake_env, run_cli
 from tests.helpers import KEY, git
 
 # The kinds whose cases name a skill that must fire or stay silent, written out here as the issue lists them (the
 # code reads them from runner.core.kinds): a probe is the only kind left out.
 ROUTING_KINDS = {"trigger", "no_trigger", "discrimination", "refusal"}
+# Why the first-turn host leaves a case to Claude Code when its outcome is certain only once several skills fired.
+SEVERAL = first_turn_ineligible([["a", "b"]], [], [], "a prompt")
 
 
 def library_of(root: Path) -> Library:
@@ -65,6 +71,38 @@ def test_plan_routing_plans_and_caps_every_routing_case_on_the_first_turn_host(
                             "json", "--no-library-validator").stdout)
     assert on_api["host"] == "api" and [case["uid"] for case in on_api["cases"]] == wanted
 
+    # The sweep measures activation parts: every assertion that reads the answer is left out, listed in the plan,
+    # and nothing is planned for the judge.
+    by_uid = {case.uid: case for case in library.cases}
+    prose = {uid: [{"index": a.index, "assertion_class": a.assertion_class, "text": a.text}
+                   for a in by_uid[uid].assertions if a.assertion_class in ("semantic", "artifact_shape")]
+             for uid in wanted}
+    assert plan["routing_sweep"]["left_out"] == {uid: found for uid, found in prose.items() if found}
+    assert plan["estimate"]["judge_calls_planned"] == 0
+    # So every runnable case is activation-only (refusals too: their judged part is what was left out), and the
+    # first-turn host takes every one a first reply can settle; what keeps the others off it is never prose.
+    runnable = [case for case in plan["cases"] if case["unrun_reason"] is None]
+    assert all(case["decide_when"] for case in runnable)
+    why_not = {case["uid"]: first_turn_ineligible(case["decide_when"], [], by_uid[case["uid"]].files,
+                                                  by_uid[case["uid"]].prompt) for case in runnable}
+    assert all((why_not[case["uid"]] is None) == case["first_turn"] for case in runnable)
+    on_claude_code = [case for case in runnable if not case["first_turn"]]
+    assert not [uid for uid, why in why_not.items() if why is not None and why.startswith("not activation-only")]
+    # The same cases in a whole run (`plan` on the first-turn host): their prose keeps most of them off it.
+    whole = json.loads(cli("plan", "--library", str(root), "--host", ROUTE_HOST, "--no-surface", "--format", "json",
+                           "--no-library-validator").stdout)
+    assert whole.get("routing_sweep") is None and whole["estimate"]["judge_calls_planned"] > 0
+    whole_eligible = [case["uid"] for case in whole["cases"] if case["first_turn"]]
+    assert set(whole_eligible) < set(eligible)
+    if which == "aegis":  # the figures docs/cli.md and docs/hosts.md give
+        ran_eligible = [case for case in runnable if case["first_turn"]]
+        ran_whole = [case for case in whole["cases"] if case["first_turn"] and case["unrun_reason"] is None]
+        assert (len(runnable), len(ran_eligible), len(ran_whole)) == (1563, 808, 3)
+        # Only cases certain once several skills fired: 752 discrimination cases that name neighbours, and 3 trigger
+        # cases whose activation assertions name other skills too.
+        assert {why_not[case["uid"]] for case in on_claude_code} == {SEVERAL}
+        assert Counter(case["kind"] for case in on_claude_code) == {"discrimination": 752, "trigger": 3}
+
 
 def test_route_without_a_key_plans_and_writes_an_all_unrun_report_that_says_why(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,47 +121,106 @@ def test_route_without_a_key_plans_and_writes_an_all_unrun_report_that_says_why(
     assert {reason for _, reason in states.values()} == {"no-credentials", "manual-only-target",
                                                          "subagent-not-callable"}
 
+    # A resume (with the key, later) runs the sweep's cases, not the whole ones: plan.json says it is a sweep, and the
+    # copies are made again from it. So does `judge` on its folder (runner.pipeline.rejudge, the same function).
+    plan = runs_mod.load_plan(RunDir(out))
+    assert plan.routing_sweep is not None and plan.routing_sweep.left_out
+    resumed = runs_mod.prepare_resume(RunDir(out), library_of(EXAMPLE), Settings(), runs_mod.Credentials(None, None))
+    try:
+        for uid, left_out in plan.routing_sweep.left_out.items():
+            case = resumed.cases[uid]
+            assert case.activation_part_only and {a.index for a in left_out}.isdisjoint(
+                a.index for a in case.assertions)
+        assert resumed.plan_hash == plan.digest()
+    finally:
+        RunDir(out).release()
+    assert sweep.applied(plan, {}) == {}
+    whole = library_of(EXAMPLE)
+    unswept = plan.model_copy(update={"routing_sweep": None})
+    assert sweep.applied(unswept, {c.uid: c for c in whole.cases}) == {c.uid: c for c in whole.cases}
+    assert unswept.digest() != plan.digest()  # the sweep is part of what the plan is
+
 
 # ---- the sweep against the fake Messages API --------------------------------------------------------------------------
 
-def test_route_on_the_example_library_sends_one_request_per_eligible_attempt(tmp_path: Path) -> None:
-    """`route` on the example library (narrowed to one skill's routing cases, to keep the Claude Code sessions few):
-    the eligible cases are decided by Claude Code's first request, one request per attempt; the others are run by a
-    Claude Code session from the start; the plan, the cap and the report are `run`'s."""
-    library = library_of(EXAMPLE)
-    name = "incident-postmortem-writer"
-    planned = [c for c in library.cases if c.skill == name and c.kind in ROUTING_KINDS]
+# Two Aegis skills: every kind of routing case, its prose assertions left out by the sweep.
+CLOSEOUT, UPLOADS = "ai-closeout-reporter", "file-upload-storage-architect"
+# What the fake's model does with each first-turn case's prompt: call the skill, or answer in text (ends the turn).
+FIRST_REPLIES = {
+    f"{CLOSEOUT}/evals/positive-full-closeout-explicit-none": ("fires", "PASS"),
+    f"{CLOSEOUT}/evals/edge-scope-reduction-must-be-disclosed": ("fires", "PASS"),
+    f"{CLOSEOUT}/evals/stop-refuse-fabricated-validation": ("text", "FAIL"),  # a trigger missed
+    f"{CLOSEOUT}/evals/negative-mid-task-status-update": ("fires", "FAIL"),  # a no_trigger that fired
+    f"{UPLOADS}/evals/positive-add-uploads": ("fires", "PASS"),
+    f"{UPLOADS}/evals/positive-slow-proxied-uploads": ("fires", "PASS"),
+    f"{UPLOADS}/evals/edge-image-derivatives-and-serving": ("fires", "PASS"),
+    f"{UPLOADS}/evals/should-not-trust-extension": ("fires", "PASS"),  # a refusal: its activation part only
+    f"{UPLOADS}/evals/should-not-trigger-pii-lifecycle": ("text", "PASS"),
+}
+
+
+def test_route_on_aegis_skills_sends_one_request_per_eligible_attempt(aegis_skills: Path, tmp_path: Path) -> None:
+    """`route` on two Aegis skills (the vendored copy) against the fake Messages API: every case measures its
+    activation part only, so every trigger, no_trigger and refusal case is decided by Claude Code's first request,
+    one request per attempt, whatever prose it carries; the discrimination cases that name neighbours run on a Claude
+    Code session from the start. No judge call is made; each left-out assertion is UNRUN (routing-sweep), and each
+    case's state is its activation verdict, PASS or FAIL."""
+    library = library_of(aegis_skills)
+    planned = [c for c in library.cases if c.skill in (CLOSEOUT, UPLOADS) and c.kind in ROUTING_KINDS]
+    by_uid = {c.uid: c for c in planned}
+    assert {by_uid[uid].kind for uid in FIRST_REPLIES} == {"trigger", "no_trigger", "refusal"}
+    prompts = {uid: by_uid[uid].prompt for uid in FIRST_REPLIES}
+    # requests_for matches a prompt within a request's first user text: no prompt may hold another.
+    assert not [(a, b) for a in prompts.values() for b in prompts.values() if a != b and a in b]
+    prose = {uid: [a for a in by_uid[uid].assertions if a.assertion_class in ("semantic", "artifact_shape")]
+             for uid in FIRST_REPLIES}
+    assert all(prose.values())  # each would need a whole session and a judge call in `run`
     out = tmp_path / "sweep"
     with FakeAnthropic() as fake:
-        fake.script(JUDGE_MATCH, verdicts("PASS"))
-        eligible_prompts = {
-            "incident-postmortem-writer/evals/edge-no-single-root-cause":
-                next(c.prompt for c in planned if c.id == "edge-no-single-root-cause"),
-            "incident-postmortem-writer/trigger/postmortem-wins-here":
-                next(c.prompt for c in planned if c.id == "postmortem-wins-here")}
-        for prompt in eligible_prompts.values():
-            fake.script(prompt, skill(name))
+        for uid, (reply, _) in FIRST_REPLIES.items():
+            if reply == "fires":
+                fake.script(prompts[uid], skill(by_uid[uid].skill))
         fake.default(text("A plain answer without any skill."))
-        done = run_cli("route", "--library", str(EXAMPLE), "--skill", name, "--repeats", "3", "--max-usd", "4",
-                       "--out", str(out), "--no-library-validator", "--timeout", "120", env=fake_env(fake, KEY))
+        done = run_cli("route", "--library", str(aegis_skills), "--skill", CLOSEOUT, "--skill", UPLOADS,
+                       "--repeats", "3", "--max-usd", "4", "--out", str(out), "--no-library-validator",
+                       "--timeout", "120", env=fake_env(fake, KEY))
         assert done.returncode == 0, done.stdout + done.stderr
-        sent = {uid: fake.requests_for(prompt) for uid, prompt in eligible_prompts.items()}
+        sent = {uid: fake.requests_for(prompt) for uid, prompt in prompts.items()}
+        judged = fake.requests_for(JUDGE_MATCH)
+    assert judged == []
     plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
     assert plan["host"] == ROUTE_HOST and plan["cap_usd"] == 4
     assert [c["uid"] for c in plan["cases"]] == [c.uid for c in planned]
-    assert sorted(c["uid"] for c in plan["cases"] if c["first_turn"]) == sorted(eligible_prompts)
+    assert sorted(c["uid"] for c in plan["cases"] if c["first_turn"]) == sorted(FIRST_REPLIES)
+    assert plan["estimate"]["judge_calls_planned"] == 0
+    assert {uid: [a["index"] for a in found] for uid, found in plan["routing_sweep"]["left_out"].items()} == \
+        {uid: [a.index for a in found] for uid, found in prose.items()}
+    left = sum(len(found) for found in prose.values())
+    assert (f"Routing sweep: route measures which skills fire; {left} prose/shape assertion(s) of "
+            f"{len(prose)} case(s) are not judged in a routing sweep") in done.stdout
+
     records = [json.loads(line) for line in (out / "attempts.jsonl").read_text(encoding="utf-8").splitlines()]
     finished = [r for r in records if r["status"] == "finished"]
-    on_first_turn = [r for r in finished if r["uid"] in eligible_prompts]
-    # Early stop: two passing attempts decide k=2 of N=3.
-    assert len(on_first_turn) == 4 and all(r["first_turn"]["outcome"] == "decided" for r in on_first_turn)
+    on_first_turn = [r for r in finished if r["uid"] in FIRST_REPLIES]
+    # Early stop: two wins (or two losses) decide k=2 of N=3, so each case ran two attempts.
+    assert len(on_first_turn) == 2 * len(FIRST_REPLIES)
+    assert all(r["first_turn"]["outcome"] == "decided" for r in on_first_turn)
     requests = sum(len(found) for found in sent.values())
     assert requests / len(on_first_turn) <= 1.05, (requests, len(on_first_turn))
-    others = [r for r in finished if r["uid"] not in eligible_prompts]
-    assert others and all(r["first_turn"]["outcome"] == "not-eligible" for r in others)
+    others = [r for r in finished if r["uid"] not in FIRST_REPLIES]
+    assert {by_uid[r["uid"]].kind for r in others} == {"discrimination"}
+    assert all(r["first_turn"]["outcome"] == "not-eligible" for r in others)
+
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    by_uid = {case["uid"]: case for case in results["cases"]}
-    assert all(by_uid[uid]["state"] == "PASS" for uid in eligible_prompts)
+    cases = {case["uid"]: case for case in results["cases"]}
+    assert {uid: cases[uid]["state"] for uid in FIRST_REPLIES} == {uid: s for uid, (_, s) in FIRST_REPLIES.items()}
+    for uid in FIRST_REPLIES:
+        unrun = [(a["index"], a["text"]) for a in cases[uid]["assertions"] if a["reason"] == "routing-sweep"]
+        assert unrun == [(a.index, a.text) for a in prose[uid]]
+        assert all(a["state"] == "UNRUN" for a in cases[uid]["assertions"] if a["reason"] == "routing-sweep")
+    assert cases[f"{UPLOADS}/evals/should-not-trust-extension"]["parts"] == {"activation": "PASS",
+                                                                            "refusal": "UNRUN"}
+    assert results["assertion_counts"]["unrun:routing-sweep"] == left
     assert results["spend"]["cap_usd"] == 4 and 0 < results["spend"]["usd"] <= 4
     assert f"Results: {out}/results.json" in done.stdout
 

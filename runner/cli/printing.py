@@ -106,6 +106,9 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(f"[yellow]{plan.approximation}[/yellow]")
     console.print(f"Cases selected: {len(plan.cases)}; runnable: {runnable}; not runnable: "
                   + (", ".join(f"{k} {v}" for k, v in unrun.items()) or "none"))
+    if plan.routing_sweep is not None:
+        from runner.plan.sweep import note
+        console.print(f"Routing sweep: {note(plan.routing_sweep)}", markup=False)
     print_held_back(plan, console)
     print_kind_rules(plan, console)
     console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
