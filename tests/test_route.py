@@ -207,6 +207,7 @@ def test_route_on_aegis_skills_sends_one_request_per_eligible_attempt(aegis_skil
     assert all(r["first_turn"]["outcome"] == "decided" for r in on_first_turn)
     requests = sum(len(found) for found in sent.values())
     assert requests / len(on_first_turn) <= 1.05, (requests, len(on_first_turn))
+    assert requests == len(on_first_turn)  # 1.00: no first reply here leaves its outcome open
     others = [r for r in finished if r["uid"] not in FIRST_REPLIES]
     assert {by_uid[r["uid"]].kind for r in others} == {"discrimination"}
     assert all(r["first_turn"]["outcome"] == "not-eligible" for r in others)
@@ -221,6 +222,13 @@ def test_route_on_aegis_skills_sends_one_request_per_eligible_attempt(aegis_skil
     assert cases[f"{UPLOADS}/evals/should-not-trust-extension"]["parts"] == {"activation": "PASS",
                                                                             "refusal": "UNRUN"}
     assert results["assertion_counts"]["unrun:routing-sweep"] == left
+    # Every report says what the sweep left out, beside the verdicts.
+    said = (f"a routing sweep measured which skills fire: {left} prose/shape assertion(s) of {len(prose)} case(s) "
+            "were not judged (UNRUN routing-sweep)")
+    assert f"Routing sweep: {said}" in done.stdout
+    for fmt in ("markdown", "terminal", "html", "junit"):
+        shown = cli("report", str(out), "--format", fmt)
+        assert shown.exit_code == 0 and said in shown.output, fmt
     assert results["spend"]["cap_usd"] == 4 and 0 < results["spend"]["usd"] <= 4
     assert f"Results: {out}/results.json" in done.stdout
 

@@ -220,7 +220,7 @@ def print_surface(surface: Surface, console: Console, brief: bool = False) -> No
 
 def print_results(results: results_mod.Results, run_dir: Path, console: Console) -> None:
     from runner.report.rollup import records_line, reused_line
-    from runner.results.build import floor_note, kill_note, wall_note
+    from runner.results.build import floor_note, kill_note, sweep_note, wall_note
 
     counts = ", ".join(f"{k} {v}" for k, v in results.counts.items() if v)
     console.print(f"[bold]Results[/bold] ({results.plan.host}, {results.plan.model}): {counts}; "
@@ -238,6 +238,8 @@ def print_results(results: results_mod.Results, run_dir: Path, console: Console)
         console.print(f"Floor: {changed}", markup=False)
     if (open_wall := wall_note(results)) is not None:
         console.print(f"Sessions: {open_wall}", markup=False)
+    if (swept := sweep_note(results)) is not None:
+        console.print(f"Routing sweep: {swept}", markup=False)
     if results.stop_reason:
         console.print(f"Stopped early: {results.stop_reason}", markup=False)
         if (how := CONTINUE_AFTER.get(results.stop_reason)) is not None:

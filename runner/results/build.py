@@ -466,6 +466,18 @@ def not_started_note(results: Results) -> str | None:
     return None
 
 
+def sweep_note(results: Results) -> str | None:
+    """One line for every report of a routing sweep whose cases ran (runner.plan.sweep): the assertions it left
+    out, so a page of PASS is never read as their verdict."""
+    cases = [c for c in results.cases if any(a.reason == SWEEP_REASON for a in c.assertions)]
+    if not cases:
+        return None
+    left = sum(1 for c in cases for a in c.assertions if a.reason == SWEEP_REASON)
+    return (f"a routing sweep measured which skills fire: {left} prose/shape assertion(s) of {len(cases)} case(s) "
+            f"were not judged (UNRUN {SWEEP_REASON}), and each case's state is its activation verdict; `skill-evals "
+            "run` judges them")
+
+
 def floor_note(results: Results) -> str | None:
     """One line for every report when the floor was not the whole floor (the library's validator switched off by
     the settings): said where it was switched off, never left to a count of warnings."""
