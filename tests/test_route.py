@@ -141,6 +141,27 @@ def test_route_without_a_key_plans_and_writes_an_all_unrun_report_that_says_why(
     assert unswept.digest() != plan.digest()  # the sweep is part of what the plan is
 
 
+def test_route_refuses_a_selection_that_holds_a_case_it_would_not_sweep(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`route --selection FILE`: a case of the file that is no routing case (the example library's probe) would be
+    measured whole in a sweep that measures activation parts; it is refused, naming it; `select --routing`'s file
+    is taken."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    for routing, code in ((False, 2), (True, 0)):
+        picked = cli("select", "--library", str(EXAMPLE), *(["--routing"] if routing else []))
+        assert picked.exit_code == 0, picked.output
+        chosen = tmp_path / f"selection-{routing}.json"
+        chosen.write_text(picked.stdout, encoding="utf-8")
+        done = cli("route", "--library", str(EXAMPLE), "--host", "api", "--selection", str(chosen), "--out",
+                   str(tmp_path / f"sweep-{routing}"), "--no-library-validator")
+        assert done.exit_code == code, done.output
+    probe = next(c.uid for c in library_of(EXAMPLE).cases if c.kind == "probe")
+    refused = cli("route", "--library", str(EXAMPLE), "--host", "api", "--selection", str(tmp_path / "selection-False.json"),
+                  "--out", str(tmp_path / "again"), "--no-library-validator")
+    assert "a routing sweep runs routing cases only, and this selection holds 1 that are not" in refused.output
+    assert probe in refused.output
+
+
 # ---- the sweep against the fake Messages API --------------------------------------------------------------------------
 
 # Two Aegis skills: every kind of routing case, its prose assertions left out by the sweep.

@@ -42,7 +42,7 @@ from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
 from runner.plan import planner, sweep
 from runner.plan import quarantine as quarantine_mod
 from runner.plan.plan import CachedFrom, Plan, PlannedCase, ProbeGate
-from runner.plan.select import Selection, select_configured
+from runner.plan.select import Selection, is_routing, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
 from runner.results import modelfile, vetting
@@ -314,6 +314,11 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     by_uid = {case.uid: case for case in library.cases}
     if options.selection_file is not None:
         selection = read_selection(options.selection_file, by_uid)
+        if options.routing and (others := [c.uid for c in selection.cases if not is_routing(by_uid[c.uid])]):
+            # A sweep measures activation parts; a probe (or any case that is no routing case) is not one.
+            raise ValueError(f"{options.selection_file}: a routing sweep runs routing cases only, and this selection "
+                             f"holds {len(others)} that are not ({', '.join(others[:5])}); make it with "
+                             "`skill-evals select --routing`")
     else:
         selection = select_configured(library, settings.select, options.tier, base=options.base, head=options.head,
                                       period=options.period, skills=options.skills, cases=options.cases,
