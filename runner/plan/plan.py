@@ -305,10 +305,9 @@ class Plan(BaseModel):
         run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
         and after another run finished, still merge. The worst case, what the cap reserves, stays in. A plan
         from before records were signed (record_mac None), or with no floor note, or no routing sweep, hashes as it
-        did then. The
-        session wall is what this machine gives (like the time): shards planned on two machines still merge, and so
-        does the library's absolute folder (shards planned in two checkouts), except in a plan from before that
-        (library.root_in_hash)."""
+        did then. The session wall is what this machine gives (like the time): shards planned on two machines still
+        merge, and so does the library's absolute folder (shards planned in two checkouts), except in a plan from
+        before that (library.root_in_hash)."""
         unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
             | (set() if self.floor_notes else {"floor_notes"}) \
             | (set() if self.routing_sweep is not None else {"routing_sweep"})
