@@ -21,6 +21,7 @@ from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.execute.grading import attempt_outcome
 from runner.hosts.activation import decided
+from runner.plan import sweep
 from runner.report import html, junit, markdown
 from runner.results.build import Results
 from runner.testing import trigger_set
@@ -47,13 +48,17 @@ def libraries(tmp_path: Path) -> list[tuple[Case, dict[str, str]]]:
     for root in (EXAMPLE, trigger_set.write_library(tmp_path / "trigger-set")):
         library, _ = load_library(root, Settings())
         found += [(case, library.names()) for case in library.cases if activation_only(case)]
+    # A routing sweep's copies (runner.plan.sweep): every routing case measured for its activation part, refusals too.
+    library, _ = load_library(EXAMPLE, Settings())
+    found += [(case, library.names()) for case in sweep.measured_library(library).cases
+              if case.activation_part_only and not activation_only(next(c for c in library.cases if c.uid == case.uid))]
     return found
 
 
 def test_no_continuation_of_a_decided_sequence_changes_the_outcome(tmp_path: Path) -> None:
     cases = libraries(tmp_path)
     kinds = {case.kind for case, _ in cases}
-    assert kinds == {"trigger", "no_trigger", "discrimination", "routing"}, kinds
+    assert kinds == {"trigger", "no_trigger", "discrimination", "refusal", "routing"}, kinds
     rng = random.Random(21)
     checked = 0
     for case, known in cases:
@@ -79,6 +84,11 @@ def test_only_activation_only_cases_are_decided_early() -> None:
         sets = decide_when(case, library.names())
         reads_answer = any(a.assertion_class in ("semantic", "artifact_shape") for a in case.assertions)
         assert (sets == []) == (reads_answer or case.kind in ("refusal", "probe")), case.uid
+    # A routing sweep's copy of every routing case is decided early: what reads the answer was left out of it.
+    swept = sweep.measured_library(library).cases
+    assert all(decide_when(case, library.names()) for case in swept if case.kind != "probe")
+    assert {case.kind for case in swept if case.activation_part_only} == {"trigger", "no_trigger", "discrimination",
+                                                                          "refusal"}
     # A discrimination case is certain only once the target and every neighbour fired (each pair is scored).
     case = next(c for c in library.cases if c.uid == "test-report-triage/trigger/triage-wins-here")
     assert decide_when(case, library.names()) == [["test-report-triage", "release-publisher",

@@ -57,8 +57,10 @@ def _traits_table_keys(node: ast.stmt) -> list[ast.AST]:
 
 
 def _is_default_host(node: ast.stmt) -> bool:
-    """`DEFAULT_HOST: HostName = "..."`: the default `[run] host`, typed with HostName, so mypy checks the name."""
-    return (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "DEFAULT_HOST"
+    """`DEFAULT_HOST: HostName = "..."`: the default `[run] host`, typed with HostName, so mypy checks the name; and
+    ROUTE_HOST, `route`'s default, the same way."""
+    return (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+            and node.target.id in ("DEFAULT_HOST", "ROUTE_HOST")
             and isinstance(node.annotation, ast.Name) and node.annotation.id == "HostName")
 
 
@@ -99,9 +101,11 @@ def test_no_host_name_is_written_outside_the_hosts_package() -> None:
     ('if host == "api":\n    pass\n', [1]),
     ('def f(host: str = "claude-code") -> None: ...\n', [1]),
     ('KNOWN = {"claude-code": 1}\n', [1]),
-    # The exemption holds only beside the definition, only for those two names, only for DEFAULT_HOST's own value.
+    # The exemption holds only beside the definition, only for it and the defaults typed with it (DEFAULT_HOST,
+    # ROUTE_HOST), only for their own values.
     ('DEFAULT_HOST: HostName = "api"\n', [1]),
     ('HostName = Literal["api"]\nOTHER: HostName = "api"\n', [2]),
+    ('HostName = Literal["api"]\nROUTE_HOST: HostName = "api"\n', []),
     ('HostName = Literal["api"]\nDEFAULT_HOST = "api"\n', [2]),
     ('HostName = Literal["api"]\ndef f() -> None:\n    DEFAULT_HOST: HostName = "api"\n', [3]),
     # The traits table's keys beside the definition; its values, and the table elsewhere, are not exempt.

@@ -341,15 +341,15 @@ def test_every_option_of_every_command_has_a_description() -> None:
 
 def test_docs_cli_names_every_option_of_every_command_in_its_section() -> None:
     """docs/cli.md is the command reference the README promises: each command's section (or the page's opening,
-    for the options every library command takes; for `plan`, also the options it shares with `run`) names each of
-    its options, and the group's --version is named too."""
+    for the options every library command takes; for `plan` and `route`, also the options they share with `run`) names
+    each of its options, and the group's --version is named too."""
     text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     opening, *parts = re.split(r"^### ", text, flags=re.M)
     sections: dict[str, str] = {}
     for part in parts:
         if (named := re.match(r"`skill-evals ([a-z-]+)", part)) is not None:
             sections[named.group(1)] = sections.get(named.group(1), "") + part
-    shared = {"plan": "run"}
+    shared = {"plan": "run", "route": "run"}
     missing = [f"{name} {option}" for name in main.commands for option in sorted(options_of(name))
                if option != "--help" and option not in opening + sections.get(name, "")
                + sections.get(shared.get(name, name), "")]

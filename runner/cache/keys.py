@@ -143,7 +143,7 @@ def listing_of(library: Library, surface: Surface | None) -> tuple[tuple[str, st
 def case_fields(case: Case, policy: ReadPolicy) -> dict[str, Any]:
     """What the case itself says, as far as a session or its grading can see it."""
     files_dir = Path(case.files_dir) if case.files_dir else None
-    return {
+    fields: dict[str, Any] = {
         "prompt": case.prompt, "kind": case.kind, "target": case.target, "triggers": case.triggers,
         "should_not_trigger": case.should_not_trigger, "expected_output": case.expected_output,
         "workspace_signals": case.workspace_signals,
@@ -152,6 +152,9 @@ def case_fields(case: Case, policy: ReadPolicy) -> dict[str, Any]:
         # Only a routing case carries the key: every other case's key stays what it was.
         **({"routing": case.routing.model_dump(mode="json")} if case.routing is not None else {}),
     }
+    if case.activation_part_only:  # a routing sweep's copy: another measurement (a key of a full run stays as it was)
+        fields["activation_part_only"] = True
+    return fields
 
 
 def case_key(context: RunContext, case: Case, library: Library, arms: list[str], policy: ReadPolicy) -> str:

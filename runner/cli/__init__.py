@@ -11,8 +11,8 @@ from runner.cli import calibrating, floor, improving, planning, reporting, runni
 from runner.cli.app import main
 
 for _command in (floor.validate, floor.census, floor.surface, planning.select_command, planning.plan, running.run,
-                 running.judge_command, running.merge, reporting.report, reporting.publish, calibrating.calibrate_judge,
-                 calibrating.calibrate, improving.improve_command):
+                 running.route, running.judge_command, running.merge, reporting.report, reporting.publish,
+                 calibrating.calibrate_judge, calibrating.calibrate, improving.improve_command):
     main.add_command(_command)
 
 __all__ = ["main"]

@@ -162,6 +162,16 @@ def run_options(settings: settings_mod.Settings, loaded: Loaded | None = None, *
     return options
 
 
+def routing_sweep(run_options: dict[str, object]) -> None:
+    """What makes a run the routing sweep (`route`, `plan --routing`): only the routing cases, on the first-turn host
+    unless --host names another. Nothing else changes: the same plan, cap and reports as `run`."""
+    from runner.core.host_traits import ROUTE_HOST
+
+    run_options["routing"] = True
+    if run_options.get("host") is None:
+        run_options["host"] = ROUTE_HOST
+
+
 def refuse_unknown_selection(library: Library, skills: Sequence[str], cases: Sequence[str]) -> None:
     """--skill names that are no skill of the library, and --case globs that match no case of it: typos, refused
     before the floor (a plan of 0 cases would say nothing about why)."""
@@ -174,12 +184,13 @@ def refuse_unknown_selection(library: Library, skills: Sequence[str], cases: Seq
 
 
 def select(library: Library, settings: settings_mod.Settings, tier: str, *, base: str | None, head: str | None,
-           period: str | None, skills: Sequence[str], cases: Sequence[str], neighbours: bool) -> Selection:
+           period: str | None, skills: Sequence[str], cases: Sequence[str], neighbours: bool,
+           previous: Path | None = None, routing: bool = False) -> Selection:
     """The cases a tier selects, with the settings' [select] knobs (SelectError, a usage error, when it cannot)."""
     from runner.plan.select import select_configured
 
     return select_configured(library, settings.select, tier, base=base, head=head, period=period, skills=skills,
-                             cases=cases, neighbours=neighbours)
+                             cases=cases, neighbours=neighbours, previous=previous, routing=routing)
 
 
 def refuse_unknown_skills(unknown: Sequence[str]) -> None:

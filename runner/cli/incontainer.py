@@ -68,7 +68,7 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
                                library_path.resolve() != root else "")
     target = resume_dir or out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     drop = {"library_path", "config", "out", "resume_dir", "container", "base_image", "settings_commit",
-            "quarantine_file", "cache"}
+            "quarantine_file", "cache", "previous"}
     params = click.get_current_context().params
     cache = cache_folder(params, loaded, root)
     if params.get("untrusted_settings"):  # refused here, before an image is built; the run inside checks again
@@ -89,7 +89,8 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
         selection = context.select(loaded.library, loaded.settings, params["tier"], base=params.get("base"),
                                    head=params.get("head"), period=params.get("period"),
                                    skills=params.get("skills") or (), cases=params.get("cases") or (),
-                                   neighbours=bool(params.get("neighbours")))
+                                   neighbours=bool(params.get("neighbours")), previous=params.get("previous"),
+                                   routing=bool(params.get("routing")))
         target.mkdir(parents=True, exist_ok=True)
         (target / "selection.json").write_text(selection.model_dump_json(indent=2), encoding="utf-8")
         extra = ["--selection", "/out/selection.json"]

@@ -165,6 +165,19 @@ def checked_selection(ctx: click.Context, param: click.Parameter, value: Path | 
     return value
 
 
+def checked_previous(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """--previous DIR|FILE: an earlier run's folder or results.json, read now (within the run files' bound): one
+    that is not JSON is a usage error that names it, before anything is loaded. Its routing matrix is read again
+    when the pr tier selects (runner.plan.confusions)."""
+    if value is not None and not ctx.resilient_parsing:
+        from runner.plan import confusions
+        try:
+            confusions.read(value)
+        except confusions.ConfusionsError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
 def stacked(*options: Decorator) -> Decorator:
     """Options in the order --help lists them (decorators apply bottom up)."""
     def apply(f: F) -> F:
@@ -250,6 +263,18 @@ def period_option(help: str) -> Decorator:
     return click.option("--period", default=None, help=help)
 
 
+previous_option = click.option(
+    "--previous", type=click.Path(path_type=Path, exists=True), default=None, callback=checked_previous,
+    help="--tier pr: an earlier run (its folder or results.json, e.g. the last library-wide `route`) whose routing "
+         "matrix the selection follows: a skill whose SKILL.md description changed in base...head brings the routing "
+         "cases of every skill that run saw confused with it, both directions, each saying which confusion.")
+
+routing_option = click.option(
+    "--routing", is_flag=True,
+    help="Only the routing cases (those that name a skill that must fire or stay silent), on the first-turn host "
+         "unless --host says otherwise: what `skill-evals route` runs.")
+
+
 def skill_option(help: str) -> Decorator:
     return click.option("--skill", "skills", multiple=True, help=help)
 
@@ -313,6 +338,7 @@ run_options = stacked(
     base_option("--tier pr: the pull request's base ref; the cases of skills changed in base...head and their "
                 "neighbours are selected."),
     head_option,
+    previous_option,
     period_option("--tier cadence: the period key that picks the rotating slot (default [select] period, else this "
                   "ISO week, e.g. 2026-W48)."),
     host_option("claude-code (the real host), first-turn (Claude Code's own first request sent directly for "

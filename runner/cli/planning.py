@@ -27,17 +27,21 @@ from runner.cli.printing import print_cache, print_plan, print_selection_note
 @options.skill_option("Narrow to the cases of this skill (repeatable).")
 @options.case_option("Narrow to cases whose uid matches this glob (repeatable).")
 @options.neighbours_option("With --skill: the narrowing keeps the skills' neighbours too.")
+@options.previous_option
+@click.option("--routing", is_flag=True, help="Only the routing cases (what `skill-evals route` selects).")
 @options.format_option(["json", "text"], "json = the selection file `run --selection` reads; text = one line per "
                                          "case with its reason.", default="json")
 def select_command(library_path: Path, config: Path | None, tier: str, base: str | None, head: str | None,
                    period: str | None, skills: tuple[str, ...], cases: tuple[str, ...], neighbours: bool,
-                   fmt: str, settings_commit: str | None = None) -> None:
+                   fmt: str, settings_commit: str | None = None, previous: Path | None = None,
+                   routing: bool = False) -> None:
     """Which cases a tier selects, and why each one (also what `run`/`plan --tier` use)."""
     loaded = context.load(library_path, config, settings_commit)
     context.refuse_no_skills(loaded, library_path)
     context.refuse_unknown_selection(loaded.library, skills, cases)
     selection = context.select(loaded.library, loaded.settings, tier, base=base, head=head, period=period,
-                               skills=skills, cases=cases, neighbours=neighbours)
+                               skills=skills, cases=cases, neighbours=neighbours, previous=previous,
+                               routing=routing)
     if fmt == "json":
         click.echo(selection.model_dump_json(indent=2))
     else:
@@ -52,6 +56,7 @@ def select_command(library_path: Path, config: Path | None, tier: str, base: str
 @options.config_option
 @options.settings_commit_option
 @options.run_options
+@options.routing_option
 @options.floor_options
 @options.untrusted_option
 @options.out_folder_option("Write plan.json here.")
@@ -66,6 +71,8 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     from runner.execute.rundir import RunDir
     from runner.pipeline import run as runs_mod
 
+    if run_options.get("routing"):
+        context.routing_sweep(run_options)  # exactly what `route` would run, on its host
     loaded = context.load(library_path, config, settings_commit)
     context.refuse_no_skills(loaded, library_path)
     if untrusted_settings:  # the cap as `run` would have it: --max-usd (or the default), lowered by the settings

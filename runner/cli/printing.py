@@ -33,8 +33,9 @@ CONTINUE_AFTER = {
 
 
 def print_selection_note(prepared: runs_mod.Prepared, console: Console) -> None:
-    if prepared.selection is not None and prepared.selection.tier != "full" and prepared.selection.note:
-        console.print(f"Selection: {prepared.selection.note}", markup=False)
+    selection = prepared.selection
+    if selection is not None and (selection.tier != "full" or selection.routing) and selection.note:
+        console.print(f"Selection: {selection.note}", markup=False)
 
 
 MAX_INVALID_SHOWN = 10  # a corpus with hundreds of broken cases would bury the plan; validate lists them all
@@ -105,6 +106,9 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(f"[yellow]{plan.approximation}[/yellow]")
     console.print(f"Cases selected: {len(plan.cases)}; runnable: {runnable}; not runnable: "
                   + (", ".join(f"{k} {v}" for k, v in unrun.items()) or "none"))
+    if plan.routing_sweep is not None:
+        from runner.plan.sweep import note
+        console.print(f"Routing sweep: {note(plan.routing_sweep)}", markup=False)
     print_held_back(plan, console)
     print_kind_rules(plan, console)
     console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
@@ -216,7 +220,7 @@ def print_surface(surface: Surface, console: Console, brief: bool = False) -> No
 
 def print_results(results: results_mod.Results, run_dir: Path, console: Console) -> None:
     from runner.report.rollup import records_line, reused_line
-    from runner.results.build import floor_note, kill_note, wall_note
+    from runner.results.build import floor_note, kill_note, sweep_note, wall_note
 
     counts = ", ".join(f"{k} {v}" for k, v in results.counts.items() if v)
     console.print(f"[bold]Results[/bold] ({results.plan.host}, {results.plan.model}): {counts}; "
@@ -234,6 +238,8 @@ def print_results(results: results_mod.Results, run_dir: Path, console: Console)
         console.print(f"Floor: {changed}", markup=False)
     if (open_wall := wall_note(results)) is not None:
         console.print(f"Sessions: {open_wall}", markup=False)
+    if (swept := sweep_note(results)) is not None:
+        console.print(f"Routing sweep: {swept}", markup=False)
     if results.stop_reason:
         console.print(f"Stopped early: {results.stop_reason}", markup=False)
         if (how := CONTINUE_AFTER.get(results.stop_reason)) is not None:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 # What a resume keeps from its plan: the selection, the host, the model, N and k, every bound of a session and the
 # run folder. Changing any of them would mix two plans in one results file. Only the cap may be given again.
-RESUME_KEEPS = ("tier", "skills", "cases", "neighbours", "base", "head", "period", "selection_file", "shard", "host",
+RESUME_KEEPS = ("tier", "skills", "cases", "neighbours", "base", "head", "previous", "period", "selection_file",
+                "shard", "host",
                 "model", "repeats", "quorum", "concurrency", "early_stop", "baseline", "max_turns", "timeout_s",
                 "listing_budget", "judge_model", "no_judge", "batch", "out", "quarantine_file", "cache", "no_cache",
                 "cache_read_only", "cache_label")
@@ -98,6 +99,35 @@ def run(library_path: Path, config: Path | None, out: Path | None, resume_dir: P
         from runner.cli.incontainer import run_in_container
         run_in_container(library_path, config, out, resume_dir, base_image, settings_commit)
         return
+    start_run(library_path, config, out, resume_dir, no_library_validator, strict, batch, batch_poll_s,
+              validator_sandbox, untrusted_settings, settings_commit, run_options)
+
+
+@click.command("route", short_help="The routing sweep: every routing case of the library as one run.",
+               epilog=RUN_ENVIRONMENT)
+@options.library_option
+@options.config_option
+@options.settings_commit_option
+@options.run_options
+@options.out_folder_option("Run folder (default runs/<timestamp>): a new or empty folder; one that holds a run is "
+                           "refused (continue it with `run --resume`).", new_run=True)
+@options.floor_options
+@options.untrusted_option
+def route(library_path: Path, config: Path | None, out: Path | None, no_library_validator: bool = False,
+          strict: bool = False, validator_sandbox: str = "none", untrusted_settings: bool = False,
+          settings_commit: str | None = None, **run_options: object) -> None:
+    """Every routing case of the library (those that name a skill that must fire or stay silent) as one run, on the
+    first-turn host unless --host says otherwise: `run` with that selection, the same floor, plan, cap and reports.
+    Its results.json's routing matrix is what `--previous` gives a pull request's pr tier."""
+    context.routing_sweep(run_options)
+    start_run(library_path, config, out, None, no_library_validator, strict, False, 30.0, validator_sandbox,
+              untrusted_settings, settings_commit, run_options)
+
+
+def start_run(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None,
+              no_library_validator: bool, strict: bool, batch: bool, batch_poll_s: float, validator_sandbox: str,
+              untrusted_settings: bool, settings_commit: str | None, run_options: dict[str, object]) -> None:
+    """The body of `run` on this machine, which `route` shares: floor, plan, execution, results.json, exit."""
     from runner.execute.progress import reporter
     from runner.execute.rundir import RunDir
     from runner.pipeline import run as runs_mod

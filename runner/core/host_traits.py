@@ -19,6 +19,9 @@ HostName = Literal["claude-code", "api", "first-turn"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
+# The host `route` (the library-wide routing sweep) runs on unless --host names another: one request per attempt for
+# an activation-only case, Claude Code from the start for the others (runner.hosts.first_turn).
+ROUTE_HOST: HostName = "first-turn"
 
 # How the census models the skill listing a host shows the model (runner.hosts.listing.estimate):
 # - claude-code-cli: the CLI's own rule, the library's skills and then the CLI's own entries as measured

@@ -36,19 +36,23 @@ class KindTraits:
     # `improve` trains and tests a description on it (runner.improve.split): it measures whether a description
     # makes the skill fire.
     improvable: bool
+    # The case names a skill that must fire or must stay silent: its attempts are a row of the routing matrix, and
+    # `route` (the library-wide routing sweep, runner.plan.select) runs it.
+    routing: bool
 
 
 KIND_TRAITS: dict[CaseKind, KindTraits] = {
-    "trigger": KindTraits(expects="target-fires", activation_only=True, improvable=True),
+    "trigger": KindTraits(expects="target-fires", activation_only=True, improvable=True, routing=True),
     # A refusal also has its answer judged (results.json `parts.refusal`), so its session runs to the end.
-    "refusal": KindTraits(expects="target-fires", activation_only=False, improvable=True),
-    "no_trigger": KindTraits(expects="target-silent", activation_only=True, improvable=True),
-    "discrimination": KindTraits(expects="target-fires-neighbours-silent", activation_only=True, improvable=True),
+    "refusal": KindTraits(expects="target-fires", activation_only=False, improvable=True, routing=True),
+    "no_trigger": KindTraits(expects="target-silent", activation_only=True, improvable=True, routing=True),
+    "discrimination": KindTraits(expects="target-fires-neighbours-silent", activation_only=True, improvable=True,
+                                 routing=True),
     # Routing assertions (`must_include`, `required_skills`, `max_skills`, ...): judged on which skills fired only.
     # Not improvable: its parts may be about several skills, so no one description is trained on it.
-    "routing": KindTraits(expects="routing-holds", activation_only=True, improvable=False),
+    "routing": KindTraits(expects="routing-holds", activation_only=True, improvable=False, routing=True),
     # The treatment arm of a tier-2 probe: the target must fire, and the act is graded (runner.probes.arms).
-    "probe": KindTraits(expects="target-fires", activation_only=False, improvable=False),
+    "probe": KindTraits(expects="target-fires", activation_only=False, improvable=False, routing=False),
 }
 
 

@@ -20,10 +20,12 @@ READS_NOTHING_ELSE = ("activation", "unjudgeable")
 
 
 def activation_only(case: Case) -> bool:
-    """True when no verdict of the case reads more than which skills fired."""
+    """True when no verdict of the case reads more than which skills fired. A routing sweep's copy of a case
+    (Case.activation_part_only) measures only its activation part, so a refusal's judged part is not in it: what
+    decides its activation part early decides all it measures."""
     traits = traits_of(case.kind)
-    return traits is not None and traits.activation_only and all(a.assertion_class in READS_NOTHING_ELSE
-                                                      for a in case.assertions)
+    return traits is not None and (traits.activation_only or case.activation_part_only) and all(
+        a.assertion_class in READS_NOTHING_ELSE for a in case.assertions)
 
 
 def decide_when(case: Case, known: Collection[str]) -> list[list[str]]:

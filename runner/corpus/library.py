@@ -101,6 +101,10 @@ class Case(BaseModel):
     workspace_signals: list[str] = []
     lines: dict[str, int] = Field(default_factory=dict,
                                   description="Line of fields that findings point at, e.g. `should_not_trigger/1`.")
+    activation_part_only: bool = Field(
+        default=False, description="A copy of the case made for a routing sweep (`route`, runner.plan.sweep): only "
+                                   "its activation part is measured, whatever its kind, and the assertions that "
+                                   "read the answer were left out of it (plan.json `routing_sweep`).")
 
     @property
     def judged(self) -> bool:

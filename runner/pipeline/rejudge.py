@@ -24,6 +24,7 @@ from runner.execute.executor import STOP_SPEND_LIMIT, Executor, RunState, probe_
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, AttemptRecord, RunDir
 from runner.hosts.replay import ReplayHost
 from runner.judge.prose import Grader, prompt_version
+from runner.plan import sweep
 from runner.plan.plan import Plan
 from runner.results import build as results_mod
 from runner.results import vetting
@@ -69,6 +70,7 @@ def rejudge(source: RunDir, cases: dict[str, Case], known: Collection[str], judg
             concurrency: int = 4, probes: dict[str, Probe] | None = None
             ) -> tuple[RunDir, results_mod.Results, list[Change]]:
     plan = Plan.model_validate_json(source.read_text(PLAN))
+    cases = sweep.applied(plan, cases)  # a routing sweep's run is judged as it was measured: activation parts only
     old_hash = plan.digest()
     new_plan = plan.model_copy(update={"judge_model": judge.settings.model, "judge_prompt_version": prompt_version(),
                                        "judge_unavailable": None, "cap_usd": cap_usd, "record_mac": "hmac-sha256"})

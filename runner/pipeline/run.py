@@ -40,10 +40,10 @@ from runner.hosts.base import Host
 from runner.hosts.surface import Surface
 from runner.judge import agreement
 from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
-from runner.plan import planner
+from runner.plan import planner, sweep
 from runner.plan import quarantine as quarantine_mod
 from runner.plan.plan import CachedFrom, Plan, PlannedCase, ProbeGate
-from runner.plan.select import Selection, select_configured
+from runner.plan.select import Selection, is_routing, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
 from runner.results import modelfile, vetting
@@ -102,6 +102,8 @@ class Options:
     head: str | None = None
     period: str | None = None
     selection_file: Path | None = None
+    previous: Path | None = None  # --tier pr: an earlier run whose routing matrix's confusions the selection follows
+    routing: bool = False  # only the routing cases (`route`, `plan --routing`)
     quarantine_file: Path | None = None  # instead of the repository's .skill-evals/quarantine.json
     cache: Path | None = None  # the result cache folder, instead of [run] cache
     no_cache: bool = False  # no result cache, whatever the settings say
@@ -313,13 +315,22 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     settings, tier = apply_options(settings, options)
     unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
         "no-credentials" if not credentials.api_key else None)
+    whole = {case.uid: case for case in library.cases}
+    if options.routing:  # every stage from here on sees the sweep's copies: activation parts only
+        library = sweep.measured_library(library)
     by_uid = {case.uid: case for case in library.cases}
     if options.selection_file is not None:
         selection = read_selection(options.selection_file, by_uid)
+        if options.routing and (others := [c.uid for c in selection.cases if not is_routing(by_uid[c.uid])]):
+            # A sweep measures activation parts; a probe (or any case that is no routing case) is not one.
+            raise ValueError(f"{options.selection_file}: a routing sweep runs routing cases only, and this selection "
+                             f"holds {len(others)} that are not ({', '.join(others[:5])}); make it with "
+                             "`skill-evals select --routing`")
     else:
         selection = select_configured(library, settings.select, options.tier, base=options.base, head=options.head,
                                       period=options.period, skills=options.skills, cases=options.cases,
-                                      neighbours=options.neighbours)
+                                      neighbours=options.neighbours, previous=options.previous,
+                                      routing=options.routing)
     selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
     prices = prices_mod.load(settings)
     if unrun_all is None:
@@ -347,7 +358,9 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
                           quarantine_mod.load(Path(library.root), path=options.quarantine_file),
                           probe_gates(library), batch=options.batch, floor=floor,
                           session_path=host.session_path, session_wall=host.session_wall,
-                          runs_folder=rundir.path.parent if rundir is not None else Path("runs"), reuse=reuse)
+                          runs_folder=rundir.path.parent if rundir is not None else Path("runs"), reuse=reuse,
+                          routing_sweep=sweep.record(whole[case.uid] for case, _ in selected)
+                          if options.routing else None)
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
                     selection=selection, probes={p.uid: p for p in library.probes}, cache=cache)
@@ -419,7 +432,7 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
                           f"{plan.library.content_hash[:12]} then, {library.content_hash[:12]} now); start a new run")
     if plan.record_mac is not None:
         rundir.load_key()  # before anything is appended (and before claim completes a whole last record)
-    cases = {c.uid: c for c in library.cases}
+    cases = sweep.applied(plan, {c.uid: c for c in library.cases})  # a sweep's copies again, as planned
     shard = None
     if (rundir.path / SHARD).exists():
         raw = json.loads(rundir.read_text(SHARD))

@@ -201,6 +201,27 @@ class CostEstimate(BaseModel):
     sessions_left_min: int | None = Field(default=None, description="The same for sessions_min.")
 
 
+class LeftOut(BaseModel):
+    """An assertion a routing sweep does not measure: it reads the answer (judged, or a shape a script checks)."""
+
+    index: int
+    assertion_class: str
+    text: str
+
+
+class RoutingSweep(BaseModel):
+    """A routing sweep's plan (`route`, `plan --routing`; runner.plan.sweep): every case is measured for its
+    activation part only (which skills fire), so its verdict is its activation verdict; the assertions that read
+    the answer are left out, listed here, and every report shows them UNRUN (routing-sweep)."""
+
+    left_out: dict[str, list[LeftOut]] = Field(default={}, description="uid -> the case's assertions the sweep "
+                                                                       "does not measure (`run` measures them).")
+
+    @property
+    def assertions(self) -> int:
+        return sum(len(found) for found in self.left_out.values())
+
+
 class PlanLibrary(BaseModel):
     """The library a plan was made for (plan.json `library`)."""
 
@@ -270,6 +291,10 @@ class Plan(BaseModel):
                                   "refused. None: a plan from before records were signed (its records are read "
                                   "unsigned, and results.json says so). Hashed: removing it changes the plan "
                                   "hash, so no signed record stays this plan's.")
+    routing_sweep: RoutingSweep | None = Field(default=None, description="Set in a routing sweep (`route`): its "
+                                                                       "cases are measured for their activation "
+                                                                       "part only; the assertions left out. Hashed "
+                                                                       "when set: a sweep is another measurement.")
     floor_notes: list[str] = Field(default=[], description="What every report says of the floor besides what it "
                                                            "held back: the library's validator switched off by the "
                                                            "settings (validator-disabled), as `file:line: [rule] "
@@ -279,12 +304,13 @@ class Plan(BaseModel):
         """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
         run in the same folder may change (`[cost] basis = "auto"`), so two shards of one plan, planned before
         and after another run finished, still merge. The worst case, what the cap reserves, stays in. A plan
-        from before records were signed (record_mac None), or with no floor note, hashes as it did then. The
-        session wall is what this machine gives (like the time): shards planned on two machines still merge, and so
-        does the library's absolute folder (shards planned in two checkouts), except in a plan from before that
-        (library.root_in_hash)."""
+        from before records were signed (record_mac None), or with no floor note, or no routing sweep, hashes as it
+        did then. The session wall is what this machine gives (like the time): shards planned on two machines still
+        merge, and so does the library's absolute folder (shards planned in two checkouts), except in a plan from
+        before that (library.root_in_hash)."""
         unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
-            | (set() if self.floor_notes else {"floor_notes"})
+            | (set() if self.floor_notes else {"floor_notes"}) \
+            | (set() if self.routing_sweep is not None else {"routing_sweep"})
         library: set[str] = {"root_in_hash"} if self.library.root_in_hash else {"root"}
         # Which cases the result cache held is not the plan's identity (shards that found different entries merge;
         # a plan from before the cache hashes as it did).

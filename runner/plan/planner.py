@@ -41,6 +41,7 @@ from runner.plan.plan import (
     PlanLibrary,
     PlannedCase,
     ProbeGate,
+    RoutingSweep,
 )
 from runner.plan.quarantine import QuarantineEntry
 
@@ -163,9 +164,11 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
           quarantine: list[QuarantineEntry] | None = None, probe_gates: dict[str, ProbeGate] | None = None,
           batch: bool = False, floor: FloorGate | None = None, session_path: SessionPath | None = None,
           session_wall: SessionWall | None = None,
-          runs_folder: Path | None = None, reuse: Reuse | None = None) -> Plan:
+          runs_folder: Path | None = None, reuse: Reuse | None = None,
+          routing_sweep: RoutingSweep | None = None) -> Plan:
     """The plan of the selected cases. `reuse`: given the planned cases, those whose attempts the result cache
-    holds (runner.cache.reuse); they are planned with no session, and the estimate counts only the rest."""
+    holds (runner.cache.reuse); they are planned with no session, and the estimate counts only the rest.
+    `routing_sweep`: a routing sweep's (runner.plan.sweep), whose `selected` are already the sweep's copies."""
     run = settings.run
     known = traits(host)
     subagents = subagents_callable(host, run.allowed_tools)
@@ -274,4 +277,5 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
         record_mac="hmac-sha256",
         floor_notes=[describe([found]) for found in floor.announced] if floor else [],
+        routing_sweep=routing_sweep,
     )

@@ -2,7 +2,9 @@
 
 `select_tier` picks by tier (semantics §7): `pr` (changed skills and their named neighbours), `cadence` (a stratified
 rotating sample: S consecutive periods run every case once) or `full`; any tier can be narrowed by skill and
-case-uid glob without changing a case's slot. Every chosen case carries its reason.
+case-uid glob without changing a case's slot, and to its routing cases (`route`). Every chosen case carries its
+reason. With an earlier run's routing matrix, the pr tier also follows its confusions: a skill whose description a
+pull request changes brings the routing cases of the skills the matrix shows confused with it.
 
 Design notes: docs/design/selection.md.
 """
@@ -23,10 +25,13 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from runner.core.errors import UsageError
+from runner.core.kinds import traits_of
+from runner.corpus import frontmatter
 from runner.corpus.classify import SUBAGENT_SUFFIX
 from runner.corpus.files import relative_shown
 from runner.corpus.library import ANY_SKILL, Case, Library, is_subagent
 from runner.corpus.settings import SelectSettings
+from runner.plan import confusions as confusions_mod
 
 DEFAULT_SETTINGS_PATHS = (".skill-evals.toml", ".skill-evals/")
 GIT_TIMEOUT_S = 120
@@ -60,6 +65,13 @@ def neighbour_graph(library: Library) -> dict[str, set[str]]:
         for name in case.should_not_trigger:
             link(case.target, name)
     return graph
+
+
+def is_routing(case: Case) -> bool:
+    """A case that names a skill that must fire or must stay silent: a row of the routing matrix, run by `route`
+    (its kind's traits say so, runner.core.kinds)."""
+    traits = traits_of(case.kind)
+    return traits is not None and traits.routing
 
 
 def select(library: Library, skills: list[str], case_patterns: list[str], with_neighbours: bool
@@ -237,6 +249,105 @@ def changed_skills(root: Path, skills_dir: Path, base: str, head: str, *, agents
     return touched, bool(changes.settings), changes.paths
 
 
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(["git", "--no-pager", *args], cwd=root, capture_output=True, timeout=GIT_TIMEOUT_S,
+                              check=False)
+    except FileNotFoundError as exc:
+        raise SelectError(f"the pr tier needs git, which was not found: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise SelectError(f"git {' '.join(args)} took more than {GIT_TIMEOUT_S} s") from exc
+
+
+def _description_at(root: Path, rev: str, path: str) -> tuple[bool, object]:
+    """(whether `rev` holds the file, its frontmatter's description as YAML reads it, None when it has none or the
+    frontmatter cannot be read: the host then lists no description either)."""
+    done = _git(root, "show", f"{rev}:./{path}")
+    if done.returncode != 0:
+        return False, None
+    found, _ = frontmatter.parse(done.stdout.decode("utf-8", "replace"), path)
+    return True, found.fields.get("description") if found is not None else None
+
+
+def description_changes(root: Path, base: str, head: str, library: Library, names: Sequence[str]) -> dict[str, str]:
+    """Skill -> how its SKILL.md description changed between the merge base of base and head, and head (`changed`,
+    or `added` with a skill the base did not have), for the named skills; a skill whose description is the same is
+    left out. The same span as git_changed_paths: the pull request's own change."""
+    merged = _git(root, "merge-base", base, head)
+    if merged.returncode != 0:
+        message = merged.stderr.decode("utf-8", "replace").strip() or f"exit status {merged.returncode}"
+        raise SelectError(f"git merge-base {base} {head} failed in {root}: {message}")
+    fork = merged.stdout.decode("ascii", "replace").strip()
+    out: dict[str, str] = {}
+    for name in sorted(names):
+        skill_md = library.skills[name].skill_md
+        had, before = _description_at(root, fork, skill_md)
+        has, after = _description_at(root, head, skill_md)
+        if has and not had:
+            out[name] = "added"
+        elif has and before != after:
+            out[name] = "changed"
+    return out
+
+
+@dataclass
+class Followed:
+    """What the pr tier added by following an earlier run's confusions: skill -> why, case uid -> why."""
+
+    skills: dict[str, str] = field(default_factory=dict)
+    cases: dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    def why(self, case: Case) -> str | None:
+        """Why the case is selected through a confusion: it is one of the confusion's own cases, or a routing case
+        of (or aimed at) a skill confused with a changed description."""
+        if case.uid in self.cases:
+            return f"routing case of {case.skill}: {self.cases[case.uid]}"
+        if not is_routing(case):
+            return None
+        if case.skill in self.skills:
+            return f"routing case of {case.skill}: {self.skills[case.skill]}"
+        if case.target in self.skills:
+            return f"routing case aimed at {case.target}: {self.skills[case.target]}"
+        return None
+
+
+def follow_confusions(library: Library, recorded: confusions_mod.Recorded, described: dict[str, str], span: str,
+                      selected: Sequence[str]) -> Followed:
+    """The skills (other than `selected`, the changed ones) that the earlier run saw confused with a skill whose
+    description changed, in both directions, and each confusion's own cases; each with the confusion in words."""
+    followed = Followed()
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for name, how in sorted(described.items()):
+        change = f"{name}'s description {how} in {span}"
+        for other, tied in sorted(confusions_mod.partners(recorded.confusions, name).items()):
+            said = "; ".join(c.said() for c in tied)
+            if other in library.skills and other not in selected:
+                reasons[other].append(f"{said} in {recorded.source}, and {change}")
+            for confusion in tied:
+                for uid in confusion.cases:
+                    followed.cases.setdefault(uid, f"a case of the confusion {confusion.said()} in {recorded.source}, "
+                                                   f"and {change}")
+        for confusion in confusions_mod.from_no_skill(recorded.confusions, name):
+            for uid in confusion.cases:
+                followed.cases.setdefault(uid, f"a case of the confusion {confusion.said()} in {recorded.source}, "
+                                               f"and {change}")
+    followed.skills = {name: "confused with a changed description: " + "; ".join(why)
+                       for name, why in reasons.items()}
+    return followed
+
+
+def _confusion_note(recorded: confusions_mod.Recorded, described: dict[str, str], followed: Followed) -> str:
+    parts = [f"confusions followed from {recorded.source}: "
+             + (f"description(s) changed: {', '.join(f'{n} ({how})' for n, how in described.items())}; "
+                if described else "no skill's description changed, so none is followed")
+             + (f"{len(followed.skills)} skill(s) confused with them added "
+                f"({', '.join(sorted(followed.skills)) or 'none'})" if described else "")]
+    if recorded.note:
+        parts.append(recorded.note)
+    return "; ".join(parts)
+
+
 # ---- cadence --------------------------------------------------------------------------------------
 
 def stable_hash(text: str) -> int:
@@ -316,6 +427,15 @@ class Selection(BaseModel):
     changed_skills: list[str] = Field(default=[], description="pr: skills changed between base...head (including "
                                                                "skills that name a changed subagent).")
     changed_agents: list[str] = []
+    described: dict[str, str] = Field(default={}, description="pr with --previous: changed skills whose SKILL.md "
+                                                              "description changed, and how (changed, added).")
+    confused: dict[str, str] = Field(default={}, description="pr with --previous: skills added because the earlier "
+                                                             "run's routing matrix shows them confused with a changed "
+                                                             "description, and why.")
+    previous: str | None = Field(default=None, description="pr: the earlier run's results.json whose confusions "
+                                                           "were followed.")
+    routing: bool = Field(default=False, description="Only routing cases (`route`): cases that name a skill that "
+                                                     "must fire or stay silent.")
     settings_changed: bool = False
     changed_paths: list[str] = []
     unknown_skills: list[str] = Field(default=[], description="--skill names that are not skills of the library.")
@@ -360,27 +480,32 @@ def _cap(chosen: list[tuple[Case, str]], priority: dict[str, int], cap: int) -> 
 
 def select_configured(library: Library, chosen: SelectSettings, tier: str, *, base: str | None, head: str | None,
                       period: str | None, skills: Sequence[str], cases: Sequence[str],
-                      neighbours: bool) -> Selection:
-    """The cases a tier selects with the settings' [select] knobs: the one place `select`, `plan`, `run` and
-    `run --container` build a selection, so they choose the same cases. Raises SelectError on a usage problem."""
+                      neighbours: bool, previous: Path | None = None, routing: bool = False) -> Selection:
+    """The cases a tier selects with the settings' [select] knobs: the one place `select`, `plan`, `run`, `route`
+    and `run --container` build a selection, so they choose the same cases. Raises SelectError on a usage problem."""
     return select_tier(library, tier, base=base, head=head, period=period or chosen.period or None,
                        fraction=chosen.cadence_fraction, skills=list(skills), case_patterns=list(cases),
                        with_neighbours=neighbours, max_full_cases=chosen.max_full_cases,
-                       settings_paths=chosen.settings_paths)
+                       settings_paths=chosen.settings_paths, previous=previous, routing=routing)
 
 
 def select_tier(library: Library, tier: str, *, base: str | None = None, head: str | None = None,
                 period: str | None = None, fraction: float = 0.25, skills: list[str] | tuple[str, ...] = (),
                 case_patterns: list[str] | tuple[str, ...] = (), with_neighbours: bool = False,
                 max_full_cases: int = 2000,
-                settings_paths: tuple[str, ...] | list[str] = DEFAULT_SETTINGS_PATHS) -> Selection:
-    """The cases of a tier, each with why it was chosen. Raises SelectError on a usage problem."""
+                settings_paths: tuple[str, ...] | list[str] = DEFAULT_SETTINGS_PATHS, previous: Path | None = None,
+                routing: bool = False) -> Selection:
+    """The cases of a tier, each with why it was chosen. `previous`: an earlier run (its folder or results.json)
+    whose routing matrix the pr tier follows; `routing`: keep only the routing cases (`route`). Raises SelectError
+    (a ConfusionsError for an unreadable `previous`) on a usage problem."""
     if tier not in TIERS:
         raise SelectError(f"unknown tier {tier!r} (pr, cadence or full)")
     skills, case_patterns = list(skills), list(case_patterns)
     keep, unknown = _narrow(library, skills, with_neighbours)
     notes: list[str] = []
-    selection = Selection(tier=tier, cases=[], unknown_skills=unknown)
+    selection = Selection(tier=tier, cases=[], unknown_skills=unknown, routing=routing)
+    if previous is not None and tier != "pr":
+        notes.append("--previous only applies to --tier pr; ignored")
     chosen: list[tuple[Case, str]] = []
     priority: dict[str, int] = {}
 
@@ -390,6 +515,8 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
             f", narrowed to {len(picked)}" if skills or case_patterns else ""))
         if base or head:
             notes.append("--base/--head only apply to --tier pr; ignored")
+        if routing:
+            picked = _routing_only(picked, notes)
         cases = [SelectedCase(uid=case.uid, skill=case.skill, why=why) for case, why in picked]
         return selection.model_copy(update={"cases": cases, "note": "; ".join(notes)})
     if tier == "cadence":
@@ -447,10 +574,19 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                     neighbour_of[neighbour].append(name)
         why_neighbour = {name: f"neighbour of {', '.join(of)} (changed in {span})"
                          for name, of in neighbour_of.items()}
-        priority = {**{name: 1 for name in why_neighbour}, **{name: 0 for name in why_skill}}
+        followed, described, followed_note = Followed(), {}, ""
+        if previous is not None:
+            recorded = confusions_mod.read(previous)
+            described = description_changes(Path(library.root), base, head, library, sorted(why_skill))
+            followed = follow_confusions(library, recorded, described, span, sorted(why_skill))
+            followed_note = _confusion_note(recorded, described, followed)
+        priority = {**{name: 1 for name in why_neighbour}, **{name: 1 for name in followed.skills},
+                    **{name: 0 for name in why_skill}}
         selection = selection.model_copy(update={
             "base": base, "head": head, "changed_skills": sorted(why_skill), "changed_agents": sorted(changes.agents),
-            "settings_changed": bool(changes.settings), "changed_paths": changes.paths})
+            "settings_changed": bool(changes.settings), "changed_paths": changes.paths, "described": described,
+            "confused": followed.skills, "previous": confusions_mod.results_file(previous).as_posix()
+            if previous is not None else None})
         if changes.settings:
             for case in library.cases:
                 also = why_skill.get(case.skill) or why_neighbour.get(case.skill)
@@ -460,10 +596,14 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                          f"[select] max_full_cases = {max_full_cases}")
         else:
             for case in library.cases:
+                confused = followed.why(case)
                 if case.skill in why_skill:
                     chosen.append((case, f"skill {case.skill} {why_skill[case.skill]}"))
                 elif case.skill in why_neighbour:
-                    chosen.append((case, f"skill {case.skill} {why_neighbour[case.skill]}"))
+                    chosen.append((case, f"skill {case.skill} {why_neighbour[case.skill]}"
+                                         + (f"; {confused}" if confused else "")))
+                elif confused:
+                    chosen.append((case, confused))
             if why_skill:
                 notes.append(f"pr: {len(why_skill)} changed skill(s) ({', '.join(sorted(why_skill))}) and "
                              f"{len(why_neighbour)} neighbour(s) ({', '.join(sorted(why_neighbour)) or 'none'})")
@@ -474,6 +614,8 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                              f"({', '.join(settings_paths)}); "
                              + changed_paths_text(changes.paths, repository_changes(Path(library.root), base, head))
                              + (f": {shown}" if shown else "") + " — no cases selected")
+        if followed_note:
+            notes.append(followed_note)
 
     narrowed: list[tuple[Case, str]] = []
     for case, why in chosen:
@@ -491,6 +633,8 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                      f"{' and ' if skills and case_patterns else ''}"
                      f"{'case ' + ', '.join(case_patterns) if case_patterns else ''}: {len(narrowed)} of "
                      f"{len(chosen)} case(s)")
+    if routing:
+        narrowed = _routing_only(narrowed, notes)
     capped = False
     if tier == "pr" and selection.settings_changed and len(narrowed) > max_full_cases:
         uncapped = len(narrowed)
@@ -500,3 +644,11 @@ def select_tier(library: Library, tier: str, *, base: str | None = None, head: s
                      "then a round-robin over the other skills)")
     cases = [SelectedCase(uid=case.uid, skill=case.skill, why=why) for case, why in narrowed]
     return selection.model_copy(update={"cases": cases, "capped": capped, "note": "; ".join(notes)})
+
+
+def _routing_only(chosen: list[tuple[Case, str]], notes: list[str]) -> list[tuple[Case, str]]:
+    """The routing cases among those chosen (`route`), each saying so, and a note with the count."""
+    kept = [(case, f"{why}; a routing case ({case.kind})") for case, why in chosen if is_routing(case)]
+    notes.append(f"routing cases only: {len(kept)} of {len(chosen)} case(s) name a skill that must fire or stay "
+                 "silent")
+    return kept

@@ -22,7 +22,7 @@ from runner.core.states import CASE_STATES, RAN, VERDICTS, CaseState
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
 from runner.report.history import History, TrendPoint
-from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
+from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note
 from runner.results.uplift import describe as uplift_text
 
 TRANSCRIPT_CAP = 200_000       # bytes of embedded JSON per attempt's transcript
@@ -313,6 +313,8 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
         items.append(("Floor", f'<span class="warn" id="floor-note">{e(note)}</span>'))
     if (note := wall_note(results)) is not None:
         items.append(("Sessions", f'<span class="warn" id="wall-note">{e(note)}</span>'))
+    if (note := sweep_note(results)) is not None:
+        items.append(("Routing sweep", f'<span class="warn" id="routing-sweep">{e(note)}</span>'))
     if (note := not_started_note(results)) is not None:
         items.append(("Not started", f'<span class="warn" id="not-started">{e(note)}</span>'))
     banner = ""

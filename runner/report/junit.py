@@ -26,7 +26,7 @@ from collections import Counter
 from runner.core.states import BROKEN, NOT_DECIDED
 from runner.plan.plan import UNCALIBRATED
 from runner.report import rollup
-from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, wall_note
+from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, sweep_note, wall_note
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -209,7 +209,7 @@ def properties(results: Results) -> list[tuple[str, str]]:
         ("cap_usd", f"{spend.cap_usd:.2f}"), ("refused_reservations", str(spend.refused_reservations)),
         ("stop_reason", results.stop_reason or ""), ("finished_at", results.finished_at),
         ("floor", floor_note(results) or ""), ("sessions", wall_note(results) or ""),
-        ("not_started", not_started_note(results) or ""),
+        ("not_started", not_started_note(results) or ""), ("routing_sweep", sweep_note(results) or ""),
         *cost_properties(results),
         ("reused", rollup.reused_line(results) or ""),
         ("reused_attempts", str(results.attempts_reused) if results.attempts_reused else ""),

@@ -29,7 +29,7 @@ from runner.core.states import CASE_STATES, RAN
 from runner.probes.arms import ArmResult
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
-from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
+from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note
 from runner.results.uplift import Uplift, UpliftArm
 from runner.results.uplift import describe as uplift_text
 
@@ -222,6 +222,8 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
         lines += ["", f"> **Floor:** {escape(clip(note, cut))}"]
     if (note := wall_note(results)) is not None:
         lines += ["", f"> **Sessions:** {escape(clip(note, cut))}"]
+    if (note := sweep_note(results)) is not None:
+        lines += ["", f"> **Routing sweep:** {escape(note)}."]
     if (note := not_started_note(results)) is not None:
         lines += ["", f"> **Not started:** {escape(note)}."]
     if results.stop_reason:

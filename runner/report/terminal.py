@@ -40,7 +40,7 @@ from runner.report.markdown import (
 )
 from runner.report.rollup import Rollup
 from runner.report.versions import host_text
-from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, wall_note
+from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note
 
 STATE_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "magenta", "JUDGE-ERROR": "yellow",
                "QUARANTINED": "cyan", "UNRUN": "dim"}
@@ -179,6 +179,8 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
         console.print(f"[bold yellow]Floor:[/] {_e(note)}")
     if (note := wall_note(results)) is not None:
         console.print(f"[bold yellow]Sessions:[/] {_e(note)}")
+    if (note := sweep_note(results)) is not None:
+        console.print(f"[bold yellow]Routing sweep:[/] {_e(note)}")
     if (note := not_started_note(results)) is not None:
         console.print(f"[bold yellow]Not started:[/] {_e(note)}")
     if results.stop_reason:

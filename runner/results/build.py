@@ -24,8 +24,9 @@ from runner.execute.rundir import AttemptRecord, TailRepair
 from runner.floor.gate import EVAL_FILE_UNREADABLE
 from runner.hosts.surface import Surface
 from runner.hosts.wall import SessionWall
-from runner.plan.plan import CachedFrom, KindBasis, Plan, PlannedCase
+from runner.plan.plan import CachedFrom, KindBasis, LeftOut, Plan, PlannedCase
 from runner.plan.quarantine import QuarantineEntry
+from runner.plan.sweep import REASON as SWEEP_REASON
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.results import routing as routing_mod
 from runner.results.routing import Routing
@@ -476,6 +477,18 @@ def not_started_note(results: Results) -> str | None:
     return None
 
 
+def sweep_note(results: Results) -> str | None:
+    """One line for every report of a routing sweep whose cases ran (runner.plan.sweep): the assertions it left
+    out, so a page of PASS is never read as their verdict."""
+    cases = [c for c in results.cases if any(a.reason == SWEEP_REASON for a in c.assertions)]
+    if not cases:
+        return None
+    left = sum(1 for c in cases for a in c.assertions if a.reason == SWEEP_REASON)
+    return (f"a routing sweep measured which skills fire: {left} prose/shape assertion(s) of {len(cases)} case(s) "
+            f"were not judged (UNRUN {SWEEP_REASON}), and each case's state is its activation verdict; `skill-evals "
+            "run` judges them")
+
+
 def floor_note(results: Results) -> str | None:
     """One line for every report when the floor was not the whole floor (the library's validator switched off by
     the settings): said where it was switched off, never left to a count of warnings."""
@@ -492,8 +505,15 @@ def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult
 
 
 def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
-                unrun_all: str | None, manual_only: set[str]) -> CaseResult:
+                unrun_all: str | None, manual_only: set[str], left_out: list[LeftOut] | None = None) -> CaseResult:
+    """`left_out`: the case's assertions a routing sweep did not measure (Plan.routing_sweep): shown UNRUN
+    (routing-sweep) beside those it measured, never part of its state."""
     result = _case_result(planned, case, records, stop_reason, unrun_all, manual_only)
+    if left_out and result.attempts:  # a case that ran (an UNRUN case lists no assertion, as in any run)
+        shown = result.assertions + [
+            AssertionResult(index=a.index, text=a.text, assertion_class=a.assertion_class, state="UNRUN",
+                            reason=SWEEP_REASON) for a in left_out]
+        result.assertions = sorted(shown, key=lambda a: a.index)
     result.calibration = planned.calibration  # an uncalibrated probe says so in every state, UNRUN included
     if result.attempts:
         result.reused = reused_from([r for r in records if r.attempt_id in set(result.attempts)])
@@ -639,8 +659,9 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         by_uid.setdefault(record.uid, []).append(record)
     manual_only = set(plan.manual_only)
     quarantined = {entry.uid: entry for entry in plan.quarantine}
+    left_out = plan.routing_sweep.left_out if plan.routing_sweep is not None else {}
     results = [quarantine(case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all,
-                                      manual_only), quarantined.get(p.uid))
+                                      manual_only, left_out.get(p.uid)), quarantined.get(p.uid))
                if mine is None or p.uid in mine else _unrun(p, "other-shard", list(p.warnings))
                for p in plan.cases]
     results = refuse_cases(results, refused_records or [], mine)
