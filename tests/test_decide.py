@@ -88,7 +88,7 @@ def test_only_activation_only_cases_are_decided_early() -> None:
     swept = sweep.measured_library(library).cases
     assert all(decide_when(case, library.names()) for case in swept if case.kind != "probe")
     assert {case.kind for case in swept if case.activation_part_only} == {"trigger", "no_trigger", "discrimination",
-                                                                          "refusal"}
+                                                                          "refusal", "routing"}
     # A discrimination case is certain only once the target and every neighbour fired (each pair is scored).
     case = next(c for c in library.cases if c.uid == "test-report-triage/trigger/triage-wins-here")
     assert decide_when(case, library.names()) == [["test-report-triage", "release-publisher",

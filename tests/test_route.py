@@ -28,7 +28,7 @@ from tests.helpers import KEY, git
 
 # The kinds whose cases name a skill that must fire or stay silent, written out here as the issue lists them (the
 # code reads them from runner.core.kinds): a probe is the only kind left out.
-ROUTING_KINDS = {"trigger", "no_trigger", "discrimination", "refusal"}
+ROUTING_KINDS = {"trigger", "no_trigger", "discrimination", "refusal", "routing"}
 # Why the first-turn host leaves a case to Claude Code when its outcome is certain only once several skills fired.
 SEVERAL = first_turn_ineligible([["a", "b"]], [], [], "a prompt")
 
@@ -113,7 +113,9 @@ def test_route_without_a_key_plans_and_writes_an_all_unrun_report_that_says_why(
     result = cli("route", "--library", str(EXAMPLE), "--host", "api", "--out", str(out), "--no-library-validator")
     assert result.exit_code == 0, result.output
     assert "no ANTHROPIC_API_KEY reached this run" in result.output
-    assert "Selection: full: every case (39); routing cases only: 38 of 39 case(s)" in result.output
+    every, routing = len(library_of(EXAMPLE).cases), len(routing_uids(library_of(EXAMPLE)))
+    assert routing == every - 1  # all but the probe
+    assert f"Selection: full: every case ({every}); routing cases only: {routing} of {every} case(s)" in result.output
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     states = {case["uid"]: (case["state"], case["reason"]) for case in results["cases"]}
     assert list(states) == routing_uids(library_of(EXAMPLE))

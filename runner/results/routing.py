@@ -19,14 +19,13 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from runner.core.kinds import traits_of
 from runner.core.outcomes import AttemptOutcome
 from runner.core.quorum import wilson_interval
 from runner.corpus.library import ANY_SKILL, Case, RoutingSpec, is_subagent
 from runner.results.vetting import REFUSED
 
 NONE = "none"  # the row of prompts that expect no skill, the column of attempts where none fired
-# The kinds whose cases name a skill that should fire or stay silent; a probe's treatment arm measures its act.
-ROUTING_KINDS = frozenset({"trigger", "refusal", "no_trigger", "discrimination", "routing"})
 # F1's interval is read off the corners of the precision and recall intervals (f1_interval); each of those is taken at
 # 97.5% so that both hold together with at least 95% (Bonferroni), and F1 rises with both.
 Z_95 = 1.96
@@ -48,7 +47,8 @@ class Claim:
 def in_matrix(kind: str, target: str) -> bool:
     """Whether a case of this kind and target is counted at all: a routing kind, and a skill (a subagent's routing
     is the Task tool's choice, not the skill listing's)."""
-    return kind in ROUTING_KINDS and not is_subagent(target)
+    traits = traits_of(kind)  # the kinds whose cases name a skill that should fire or stay silent (not a probe)
+    return traits is not None and traits.routing and not is_subagent(target)
 
 
 def claim_of(case: Case) -> Claim | None:
