@@ -85,6 +85,9 @@ def test_a_second_run_with_nothing_changed_runs_nothing_and_no_cache_proves_it(l
     executed = executed_uids(first)
     assert first["attempts_finished"] == len(executed) > 20 and first["attempts_reused"] == 0
     assert first["reused"] is None and {c["state"] for c in first["cases"] if c["uid"] in executed} <= {"PASS", "FAIL"}
+    # The run's routing confusions are kept for the next pull request's pr tier (runner.cache.folder.put_routing).
+    kept = json.loads((cache / "last-routing.json").read_text(encoding="utf-8"))
+    assert kept["routing"]["confusions"] == first["routing"]["confusions"]
 
     second = run(library, tmp_path / "run2", "--cache", str(cache))
     assert requests(fake) == ran  # no session started, no judge call made
@@ -161,8 +164,10 @@ def test_errors_never_enter_the_cache_and_a_read_only_cache_gains_nothing(librar
     assert errored <= rerun_uids(second) and second["attempts_finished"] >= len(errored)
 
     entries = sorted((cache / "entries").rglob("*.json.gz"))
+    routing = (cache / "last-routing.json").read_bytes()
     read_only = run(library, tmp_path / "run3", "--cache", str(cache), "--cache-read-only", "--skill", TRIAGE)
     assert read_only["reused"] is None and sorted((cache / "entries").rglob("*.json.gz")) == entries
+    assert (cache / "last-routing.json").read_bytes() == routing  # a read-only run leaves the confusions alone
 
 
 def test_the_plan_shows_what_the_cache_holds(library: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
@@ -252,3 +257,23 @@ def test_the_claude_code_host_starts_no_cli_for_what_the_cache_holds(tmp_path: P
     assert verdicts_of(second) == verdicts_of(first)
     assert "the surface audit's result reused from it" in printed
     assert second["plan"]["surface"] == first["plan"]["surface"]
+
+
+def test_the_last_routing_matrix_keeps_each_row_from_the_last_run_that_measured_it(tmp_path: Path) -> None:
+    """A pull request's run measures a few skills, a nightly all: the file keeps every row's newest confusions."""
+    store = Store(tmp_path / "cache").open()
+    a_to_b = {"expected": "a", "fired": "b", "attempts": 2, "of": 3, "cases": ["a/evals/1"]}
+    c_to_d = {"expected": "c", "fired": "d", "attempts": 1, "of": 3, "cases": ["c/evals/1"]}
+    store.put_routing({"rows": {"a": 3, "b": 3}, "confusions": [a_to_b]}, "nightly")
+    store.put_routing({"rows": {"c": 3}, "confusions": [c_to_d]}, "pr 7")
+    kept = json.loads(store.last_routing_path.read_text(encoding="utf-8"))
+    assert kept["routing"]["confusions"] == [c_to_d, a_to_b] and kept["label"] == "pr 7"
+    store.put_routing({"rows": {"a": 3}, "confusions": []}, "nightly 2")  # a no longer fires b
+    assert json.loads(store.last_routing_path.read_text(encoding="utf-8"))["routing"]["confusions"] == [c_to_d]
+    before = store.last_routing_path.read_bytes()
+    Store(tmp_path / "cache", writable=False).open().put_routing({"rows": {"c": 3}, "confusions": []}, "fork")
+    assert store.last_routing_path.read_bytes() == before
+    store.last_routing_path.write_text("{not json", encoding="utf-8")
+    store.put_routing({"rows": {}, "confusions": [a_to_b]}, "after damage")
+    assert json.loads(store.last_routing_path.read_text(encoding="utf-8"))["routing"]["confusions"] == [a_to_b]
+    assert any("unreadable" in note for note in store.notes)

@@ -368,6 +368,38 @@ def test_a_changed_description_selects_the_routing_cases_of_the_skills_confused_
         [(c["uid"], c["why"]) for c in followed["cases"]]
 
 
+def test_the_pr_tier_follows_the_result_caches_last_routing_matrix(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the action a pull request restores the base branch's result cache: the last routing matrix a run kept
+    there is what its pr tier follows, without --previous; --no-cache, or a damaged file (said), follows none."""
+    from runner.cache.folder import Store
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    edit(repo, CHANGED, "\ndescription: ", "\ndescription: Also for any deploy of a database migration. ")
+    commit(repo, "head")
+    cache = tmp_path / "cache"
+    store = Store(cache).open()
+    store.put_routing({"rows": {STEALER_OF_IT: 9}, "confusions": CONFUSIONS[:1]}, "main run 601")
+
+    def planned(*extra: str) -> dict[str, str]:
+        done = cli("plan", "--library", str(repo), "--tier", "pr", "--base", "base", "--no-surface", "--format",
+                   "json", "--no-library-validator", *extra)
+        assert done.exit_code == 0, done.output
+        return {c["uid"]: c["why"] for c in json.loads(done.stdout)["cases"]}
+
+    followed, plain = planned("--cache", str(cache)), planned("--cache", str(cache), "--no-cache")
+    stolen = f"{STEALER_OF_IT}/evals/edge-rename-column-live-traffic"
+    assert stolen not in plain
+    assert f"{STEALER_OF_IT}'s prompts fired {CHANGED} (7 of 9 attempts) in {cache / 'last-routing.json'}" in \
+        followed[stolen]
+    assert set(plain) < set(followed)
+    store.last_routing_path.write_text("{damaged", encoding="utf-8")
+    damaged = cli("plan", "--library", str(repo), "--tier", "pr", "--base", "base", "--no-surface", "--format",
+                  "json", "--no-library-validator", "--cache", str(cache))
+    assert damaged.exit_code == 0 and "no confusion is followed" in damaged.stderr
+    assert {c["uid"] for c in json.loads(damaged.stdout)["cases"]} == set(plain)
+
+
 def library_case(library: Library, uid: str) -> Any:
     return next(case for case in library.cases if case.uid == uid)
 

@@ -3,6 +3,8 @@
     <cache>/CACHEDIR.TAG                     marks the folder as a cache (backup tools skip it)
     <cache>/entries/<key[:2]>/<key>.json.gz  a case's attempts (their records and transcripts) and where they ran
     <cache>/surfaces/<key>.json              a surface audit's result
+    <cache>/last-routing.json                the routing matrix's confusions, row by row from the last run that
+                                             measured each row (what a pull request's pr tier follows)
 
 Every file is written to a temporary name and renamed, so a reader sees a whole file or none; one that cannot be
 read, or whose key is not its name, is a miss (said, never raised). A hit touches its file: eviction removes the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import tempfile
 import time
@@ -32,6 +35,7 @@ from runner.hosts.surface import Surface
 
 ENTRIES = "entries"
 SURFACES = "surfaces"
+LAST_ROUTING = "last-routing.json"
 TAG = "CACHEDIR.TAG"
 TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
             "# This folder is a result cache of skill-evals (docs/cli.md#the-result-cache).\n")
@@ -138,6 +142,38 @@ class Store:
                 _write_atomically(self.surface_path(key), surface.model_dump_json().encode("utf-8"))
             except OSError as exc:
                 self.notes.append(f"{self.surface_path(key)}: could not be written ({exc.strerror or exc})")
+
+    # ---- the last routing matrix
+
+    @property
+    def last_routing_path(self) -> Path:
+        return self.root / LAST_ROUTING
+
+    def put_routing(self, routing: dict[str, Any], label: str) -> None:
+        """Keep this run's confusions as the newest word on the rows it measured (`routing.rows`), and the earlier
+        file's confusions of the rows it did not (a pull request's run measures a few skills, a nightly all), so
+        the file reads as a results.json with `routing.confusions` (runner.plan.confusions)."""
+        if not self.writable:
+            return
+        measured = set(routing.get("rows") or {})
+        kept = [c for c in self._last_confusions() if isinstance(c, dict) and c.get("expected") not in measured]
+        merged = {"routing": {"confusions": [*routing.get("confusions", []), *kept]}, "label": label}
+        try:
+            _write_atomically(self.last_routing_path, json.dumps(merged).encode("utf-8"))
+        except OSError as exc:
+            self.notes.append(f"{self.last_routing_path}: could not be written ({exc.strerror or exc})")
+
+    def _last_confusions(self) -> list[Any]:
+        try:
+            raw = json.loads(bounded.read_text(self.last_routing_path, ENTRY_MAX_BYTES))
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            self.notes.append(f"{self.last_routing_path}: unreadable, started afresh ({exc})")
+            return []
+        routing = raw.get("routing") if isinstance(raw, dict) else None
+        confusions = routing.get("confusions") if isinstance(routing, dict) else None
+        return confusions if isinstance(confusions, list) else []
 
     # ---- size
 

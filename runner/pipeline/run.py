@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from runner.cache import reuse as reuse_mod
-from runner.cache.folder import Store
+from runner.cache.folder import LAST_ROUTING, Store
 from runner.cache.keys import Folders, RunContext, listing_of, surface_key
 from runner.core.errors import UsageError
 from runner.corpus import bounded
@@ -40,7 +40,7 @@ from runner.hosts.base import Host
 from runner.hosts.surface import Surface
 from runner.judge import agreement
 from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
-from runner.plan import planner, sweep
+from runner.plan import confusions, planner, sweep
 from runner.plan import quarantine as quarantine_mod
 from runner.plan.plan import CachedFrom, Plan, PlannedCase, ProbeGate
 from runner.plan.select import Selection, is_routing, select_configured
@@ -231,12 +231,38 @@ class CacheUse:
         return Folders.of(self.library, bounded.OPTION_FILE_MAX_BYTES)
 
 
+def cache_folder(settings: Settings, options: Options, library: Library) -> Path | None:
+    """The result cache's folder: --cache, else [run] cache (relative to the repository); None with --no-cache."""
+    if options.no_cache:
+        return None
+    if options.cache is not None:
+        return options.cache
+    return Path(library.root) / settings.run.cache if settings.run.cache else None
+
+
+def cached_previous(settings: Settings, options: Options, library: Library) -> Path | None:
+    """--tier pr without --previous: the result cache's last routing matrix, whose confusions the selection then
+    follows (in the action, the base branch's; runner.cache.folder.Store.put_routing). None when there is none,
+    and when it cannot be read (said on stderr: the pull request is then selected without it)."""
+    if options.tier != "pr" or options.previous is not None or options.batch:
+        return None
+    folder = cache_folder(settings, options, library)
+    path = folder / LAST_ROUTING if folder is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        confusions.read(path)
+    except confusions.ConfusionsError as exc:
+        print(f"skill-evals: cache: {exc}; no confusion is followed", file=sys.stderr)
+        return None
+    return path
+
+
 def open_cache(settings: Settings, options: Options, library: Library) -> CacheUse | None:
     """The result cache this run uses: --cache, else [run] cache (relative to the repository); none with
     --no-cache, for a batched run (its records are another run folder's rounds) or when neither names one."""
-    folder = options.cache if options.cache is not None else (
-        Path(library.root) / settings.run.cache if settings.run.cache else None)
-    if folder is None or options.no_cache:
+    folder = cache_folder(settings, options, library)
+    if folder is None:
         return None
     if options.batch:
         print(f"skill-evals: the result cache {folder} is not used by a batched run (its attempts are rounds of "
@@ -329,7 +355,8 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     else:
         selection = select_configured(library, settings.select, options.tier, base=options.base, head=options.head,
                                       period=options.period, skills=options.skills, cases=options.cases,
-                                      neighbours=options.neighbours, previous=options.previous,
+                                      neighbours=options.neighbours,
+                                      previous=options.previous or cached_previous(settings, options, library),
                                       routing=options.routing)
     selected, unknown = [(by_uid[c.uid], c.why) for c in selection.cases], selection.unknown_skills
     prices = prices_mod.load(settings)
@@ -658,6 +685,8 @@ def store_in_cache(prepared: Prepared, cache: CacheUse, rundir: RunDir, results:
         for entry in made:
             cache.store.put(entry)
         cache.store.evict()
+    if results.routing is not None:  # writable stores only (put_routing): what the next pull request follows
+        cache.store.put_routing(results.routing.model_dump(mode="json"), cache.label)
     for note in cache.store.notes:
         print(f"skill-evals: cache: {note}", file=sys.stderr)
 
