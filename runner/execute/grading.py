@@ -139,7 +139,9 @@ def attempt_outcome(case: Case, obs: Observation, known: Collection[str]) -> Att
         # A routing case's rate is how often its routing held (set below, once the parts are checked): what fired is
         # in `fired`, and every skill outside the must set is "instead" (the host's own and subagents as recorded).
         target_fired = None
-        instead = [name for name in fired if name not in (case.routing.must_fire if case.routing else [])]
+        must = case.routing.must_fire if case.routing else []
+        # A routing case of the library (no must skill) speaks of the library's skills only, as below.
+        instead = [name for name in fired if name not in must and (case.target != ANY_SKILL or name in known)]
     elif case.target == ANY_SKILL:
         # A routing case that expects no skill: any of the library's skills firing is the loss (the host's own
         # skills and subagents are not the library's skills).
