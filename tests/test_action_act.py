@@ -556,7 +556,8 @@ def test_a_pull_request_reuses_the_base_branchs_cache_and_writes_nothing_it_woul
                                                         ("refs/heads/main", "workflow_dispatch")], saves
     # The pull request: the cases its edit can change ran; every other case of its tier came from main's run 601.
     library = load_library(repo, Settings())[0]  # main's checkout: the base commit
-    naming = {c.uid for c in library.cases if EDITED in (c.skill, c.target, *c.should_not_trigger)}
+    naming = {c.uid for c in library.cases
+              if EDITED in (c.skill, c.target, *c.should_not_trigger, *(c.routing.names() if c.routing else []))}
     selected = {c["uid"] for c in pr["cases"] if c["state"] != "UNRUN"}
     ran_here = {c["uid"] for c in pr["cases"] if c["state"] != "UNRUN" and not c["reused"]}
     assert ran_here == selected & naming and pr_requests > 0

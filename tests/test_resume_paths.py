@@ -125,3 +125,21 @@ def test_a_run_made_without_a_key_runs_when_resumed_with_one(tmp_path: Path) -> 
     assert len(attempts(out)) == len(NEGATIVES) and len(judged) == len(NEGATIVES)
     assert results["plan"]["judge_model"] is not None and results["plan"]["unrun_all"] is None
     assert json.loads((out / "plan.json").read_text())["unrun_all"] == "no-credentials"  # plan.json as planned
+
+
+def test_a_resume_reads_again_what_the_run_was_given(tmp_path: Path) -> None:
+    """A run given the repository reads the repository again (its routing set at evals/ is part of the library and
+    of its content hash); one given a skills folder reads that folder; a plan from before read_from, its folder."""
+    from runner.cli.options import recorded_library
+
+    def planned(library: dict[str, str]) -> Path:
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        folder.mkdir()
+        (folder / "plan.json").write_text(json.dumps({"library": library}), encoding="utf-8")
+        return folder
+
+    root = {"root": str(EXAMPLE), "skills_dir": ".claude/skills"}
+    assert recorded_library(planned({**root, "read_from": "root"})) == EXAMPLE
+    assert recorded_library(planned({**root, "read_from": "skills_dir"})) == EXAMPLE / ".claude" / "skills"
+    assert recorded_library(planned(root)) == EXAMPLE / ".claude" / "skills"
+    assert (EXAMPLE / "evals" / "routing.json").is_file()  # what the first would miss

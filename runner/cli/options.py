@@ -85,10 +85,13 @@ def recorded_library(folder: Path) -> Path:
             raise ValueError("no plan.json within the size bound")
         recorded = json.loads(raw)["library"]
         root, skills_dir = Path(recorded["root"]), str(recorded.get("skills_dir") or ".")
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        whole = recorded.get("read_from") == "root"
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, AttributeError):
         raise UsageError(f"{path}: no plan.json that records the library this run folder was planned for; "
                                "give --library") from None
-    library = root / skills_dir if not Path(skills_dir).is_absolute() else Path(skills_dir)
+    # The repository the run was given (its own eval files, e.g. a routing set at evals/, are the library's too), or
+    # the skills folder it was given; a plan from before says neither: its skills folder.
+    library = root if whole else (root / skills_dir if not Path(skills_dir).is_absolute() else Path(skills_dir))
     if not library.exists():
         raise UsageError(f"{path} records the library at {library}, which no longer exists; give --library "
                                "with the library's folder (its content must be the same as when it was planned)")

@@ -48,6 +48,11 @@ class SkillFolder(BaseModel):
     plugin: str | None = Field(default=None, description="The plugin that ships it (marketplace and plugin layouts).")
 
 
+# Layouts read from a folder inside a repository (--library named it): only that folder is the library, not the
+# repository's other eval files; a resume reads that folder again (runner.plan.plan.PlanLibrary.read_from).
+FOLDER_LAYOUTS = ("single-skill", "named-folder")
+
+
 class Layout(BaseModel):
     """Which layout was seen, which folders were read, and why."""
 

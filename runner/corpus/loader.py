@@ -21,6 +21,7 @@ from runner.corpus import schema_check as schemas
 from runner.corpus.files import ReadPolicy, make_policy, path_problem, read_text, relative_shown, scan_tree
 from runner.corpus.findings import Finding, Level, display_path, error, info, is_unicode, printable, sort_key, warning
 from runner.corpus.layout import (
+    FOLDER_LAYOUTS,
     NAME_NOT_UTF8,
     Layout,
     SkillFolder,
@@ -914,7 +915,7 @@ def load_library(path: Path, settings: Settings, settings_file: Path | None = No
     loader.load_trigger_sets(skills)
     # What --library names: a single skill or a folder of skills inside a repository is not the whole repository,
     # whose other eval files are none of its business (a file named after one of its skills still is its).
-    scope = [root] if layout.kind not in ("single-skill", "named-folder") else [root / r for r in layout.roots]
+    scope = [root] if layout.kind not in FOLDER_LAYOUTS else [root / r for r in layout.roots]
     loader.load_outside(found, skills, scope)
     for case in loader.cases:
         case.workspace_signals = classify.workspace_signals(case.prompt, loader.rules) if case.source != "probe" else []

@@ -229,6 +229,11 @@ class PlanLibrary(BaseModel):
     skills_dir: str = Field(description="The first folder skills were read from, as shown.")
     content_hash: str = Field(description="The library's content hash: a run resumes and a run folder is judged "
                                           "again only against this content.")
+    read_from: Literal["root", "skills_dir"] | None = Field(
+        default=None, description="What a resume or re-judge reads again without --library: the root (the run was "
+                                  "given the repository, whose own eval files, e.g. a routing set at evals/, are "
+                                  "part of the library) or root/skills_dir (it was given a skills folder); None: a "
+                                  "plan from before, read as root/skills_dir. Not hashed: where, not what.")
     root_in_hash: bool = Field(default=True, description="False (every plan made now): `root` is left out of the "
                                                          "plan hash, so the shards of one run made in different "
                                                          "checkouts (each CI job has a workspace of its own) still "
@@ -311,7 +316,7 @@ class Plan(BaseModel):
         unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
             | (set() if self.floor_notes else {"floor_notes"}) \
             | (set() if self.routing_sweep is not None else {"routing_sweep"})
-        library: set[str] = {"root_in_hash"} if self.library.root_in_hash else {"root"}
+        library: set[str] = {"read_from"} | ({"root_in_hash"} if self.library.root_in_hash else {"root"})
         # Which cases the result cache held is not the plan's identity (shards that found different entries merge;
         # a plan from before the cache hashes as it did).
         body = self.model_dump_json(exclude={**dict.fromkeys(unhashed, True), "library": library,

@@ -14,6 +14,7 @@ from pathlib import Path
 from runner.core.host_traits import traits
 from runner.corpus import decide, kind_words
 from runner.corpus.claims import is_output_case
+from runner.corpus.layout import FOLDER_LAYOUTS
 from runner.corpus.library import Case, Library, is_subagent
 from runner.corpus.settings import Settings, TierSettings
 from runner.floor.gate import INVALID_CASE, FloorGate, Hold, describe
@@ -261,7 +262,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         judge_prompt_version=prompt_version() if judge_unavailable is None else None,
         judge_unavailable=judge_unavailable,
         library=PlanLibrary(root=library.root, skills_dir=library.skills_dir, content_hash=library.content_hash,
-                            root_in_hash=False),
+                            root_in_hash=False, read_from="skills_dir" if library.layout is None
+                            or library.layout.kind in FOLDER_LAYOUTS else "root"),
         repeats=tier_rule.repeats, quorum=tier_rule.quorum, max_turns=run.max_turns, timeout_s=run.timeout_s,
         max_output_tokens=run.max_output_tokens, concurrency=run.concurrency, early_stop=run.early_stop,
         decide_early=run.decide_early, batch=batch,
