@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -33,6 +34,22 @@ def git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True, timeout=60,
                           env=os.environ | GIT_ENV)
     return done.stdout.strip()
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+
+
+def example_repository(tmp_path: Path) -> Path:
+    """The example library as a git repository: a `base` commit (tagged) on branch main."""
+    target = tmp_path / "library"
+    shutil.copytree(EXAMPLE, target, symlinks=True)
+    git(target, "init", "-q")
+    git(target, "checkout", "-q", "-b", "main")
+    commit(target, "base")
+    git(target, "tag", "base")
+    return target
 
 
 # ---- `skill-evals run` against the fake, and what it recorded --------------------------------------------------

@@ -5,7 +5,6 @@ confusions an earlier run's routing matrix recorded when a pull request changes 
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from runner.plan.select import neighbour_graph
 from runner.testing.fake_anthropic import FakeAnthropic, skill, text
 from runner.testing.fake_judge import JUDGE_MATCH
 from tests.conftest import EXAMPLE, cli, fake_env, run_cli
-from tests.helpers import KEY, git
+from tests.helpers import KEY, commit, example_repository, git
 
 # The kinds whose cases name a skill that must fire or stay silent, written out here as the issue lists them (the
 # code reads them from runner.core.kinds): a probe is the only kind left out.
@@ -264,21 +263,9 @@ UNRELATED = "dependency-upgrade-reviewer"
 EXPECTS_NONE = f"{UNRELATED}/evals/negative-cve-exploitability"
 
 
-def commit(repo: Path, message: str) -> None:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """The example library as a git repository: a `base` commit (tagged) on branch main."""
-    target = tmp_path / "library"
-    shutil.copytree(EXAMPLE, target, symlinks=True)
-    git(target, "init", "-q")
-    git(target, "checkout", "-q", "-b", "main")
-    commit(target, "base")
-    git(target, "tag", "base")
-    return target
+    return example_repository(tmp_path)
 
 
 def previous_run(folder: Path, routing: Any) -> Path:

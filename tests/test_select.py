@@ -24,24 +24,12 @@ from runner.plan.select import (
     select_tier,
 )
 from tests.conftest import EXAMPLE, cli
-from tests.helpers import git
-
-
-def commit(repo: Path, message: str) -> None:
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
+from tests.helpers import commit, example_repository, git
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """The example library as a git repository: a `base` commit (tagged) on branch main."""
-    target = tmp_path / "library"
-    shutil.copytree(EXAMPLE, target, symlinks=True)
-    git(target, "init", "-q")
-    git(target, "checkout", "-q", "-b", "main")
-    commit(target, "base")
-    git(target, "tag", "base")
-    return target
+    return example_repository(tmp_path)
 
 
 def edit_description(repo: Path, skill: str) -> None:
