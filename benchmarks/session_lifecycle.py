@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import signal
 import statistics
 import sys
@@ -36,6 +35,7 @@ from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, query
 
+from benchmarks.first_turn import children_cpu
 from runner.hosts.claude_code import DECIDING_TOOLS, bundled_cli, cli_version
 from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic
@@ -44,11 +44,6 @@ KEY = "sk-ant-benchmark-lifecycle"
 TOOLS = ["Skill", "Read"]
 START_VARIANTS = ("bare", "sdk", "sdk+hook")
 END_VARIANTS = ("hook ends it", "hook, then killed", "killed at the tool call")
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def own_children() -> list[int]:

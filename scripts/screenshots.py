@@ -51,6 +51,18 @@ def review_mode(work: Path) -> None:
         browser.close()
 
 
+def section_screenshot(profile: Path, page: Path, section: str, image: Path, size: tuple[int, int]) -> None:
+    """The report page once it is ready, scrolled to the element `section`, saved as `image`."""
+    browser = Browser(profile, page.as_uri(), size=size)
+    try:
+        browser.wait_for("document.documentElement.getAttribute('data-ready') === '1'")
+        browser.js(f"document.getElementById('{section}').scrollIntoView({{block:'start'}})")
+        time.sleep(SETTLE_S)
+        browser.screenshot(image)
+    finally:
+        browser.close()
+
+
 def trends(work: Path) -> None:
     """The trend charts of a run with two earlier runs in its history folder."""
     history, current = write_runs(work / "trends")
@@ -58,14 +70,7 @@ def trends(work: Path) -> None:
     done = run_cli("report", str(current), "--history", str(history), "--format", "html", "--out", str(out))
     if done.returncode != 0:
         raise SystemExit(done.stdout + done.stderr)
-    browser = Browser(work / "profile-trends", out.as_uri(), size=(1280, 900))
-    try:
-        browser.wait_for("document.documentElement.getAttribute('data-ready') === '1'")
-        browser.js("document.getElementById('trends').scrollIntoView({block:'start'})")
-        time.sleep(SETTLE_S)
-        browser.screenshot(IMAGES / "trends.png")
-    finally:
-        browser.close()
+    section_screenshot(work / "profile-trends", out, "trends", IMAGES / "trends.png", (1280, 900))
 
 
 def routing_matrix(work: Path) -> None:
@@ -82,14 +87,7 @@ def routing_matrix(work: Path) -> None:
     done = run_cli("report", str(out), "--format", "html", "--out", str(page))
     if done.returncode != 0:
         raise SystemExit(done.stdout + done.stderr)
-    browser = Browser(work / "profile-routing", page.as_uri(), size=(1280, 1000))
-    try:
-        browser.wait_for("document.documentElement.getAttribute('data-ready') === '1'")
-        browser.js("document.getElementById('routing').scrollIntoView({block:'start'})")
-        time.sleep(SETTLE_S)
-        browser.screenshot(IMAGES / "routing-matrix.png")
-    finally:
-        browser.close()
+    section_screenshot(work / "profile-routing", page, "routing", IMAGES / "routing-matrix.png", (1280, 1000))
 
 
 if __name__ == "__main__":
