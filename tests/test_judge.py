@@ -521,8 +521,9 @@ def test_an_attempt_whose_only_prose_assertion_was_never_judged_is_not_recorded_
                         set())
     assert (case_.state, case_.reason) == ("UNRUN", "judge-disabled")
     assert (case_.wins, case_.losses, case_.errors) == (2, 0, 0)
-    assert CaseStarts(planned_refusal(), records([unjudged, unjudged.model_copy()]), every_repeat=False,
-                      first_alone=False).take() == []
+    planned = planned_refusal()
+    assert CaseStarts(planned, records([unjudged, unjudged.model_copy()]),
+                      rule=QuorumRule(planned.repeats, planned.quorum), first_alone=False).take() == []
 
 
 def test_refusal_case_judged_pass_is_pass() -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from runner.core.outcomes import AssertionOutcome, AttemptOutcome
+from runner.core.quorum import QuorumRule
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
 from runner.execute.executor import CaseStarts
@@ -152,7 +153,7 @@ def test_a_refused_record_never_stands_for_an_attempt_on_resume(tmp_path: Path) 
     assert [r.rule for r in refused] == ["mac-wrong", "mac-wrong"]
     assert [r.repeat for r in prior[ALPHA]] == [1, 2]
     planned = next(c for c in prepared.plan.cases if c.uid == ALPHA)
-    starts = CaseStarts(planned, prior[ALPHA], every_repeat=False, first_alone=False)
+    starts = CaseStarts(planned, prior[ALPHA], rule=QuorumRule(planned.repeats, planned.quorum), first_alone=False)
     assert starts.take() == [("main", 3)]  # 1 win, 1 loss: the forged PASS did not decide the case
     _, ledger = runs_mod.open_ledger(RunDir(rundir.path), prepared.plan, prepared.plan_hash)
     assert ledger.spent_usd == pytest.approx(0.02)

@@ -204,10 +204,10 @@ def test_one_per_arm_starts_the_same_sessions_one_at_a_time_per_arm() -> None:
                 starts.finished(start, None)
         return rounds
 
-    together = drain(CaseStarts(planned, [], every_repeat=True, first_alone=True))
+    together = drain(CaseStarts(planned, [], rule=None, first_alone=True))
     assert together == [[("control", 1), ("treatment", 1)],
                         [("control", 2), ("treatment", 2), ("control", 3), ("treatment", 3)]]
-    apart = CaseStarts(planned, [], every_repeat=True, first_alone=True, one_per_arm=True)
+    apart = CaseStarts(planned, [], rule=None, first_alone=True, one_per_arm=True)
     assert apart.take() == [("control", 1), ("treatment", 1)]
     apart.finished(("control", 1), None)
     assert apart.take() == []  # the leaders: nothing else until both ended

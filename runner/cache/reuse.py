@@ -24,12 +24,12 @@ from pydantic import ValidationError
 
 from runner.cache.folder import Entry, Origin, Store
 from runner.cache.keys import Folders, RunContext, case_key
-from runner.core.quorum import QuorumRule, Tally, decide
+from runner.core.quorum import Tally, VerdictRule
 from runner.corpus.files import ReadPolicy
 from runner.corpus.library import Case, Library, is_subagent
 from runner.execute.executor import ALREADY_FAILED
 from runner.execute.rundir import MAC_FIELD, AttemptRecord, Reused, RunDir
-from runner.plan.plan import CachedFrom, PlannedCase
+from runner.plan.plan import CachedFrom, PlannedCase, RuleOf
 
 VERDICTS = ("PASS", "FAIL")
 SETTLED = ("PASS", "FAIL", "UNJUDGEABLE")
@@ -58,18 +58,17 @@ def clean(record: AttemptRecord) -> bool:
                     for a in outcome.assertions))
 
 
-def enough(planned: PlannedCase, records: list[AttemptRecord], early_stop: bool) -> list[AttemptRecord] | None:
+def enough(planned: PlannedCase, records: list[AttemptRecord], rule: VerdictRule | None) -> list[AttemptRecord] | None:
     """The attempts of `records` this plan needs, when they decide the case as this plan would: every repeat of
-    every arm (no early stop, or arms), else repeats 1.. of the one arm up to where k of N decides. None when they
-    do not."""
+    every arm (`rule` None: no early stop, or arms), else repeats 1.. of the one arm up to where the rule (k of N,
+    or the sequential verdict) decides or leaves the case undecided. None when they do not."""
     by_arm: dict[str, dict[int, AttemptRecord]] = {}
     for record in records:
         by_arm.setdefault(record.arm, {})[record.repeat] = record
     arms = planned.arms or ["main"]
-    if planned.arms or not early_stop:
+    if rule is None:
         wanted = [by_arm.get(arm, {}).get(n) for arm in arms for n in range(1, planned.repeats + 1)]
         return [r for r in wanted if r is not None] if all(r is not None for r in wanted) else None
-    rule = QuorumRule(planned.repeats, planned.quorum)
     taken: list[AttemptRecord] = []
     wins = losses = 0
     for repeat in sorted(by_arm.get("main", {})):
@@ -79,7 +78,7 @@ def enough(planned: PlannedCase, records: list[AttemptRecord], early_stop: bool)
         taken.append(record)
         wins += record.outcome is not None and record.outcome.state == "PASS"
         losses += record.outcome is not None and record.outcome.state == "FAIL"
-        if decide(rule, Tally(wins=wins, losses=losses, errors=0, in_flight=0)) != "undecided":
+        if rule.decide(Tally(wins=wins, losses=losses, errors=0, in_flight=0)) != "pending":
             return taken
     return None
 
@@ -89,7 +88,7 @@ def fired_besides(records: Iterable[AttemptRecord], case: Case) -> set[str]:
     return {name for r in records if r.outcome for name in r.outcome.fired if name not in own and not is_subagent(name)}
 
 
-def lookup(store: Store, context: RunContext, library: Library, planned: list[PlannedCase], early_stop: bool,
+def lookup(store: Store, context: RunContext, library: Library, planned: list[PlannedCase], rules: RuleOf,
            policy: ReadPolicy) -> tuple[dict[str, str], dict[str, Hit]]:
     """(the key of every runnable case, the hits): what of the plan the cache holds."""
     cases = {case.uid: case for case in library.cases}
@@ -103,13 +102,13 @@ def lookup(store: Store, context: RunContext, library: Library, planned: list[Pl
         entry = store.get(key)
         if entry is None:
             continue
-        hit = _hit(store, entry, one, case, context.folders, early_stop)
+        hit = _hit(store, entry, one, case, context.folders, rules(one))
         if hit is not None:
             hits[one.uid] = hit
     return keys, hits
 
 
-def _hit(store: Store, entry: Entry, planned: PlannedCase, case: Case, folders: Folders, early_stop: bool
+def _hit(store: Store, entry: Entry, planned: PlannedCase, case: Case, folders: Folders, rule: VerdictRule | None
          ) -> Hit | None:
     try:
         records = [AttemptRecord.model_validate(fields) for fields in entry.attempts]
@@ -120,7 +119,7 @@ def _hit(store: Store, entry: Entry, planned: PlannedCase, case: Case, folders: 
         return None
     if any(folders.skills.get(name) != digest for name, digest in entry.fired.items()):
         return None  # a skill that fired in those attempts changed since
-    taken = enough(planned, records, early_stop)
+    taken = enough(planned, records, rule)
     return Hit(entry.key, entry, taken) if taken else None
 
 
@@ -153,7 +152,7 @@ def _as_reused(record: AttemptRecord, key: str, origin: Origin, plan_hash: str, 
 
 
 def entries(planned: list[PlannedCase], keys: dict[str, str], records: list[AttemptRecord], cases: dict[str, Case],
-            folders: Folders, origin: Origin, rundir: RunDir, early_stop: bool) -> list[Entry]:
+            folders: Folders, origin: Origin, rundir: RunDir, rules: RuleOf) -> list[Entry]:
     """What a finished run leaves in the cache: per case it ran (not one it took from the cache) whose attempts
     are all clean and decide it, its attempts with their transcripts."""
     by_uid: dict[str, list[AttemptRecord]] = {}
@@ -165,7 +164,7 @@ def entries(planned: list[PlannedCase], keys: dict[str, str], records: list[Atte
         mine = [r for r in by_uid.get(one.uid, []) if r.status == "finished"]
         if one.uid not in keys or not mine or any(r.reused is not None or not clean(r) for r in mine):
             continue
-        if enough(one, mine, early_stop) is None:
+        if enough(one, mine, rules(one)) is None:
             continue
         fired = {name: folders.skills[name] for name in sorted(fired_besides(mine, cases[one.uid]))
                  if name in folders.skills}

@@ -357,6 +357,10 @@ run_options = stacked(
                        "the cap may allow fewer."),
     click.option("--no-early-stop", "early_stop", flag_value=False, default=None,
                  help="Run every repeat (fixed N) instead of stopping once the quorum is decided."),
+    click.option("--verdict", type=click.Choice(["quorum", "sequential"]), default=None,
+                 help="quorum: k of N repeats. sequential: rounds of attempts until a sequential test decides, at "
+                      "most [sequential] max_repeats, else UNDECIDED (default [tiers.<tier>] verdict, else [run] "
+                      "verdict, quorum)."),
     click.option("--baseline", "baseline", flag_value=True, default=None,
                  help="Uplift: every output case (assertions about the answer) also runs a control arm, the same "
                       "session without the skill under test, judged by the same rubric; both arms run every repeat "

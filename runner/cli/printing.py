@@ -94,6 +94,13 @@ def cap_line(cap_usd: float, worst_session_usd: float, sessions: int) -> str:
             "reconciled from the host's usage after each session")
 
 
+def verdict_words(plan: Plan) -> str:
+    """N and k, or the sequential verdict's bound, for the plan's first line."""
+    if plan.sequential is None:
+        return f"N={plan.repeats} k={plan.quorum}"
+    return f"sequential verdict, at most {plan.sequential.max_repeats} attempts"
+
+
 def print_plan(plan: Plan, console: Console) -> None:
     from runner.report.versions import host_text
 
@@ -101,7 +108,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     runnable = e.runnable_cases
     unrun = Counter(c.unrun_reason for c in plan.cases if c.unrun_reason)
     console.print(f"[bold]Plan[/bold] tier {plan.tier}; host {host_text(plan.host, plan.versions)}; "
-                  f"model {plan.model}; N={plan.repeats} k={plan.quorum}; cap ${plan.cap_usd:.2f}")
+                  f"model {plan.model}; {verdict_words(plan)}; cap ${plan.cap_usd:.2f}")
     if plan.approximation:
         console.print(f"[yellow]{plan.approximation}[/yellow]")
     console.print(f"Cases selected: {len(plan.cases)}; runnable: {runnable}; not runnable: "
@@ -111,8 +118,18 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(f"Routing sweep: {note(plan.routing_sweep)}", markup=False)
     print_held_back(plan, console)
     print_kind_rules(plan, console)
-    console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … every "
-                  f"repeat runs) = runnable cases × N")
+    if plan.sequential is None:
+        console.print(f"Sessions: {e.sessions_min}–{e.sessions_max} (every case decided by its first k attempts … "
+                      f"every repeat runs) = runnable cases × N")
+    else:
+        rule = plan.sequential.rule()
+        basis = (f"at the rate the earlier run observed for {e.sessions_expected_from_history} case(s), over any "
+                 "rate for the rest" if e.sessions_expected_from_history else "over any rate: no earlier run")
+        console.print(f"Verdict: {rule.describe()}; a case still open at the bound is UNDECIDED, never PASS or FAIL",
+                      markup=False)
+        console.print(f"Sessions: expected ≈ {e.sessions_expected:,.0f} (the rule's expected attempts per case, "
+                      f"{basis}); {e.sessions_min}–{e.sessions_max} (every case decided by its first round … every "
+                      f"case at the bound, reserved under the cap)", markup=False)
     left_min, left_max = sessions_left(plan)
     if e.cached_cases:
         runs = sorted({c.cached.run for c in plan.cases if c.cached is not None})
@@ -134,7 +151,9 @@ def print_plan(plan: Plan, console: Console) -> None:
                   # The basis names a path or a setting (`[cost] basis ...`): text, never rich markup.
                   + f"; turns, growth and output per turn: {escape(e.cost_basis)}")
     console.print(f"Cost: expected ${e.expected_session_usd:.4f}/session (uncached ${e.expected_uncached_session_usd:.4f})"
-                  f" → ${e.expected_usd:.2f} for {left_max} sessions; worst case ${e.worst_session_usd:.4f}/"
+                  f" → ${e.expected_usd:.2f} for "
+                  + (f"{left_max}" if plan.sequential is None else f"≈{e.sessions_expected:,.0f} expected")
+                  + f" sessions; worst case ${e.worst_session_usd:.4f}/"
                   f"session (no cache; reserved before each start) → "
                   f"${e.worst_usd if not e.cached_cases else e.worst_session_usd * left_max:.2f}")
     console.print(cap_line(plan.cap_usd, e.worst_session_usd, e.sessions_max))

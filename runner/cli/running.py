@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # run folder. Changing any of them would mix two plans in one results file. Only the cap may be given again.
 RESUME_KEEPS = ("tier", "skills", "cases", "neighbours", "base", "head", "previous", "period", "selection_file",
                 "shard", "host",
-                "model", "repeats", "quorum", "concurrency", "early_stop", "baseline", "max_turns", "timeout_s",
+                "model", "repeats", "quorum", "concurrency", "early_stop", "verdict", "baseline", "max_turns", "timeout_s",
                 "listing_budget", "judge_model", "no_judge", "batch", "out", "quarantine_file", "cache", "no_cache",
                 "cache_read_only", "cache_label")
 

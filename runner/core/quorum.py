@@ -4,15 +4,39 @@ A case is decided PASS once it has k wins and FAIL once it has N−k+1 losses; t
 can no longer change that are never started (UNRUN `decided`). An errored attempt is neither a
 win nor a loss and is never replaced, so when errors leave too few repeats to reach either
 threshold the case is ERROR. Nothing here retries anything.
+
+`VerdictRule` is what the executor, the verdicts and the plan ask of a rule; the other one is the sequential
+test of runner.core.sequential, whose verdict may stay `undecided` at its bound.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-Decision = Literal["win", "loss", "undecided", "error"]
+# pending: more attempts may still decide it. undecided: every attempt the rule allows ran and the evidence stayed
+# open (only a sequential rule ends so). error: errors used up the attempts that could have decided it.
+Decision = Literal["win", "loss", "pending", "undecided", "error"]
+
+
+class VerdictRule(Protocol):
+    """A case's rule over its attempts' wins and losses: when it is decided, and how many attempts may start."""
+
+    @property
+    def repeats(self) -> int:
+        """The most attempts a case may use (what the cap reserves)."""
+
+    @property
+    def fewest(self) -> int:
+        """The fewest attempts that can decide a case."""
+
+    def decide(self, tally: Tally) -> Decision: ...
+
+    def starts_allowed(self, tally: Tally) -> int: ...
+
+    def describe(self) -> str:
+        """The rule in a few words for reports (`2 of 3`, `sequential: ...`)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +53,19 @@ class QuorumRule:
     @property
     def losses_to_fail(self) -> int:
         return self.repeats - self.quorum + 1
+
+    @property
+    def fewest(self) -> int:
+        return self.quorum
+
+    def decide(self, tally: Tally) -> Decision:
+        return decide(self, tally)
+
+    def starts_allowed(self, tally: Tally) -> int:
+        return starts_allowed(self, tally)
+
+    def describe(self) -> str:
+        return f"{self.quorum} of {self.repeats}"
 
 
 @dataclass(frozen=True)
@@ -56,7 +93,7 @@ def decide(rule: QuorumRule, tally: Tally) -> Decision:
     remaining = rule.repeats - tally.finished
     if tally.wins + remaining < rule.quorum and tally.losses + remaining < rule.losses_to_fail:
         return "error"  # errors used up the repeats: neither threshold is reachable any more
-    return "undecided"
+    return "pending"
 
 
 def starts_allowed(rule: QuorumRule, tally: Tally) -> int:
@@ -66,7 +103,7 @@ def starts_allowed(rule: QuorumRule, tally: Tally) -> int:
     in-flight attempts already count towards it. So when the first k attempts all win, exactly k
     sessions were started.
     """
-    if decide(rule, tally) != "undecided":
+    if decide(rule, tally) != "pending":
         return 0
     needed = min(rule.quorum - tally.wins, rule.losses_to_fail - tally.losses)
     return max(0, min(rule.repeats - tally.started, needed - tally.in_flight))

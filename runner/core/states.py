@@ -12,12 +12,13 @@ from typing import Literal, get_args
 # JUDGE-ERROR here means the host observed fine but the judge could not decide: never PASS, never FAIL.
 # UNRUN: every part it decided passed, but an assertion was never judged (no judge, the cap, no final answer).
 AttemptState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "UNRUN"]
-AssertionState = Literal["PASS", "FAIL", "ERROR", "UNRUN", "UNJUDGEABLE", "JUDGE-ERROR"]
-CaseState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"]
+AssertionState = Literal["PASS", "FAIL", "ERROR", "UNRUN", "UNJUDGEABLE", "JUDGE-ERROR", "UNDECIDED"]
+# UNDECIDED: the sequential verdict ran every attempt it allows and the rate stayed open (runner.core.sequential).
+CaseState = Literal["PASS", "FAIL", "UNDECIDED", "ERROR", "JUDGE-ERROR", "QUARANTINED", "UNRUN"]
 # Every case state, in the order reports count and list them (results.json `counts`, tables, filters).
 CASE_STATES: tuple[CaseState, ...] = get_args(CaseState)
 # Semantics §3: the first present wins.
-ROLLUP_ORDER: tuple[CaseState, ...] = ("FAIL", "ERROR", "JUDGE-ERROR", "UNRUN", "PASS")
+ROLLUP_ORDER: tuple[CaseState, ...] = ("FAIL", "ERROR", "JUDGE-ERROR", "UNDECIDED", "UNRUN", "PASS")
 # What a run of a tier-2 probe's arm found (runner.probes.arms) and an uplift arm's rubric state (runner.results.uplift).
 ProbeState = Literal["CAUGHT", "MISSED", "ERROR", "JUDGE-ERROR"]
 RubricState = Literal["PASS", "FAIL", "ERROR", "JUDGE-ERROR", "UNRUN"]
@@ -30,5 +31,7 @@ BROKEN: tuple[CaseState, ...] = ("ERROR", "JUDGE-ERROR")
 NOT_DECIDED: tuple[CaseState, ...] = ("UNRUN", "QUARANTINED")
 # Counts against the library in a check: lost, or broken.
 AGAINST: tuple[CaseState, ...] = ("FAIL", *BROKEN)
-# Really ran to a state: a verdict, or broken while running.
-RAN: tuple[CaseState, ...] = (*VERDICTS, *BROKEN)
+# Ran every attempt its rule allows and no verdict holds: never PASS, never FAIL, never success (a flake to look at).
+OPEN: tuple[CaseState, ...] = ("UNDECIDED",)
+# Really ran to a state: a verdict, open, or broken while running.
+RAN: tuple[CaseState, ...] = (*VERDICTS, *OPEN, *BROKEN)

@@ -91,9 +91,14 @@ MAX_TURNS = 1_000
 MAX_SESSION_S = 86_400.0  # a day
 
 
+VerdictName = Literal["quorum", "sequential"]
+
+
 class TierSettings(_Strict):
     repeats: int = Field(default=3, ge=1, le=MAX_REPEATS, description="N, odd.")
     quorum: int = Field(default=2, ge=1, description="k, more than N/2.")
+    verdict: VerdictName | None = Field(default=None, description="quorum | sequential for this tier. Empty: [run] "
+                                                                    "verdict.")
     baseline: bool | None = Field(default=None, description="Run every output case of this tier with a control arm "
                                                              "too (the same session without the skill under test): "
                                                              "uplift. Empty: [run] baseline.")
@@ -105,6 +110,33 @@ class TierSettings(_Strict):
         if not self.repeats / 2 < self.quorum <= self.repeats:
             raise ValueError(f"quorum must be more than half of repeats and at most repeats (got {self.quorum} of "
                              f"{self.repeats})")
+        return self
+
+
+class SequentialSettings(_Strict):
+    """The sequential verdict (runner.core.sequential): a sequential probability ratio test on the rate at which a
+    case's attempts meet its expectation (a trigger case's skill fires, a no_trigger case's does not)."""
+
+    pass_rate: float = Field(default=0.5, gt=0, lt=1, description="θ: a case passes when that rate is above it.")
+    indifference: float = Field(default=0.25, gt=0, lt=0.5,
+                                description="δ: the test decides between a rate ≤ θ−δ (FAIL) and ≥ θ+δ (PASS); "
+                                            "inside that band either verdict is acceptable, and a case may end "
+                                            "undecided.")
+    alpha: float = Field(default=0.1, gt=0, lt=0.5, description="The chance of PASS for a case whose rate is θ−δ, "
+                                                                "at most (less below it).")
+    beta: float = Field(default=0.1, gt=0, lt=0.5, description="The chance of FAIL for a case whose rate is θ+δ, at "
+                                                               "most (less above it).")
+    max_repeats: int = Field(default=7, ge=1, le=MAX_REPEATS,
+                             description="Attempts per case at most, errors included (what the cap reserves); a case "
+                                         "still open then is UNDECIDED.")
+    round_size: int = Field(default=2, ge=1, le=MAX_REPEATS, description="Attempts of a case started together; the "
+                                                                          "rule looks when a round has ended.")
+
+    @model_validator(mode="after")
+    def _inside(self) -> "SequentialSettings":
+        if not 0 < self.pass_rate - self.indifference < self.pass_rate + self.indifference < 1:
+            raise ValueError(f"pass_rate ± indifference must lie inside (0, 1), got {self.pass_rate} ± "
+                             f"{self.indifference}")
         return self
 
 
@@ -150,6 +182,11 @@ class RunSettings(_Strict):
     rate_limit_pause_s: float = Field(default=30.0, ge=0, description="After a session ends rate-limited (429 past "
                                                                       "the client's retries), no session starts for "
                                                                       "this long. A spend-limit 429 stops the run.")
+    verdict: VerdictName = Field(default="quorum", description="quorum: k of N repeats ([tiers.<tier>]), stopping "
+                                                                "once decided. sequential: rounds of attempts until "
+                                                                "a sequential test decides, at most [sequential] "
+                                                                "max_repeats, else UNDECIDED. [tiers.<tier>] verdict "
+                                                                "overrides it.")
     early_stop: bool = Field(default=True, description="Stop starting a case's repeats once the quorum is decided "
                                                        "(the verdict is the same as with every repeat run); false runs "
                                                        "all N.")
@@ -295,6 +332,7 @@ class Settings(_Strict):
     cost: CostSettings = CostSettings()
     judge: JudgeSettings = JudgeSettings()
     tiers: TiersSettings = TiersSettings()
+    sequential: SequentialSettings = SequentialSettings()
     select: SelectSettings = SelectSettings()
     probes: ProbeSettings = ProbeSettings()
     prices: dict[str, Price] = Field(default={}, description="Add or override model prices (USD per million tokens).")

@@ -202,6 +202,8 @@ POLICY: dict[str, Rule] = {
     "run.early_stop": Free("the verdict is the same either way, with " + _UNDER_CAP),
     "run.decide_early": Free("the verdict is the same either way, with " + _UNDER_CAP),
     "run.baseline": Free(_UNDER_CAP),
+    "run.verdict": Free("both rules bound a wrong verdict, and the sequential rule's bounds may only be tightened "
+                        "here"),
     "run.host_max_retries": AtMost(_RETRIES),
     "run.cache": Default("a cache another run trusts is named by the workflow (--cache), never by the code under "
                          "review, which could name entries it wrote"),
@@ -227,6 +229,14 @@ POLICY: dict[str, Rule] = {
     "tiers.*.repeats": AtMost("more is the workflow's choice: --repeats, the action's repeats input", MAX_REPEATS),
     "tiers.*.quorum": Free("a majority of N whatever it is, as the settings check k > N/2"),
     "tiers.*.baseline": Free(_UNDER_CAP),
+    "tiers.*.verdict": Free("both rules bound a wrong verdict, and the sequential rule's bounds may only be "
+                            "tightened here"),
+    "sequential.pass_rate": AtLeast("a lower pass rate passes cases on less: a pull request may not loosen it"),
+    "sequential.indifference": AtMost("a wider band decides on less evidence: a pull request may not loosen it"),
+    "sequential.alpha": AtMost("a wrong-verdict bound: a pull request may not loosen it"),
+    "sequential.beta": AtMost("a wrong-verdict bound: a pull request may not loosen it"),
+    "sequential.max_repeats": AtMost(_UNDER_CAP, MAX_REPEATS),
+    "sequential.round_size": Free("when the rule looks, which its bounds hold for"),
     "select.cadence_fraction": Free("which cases a cadence period runs, every case still once per cycle"),
     "select.period": Free("which cases a cadence period runs, every case still once per cycle"),
     "select.max_full_cases": Free(_UNDER_CAP),

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from runner.core.observation import Observation, SessionSpec
 from runner.core.outcomes import AttemptOutcome
-from runner.core.quorum import QuorumRule, Tally, starts_allowed
+from runner.core.quorum import Tally, VerdictRule
 from runner.core.states import BROKEN
 from runner.corpus.claims import rubric_indexes
 from runner.corpus.library import Case, Probe
@@ -97,7 +97,8 @@ Start = tuple[str, int]  # (arm, repeat); the arm is "main" for a case that is n
 class CaseStarts:
     """One case's starts: which (arm, repeat) may start now, from its rule and the attempts finished so far.
 
-    Quorum early stop (semantics §4): as many as starts_allowed gives, never one the verdict cannot need. Every
+    Early stop (semantics §4): as many as the rule's starts_allowed gives (the quorum's, or the sequential
+    verdict's round), never one the verdict cannot need. Every
     repeat (a tier-2 probe's two arms, whose catch rates are the result, semantics §8; or a plan without early
     stop): all of them at once. With `first_alone` (Executor.first_alone), the first session of each arm that has
     none yet runs before any other session of the case starts; with `one_per_arm` (Executor.one_per_arm), no arm
@@ -105,10 +106,10 @@ class CaseStarts:
     attempts a direct run may start.
     """
 
-    def __init__(self, planned: PlannedCase, prior: list[AttemptRecord], every_repeat: bool, first_alone: bool,
+    def __init__(self, planned: PlannedCase, prior: list[AttemptRecord], rule: VerdictRule | None, first_alone: bool,
                  one_per_arm: bool = False):
         self.planned = planned
-        self.rule = None if every_repeat else QuorumRule(planned.repeats, planned.quorum)
+        self.rule = rule  # None: every repeat
         self.wins = self.losses = self.errors = self.in_flight = 0
         self.one_per_arm = one_per_arm
         self.busy: dict[str, int] = {}  # arm -> its sessions in flight
@@ -134,7 +135,7 @@ class CaseStarts:
                 allowed = len(self.todo)
             else:
                 tally = Tally(wins=self.wins, losses=self.losses, errors=self.errors, in_flight=self.in_flight)
-                allowed = starts_allowed(self.rule, tally)
+                allowed = self.rule.starts_allowed(tally)
             starts = self._free(self.todo[:allowed])
             self.todo = [start for start in self.todo if start not in starts]
         self.in_flight += len(starts)
@@ -409,8 +410,7 @@ class Executor:
     def case_starts(self, planned: PlannedCase, prior: list[AttemptRecord]) -> CaseStarts:
         # Probes and baselined cases run both arms N times (their rates are the result, semantics §8); so does
         # fixed N.
-        every_repeat = bool(planned.arms) or not self.plan.early_stop
-        return CaseStarts(planned, prior, every_repeat, self.first_alone, self.one_per_arm)
+        return CaseStarts(planned, prior, self.plan.early_rule(planned), self.first_alone, self.one_per_arm)
 
     async def run(self, prior: dict[str, list[AttemptRecord]]) -> None:
         runnable = [c for c in self.plan.cases if c.unrun_reason is None and (self.mine is None or c.uid in self.mine)]

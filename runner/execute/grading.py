@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from runner.core.kinds import Expectation, expects
 from runner.core.observation import Observation
 from runner.core.outcomes import AssertionOutcome, AttemptOutcome, RoutingPart
-from runner.core.states import AGAINST, AttemptState, RubricState
+from runner.core.states import AttemptState, RubricState
 from runner.corpus.claims import activation_claims
 from runner.corpus.library import ANY_SKILL, Assertion, Case, RoutingSpec, is_subagent
 
@@ -248,7 +248,8 @@ def rubric_state(outcome: AttemptOutcome, rubric: Iterable[int]) -> RubricState:
     states = {a.state for a in outcome.assertions if a.index in wanted}
     if not states:
         return "UNRUN"
-    for state in AGAINST:
+    against: tuple[RubricState, ...] = ("FAIL", "ERROR", "JUDGE-ERROR")  # AGAINST, as rubric states
+    for state in against:
         if state in states:
             return state
     if states - {"PASS"}:

@@ -42,7 +42,7 @@ from runner.judge import agreement
 from runner.judge.prose import Grader, Judge, JudgeSettingsView, prompt_version
 from runner.plan import confusions, planner, sweep
 from runner.plan import quarantine as quarantine_mod
-from runner.plan.plan import CachedFrom, Plan, PlannedCase, ProbeGate
+from runner.plan.plan import CachedFrom, Plan, PlannedCase, ProbeGate, RuleOf
 from runner.plan.select import Selection, is_routing, select_configured
 from runner.probes import calibration as probe_calibration
 from runner.results import build as results_mod
@@ -90,6 +90,7 @@ class Options:
     max_usd: float | None = None
     concurrency: int | None = None
     early_stop: bool | None = None
+    verdict: str | None = None  # quorum | sequential: instead of [tiers.<tier>] / [run] verdict
     baseline: bool | None = None
     batch: bool = False
     max_turns: int | None = None
@@ -159,8 +160,13 @@ def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierS
     repeats = options.repeats if options.repeats is not None else base.repeats
     quorum = options.quorum if options.quorum is not None else (
         base.quorum if options.repeats is None else repeats // 2 + 1)
+    verdict = options.verdict or base.verdict or run.verdict
+    if verdict == "sequential" and not run.early_stop:
+        raise ValueError("--no-early-stop ([run] early_stop = false) runs every repeat, and the sequential verdict "
+                         "stops each case once it decides: use one or the other (--verdict quorum)")
     try:
-        tier = TierSettings(repeats=repeats, quorum=quorum, baseline=baseline_of(settings, options))
+        tier = TierSettings.model_validate({"repeats": repeats, "quorum": quorum,
+                                            "baseline": baseline_of(settings, options), "verdict": verdict})
     except ValidationError:
         source = "--repeats" if options.repeats is not None else f"[tiers.{options.tier}] repeats"
         if options.quorum is None or not 1 <= repeats <= MAX_REPEATS or repeats % 2 == 0:
@@ -309,9 +315,8 @@ def cache_reuse(cache: CacheUse, library: Library, settings: Settings, versions:
         judge=(judge.settings.model, judge.version) if judge is not None else None, folders=cache.folders)
     policy = make_policy([Path(library.root)], Path(library.root), bounded.OPTION_FILE_MAX_BYTES)
 
-    def reuse(planned: list[PlannedCase]) -> dict[str, CachedFrom]:
-        cache.keys, cache.hits = reuse_mod.lookup(cache.store, context, library, planned, settings.run.early_stop,
-                                                  policy)
+    def reuse(planned: list[PlannedCase], rules: RuleOf) -> dict[str, CachedFrom]:
+        cache.keys, cache.hits = reuse_mod.lookup(cache.store, context, library, planned, rules, policy)
         return {uid: hit.cached_from() for uid, hit in cache.hits.items()}
 
     return reuse
@@ -681,7 +686,7 @@ def store_in_cache(prepared: Prepared, cache: CacheUse, rundir: RunDir, results:
         origin = reuse_mod.origin_of(rundir, prepared.plan_hash, results.finished_at, cache.label)
         made = reuse_mod.entries([p for p in prepared.plan.cases if p.uid in mine], cache.keys, records,
                                  prepared.cases, cache.folders, origin,
-                                 rundir, prepared.plan.early_stop)
+                                 rundir, prepared.plan.early_rule)
         for entry in made:
             cache.store.put(entry)
         cache.store.evict()

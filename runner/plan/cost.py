@@ -9,11 +9,13 @@ Design notes: docs/design/rate-limits-and-spend.md.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from runner.core.host_traits import HOST_TRAITS, HostTraits, traits
+from runner.core.quorum import VerdictRule
+from runner.core.sequential import SequentialRule, expected_attempts
 from runner.corpus import bounded, decide
 from runner.corpus.files import path_problem
 from runner.corpus.library import Case, Library
@@ -178,6 +180,8 @@ class Basis:
     kinds: dict[str, KindBasis]
     token_scale: float  # measured first-turn input / the plan's chars / 4 for it
     described: str
+    # uid -> (wins, losses) the previous run observed: what the sequential verdict expects of a case's rate.
+    history: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def read_basis(path_text: str, root: Path, runs_folder: Path | None = None, host: str = "",
@@ -201,15 +205,31 @@ def read_basis(path_text: str, root: Path, runs_folder: Path | None = None, host
         path = path / "results.json"
     try:
         # [cost] basis may come from the repository under review: a FIFO or /dev/zero is refused unopened.
-        cost = json.loads(bounded.read_text(path, bounded.RUN_FILE_MAX_BYTES)).get("cost") or {}
+        data = json.loads(bounded.read_text(path, bounded.RUN_FILE_MAX_BYTES))
+        cost = data.get("cost") or {}
         rows = [KindBasis.model_validate(row) for row in cost.get("by_kind", [])]
         scale = float(cost.get("token_scale") or 1.0)
+        history = case_history(data.get("cases") or [])
     except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
         return Basis({}, 1.0, f"defaults ([cost] basis {path} could not be read: {str(exc).splitlines()[0][:120]})")
     kinds = {row.kind: row for row in rows if row.sessions > 0}
     if not kinds:
         return Basis({}, 1.0, f"defaults ([cost] basis {path} has no measured sessions)")
-    return Basis(kinds, scale if 0.1 <= scale <= 10 else 1.0, f"measured in {path}")
+    return Basis(kinds, scale if 0.1 <= scale <= 10 else 1.0, f"measured in {path}", history)
+
+
+def case_history(cases: list[object]) -> dict[str, tuple[int, int]]:
+    """uid -> (wins, losses) of each case an earlier run observed (results.json `cases`); a row it cannot read is
+    left out, as a case with no history."""
+    history: dict[str, tuple[int, int]] = {}
+    for row in cases:
+        if not isinstance(row, dict):
+            continue
+        uid, wins, losses = row.get("uid"), row.get("wins"), row.get("losses")
+        if isinstance(uid, str) and isinstance(wins, int) and isinstance(losses, int) and wins >= 0 and losses >= 0 \
+                and wins + losses > 0:
+            history[uid] = (wins, losses)
+    return history
 
 
 def auto_basis(runs_folder: Path | None, host: str, model: str) -> Path | None:
@@ -254,11 +274,15 @@ def kind_shape(kind: str, basis: Basis, first_turn: float, shared: float, defaul
             f"measured: {measured.sessions} sessions")
 
 
-def expected_sessions_per_case(planned: PlannedCase, early_stop: bool, basis: Basis) -> float:
-    """N with fixed N (and for probes); with early stop, what the basis measured for the kind, else halfway from
-    k (every case decided by its first k) to N."""
+def expected_sessions_per_case(planned: PlannedCase, early_stop: bool, basis: Basis,
+                               rule: VerdictRule | None = None) -> float:
+    """N with fixed N (and for probes); by the sequential verdict, its expected attempts at the rate the previous
+    run observed of the case, else over any rate (runner.core.sequential.expected_attempts); with early stop, what
+    the basis measured for the kind, else halfway from k (every case decided by its first k) to N."""
     if planned.arms or not early_stop:
         return float(planned.repeats)
+    if isinstance(rule, SequentialRule):
+        return expected_attempts(rule, *basis.history.get(planned.uid, (0, 0)))
     measured = basis.kinds.get(planned.kind)
     if measured is not None and measured.sessions_per_case > 0:
         return min(float(planned.repeats), max(float(planned.quorum), measured.sessions_per_case))
@@ -274,25 +298,32 @@ class Expected:
     basis: str
     token_scale: float
     repeats_read: bool
+    per_case: dict[str, float] = field(default_factory=dict)  # uid -> its expected sessions (all arms)
+    from_history: int = 0  # sequential cases whose expectation is at the rate the previous run observed
 
 
 def estimate_expected(runnable: list[PlannedCase], library: Library, settings: Settings, price: Price | None,
                       first_turn: float, shared: int, layout: CacheLayout, repeats_read: bool,
-                      runs_folder: Path | None = None) -> Expected:
+                      runs_folder: Path | None = None, rules: dict[str, VerdictRule] | None = None) -> Expected:
     """The expected cost of every planned session of the runnable cases (the design notes). `repeats_read`: a
     case's later sessions send its first session's first turn byte for byte (one session path), so they read it.
-    `runs_folder`: where `[cost] basis = "auto"` looks for the previous run."""
+    `runs_folder`: where `[cost] basis = "auto"` looks for the previous run. `rules`: each case's verdict rule (by
+    uid), else its k of N."""
     run, cost = settings.run, settings.cost
     basis = read_basis(cost.basis, Path(library.root), runs_folder, run.host, run.model)
     growth, output = default_growth(library, cost), min(run.max_output_tokens, cost.output_tokens_per_turn)
     sessions_max: dict[str, int] = {}
     cases: dict[str, int] = {}  # cases and arms: each has a first session, which writes the case's first turn
-    per_case: dict[str, float] = {}
+    expected_sessions: dict[str, float] = {}
+    by_uid: dict[str, float] = {}
     for planned in runnable:
         sessions_max[planned.kind] = sessions_max.get(planned.kind, 0) + planned.sessions
-        cases[planned.kind] = cases.get(planned.kind, 0) + max(1, len(planned.arms))
-        per_case.setdefault(planned.kind, expected_sessions_per_case(planned, run.early_stop, basis))
-    expected_sessions = {kind: cases[kind] * per_case[kind] for kind in cases}
+        arms = max(1, len(planned.arms))
+        cases[planned.kind] = cases.get(planned.kind, 0) + arms
+        per_arm = expected_sessions_per_case(planned, run.early_stop, basis, (rules or {}).get(planned.uid))
+        by_uid[planned.uid] = arms * per_arm
+        expected_sessions[planned.kind] = expected_sessions.get(planned.kind, 0.0) + arms * per_arm
+    per_case = {kind: expected_sessions[kind] / cases[kind] for kind in cases}
     total = sum(expected_sessions.values())
     cold = cold_sessions(round(total), run.concurrency, run.timeout_s, cost.cache_ttl_s)
     repeat_kind: SessionKind = "repeat" if repeats_read and layout == "conversation" else "first"
@@ -313,8 +344,9 @@ def estimate_expected(runnable: list[PlannedCase], library: Library, settings: S
                                  cold_session_usd=round(usd["cold"], 6), first_session_usd=round(usd["first"], 6),
                                  repeat_session_usd=round(usd[repeat_kind], 6)))
     mean = expected / total if total else 0.0
+    sequential = [uid for uid, rule in (rules or {}).items() if isinstance(rule, SequentialRule)]
     return Expected(rows, mean, uncached / total if total else 0.0, cold, basis.described, basis.token_scale,
-                    repeat_kind == "repeat")
+                    repeat_kind == "repeat", by_uid, sum(1 for uid in sequential if uid in basis.history))
 
 
 def first_turn_eligible(planned: PlannedCase, case: Case) -> bool:

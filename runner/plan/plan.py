@@ -8,11 +8,14 @@ quorum, the cap, the surface audit and the cost estimate. Its hash is recorded i
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from runner.core.kinds import LoadedKind
+from runner.core.quorum import QuorumRule, VerdictRule
+from runner.core.sequential import SequentialRule
 from runner.hosts.sessionpath import SessionPath
 from runner.hosts.surface import CacheLayout, Surface
 from runner.hosts.wall import SessionWall
@@ -118,7 +121,8 @@ PREDICTION_FIELDS = ("by_kind", "cost_basis", "token_scale", "cached_prefix_toke
 # Left out of the hash too: judge_calls_planned follows from the cases and the library's content (both hashed), and
 # a plan written before the field existed keeps the hash its attempts carry (resume, merge).
 # So are the baseline figures: they follow from the cases' arms (hashed).
-UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "judge_calls_planned", "baseline_cases", "baseline_sessions",
+UNHASHED_ESTIMATE_FIELDS = (*PREDICTION_FIELDS, "sessions_expected", "sessions_expected_from_history",
+                            "judge_calls_planned", "baseline_cases", "baseline_sessions",
                             "baseline_worst_usd", "by_host", "cached_cases", "cached_attempts", "cached_spend_usd",
                             "sessions_left_max", "sessions_left_min")
 
@@ -147,6 +151,14 @@ class CostEstimate(BaseModel):
     runnable_cases: int
     sessions_max: int = Field(description="Σ N over runnable cases: every repeat runs.")
     sessions_min: int = Field(description="Σ k: every case decided by its first k attempts.")
+    sessions_expected: float = Field(default=0.0, description="The sessions left to run that the plan expects: the "
+                                                              "sequential verdict's expected attempts per case (at "
+                                                              "the rate an earlier run observed, else over any "
+                                                              "rate), each kind's expected sessions per case "
+                                                              "otherwise (KindEstimate).")
+    sessions_expected_from_history: int = Field(default=0, description="Sequential cases whose expectation is at "
+                                                                       "the rate the earlier run ([cost] basis) "
+                                                                       "observed.")
     first_turn_input_tokens: int
     token_basis: str
     cache_layout: CacheLayout = Field(default="none", description="How the host marks its requests for prompt "
@@ -207,6 +219,23 @@ class LeftOut(BaseModel):
     index: int
     assertion_class: str
     text: str
+
+
+class SequentialVerdict(BaseModel):
+    """The sequential verdict a plan runs its cases by (runner.core.sequential; [sequential] of the settings). A
+    probe and a case with arms keep N repeats each: their rates are the result."""
+
+    pass_rate: float = Field(description="θ: a case passes when the rate at which its attempts meet its expectation "
+                                         "is above it.")
+    indifference: float = Field(description="δ: the test decides between ≤ θ−δ and ≥ θ+δ.")
+    alpha: float = Field(description="The chance of PASS at θ−δ, at most.")
+    beta: float = Field(description="The chance of FAIL at θ+δ, at most.")
+    max_repeats: int = Field(description="Attempts per case at most; still open then: UNDECIDED.")
+    round_size: int = Field(description="Attempts started together.")
+
+    def rule(self) -> SequentialRule:
+        return SequentialRule(self.pass_rate, self.indifference, self.alpha, self.beta, self.max_repeats,
+                              self.round_size)
 
 
 class RoutingSweep(BaseModel):
@@ -300,10 +329,21 @@ class Plan(BaseModel):
                                                                        "cases are measured for their activation "
                                                                        "part only; the assertions left out. Hashed "
                                                                        "when set: a sweep is another measurement.")
+    sequential: SequentialVerdict | None = Field(default=None, description="Set when the plan's cases are decided "
+                                                                          "by the sequential verdict ([run] "
+                                                                          "verdict); a case's `repeats` is then its "
+                                                                          "bound and `quorum` unused. Hashed when "
+                                                                          "set.")
     floor_notes: list[str] = Field(default=[], description="What every report says of the floor besides what it "
                                                            "held back: the library's validator switched off by the "
                                                            "settings (validator-disabled), as `file:line: [rule] "
                                                            "message`.")
+
+    def rule(self, planned: PlannedCase) -> VerdictRule:
+        return rule_of(planned, self.sequential)
+
+    def early_rule(self, planned: PlannedCase) -> VerdictRule | None:
+        return early_rule(planned, self.early_stop, self.sequential)
 
     def digest(self) -> str:
         """Stable hash of everything but the creation time and the expected cost: a prediction that an earlier
@@ -315,7 +355,8 @@ class Plan(BaseModel):
         before that (library.root_in_hash)."""
         unhashed = {"created_at", "session_wall"} | ({"record_mac"} if self.record_mac is None else set()) \
             | (set() if self.floor_notes else {"floor_notes"}) \
-            | (set() if self.routing_sweep is not None else {"routing_sweep"})
+            | (set() if self.routing_sweep is not None else {"routing_sweep"}) \
+            | (set() if self.sequential is not None else {"sequential"})
         library: set[str] = {"read_from"} | ({"root_in_hash"} if self.library.root_in_hash else {"root"})
         # Which cases the result cache held is not the plan's identity (shards that found different entries merge;
         # a plan from before the cache hashes as it did).
@@ -323,6 +364,26 @@ class Plan(BaseModel):
                                              "estimate": set(UNHASHED_ESTIMATE_FIELDS),
                                              "cases": {"__all__": {"cached"}}})
         return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def rule_of(planned: PlannedCase, sequential: SequentialVerdict | None) -> VerdictRule:
+    """The rule that decides `planned`: the sequential verdict when the plan has one, except for a case with arms (a
+    probe, a baselined case: every repeat runs, the rates are the result); else its k of N."""
+    if sequential is not None and not planned.arms and planned.kind != "probe":
+        return sequential.rule()
+    return QuorumRule(planned.repeats, planned.quorum)
+
+
+def early_rule(planned: PlannedCase, early_stop: bool, sequential: SequentialVerdict | None) -> VerdictRule | None:
+    """The rule that stops a case's starts once it decides; None when every repeat runs (a case with arms, or a plan
+    without early stop)."""
+    if planned.arms or not early_stop:
+        return None
+    return rule_of(planned, sequential)
+
+
+# A case's early rule (early_rule with the plan's settings bound), for what runs before the plan exists.
+RuleOf = Callable[[PlannedCase], VerdictRule | None]
 
 
 class ProbeGate(BaseModel):

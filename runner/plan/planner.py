@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from runner.core.host_traits import traits
+from runner.core.quorum import VerdictRule
 from runner.corpus import decide, kind_words
 from runner.corpus.claims import is_output_case
 from runner.corpus.layout import FOLDER_LAYOUTS
@@ -43,11 +44,15 @@ from runner.plan.plan import (
     PlannedCase,
     ProbeGate,
     RoutingSweep,
+    RuleOf,
+    SequentialVerdict,
+    early_rule,
+    rule_of,
 )
 from runner.plan.quarantine import QuarantineEntry
 
 # Which of the planned cases the result cache holds (runner.cache.reuse.lookup).
-Reuse = Callable[[list[PlannedCase]], dict[str, CachedFrom]]
+Reuse = Callable[[list[PlannedCase], RuleOf], dict[str, CachedFrom]]
 
 
 def is_uncalibrated(gate: ProbeGate | None, settings: Settings) -> bool:
@@ -171,6 +176,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     holds (runner.cache.reuse); they are planned with no session, and the estimate counts only the rest.
     `routing_sweep`: a routing sweep's (runner.plan.sweep), whose `selected` are already the sweep's copies."""
     run = settings.run
+    sequential = sequential_of(settings, tier_rule)
     known = traits(host)
     subagents = subagents_callable(host, run.allowed_tools)
     names = library.names()
@@ -194,6 +200,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
                 f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None)
         elif tier_rule.baseline and is_output_case(case):
             planned.arms = ["main", "control"]  # both arms every repeat: their pass rates are the result
+        if sequential is not None and not planned.arms:
+            planned.repeats, planned.quorum = sequential.max_repeats, sequential.max_repeats // 2 + 1
         if run.decide_early and not planned.arms:
             planned.decide_when = decide.decide_when(case, names)
             planned.first_turn = first_turn_eligible(planned, case)
@@ -202,7 +210,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             if held.skill is not None:
                 held_back.setdefault(held.skill, floor.skill_detail(held.skill))
         cases.append(planned)
-    cached = reuse(cases) if reuse is not None else {}
+    cached = reuse(cases, lambda p: early_rule(p, run.early_stop, sequential)) if reuse is not None else {}
     for planned in cases:
         planned.cached = cached.get(planned.uid)
     runnable = [c for c in cases if c.unrun_reason is None]
@@ -224,8 +232,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     worst = worst_session_usd(first_turn, turns_at_most, run.max_output_tokens, price_in, price_out)
     layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
     one_path = known.runs_claude_code and session_path is not None and session_path.case_shares_path
+    rules = {c.uid: rule_of(c, sequential) for c in runnable}
     found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, one_path,
-                              runs_folder)
+                              runs_folder, rules)
     sessions_max = sum(c.sessions for c in runnable)
     expected = found.session_usd
     judged = sum(c.sessions for c in runnable if c.kind == "probe" or by_uid[c.uid].judged)
@@ -234,7 +243,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
         price_cache_write_per_mtok=write_price, price_cache_read_per_mtok=read_price, cache_min_tokens=minimum,
         price_read_on=prices.read_on, runnable_cases=len(runnable), sessions_max=sessions_max,
-        sessions_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in runnable),
+        sessions_min=sum(fewest_sessions(c, rules[c.uid], run.early_stop) for c in runnable),
         first_turn_input_tokens=first_turn, token_basis=basis, cache_layout=layout,
         cached_prefix_tokens=round(shared * found.token_scale) if shared * found.token_scale >= minimum else 0,
         cold_sessions=found.cold, cost_basis=found.basis, token_scale=round(found.token_scale, 4),
@@ -242,7 +251,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         by_kind=found.by_kind, expected_session_usd=round(expected, 6),
         expected_uncached_session_usd=round(found.uncached_session_usd, 6),
         worst_session_usd=round(worst, 6),
-        expected_usd=round(expected * sum(c.sessions for c in left), 4), worst_usd=round(worst * sessions_max, 4),
+        # The sequential verdict's bound is far above what a case uses: its expected cost is at its expected sessions.
+        expected_usd=round(expected * (sum(found.per_case.get(c.uid, 0.0) for c in left) if sequential is not None
+                                       else sum(c.sessions for c in left)), 4), worst_usd=round(worst * sessions_max, 4),
         judge_calls=judged if judge_unavailable is None and unrun_all is None else 0, judge_calls_planned=judged,
         judge_note=judge_note(judged, settings.judge.model, judge_unavailable, unrun_all),
         baseline_cases=sum(1 for c in runnable if c.baselined), baseline_sessions=baseline_sessions,
@@ -250,7 +261,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         cached_cases=len(from_cache), cached_attempts=sum(c.attempts for c in from_cache),
         cached_spend_usd=round(sum(c.spent_usd for c in from_cache), 6),
         sessions_left_max=sum(c.sessions for c in left),
-        sessions_left_min=sum(c.sessions if c.arms or not run.early_stop else c.quorum for c in left),
+        sessions_left_min=sum(fewest_sessions(c, rules[c.uid], run.early_stop) for c in left),
+        sessions_expected=round(sum(found.per_case.get(c.uid, 0.0) for c in left), 2),
+        sessions_expected_from_history=found.from_history,
     )
     if known.runs_claude_code:
         estimate.by_host = host_estimates(runnable, found, estimate, price, typical_first_turn, shared,
@@ -279,5 +292,19 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         not_read={name: describe(found) for name, found in sorted(floor.absent.items())} if floor else {},
         record_mac="hmac-sha256",
         floor_notes=[describe([found]) for found in floor.announced] if floor else [],
-        routing_sweep=routing_sweep,
+        routing_sweep=routing_sweep, sequential=sequential,
     )
+
+
+def sequential_of(settings: Settings, tier_rule: TierSettings) -> SequentialVerdict | None:
+    """The plan's sequential verdict when the tier's verdict (else [run] verdict) is sequential."""
+    if (tier_rule.verdict or settings.run.verdict) != "sequential":
+        return None
+    return SequentialVerdict.model_validate(settings.sequential.model_dump())
+
+
+def fewest_sessions(planned: PlannedCase, rule: VerdictRule, early_stop: bool) -> int:
+    """The fewest sessions a case can use: every one with arms or without early stop, else the rule's fewest."""
+    if planned.arms or not early_stop:
+        return planned.sessions
+    return rule.fewest

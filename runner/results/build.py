@@ -16,19 +16,21 @@ from pydantic import BaseModel, Field
 
 from runner.core.kinds import LoadedKind
 from runner.core.observation import Usage
-from runner.core.quorum import QuorumRule, decide
-from runner.core.states import CASE_STATES, CaseState
+from runner.core.quorum import QuorumRule, VerdictRule
+from runner.core.sequential import SequentialRule
+from runner.core.states import CASE_STATES, RAN, CaseState
 from runner.corpus.library import Case
 from runner.execute.grading import TREATMENT, expectation
 from runner.execute.rundir import AttemptRecord, TailRepair
 from runner.floor.gate import EVAL_FILE_UNREADABLE
 from runner.hosts.surface import Surface
 from runner.hosts.wall import SessionWall
-from runner.plan.plan import CachedFrom, KindBasis, LeftOut, Plan, PlannedCase
+from runner.plan.plan import CachedFrom, KindBasis, LeftOut, Plan, PlannedCase, SequentialVerdict
 from runner.plan.quarantine import QuarantineEntry
 from runner.plan.sweep import REASON as SWEEP_REASON
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.results import routing as routing_mod
+from runner.results import sequential as sequential_mod
 from runner.results.routing import Routing
 from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.verdicts import (
@@ -103,6 +105,9 @@ class CaseResult(BaseModel):
                                                             "skill (its own attempts) and without it (the control "
                                                             "arm), the difference, tokens, turns and duration per "
                                                             "arm (runner.results.uplift).")
+    sequential: sequential_mod.SequentialCase | None = Field(
+        default=None, description="A case the sequential verdict decided (or left UNDECIDED): attempts used, the "
+                                  "rate with its interval, the round, what fixed N = 3 would have said.")
 
 
 class PlanSummary(BaseModel):
@@ -117,6 +122,9 @@ class PlanSummary(BaseModel):
     judge_unavailable: str | None = None
     repeats: int
     quorum: int
+    sequential: SequentialVerdict | None = Field(default=None, description="Set when the cases (but probes and cases "
+                                                                          "with arms) ran by the sequential verdict "
+                                                                          "instead of k of N.")
     cap_usd: float
     library_hash: str
     listing_budget_chars: int | None
@@ -402,6 +410,10 @@ class Results(BaseModel):
                                                               "trigger, refusal, no_trigger and discrimination "
                                                               "cases that ran (runner.results.routing). None: a "
                                                               "results.json from before it existed.")
+    sequential: sequential_mod.SequentialSummary | None = Field(
+        default=None, description="Set when the plan ran the sequential verdict: the rule and its exact error "
+                                  "bounds, sessions used against fixed N = 3, the cases fixed N = 3 would have "
+                                  "given another state (runner.results.sequential).")
 
 
 def kill_note(results: Results) -> str | None:
@@ -505,10 +517,13 @@ def _unrun(planned: PlannedCase, reason: str, warnings: list[str]) -> CaseResult
 
 
 def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
-                unrun_all: str | None, manual_only: set[str], left_out: list[LeftOut] | None = None) -> CaseResult:
+                unrun_all: str | None, manual_only: set[str], left_out: list[LeftOut] | None = None,
+                rule: VerdictRule | None = None) -> CaseResult:
     """`left_out`: the case's assertions a routing sweep did not measure (Plan.routing_sweep): shown UNRUN
-    (routing-sweep) beside those it measured, never part of its state."""
-    result = _case_result(planned, case, records, stop_reason, unrun_all, manual_only)
+    (routing-sweep) beside those it measured, never part of its state. `rule`: what decides it (Plan.rule), else
+    its k of N."""
+    rule = rule if rule is not None else QuorumRule(planned.repeats, planned.quorum)
+    result = _case_result(planned, case, records, stop_reason, unrun_all, manual_only, rule)
     if left_out and result.attempts:  # a case that ran (an UNRUN case lists no assertion, as in any run)
         shown = result.assertions + [
             AssertionResult(index=a.index, text=a.text, assertion_class=a.assertion_class, state="UNRUN",
@@ -521,7 +536,7 @@ def case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], 
 
 
 def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord], stop_reason: str | None,
-                 unrun_all: str | None, manual_only: set[str]) -> CaseResult:
+                 unrun_all: str | None, manual_only: set[str], rule: VerdictRule) -> CaseResult:
     warnings = list(planned.warnings)
     # The plan's own reason is about the case itself (the floor held it back, its target is manual-only, its probe
     # is not calibrated, ...): it would not run with a key or without the kill switch either, so it keeps that
@@ -539,10 +554,10 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
     every_arm, finished = finished, [r for r in finished if r.arm == TREATMENT]
     if not finished:
         return _unrun(planned, stop_reason or "not-started", warnings)
+    finished = sorted(finished, key=lambda r: r.repeat)  # the order the rule saw them in
     outcomes = [r.outcome for r in finished if r.outcome is not None]
-    rule = QuorumRule(planned.repeats, planned.quorum)
     tally = tally_of(outcomes)
-    verdict = decide(rule, tally)
+    verdict = rule.decide(tally)
     finished_all = len(finished) >= planned.repeats
     activation = activation_result(outcomes, rule, finished_all)
     assertions = assertion_results(case, outcomes, rule)
@@ -560,6 +575,9 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
         state = "ERROR" if host_errors else "JUDGE-ERROR"
         reason = "errors left too few attempts to decide the quorum"
     elif verdict == "undecided":
+        state, reason = "UNDECIDED", (f"the rate stayed open after {len(finished)} attempt(s): neither PASS nor FAIL "
+                                      "is claimed")
+    elif verdict == "pending":
         state, reason = "UNRUN", stop_reason or "not-started"
     else:
         state = rollup([activation.state, *judged])
@@ -579,7 +597,8 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
                                 finished_all) if case.routing is not None else [],
         assertions=assertions, attempts=[r.attempt_id for r in every_arm],
         cost_usd=round(sum(r.total_cost_usd for r in every_arm), 6),
-        warnings=warnings, uplift=case_uplift(case, every_arm) if "control" in planned.arms else None)
+        warnings=warnings, uplift=case_uplift(case, every_arm) if "control" in planned.arms else None,
+        sequential=sequential_mod.case_figures(rule, outcomes, tally) if isinstance(rule, SequentialRule) else None)
 
 
 def probe_case_result(planned: PlannedCase, finished: list[AttemptRecord], stop_reason: str | None,
@@ -590,7 +609,7 @@ def probe_case_result(planned: PlannedCase, finished: list[AttemptRecord], stop_
     outcomes = [r.outcome for r in treatment if r.outcome is not None]
     rule = QuorumRule(planned.repeats, planned.quorum)
     tally = tally_of(outcomes)
-    verdict = decide(rule, tally)
+    verdict = rule.decide(tally)
     reason = None
     if verdict == "win":
         state: CaseState = "PASS"
@@ -661,7 +680,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
     quarantined = {entry.uid: entry for entry in plan.quarantine}
     left_out = plan.routing_sweep.left_out if plan.routing_sweep is not None else {}
     results = [quarantine(case_result(p, cases[p.uid], by_uid.get(p.uid, []), stop_reason, plan.unrun_all,
-                                      manual_only, left_out.get(p.uid)), quarantined.get(p.uid))
+                                      manual_only, left_out.get(p.uid), plan.rule(p)), quarantined.get(p.uid))
                if mine is None or p.uid in mine else _unrun(p, "other-shard", list(p.warnings))
                for p in plan.cases]
     results = refuse_cases(results, refused_records or [], mine)
@@ -680,7 +699,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         plan=PlanSummary(hash=plan_hash, tier=plan.tier, host=plan.host, approximation=plan.approximation,
                          versions=plan.versions, model=plan.model, judge_model=plan.judge_model,
                          judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,
-                         repeats=plan.repeats, quorum=plan.quorum,
+                         repeats=plan.repeats, quorum=plan.quorum, sequential=plan.sequential,
                          cap_usd=plan.cap_usd, library_hash=plan.library.content_hash,
                          listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
                          unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read,
@@ -708,7 +727,17 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
         records_signed=plan.record_mac is not None,
         refused_records=refused_records or [],
         routing=routing,
+        sequential=sequential_summary(plan.sequential, results),
     )
+
+
+def sequential_summary(verdict: SequentialVerdict | None, results: list[CaseResult]
+                       ) -> sequential_mod.SequentialSummary | None:
+    """The run's sequential figures from its cases (a shard's, or the merged ones): those that ran by it."""
+    if verdict is None:
+        return None
+    return sequential_mod.summary(verdict, [(c.uid, c.state, c.sequential) for c in results
+                                            if c.sequential is not None and c.state in RAN])
 
 
 def routing_cases(plan: Plan, cases: Mapping[str, Case], results: list[CaseResult],

@@ -19,7 +19,15 @@ from runner.core.states import CASE_STATES
 from runner.execute.rundir import ATTEMPTS, PLAN, RESULTS, SURFACE, TRANSCRIPTS, RunDir, signed_line
 from runner.plan.plan import Plan
 from runner.results import modelfile, routing, vetting
-from runner.results.build import CaseResult, Results, assertion_counts, moment, not_executed, refuse_cases
+from runner.results.build import (
+    CaseResult,
+    Results,
+    assertion_counts,
+    moment,
+    not_executed,
+    refuse_cases,
+    sequential_summary,
+)
 from runner.results.vetting import RefusedRecord
 
 OTHER_SHARD = "other-shard"
@@ -165,6 +173,7 @@ def merge(results: list[Results], labels: list[str] | None = None,
         "records_signed": _signed(results),
         "refused_records": refused,
         "routing": merged_routing(results, cases),
+        "sequential": sequential_summary(first.plan.sequential, cases),
     }
     if "shard" in Results.model_fields:
         update["shard"] = None

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from pydantic import BaseModel, Field
 
 from runner.core.outcomes import AttemptOutcome, RoutingPartName
-from runner.core.quorum import QuorumRule, Tally, decide, wilson_interval
+from runner.core.quorum import Tally, VerdictRule, wilson_interval
 from runner.core.states import BROKEN, ROLLUP_ORDER, AssertionState, CaseState
 from runner.corpus.library import Case
 from runner.execute.grading import counts_as_win
@@ -74,7 +74,7 @@ def routing_says(case: Case, part: RoutingPartName) -> str:
             "order": f"{spec.order.replace('_', ' ')}: {', '.join(spec.must_fire)}"}[part]
 
 
-def routing_results(case: Case, attempts: list[tuple[str, AttemptOutcome]], rule: QuorumRule,
+def routing_results(case: Case, attempts: list[tuple[str, AttemptOutcome]], rule: VerdictRule,
                     finished_all: bool) -> list[RoutingPartResult]:
     """Each routing assertion of a routing case over its attempts (attempt id, outcome), in the order checked."""
     parts: dict[RoutingPartName, list[RoutingAttempt]] = {}
@@ -100,12 +100,14 @@ def tally_of(outcomes: list[AttemptOutcome]) -> Tally:
                  errors=counts["ERROR"] + counts["JUDGE-ERROR"])
 
 
-def _quorum_state(rule: QuorumRule, wins: int, losses: int, errors: int, finished_all: bool) -> CaseState:
-    verdict = decide(rule, Tally(wins=wins, losses=losses, errors=errors))
+def _quorum_state(rule: VerdictRule, wins: int, losses: int, errors: int, finished_all: bool) -> CaseState:
+    verdict = rule.decide(Tally(wins=wins, losses=losses, errors=errors))
     if verdict == "win":
         return "PASS"
     if verdict == "loss":
         return "FAIL"
+    if verdict == "undecided":
+        return "UNDECIDED"
     if verdict == "error" or finished_all:
         return "ERROR"
     return "UNRUN"
@@ -118,7 +120,7 @@ def rollup(states: Collection[str]) -> CaseState:
     return "UNRUN"
 
 
-def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRule) -> list[AssertionResult]:
+def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: VerdictRule) -> list[AssertionResult]:
     results = []
     for assertion in case.assertions:
         mine = [a for o in outcomes for a in o.assertions if a.index == assertion.index]
@@ -138,10 +140,11 @@ def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRu
         elif all(a.state == "UNJUDGEABLE" for a in mine):
             state, reason = "UNJUDGEABLE", mine[0].reason
         else:
-            verdict = decide(rule, Tally(wins=passes, losses=fails, errors=errors))
+            verdict = rule.decide(Tally(wins=passes, losses=fails, errors=errors))
             error_state: AssertionState = "JUDGE-ERROR" if judge_errors and judge_errors == errors else "ERROR"
             by_verdict: dict[str, tuple[AssertionState, str | None]] = {
                 "win": ("PASS", None), "loss": ("FAIL", None),
+                "undecided": ("UNDECIDED", "the sequential verdict left it open"),
                 "error": (error_state, "errors left too few observations for a quorum")}
             # Not in it: the case was decided before this assertion was.
             state, reason = by_verdict.get(verdict, ("UNRUN", "decided"))
@@ -151,7 +154,7 @@ def assertion_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRu
     return results
 
 
-def activation_result(outcomes: list[AttemptOutcome], rule: QuorumRule, finished_all: bool) -> ActivationResult:
+def activation_result(outcomes: list[AttemptOutcome], rule: VerdictRule, finished_all: bool) -> ActivationResult:
     observed = [o for o in outcomes if o.activation != "ERROR"]
     fired = sum(1 for o in observed if o.target_fired)
     wins = sum(1 for o in observed if o.activation == "PASS")
@@ -162,7 +165,7 @@ def activation_result(outcomes: list[AttemptOutcome], rule: QuorumRule, finished
         rate=fired / len(observed) if observed else None, wilson_95=wilson_interval(fired, len(observed)))
 
 
-def pair_results(case: Case, outcomes: list[AttemptOutcome], rule: QuorumRule, finished_all: bool,
+def pair_results(case: Case, outcomes: list[AttemptOutcome], rule: VerdictRule, finished_all: bool,
                  manual_only: set[str]) -> list[PairResult]:
     results = []
     for neighbour in case.should_not_trigger:
