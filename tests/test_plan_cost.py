@@ -190,6 +190,7 @@ def test_the_plan_hash_is_the_same_in_two_checkouts_and_an_old_plan_keeps_its_ow
                                               "estimate": set(UNHASHED_ESTIMATE_FIELDS),
                                               "cases": {"__all__": {"cached"}},  # issue 33's field, never hashed
                                               "routing_sweep": True,  # issue 34's field, hashed only when set
+                                              "sequential": True,  # issue 35's field, hashed only when set
                                               **({"record_mac": True} if before[0].record_mac is None else {}),
                                               **({} if before[0].floor_notes else {"floor_notes": True})})
     assert before[0].digest() == hashlib.sha256(body.encode()).hexdigest()[:16]

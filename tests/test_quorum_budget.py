@@ -23,8 +23,8 @@ def test_rule_validation() -> None:
 
 
 @pytest.mark.parametrize(("wins", "losses", "errors", "verdict"), [
-    (2, 0, 0, "win"), (0, 2, 0, "loss"), (1, 1, 0, "undecided"), (1, 0, 2, "error"), (0, 0, 3, "error"),
-    (0, 1, 1, "undecided"), (1, 1, 1, "error"),
+    (2, 0, 0, "win"), (0, 2, 0, "loss"), (1, 1, 0, "pending"), (1, 0, 2, "error"), (0, 0, 3, "error"),
+    (0, 1, 1, "pending"), (1, 1, 1, "error"),
 ])
 def test_decide_three_of_two(wins: int, losses: int, errors: int, verdict: str) -> None:
     assert decide(QuorumRule(3, 2), Tally(wins, losses, errors)) == verdict

@@ -1,22 +1,15 @@
 """The sequential verdict (`[run] verdict = "sequential"`): a truncated sequential probability ratio test.
 
-A trial is one attempt that the host observed: a win when it met the case's expectation (a trigger case's skill
-fired; a no_trigger case's did not), a loss when it did not. An errored attempt is no trial (semantics §4). The test
-weighs H0 "the win rate is at most θ−δ" against H1 "it is at least θ+δ" (Wald 1945): after n trials with w wins,
+A trial is an attempt the host observed: a win when it met the case's expectation, a loss when not; an errored
+attempt is no trial. After w wins and l losses the log likelihood ratio of "win rate ≥ θ+δ" against "≤ θ−δ" is
+compared with Wald's boundaries ln((1−β)/α) (PASS) and ln(β/(1−α)) (FAIL); Wald's inequality bounds both errors
+however often the rule looks, so looking after every round is valid. At `max_repeats`, or once no boundary is
+reachable in the attempts left, the case is `undecided`: shown as such, never rounded to PASS or FAIL.
 
-    LLR = w·ln(p1/p0) + (n−w)·ln((1−p1)/(1−p0)),   p0 = θ−δ, p1 = θ+δ,
+Attempts start in rounds of `round_size`, never one the verdict cannot need. `characteristics` gives the rule's
+exact operating characteristics at a true rate by walking the executor's own starts.
 
-PASS once LLR ≥ ln((1−β)/α), FAIL once LLR ≤ ln(β/(1−α)). Wald's inequality bounds the chance of PASS at a rate
-≤ p0 by α/(1−β) and of FAIL at a rate ≥ p1 by β/(1−α) however often the rule looks, so looking after every
-round is valid (optional stopping), unlike a fixed-N test read again after each round. The bound `max_repeats`
-truncates it: a case still open then, or one that can no longer reach either boundary in the attempts left, is
-`undecided` — shown as such, never rounded to PASS or FAIL. Inside the band (p0, p1) either verdict is acceptable
-by design; that is where undecided cases come from.
-
-Attempts start in rounds of `round_size` (they run in parallel) and the rule looks when a round has ended, never
-starting an attempt that cannot be needed. `characteristics` computes the rule's exact operating characteristics
-(expected attempts, P(PASS), P(FAIL), P(undecided)) at a true rate by walking the same starts the executor makes;
-benchmarks/sequential_verdicts.py checks them against a simulation.
+Design notes: docs/design/sequential-verdict.md.
 """
 
 from __future__ import annotations

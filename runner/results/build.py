@@ -30,7 +30,7 @@ from runner.plan.quarantine import QuarantineEntry
 from runner.plan.sweep import REASON as SWEEP_REASON
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.results import routing as routing_mod
-from runner.results import sequential as sequential_mod
+from runner.results import sureness as sequential_mod
 from runner.results.routing import Routing
 from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.verdicts import (
@@ -413,7 +413,7 @@ class Results(BaseModel):
     sequential: sequential_mod.SequentialSummary | None = Field(
         default=None, description="Set when the plan ran the sequential verdict: the rule and its exact error "
                                   "bounds, sessions used against fixed N = 3, the cases fixed N = 3 would have "
-                                  "given another state (runner.results.sequential).")
+                                  "given another state (runner.results.sureness).")
 
 
 def kill_note(results: Results) -> str | None:
