@@ -30,7 +30,7 @@ class SequentialRule:
     indifference: float = 0.25  # δ: the test decides between ≤ θ−δ and ≥ θ+δ
     alpha: float = 0.1          # the chance of PASS for a case at θ−δ, at most
     beta: float = 0.1           # the chance of FAIL for a case at θ+δ, at most
-    max_repeats: int = 7        # the bound: attempts per case, errors included (what the cap reserves)
+    max_repeats: int = 6        # the bound: attempts per case, errors included (what the cap reserves)
     round_size: int = 2         # attempts started together
 
     def __post_init__(self) -> None:
@@ -92,7 +92,7 @@ class SequentialRule:
         crossed = self.crossed(tally.wins, tally.losses)
         if crossed is not None:
             return crossed
-        left = self.max_repeats - tally.finished
+        left = max(0, self.max_repeats - tally.finished)
         if self._reachable(tally.wins, tally.losses, left):
             return "pending"
         # No boundary is reachable in the attempts left: the errors decide whether that is the evidence's doing

@@ -126,7 +126,7 @@ class SequentialSettings(_Strict):
                                                                 "at most (less below it).")
     beta: float = Field(default=0.1, gt=0, lt=0.5, description="The chance of FAIL for a case whose rate is θ+δ, at "
                                                                "most (less above it).")
-    max_repeats: int = Field(default=7, ge=1, le=MAX_REPEATS,
+    max_repeats: int = Field(default=6, ge=1, le=MAX_REPEATS,
                              description="Attempts per case at most, errors included (what the cap reserves); a case "
                                          "still open then is UNDECIDED.")
     round_size: int = Field(default=2, ge=1, le=MAX_REPEATS, description="Attempts of a case started together; the "
