@@ -4,7 +4,7 @@ Simulated and computed, no model and no sessions: a case's attempts win (meet th
 rate p, independently. Four rules, each the runner's own object:
 
 - `sequential`: runner.core.sequential.SequentialRule() at its defaults (θ 0.5, δ 0.25 so p0 0.25 and p1 0.75,
-  α = β = 0.1, at most 7 attempts in rounds of 2);
+  α = β = 0.1, at most 6 attempts in rounds of 2);
 - `sequential-strict`: the same with α = β = 0.05 (the knob);
 - `N3/Q2` and `N5/Q3`: runner.core.quorum.QuorumRule(3, 2) and QuorumRule(5, 3), today's k of N with early stop.
 
