@@ -211,7 +211,7 @@ def sequential_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict
     assert plan.exit_code == 0, plan.output
     with FakeAnthropic() as fake:
         script(fake)
-        out = work / "run"
+        out = work / "runs" / "first"  # where a later plan in `work` looks for the earlier run ([cost] basis auto)
         done = skill_evals_run(fake, out, "--host", "api", "--verdict", "sequential", library=library)
         assert done.returncode == 0, done.stdout + done.stderr
     return out, results_of(out), json.loads(plan.stdout)
@@ -244,13 +244,22 @@ def test_clear_cases_stop_at_the_first_round_and_open_ones_run_longer(
 
 
 def test_the_plan_expected_about_the_sessions_used(
-        sequential_run: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
-    _, results, plan = sequential_run
+        sequential_run: tuple[Path, dict[str, Any], dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    out, results, plan = sequential_run
     used = results["sequential"]["sessions"]
     expected = plan["estimate"]["sessions_expected"]
     assert expected == pytest.approx(len(SCRIPT) * expected_attempts(RULE), abs=0.01)
     assert 0.8 <= expected / used <= 1.25, (expected, used)
     assert plan["estimate"]["sessions_max"] == 6 * len(SCRIPT)
+    # The next plan beside that run expects each case at the rate that run observed of it.
+    monkeypatch.chdir(out.parent.parent)
+    again = cli("plan", "--library", str(out.parent.parent / "library"), "--no-surface", "--host", "api", "--verdict",
+                "sequential", "--format", "json")
+    assert again.exit_code == 0, again.output
+    estimate = json.loads(again.stdout)["estimate"]
+    assert estimate["sessions_expected_from_history"] == len(SCRIPT)
+    assert estimate["sessions_expected"] == pytest.approx(
+        sum(expected_attempts(RULE, c["wins"], c["losses"]) for c in results["cases"]), abs=0.01)
 
 
 def test_the_undecided_case_is_shown_as_such_everywhere(
