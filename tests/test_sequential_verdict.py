@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runner.core.quorum import Tally
+from runner.core.quorum import QuorumRule, Tally
 from runner.core.sequential import SequentialRule, characteristics, expected_attempts
 from runner.corpus.settings import Settings
 from runner.execute.executor import CaseStarts
@@ -100,6 +100,34 @@ def test_expected_attempts_follow_what_an_earlier_run_saw() -> None:
     unknown = expected_attempts(RULE)
     assert 2.0 < unknown < 3.5
     assert expected_attempts(RULE, 10, 0) < unknown < expected_attempts(RULE, 5, 5)
+
+
+def test_the_result_cache_takes_what_the_rule_needs_and_the_case_result_says_how_sure() -> None:
+    from runner.cache.reuse import enough
+    from runner.core.outcomes import AttemptOutcome
+    from runner.corpus.library import Case
+    from runner.execute.rundir import AttemptRecord
+    from runner.results.build import case_result
+
+    planned = PlannedCase(uid="s/evals/x", skill="s", kind="trigger", target="s", repeats=6, quorum=4, why="test")
+
+    def records(outcomes: str) -> list[AttemptRecord]:
+        return [AttemptRecord(attempt_id=f"s/evals/x#main#{n}", uid="s/evals/x", arm="main", repeat=n, plan_hash="h",
+                              status="finished", outcome=AttemptOutcome(
+                                  state="PASS" if o == "F" else "FAIL", activation="PASS" if o == "F" else "FAIL",
+                                  fired=["s"] if o == "F" else [], target_fired=o == "F", fired_instead=[]))
+                for n, o in enumerate(outcomes, 1)]
+
+    assert [r.repeat for r in enough(planned, records("FFF"), RULE) or []] == [1, 2]  # two wins decide
+    assert enough(planned, records("F-F"), RULE) is None  # still open: the case runs
+    assert [r.repeat for r in enough(planned, records("F-F-F-"), RULE) or []] == list(range(1, 7))  # undecided
+    assert enough(planned, records("F-F"), QuorumRule(3, 2)) is not None  # what k of N would take
+    case = Case(uid="s/evals/x", skill="s", source="evals", id="x", file="s/evals/evals.json", line=1, format="aegis",
+                prompt="p", target="s", kind="trigger", kind_rule="t")
+    result = case_result(planned, case, records("F-F-F-"), None, None, set(), rule=RULE)
+    assert (result.state, result.wins, result.losses) == ("UNDECIDED", 3, 3)
+    assert result.sequential is not None and result.sequential.fixed_n3 == "PASS" and result.sequential.round == 3
+    assert case_result(planned, case, records("--"), None, None, set(), rule=RULE).state == "FAIL"
 
 
 # ---- choosing it ---------------------------------------------------------------------------------------------------
