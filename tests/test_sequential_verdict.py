@@ -1,7 +1,7 @@
 """The sequential verdict: the rule (runner.core.sequential) and its starts, the settings that choose it, the plan's
-expected sessions, and one run end to end on the api host against the fake Messages API with scripted firing
-sequences (always, never, 50 %, 75 %, 90 %, an errored first attempt, a no_trigger case), its UNDECIDED case shown in
-Markdown, HTML, JUnit and the check run."""
+expected sessions, and one run end to end on the claude-code host (the real CLI) against the fake Messages API with
+scripted firing sequences (always, never, 50 %, 75 %, 90 %, an errored first attempt, a no_trigger case), its
+UNDECIDED case shown in Markdown, HTML, JUnit and the check run. (The api host and --batch give the same states.)"""
 
 from __future__ import annotations
 
@@ -234,13 +234,13 @@ def script(fake: FakeAnthropic) -> None:
 def sequential_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     work = tmp_path_factory.mktemp("sequential")
     library = scripted_library(work / "library")
-    plan = cli("plan", "--library", str(library), "--no-surface", "--host", "api", "--verdict", "sequential",
+    plan = cli("plan", "--library", str(library), "--no-surface", "--host", "claude-code", "--verdict", "sequential",
                "--format", "json")
     assert plan.exit_code == 0, plan.output
     with FakeAnthropic() as fake:
         script(fake)
         out = work / "runs" / "first"  # where a later plan in `work` looks for the earlier run ([cost] basis auto)
-        done = skill_evals_run(fake, out, "--host", "api", "--verdict", "sequential", library=library)
+        done = skill_evals_run(fake, out, "--host", "claude-code", "--verdict", "sequential", library=library)
         assert done.returncode == 0, done.stdout + done.stderr
     return out, results_of(out), json.loads(plan.stdout)
 
@@ -281,7 +281,7 @@ def test_the_plan_expected_about_the_sessions_used(
     assert plan["estimate"]["sessions_max"] == 6 * len(SCRIPT)
     # The next plan beside that run expects each case at the rate that run observed of it.
     monkeypatch.chdir(out.parent.parent)
-    again = cli("plan", "--library", str(out.parent.parent / "library"), "--no-surface", "--host", "api", "--verdict",
+    again = cli("plan", "--library", str(out.parent.parent / "library"), "--no-surface", "--host", "claude-code", "--verdict",
                 "sequential", "--format", "json")
     assert again.exit_code == 0, again.output
     estimate = json.loads(again.stdout)["estimate"]
