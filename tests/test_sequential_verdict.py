@@ -1,7 +1,7 @@
 """The sequential verdict: the rule (runner.core.sequential) and its starts, the settings that choose it, the plan's
 expected sessions, and one run end to end on the claude-code host (the real CLI) against the fake Messages API with
 scripted firing sequences (always, never, 50 %, 75 %, 90 %, an errored first attempt, a no_trigger case), its
-UNDECIDED case shown in Markdown, HTML, JUnit and the check run. (The api host and --batch give the same states.)"""
+UNDECIDED case shown in Markdown, HTML, JUnit and the check run."""
 
 from __future__ import annotations
 
