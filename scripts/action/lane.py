@@ -21,9 +21,9 @@ from pathlib import Path
 
 TIERS = ("pr", "cadence", "full")
 MODES = ("advisory", "required")
-RAN = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR")
+RAN = ("PASS", "FAIL", "UNDECIDED", "ERROR", "JUDGE-ERROR")
 BAD = ("FAIL", "ERROR", "JUDGE-ERROR")
-COUNTS = {"PASS": "pass", "FAIL": "fail", "ERROR": "error", "JUDGE-ERROR": "judge-error",
+COUNTS = {"PASS": "pass", "FAIL": "fail", "UNDECIDED": "undecided", "ERROR": "error", "JUDGE-ERROR": "judge-error",
           "QUARANTINED": "quarantined", "UNRUN": "unrun"}
 PR_EVENTS = ("pull_request", "pull_request_target")
 ZERO_SHA = re.compile(r"^0+$")
@@ -215,12 +215,15 @@ def ran(case: dict) -> bool:
 
 def conclusion(cases: list[dict], mode: str) -> str:
     """The same rule as the check run (runner.publish.rules.conclusion): quarantined cases never count; nothing
-    executed is neutral; FAIL, ERROR or JUDGE-ERROR are neutral in advisory mode and failure in required."""
+    executed is neutral; FAIL, ERROR or JUDGE-ERROR are neutral in advisory mode and failure in required; else an
+    UNDECIDED case (the sequential verdict left it open) is neutral in both, never success."""
     counted = [c for c in cases if c.get("state") in RAN]
     if not counted:
         return "neutral"
     if any(c.get("state") in BAD for c in counted):
         return "failure" if mode == "required" else "neutral"
+    if any(c.get("state") == "UNDECIDED" for c in counted):
+        return "neutral"
     return "success"
 
 
