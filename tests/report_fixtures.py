@@ -175,8 +175,13 @@ def sequential() -> Results:
 
 def quorum() -> Results:
     """The same cases decided by the quorum (N = 3, k = 2): no sequential figures, no UNDECIDED anywhere."""
-    cases = [c.model_copy(update={"sequential": None, "state": "FAIL" if c.state == "UNDECIDED" else c.state,
-                                  "reason": None if c.state == "UNDECIDED" else c.reason,
-                                  "repeats_planned": 3, "repeats_run": min(c.repeats_run, 3)})
-             for c in sequential().cases]
+    def decided(c: CaseResult) -> CaseResult:
+        if c.state != "UNDECIDED":
+            return c
+        assert c.activation is not None
+        return c.model_copy(update={"state": "FAIL", "reason": None,
+                                    "activation": c.activation.model_copy(update={"state": "FAIL"})})
+
+    cases = [decided(c).model_copy(update={"sequential": None, "repeats_planned": 3,
+                                           "repeats_run": min(c.repeats_run, 3)}) for c in sequential().cases]
     return assemble(cases, spend=0.42)

@@ -1040,6 +1040,12 @@ def test_outputs_follow_the_check_runs_conclusion(tmp_path: Path) -> None:
                                                       "spend": {"usd": 0}, "unrun_by_reason": {}}), encoding="utf-8")
     _, passed, _ = lane(tmp_path, "outputs", {"RUN_DIR": str(run_dir), "MODE": "required"})
     assert passed["conclusion"] == "success"
+    # An UNDECIDED case (the sequential verdict left its rate open) is never success: neutral in both modes.
+    (run_dir / "results.json").write_text(json.dumps({"cases": [{"state": "PASS"}, {"state": "UNDECIDED"}],
+                                                      "spend": {"usd": 0}, "unrun_by_reason": {}}), encoding="utf-8")
+    for mode in ("advisory", "required"):
+        _, undecided, _ = lane(tmp_path, "outputs", {"RUN_DIR": str(run_dir), "MODE": mode})
+        assert undecided["conclusion"] == "neutral", mode
     _, missing, text = lane(tmp_path, "outputs", {"RUN_DIR": str(tmp_path / "nowhere"), "MODE": "required",
                                                    "RUN_EXIT": "2"})
     assert missing["conclusion"] == "failure" and missing["results-path"] == "" and "no readable results" in text

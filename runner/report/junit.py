@@ -10,11 +10,9 @@ The states map onto what CI test reporters understand (semantics §3):
     UNRUN        <skipped message="UNRUN: <reason>"/>
     QUARANTINED  <skipped message="QUARANTINED (underlying <state>): <reason>"/>
 
-An UNRUN case is skipped, never passed: no result is claimed for it, and the not-executed
-sentence is a property of every suite. An UNDECIDED case (the sequential verdict ran every attempt it allows and
-the rate stayed open) is skipped too: neither a failure nor an error, and never a pass. A case the sequential
-verdict decided says how sure it is (attempts, rate, interval, the round) in its text, and in <system-out> when it
-passed; the run's sequential figures are properties of every suite. The routing matrix's figures are properties too, never testcases: the run's
+UNRUN and UNDECIDED cases are skipped, never passed: no result is claimed for them, and the not-executed
+sentence is a property of every suite. A sequential case says how sure it is in its text (<system-out> when it
+passed); the run's sequential figures are properties of every suite. The routing matrix's figures are properties too, never testcases: the run's
 on every suite, a skill's precision, recall and F1 on its own. results.json records no durations, so every `time` is 0.
 The document is built with xml.etree.ElementTree (which escapes), after removing the characters
 XML 1.0 forbids from every text; it validates against the Jenkins xUnit plugin's junit-10.xsd

@@ -21,8 +21,9 @@ from pathlib import Path
 
 TIERS = ("pr", "cadence", "full")
 MODES = ("advisory", "required")
-RAN = ("PASS", "FAIL", "ERROR", "JUDGE-ERROR")
+RAN = ("PASS", "FAIL", "UNDECIDED", "ERROR", "JUDGE-ERROR")
 BAD = ("FAIL", "ERROR", "JUDGE-ERROR")
+OPEN = ("UNDECIDED",)  # the sequential verdict left the rate open: never success, never failure
 COUNTS = {"PASS": "pass", "FAIL": "fail", "ERROR": "error", "JUDGE-ERROR": "judge-error",
           "QUARANTINED": "quarantined", "UNRUN": "unrun"}
 PR_EVENTS = ("pull_request", "pull_request_target")
@@ -215,12 +216,15 @@ def ran(case: dict) -> bool:
 
 def conclusion(cases: list[dict], mode: str) -> str:
     """The same rule as the check run (runner.publish.rules.conclusion): quarantined cases never count; nothing
-    executed is neutral; FAIL, ERROR or JUDGE-ERROR are neutral in advisory mode and failure in required."""
+    executed is neutral; FAIL, ERROR or JUDGE-ERROR are neutral in advisory mode and failure in required; else an
+    UNDECIDED case is neutral in both modes."""
     counted = [c for c in cases if c.get("state") in RAN]
     if not counted:
         return "neutral"
     if any(c.get("state") in BAD for c in counted):
         return "failure" if mode == "required" else "neutral"
+    if any(c.get("state") in OPEN for c in counted):
+        return "neutral"
     return "success"
 
 
