@@ -12,7 +12,7 @@ from runner.core.quorum import wilson_interval
 from runner.core.states import CASE_STATES, CaseState
 from runner.plan.plan import SequentialVerdict
 from runner.plan.quarantine import QuarantineEntry
-from runner.results import sequential as sequential_mod
+from runner.results import sureness as sequential_mod
 from runner.results.build import CaseResult, PlanSummary, Results, Spend
 from runner.results.verdicts import ActivationResult, AssertionResult, PairResult
 

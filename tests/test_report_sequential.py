@@ -17,7 +17,7 @@ from runner.report import history as history_mod
 from runner.report import html as html_report
 from runner.report import junit, markdown, rollup, terminal
 from runner.results.build import Results
-from runner.results.sequential import Flip
+from runner.results.sureness import Flip
 from tests.report_fixtures import UNDECIDED_UID, assemble, large, quorum, sequential
 from tests.test_report_junit_html import XSD, _lxml
 

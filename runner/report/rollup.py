@@ -17,7 +17,7 @@ from runner.plan.plan import UNCALIBRATED
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, ReusedRun
 from runner.results.routing import NONE, Confusion, Rate, Routing
-from runner.results.sequential import Flip, SequentialSummary
+from runner.results.sureness import Flip, SequentialSummary
 from runner.results.uplift import Uplift
 from runner.results.vetting import summary as refused_summary
 
@@ -278,7 +278,7 @@ def shown_routing(results: Results) -> Routing | None:
     return found
 
 
-# ---- the sequential verdict (results.json `cases[].sequential` and `sequential`, runner.results.sequential) ------
+# ---- the sequential verdict (results.json `cases[].sequential` and `sequential`, runner.results.sureness) --------
 
 WORST_FLIPS = 10  # the flips the Markdown rollup and the terminal list (the page lists all)
 
