@@ -9,7 +9,10 @@ from __future__ import annotations
 from datetime import date
 
 from runner.core.quorum import wilson_interval
+from runner.core.states import CASE_STATES, CaseState
+from runner.plan.plan import SequentialVerdict
 from runner.plan.quarantine import QuarantineEntry
+from runner.results import sureness as sequential_mod
 from runner.results.build import CaseResult, PlanSummary, Results, Spend
 from runner.results.verdicts import ActivationResult, AssertionResult, PairResult
 
@@ -87,8 +90,7 @@ def every_state() -> Results:
 
 
 def assemble(cases: list[CaseResult], spend: float = 1.23) -> Results:
-    counts = {s: sum(1 for c in cases if c.state == s) for s in ("PASS", "FAIL", "ERROR", "JUDGE-ERROR",
-                                                                   "QUARANTINED", "UNRUN")}
+    counts = {s: sum(1 for c in cases if c.state == s) for s in CASE_STATES}
     unrun: dict[str, int] = {}
     for case in cases:
         if case.state == "UNRUN" or case.underlying_state == "UNRUN":
@@ -117,3 +119,69 @@ def large(n: int = 2000) -> Results:
                                   text="Explains, step by step and with the evidence, why " + "x" * 200,
                                   evidence=["quoted evidence " + "y" * 150])]))
     return assemble(cases, spend=9.87)
+
+
+# The sequential verdict of `sequential()`: θ 0.5, δ 0.25, α = β = 0.1, at most 6 attempts in rounds of 2. A win is
+# worth ln 3 and a loss −ln 3; PASS at +ln 9 (two wins more than losses), FAIL at −ln 9.
+SEQUENTIAL = SequentialVerdict(pass_rate=0.5, indifference=0.25, alpha=0.1, beta=0.1, max_repeats=6, round_size=2)
+UNDECIDED_UID = "seq/evals/undecided-flaky"
+
+
+def _figures(order: str, fixed_n3: CaseState | None) -> sequential_mod.SequentialCase:
+    """The figures of a case whose attempts, in repeat order, were `order`: W win, L loss, E error."""
+    wins, losses = order.count("W"), order.count("L")
+    trials = wins + losses
+    interval = wilson_interval(wins, trials)
+    return sequential_mod.SequentialCase(
+        attempts=len(order), trials=trials, rate=round(wins / trials, 4) if trials else None,
+        interval_95=None if interval is None else (round(interval[0], 4), round(interval[1], 4)),
+        llr=round(SEQUENTIAL.rule().llr(wins, losses), 4), round=-(-len(order) // SEQUENTIAL.round_size),
+        fixed_n3=fixed_n3)
+
+
+def sequential() -> Results:
+    """A run by the sequential verdict: two cases PASS at round 1, one PASS at round 2, one PASS at round 3 that fixed
+    N = 3 would have failed (a flip), one FAIL, one UNDECIDED with its reason (also a flip: N = 3 would have passed
+    it), one ERROR, and one UNRUN case that never started."""
+    def case(uid: str, state: CaseState, order: str, fixed: CaseState | None, reason: str | None = None,
+             **extra: object) -> CaseResult:
+        wins, losses, errors = order.count("W"), order.count("L"), order.count("E")
+        observed = wins + losses
+        kind = "no_trigger" if "negative" in uid else "trigger"
+        return CaseResult(
+            uid=uid, skill=uid.split("/")[0], kind=kind, target=uid.split("/")[0], state=state, reason=reason,
+            wins=wins, losses=losses, errors=errors, repeats_run=len(order), repeats_planned=SEQUENTIAL.max_repeats,
+            quorum=2, activation=activation(state, wins, observed),
+            attempts=[f"{uid}#main#{i}" for i in range(1, len(order) + 1)], cost_usd=0.01 * len(order),
+            sequential=_figures(order, fixed), line=3, file=f"{uid.split('/')[0]}/evals/evals.json", **extra)
+
+    cases = [
+        case("seq/evals/positive-one", "PASS", "WW", None),
+        case("seq/evals/positive-two", "PASS", "WW", None),
+        case("seq/evals/positive-round-two", "PASS", "WLWW", "PASS"),
+        case("seq/evals/positive-late", "PASS", "LWLWWW", "FAIL"),
+        case("other/evals/negative-fails", "FAIL", "LL", None),
+        case(UNDECIDED_UID, "UNDECIDED", "WLWLLW", "PASS",
+             reason="the rate stayed open after 6 attempt(s): neither PASS nor FAIL is claimed"),
+        case("other/evals/positive-api-down", "ERROR", "EEEEEE", "ERROR", reason="api-error: HTTP 500 (server_error)"),
+        CaseResult(uid="other/evals/unrun-cap", skill="other", kind="trigger", target="other", state="UNRUN",
+                   reason="budget-cap", repeats_planned=SEQUENTIAL.max_repeats, quorum=2),
+    ]
+    results = assemble(cases, spend=0.42)
+    ran = [(c.uid, c.state, c.sequential) for c in cases if c.sequential is not None]
+    plan = results.plan.model_copy(update={"sequential": SEQUENTIAL, "repeats": SEQUENTIAL.max_repeats})
+    return results.model_copy(update={"plan": plan, "sequential": sequential_mod.summary(SEQUENTIAL, ran)})
+
+
+def quorum() -> Results:
+    """The same cases decided by the quorum (N = 3, k = 2): no sequential figures, no UNDECIDED anywhere."""
+    def decided(c: CaseResult) -> CaseResult:
+        if c.state != "UNDECIDED":
+            return c
+        assert c.activation is not None
+        return c.model_copy(update={"state": "FAIL", "reason": None,
+                                    "activation": c.activation.model_copy(update={"state": "FAIL"})})
+
+    cases = [decided(c).model_copy(update={"sequential": None, "repeats_planned": 3,
+                                           "repeats_run": min(c.repeats_run, 3)}) for c in sequential().cases]
+    return assemble(cases, spend=0.42)

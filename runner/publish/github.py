@@ -44,7 +44,8 @@ TRUNCATED = rules.truncated_note(FORGE, GITHUB_TEXT_LIMIT)
 
 Action = Literal["created", "updated", "skipped"]
 
-LEVELS: dict[CaseState, str] = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning"}
+# UNDECIDED (the sequential verdict left the rate open): a notice, neither a failure nor a warning.
+LEVELS: dict[CaseState, str] = {"FAIL": "failure", "ERROR": "warning", "JUDGE-ERROR": "warning", "UNDECIDED": "notice"}
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -157,7 +158,7 @@ def _plain(text: object, cut: int) -> str:
 
 
 def annotation(case: CaseResult, path_prefix: str = "") -> dict[str, Any]:
-    """The annotation of one FAIL, ERROR or JUDGE-ERROR case, at its eval file from the repository root."""
+    """The annotation of one FAIL, ERROR, JUDGE-ERROR or UNDECIDED case, at its eval file from the repository root."""
     details = rules.case_details(case)
     line = max(1, case.line)
     return {"path": repopath.join(path_prefix, case.file), "start_line": line, "end_line": line,
@@ -167,7 +168,7 @@ def annotation(case: CaseResult, path_prefix: str = "") -> dict[str, Any]:
 
 
 def case_annotations(results: Results, path_prefix: str = "") -> tuple[list[dict[str, Any]], list[str]]:
-    """Annotations for FAIL, ERROR and JUDGE-ERROR cases, and the uids that have no eval file to point at."""
+    """Annotations for FAIL, ERROR, JUDGE-ERROR and UNDECIDED cases, and the uids that have no eval file to point at."""
     made, unplaced = [], []
     for case in results.cases:
         if case.state not in LEVELS:

@@ -1,6 +1,6 @@
 """The forge-neutral rules of publishing a run: what every forge posts, decided once, with no forge's SDK.
 
-The conclusion (advisory or required mode; UNRUN is never success; quarantined cases never count), the title
+The conclusion (advisory or required mode; UNRUN and UNDECIDED are never success; quarantined cases never count), the title
 with the counts and the spend, the rollup fitted to a forge's byte limit, clipping on a character boundary, the
 hidden marker that finds the one comment, the links line and the comment's footer. A forge (runner.publish.forges)
 receives these as one `Publication` and only posts them; runner.publish.github is the model.
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from runner.core.states import AGAINST, CASE_STATES, RAN, CaseState
+from runner.core.states import AGAINST, CASE_STATES, OPEN, RAN, CaseState
 from runner.corpus import repopath
 from runner.report import markdown
-from runner.report.rollup import kind_label
+from runner.report.rollup import kind_label, rule_of, sequential_case_text
 from runner.results.build import CaseResult, Results
 
 CHECK_NAME = "skill-evals"
@@ -49,6 +49,9 @@ def conclusion(results: Results, mode: Mode = "advisory") -> Conclusion:
     - "required" (set by a human): "failure" when any case is FAIL, ERROR or JUDGE-ERROR, else "success".
     - In both modes UNRUN is never success by default: when no case executed (all UNRUN, or only
       quarantined cases ran) the conclusion is "neutral", and the title says nothing ran.
+    - In both modes UNDECIDED (the sequential verdict ran every attempt it allows and the rate stayed open) is never
+      success: with no FAIL, ERROR or JUDGE-ERROR and at least one UNDECIDED case the conclusion is "neutral" — a
+      flake neither passes nor fails a gate — and the title counts the undecided cases.
     Quarantined cases never count: they are excluded from health metrics (semantics §3).
     - Attempt records refused as not written by the runner (results.json `refused_records`) are an error of the
       run, never a success, even when none of them names a case (runner.results.vetting).
@@ -62,6 +65,8 @@ def conclusion(results: Results, mode: Mode = "advisory") -> Conclusion:
         return "neutral"
     if any(c.state in AGAINST for c in counted):
         return "failure" if mode == "required" else "neutral"
+    if any(c.state in OPEN for c in counted):
+        return "neutral"
     return "success"
 
 
@@ -75,7 +80,9 @@ def dollars(value: float) -> str:
 
 
 def title(results: Results) -> str:
-    """e.g. "PASS 3 · FAIL 1 · UNRUN 10 · $0.42 of $10.00"; says so first when nothing ran."""
+    """e.g. "PASS 3 · FAIL 1 · UNRUN 10 · $0.42 of $10.00" ("PASS 3 · FAIL 0 · UNDECIDED 1 · UNRUN 10 · ..." when the
+    sequential verdict left cases open: a state other than PASS, FAIL and UNRUN is counted only when some case is in
+    it); says so first when nothing ran."""
     counts = {state: sum(1 for c in results.cases if c.state == state) for state in CASE_STATES}
     parts = [f"{state} {counts[state]}" for state in CASE_STATES if counts[state] or state in ALWAYS_IN_TITLE]
     counted, quarantined = ran(results)
@@ -88,12 +95,15 @@ def title(results: Results) -> str:
 
 
 def case_details(case: CaseResult) -> list[str]:
-    """What is said of one FAIL, ERROR or JUDGE-ERROR case at its eval file (GitHub: the annotation's message)."""
+    """What is said of one FAIL, ERROR, JUDGE-ERROR or UNDECIDED case at its eval file (GitHub: the annotation's
+    message)."""
     details = [f"{case.state}: {case.uid} ({kind_label(case)}, target {case.target})"]
     if case.reason:
         details.append(f"reason: {case.reason}")
+    if (sequential := sequential_case_text(case)) is not None:
+        details.append(f"sequential verdict: {sequential}")
     details.append(f"{case.wins} wins / {case.losses} losses / {case.errors} errors; "
-                   f"{case.repeats_run} run of {case.repeats_planned} (quorum {case.quorum})")
+                   f"{case.repeats_run} run of {case.repeats_planned} ({rule_of(case)})")
     if case.fired_instead:
         details.append("fired instead: " + ", ".join(f"{k} x{v}" for k, v in case.fired_instead.items()))
     lost = [p.neighbour for p in case.pairs if p.state == "FAIL"]

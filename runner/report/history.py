@@ -2,7 +2,8 @@
 the stability record a person reads before promoting the lane to a required gate.
 
 In: previous results ordered by `finished_at`, then the current run. Out: changes, flips (PASS ↔ FAIL between
-consecutive verdicts), quarantine candidates (never quarantined automatically), trends and the stability record.
+consecutive verdicts), quarantine candidates (never quarantined automatically: a case with enough flips, or one the
+sequential verdict left UNDECIDED in the current run, a flake seen within one run), trends and the stability record.
 
 Design notes: docs/design/reports.md.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from runner.core.errors import UsageError
-from runner.core.states import VERDICTS
+from runner.core.states import OPEN, VERDICTS
 from runner.execute.rundir import RESULTS
 from runner.results.build import CaseResult, Results, moment
 
@@ -68,6 +69,10 @@ class Candidate(BaseModel):
     flips_involving_flagged_runs: int = Field(description="Flips to or from a run whose plan or library differs "
                                                           "from the current run.")
     quarantined_now: bool = Field(description="Already on the quarantine list in the current run.")
+    undecided_now: bool = Field(default=False, description="UNDECIDED in the current run (the sequential verdict "
+                                                            "ran every attempt it allows and the rate stayed open): "
+                                                            "a flake seen within one run, a candidate even without "
+                                                            "flips.")
 
 
 class Stability(BaseModel):
@@ -206,6 +211,19 @@ def routing_moves(before: Results, after: Results) -> list[RoutingMove]:
                                         m.expected, m.fired))
 
 
+def candidate_why(candidate: Candidate, flip_threshold: int | None = None) -> str:
+    """Why a case is a quarantine candidate, in one line: its flips, UNDECIDED now, or both."""
+    why = []
+    if flip_threshold is None or candidate.flips >= flip_threshold:
+        why.append(f"{candidate.flips} PASS↔FAIL flip(s) ({' → '.join(candidate.states)})")
+    if candidate.undecided_now:
+        why.append("UNDECIDED in this run: its rate stayed open after every attempt the sequential verdict allows (a "
+                   "flake seen within one run)")
+    if candidate.quarantined_now:
+        why.append("already quarantined")
+    return "; ".join(why)
+
+
 def move_text(move: RoutingMove) -> str:
     """"A now takes 3 of B's 9 attempts, was 0 of 9"."""
     attempts = (f"the {move.after_of} attempts of prompts that expect no skill" if move.expected == "none"
@@ -264,11 +282,14 @@ def compare(current: Results, previous: list[Results], flip_threshold: int = 2, 
             last = (position, now)
         if flips:
             flips_by_case[uid] = flips
-        if flips >= flip_threshold:
-            now_case = by_run[-1].get(uid)
+        now_case = by_run[-1].get(uid)
+        undecided = now_case is not None and (now_case.state in OPEN or (now_case.state == "QUARANTINED"
+                                                                         and now_case.underlying_state in OPEN))
+        if flips >= flip_threshold or undecided:
             candidates.append(Candidate(uid=uid, flips=flips, states=[shown_state(c.get(uid)) for c in by_run],
                                         flips_involving_flagged_runs=flagged,
-                                        quarantined_now=bool(now_case and now_case.state == "QUARANTINED")))
+                                        quarantined_now=bool(now_case and now_case.state == "QUARANTINED"),
+                                        undecided_now=undecided))
     candidates.sort(key=lambda c: (-c.flips, c.uid))
 
     newest_previous = records[-2] if ordered else None
@@ -374,13 +395,16 @@ def render_markdown(history: History, max_rows: int = MAX_CHANGE_ROWS) -> str:
             lines.append(f"- …and {len(history.routing_moves) - max_rows} more (see the history JSON).")
         lines.append("")
 
-    lines += [f"#### Quarantine candidates (≥ {history.flip_threshold} PASS↔FAIL flips)", ""]
+    undecided = any(c.undecided_now for c in history.candidates)
+    lines += [f"#### Quarantine candidates (≥ {history.flip_threshold} PASS↔FAIL flips"
+              + (", or UNDECIDED in this run)" if undecided else ")"), ""]
     if history.candidates:
         lines += ["| Case | Flips | States, oldest → newest | Flips across a flagged run |",
                   "| --- | --- | --- | --- |"]
         for c in history.candidates:
             states = " → ".join(escape(s) for s in c.states)
-            mark = " (quarantined)" if c.quarantined_now else ""
+            mark = (" (quarantined)" if c.quarantined_now else "") + (
+                " (UNDECIDED now: a flake seen within this run)" if c.undecided_now else "")
             lines.append(f"| {escape(c.uid)}{mark} | {c.flips} | {states} | {c.flips_involving_flagged_runs} |")
     else:
         lines.append("None.")

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from runner.core.states import CASE_STATES, RAN, VERDICTS, CaseState
+from runner.core.states import RAN, VERDICTS, CaseState
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
 from runner.report import rollup
 from runner.report.history import History, TrendPoint
@@ -233,7 +233,8 @@ def _add_review(entry: dict[str, Any], record: AttemptRecord, case: CaseResult, 
         entry["tool_calls_cut"] = len(record.tool_calls) - TOOL_CALLS_CAP
 
 
-_PRIORITY: dict[CaseState, int] = {"FAIL": 0, "ERROR": 1, "JUDGE-ERROR": 1, "QUARANTINED": 2, "UNRUN": 3, "PASS": 4}
+_PRIORITY: dict[CaseState, int] = {"FAIL": 0, "ERROR": 1, "JUDGE-ERROR": 1, "QUARANTINED": 2, "UNDECIDED": 3,
+                                   "UNRUN": 4, "PASS": 5}
 
 
 def attempts_data(results: Results, run_dir: Path | None, transcript_cap: int, total_cap: int
@@ -245,7 +246,7 @@ def attempts_data(results: Results, run_dir: Path | None, transcript_cap: int, t
     records = _records(run_dir, wanted, {r.line for r in results.refused_records if r.file == ATTEMPTS})
     out: dict[str, list[dict[str, Any]]] = {}
     used = 0
-    order = sorted(range(len(results.cases)), key=lambda i: (_PRIORITY.get(results.cases[i].state, 5), i))
+    order = sorted(range(len(results.cases)), key=lambda i: (_PRIORITY.get(results.cases[i].state, 6), i))
     for index in order:
         case = results.cases[index]
         if not case.attempts:
@@ -289,7 +290,8 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
         ("Host", e(h["host_text"])),
         ("Model", e(plan.model)),
         ("Judge", judge),
-        ("Repeats N / quorum k", f"{plan.repeats} / {plan.quorum}"),
+        (("Repeats N / quorum k", f"{plan.repeats} / {plan.quorum}") if plan.sequential is None else
+         ("Verdict", e(rollup.verdict_text(results)))),
         ("Spend vs cap", f'<meter id="spend-meter" min="0" max="{spend.cap_usd or 1}" value="{spend.usd}"></meter> '
                          f'<span id="spend">${spend.usd:.2f} of ${spend.cap_usd:.2f} cap ({pct})</span>'
                          f' · judge ${spend.judge_usd:.2f} in {spend.judge_calls} call(s)'
@@ -325,10 +327,10 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
             f'<p class="not-executed" id="not-executed">{e(results.not_executed)}</p></header>')
 
 
-def _counts(results: Results) -> str:
+def _counts(results: Results, roll: rollup.Rollup) -> str:
     cells = "".join(f'<li class="st-{s}"><button type="button" class="count" data-state="{s}" '
                     f'title="Show only {s} cases"><b>{results.counts.get(s, 0)}</b> {s}</button></li>'
-                    for s in CASE_STATES)
+                    for s in roll.shown_states)
     return f'<section><h2>States</h2><ul id="counts" class="counts">{cells}</ul></section>'
 
 
@@ -388,6 +390,35 @@ def _notes(results: Results, roll: rollup.Rollup) -> str:
     return "<section><h2>Corpus</h2>" + "".join(parts) + "</section>"
 
 
+def _sequential(results: Results) -> str:
+    """The run's sequential verdict (results.json `sequential`): the rule, its exact error bounds, the cases by state,
+    the sessions against fixed N = 3 and the bound, and every case fixed N = 3 would have given another state."""
+    found = results.sequential
+    if found is None:
+        return ""
+    items = [("Rule", e(found.rule)), ("Error bounds", e(rollup.sequential_bounds_text(found, results))),
+             ("Cases", e(rollup.sequential_cases_text(found))),
+             ("Sessions", e(rollup.sequential_sessions_text(found)))]
+    rows = "".join(f"<tr><td><code>{e(f.uid)}</code></td><td>{_badge(f.state)}</td><td>{_badge(f.fixed_n3)}</td></tr>"
+                   for f in found.flips)
+    flips = (f'<table id="sequential-flips"><thead><tr><th>case</th><th>state</th><th>fixed N = 3 would have said</th>'
+             f"</tr></thead><tbody>{rows}</tbody></table>" if rows else "<p>None.</p>")
+    return (f'<section id="sequential"><h2>Sequential verdict</h2><p class="hint">Each case ran in rounds until its '
+            f"rate was decided above or below the band, or until the bound; a case still open then is UNDECIDED: "
+            f"neither PASS nor FAIL is claimed.</p>{_dl(items)}<h3>{e(rollup.flips_intro(found))}</h3>{flips}"
+            f"</section>")
+
+
+def _candidates(history: History | None) -> str:
+    """The history's quarantine candidates, each with why: PASS↔FAIL flips across runs, or UNDECIDED in this run."""
+    if history is None or not history.candidates:
+        return ""
+    from runner.report.history import NEVER_AUTOMATIC, candidate_why
+    items = "".join(f"<li><code>{e(c.uid)}</code>: {e(candidate_why(c, history.flip_threshold))}</li>" for c in history.candidates)
+    return (f'<section id="quarantine-candidates"><h2>Quarantine candidates ({len(history.candidates)})</h2>'
+            f'<ul>{items}</ul><p class="hint">{e(NEVER_AUTOMATIC)}</p></section>')
+
+
 def _activation(case: CaseResult) -> str:
     a = case.activation
     if a is None:
@@ -404,8 +435,10 @@ def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
                                              if case.underlying_state else "")
               + (f' <span class="reason">{e(case.reason)}</span>' if case.reason else "")),
              ("Repeats", f"wins {case.wins}, losses {case.losses}, errors {case.errors}; run {case.repeats_run} of "
-                         f"{case.repeats_planned} (quorum {case.quorum})"),
+                         f"{case.repeats_planned} ({rollup.rule_of(case)})"),
              ("Activation", _activation(case))]
+    if (sequential := rollup.sequential_case_text(case)) is not None:
+        items.append(("Sequential verdict", f'<span class="sequential">{e(sequential)}</span>'))
     if case.parts:
         items.append(("Parts", ", ".join(f"{e(k)} {_badge(v)}" for k, v in case.parts.items())))
     if case.fired_instead:
@@ -486,12 +519,12 @@ def _case_rows(results: Results, has_run_dir: bool) -> str:
     return "".join(rows)
 
 
-def _filters(results: Results) -> str:
+def _filters(results: Results, roll: rollup.Rollup) -> str:
     skills = sorted({c.skill for c in results.cases})
     options = '<option value="">all skills</option>' + "".join(
         f'<option value="{e(s)}">{e(s)}</option>' for s in skills)
     boxes = "".join(f'<label class="st-{s}"><input type="checkbox" name="state" value="{s}" checked> {s} '
-                    f'({results.counts.get(s, 0)})</label>' for s in CASE_STATES)
+                    f'({results.counts.get(s, 0)})</label>' for s in roll.shown_states)
     return (f'<div id="filters" role="search"><label>Skill <select id="skill-filter">{options}</select>'
             f'</label><fieldset id="state-filter"><legend>States</legend>{boxes}</fieldset>'
             f'<label>Case <input type="search" id="uid-filter" placeholder="uid contains…"></label>'
@@ -636,7 +669,7 @@ def _review_panel(has_run_dir: bool) -> str:
 
 CSS = """
 :root{--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--bg:#fff;--soft:#f6f8fa;
---pass:#1a7f37;--fail:#cf222e;--error:#9a6700;--judge:#8250df;--quar:#0969da;--unrun:#6e7781}
+--pass:#1a7f37;--fail:#cf222e;--error:#9a6700;--judge:#8250df;--quar:#0969da;--undecided:#bc4c00;--unrun:#6e7781}
 *{box-sizing:border-box}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg);
 margin:0 auto;max-width:1400px;padding:16px 24px}
@@ -657,12 +690,14 @@ background:var(--unrun);white-space:nowrap}.mini{font-weight:400;margin:1px}
 .st-ERROR.badge,.st-ERROR.mini{background:var(--error)}
 .st-JUDGE-ERROR.badge,.st-JUDGE-ERROR.mini{background:var(--judge)}
 .st-QUARANTINED.badge,.st-QUARANTINED.mini{background:var(--quar)}
+.st-UNDECIDED.badge,.st-UNDECIDED.mini{background:var(--undecided)}
 .st-UNJUDGEABLE.badge{background:#953800}
 .counts{display:flex;gap:8px;list-style:none;padding:0;flex-wrap:wrap}
 .counts button{border:1px solid var(--line);border-radius:8px;background:var(--soft);padding:6px 12px;cursor:pointer;
 font:inherit}.counts b{font-size:18px;margin-right:4px}
 .counts .st-PASS b{color:var(--pass)}.counts .st-FAIL b{color:var(--fail)}.counts .st-ERROR b{color:var(--error)}
 .counts .st-JUDGE-ERROR b{color:var(--judge)}.counts .st-QUARANTINED b{color:var(--quar)}
+.counts .st-UNDECIDED b{color:var(--undecided)}
 #filters{display:flex;gap:14px;align-items:center;flex-wrap:wrap;background:var(--soft);padding:8px 10px;
 border:1px solid var(--line);border-radius:8px;position:sticky;top:0;z-index:2}
 #filters fieldset{border:0;margin:0;padding:0;display:flex;gap:8px;flex-wrap:wrap}
@@ -702,16 +737,16 @@ svg.trend{vertical-align:middle}svg.trend text{font:10px system-ui,sans-serif;fi
 footer{margin-top:24px;color:var(--muted);font-size:12px}
 """
 
-# The state filter knows the states the counts show: CASE_STATES, written in below.
+# The state filter knows the states the counts show: the page's own state checkboxes (a run's shown states).
 JS = r"""
 (function () {
   "use strict";
   var DATA = JSON.parse(document.getElementById("skill-evals-data").textContent);
-  var STATES = @CASE_STATES@;
   var rows = Array.prototype.slice.call(document.querySelectorAll("tr.case"));
   var skillSel = document.getElementById("skill-filter");
   var uidInput = document.getElementById("uid-filter");
   var boxes = Array.prototype.slice.call(document.querySelectorAll('#state-filter input[name="state"]'));
+  var STATES = boxes.map(function (b) { return b.value; });
   var shown = document.getElementById("shown");
 
   function el(tag, cls, text) {
@@ -991,7 +1026,7 @@ JS = r"""
   fromHash();
   document.documentElement.setAttribute("data-ready", "1");
 })();
-""".replace("@CASE_STATES@", json.dumps(list(CASE_STATES)))
+"""
 
 
 def _hash(text: str) -> str:
@@ -1005,9 +1040,9 @@ def render(results: Results, run_dir: Path | None = None, *, transcript_cap: int
     csp = (f"default-src 'none'; script-src '{_hash(JS)}'; style-src '{_hash(CSS)}'; img-src data:; "
            f"base-uri 'none'; form-action 'none'")
     body = "".join([
-        _header(results, roll), _counts(results), _unrun(results), _skills(roll), _routing(results, history),
-        _notes(results, roll),
-        _trends(history), _review_panel(run_dir is not None), '<section><h2>Cases</h2>', _filters(results),
+        _header(results, roll), _counts(results, roll), _unrun(results), _skills(roll), _routing(results, history),
+        _sequential(results), _notes(results, roll), _candidates(history),
+        _trends(history), _review_panel(run_dir is not None), '<section><h2>Cases</h2>', _filters(results, roll),
         '<table id="cases"><thead><tr><th></th><th>case</th><th>skill</th><th>kind</th><th>state</th>'
         '<th class=num>wins/losses/errors · run of N</th><th class=num>cost</th></tr></thead><tbody>',
         _case_rows(results, run_dir is not None), "</tbody></table></section>",

@@ -6,11 +6,13 @@ The states map onto what CI test reporters understand (semantics §3):
     FAIL         <failure type="FAIL">      what failed: activation, pairs, assertions with evidence
     ERROR        <error type="ERROR">       the cause (the harness could not observe a result)
     JUDGE-ERROR  <error type="JUDGE-ERROR"> the cause (the judge could not decide)
+    UNDECIDED    <skipped message="UNDECIDED: rate <r> [<low>, <high>] after <n> attempts; no verdict ...">
     UNRUN        <skipped message="UNRUN: <reason>"/>
     QUARANTINED  <skipped message="QUARANTINED (underlying <state>): <reason>"/>
 
-An UNRUN case is skipped, never passed: no result is claimed for it, and the not-executed
-sentence is a property of every suite. The routing matrix's figures are properties too, never testcases: the run's
+UNRUN and UNDECIDED cases are skipped, never passed: no result is claimed for them, and the not-executed
+sentence is a property of every suite. A sequential case says how sure it is in its text (<system-out> when it
+passed); the run's sequential figures are properties of every suite. The routing matrix's figures are properties too, never testcases: the run's
 on every suite, a skill's precision, recall and F1 on its own. results.json records no durations, so every `time` is 0.
 The document is built with xml.etree.ElementTree (which escapes), after removing the characters
 XML 1.0 forbids from every text; it validates against the Jenkins xUnit plugin's junit-10.xsd
@@ -23,7 +25,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
-from runner.core.states import BROKEN, NOT_DECIDED
+from runner.core.states import BROKEN, NOT_DECIDED, OPEN
 from runner.plan.plan import UNCALIBRATED
 from runner.report import rollup
 from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, sweep_note, wall_note
@@ -46,7 +48,7 @@ def _message(text: str) -> str:
 
 def _run_of(case: CaseResult) -> str:
     return (f"wins {case.wins}, losses {case.losses}, errors {case.errors}, "
-            f"run {case.repeats_run} of {case.repeats_planned} (quorum {case.quorum})")
+            f"run {case.repeats_run} of {case.repeats_planned} ({rollup.rule_of(case)})")
 
 
 def _activation_line(case: CaseResult) -> str | None:
@@ -64,6 +66,8 @@ def detail(case: CaseResult, failing_only: bool = False) -> str:
     lines = [f"case: {case.uid} ({rollup.kind_label(case)}, target {case.target})", _run_of(case)]
     if case.reason:
         lines.append(f"reason: {case.reason}")
+    if (sequential := rollup.sequential_case_text(case)) is not None:
+        lines.append(f"sequential verdict: {sequential}")
     activation = _activation_line(case)
     if activation:
         lines.append(activation)
@@ -128,7 +132,19 @@ def _error_message(case: CaseResult) -> str:
     return judge[0].reason if judge and judge[0].reason else case.state
 
 
+def _undecided_message(case: CaseResult) -> str:
+    figures = case.sequential
+    if figures is None:
+        return f"UNDECIDED: {case.reason or 'the rate stayed open'}; no verdict is claimed (neither PASS nor FAIL)"
+    rate = "no rate (no attempt was observed)" if figures.rate is None else (
+        f"rate {figures.rate:.2f} {rollup.interval_text(figures.interval_95)}")
+    return (f"UNDECIDED: {rate} after {figures.attempts} attempt(s) ({figures.trials} observed, round "
+            f"{figures.round}); no verdict is claimed (neither PASS nor FAIL)")
+
+
 def _skip_message(case: CaseResult) -> str:
+    if case.state in OPEN:
+        return _undecided_message(case)
     if case.state == "QUARANTINED":
         entry = case.quarantine
         reason = entry.reason if entry else (case.reason or "no reason recorded")
@@ -138,7 +154,11 @@ def _skip_message(case: CaseResult) -> str:
 
 def _skip_text(case: CaseResult, not_executed: str) -> str:
     lines = []
-    if case.state == "QUARANTINED" and case.quarantine:
+    if case.state in OPEN:
+        lines.append("UNDECIDED: the sequential verdict ran every attempt it allows (or no boundary was reachable any "
+                     "more) and the rate stayed open; no result is claimed for this case, neither PASS nor FAIL.")
+        lines.append(detail(case))
+    elif case.state == "QUARANTINED" and case.quarantine:
         q = case.quarantine
         expires = f", expires {q.expires.isoformat()}" if q.expires else ""
         lines.append(f"quarantined on {q.date.isoformat()}{expires}: {q.reason}")
@@ -163,11 +183,13 @@ def _testcase(parent: ET.Element, case: CaseResult, not_executed: str) -> None:
     elif case.state in BROKEN:
         child = ET.SubElement(element, "error", {"message": _message(_error_message(case)), "type": case.state})
         child.text = detail(case)
-    elif case.state in NOT_DECIDED:
+    elif case.state in NOT_DECIDED or case.state in OPEN:
         child = ET.SubElement(element, "skipped", {"message": _message(_skip_message(case))})
         child.text = _skip_text(case, not_executed)
-    if (reused := rollup.reused_from_text(case)) is not None:
-        ET.SubElement(element, "system-out").text = clean(reused)
+    out = [text for text in (rollup.reused_from_text(case),
+                             rollup.sequential_case_text(case) if case.state == "PASS" else None) if text]
+    if out:
+        ET.SubElement(element, "system-out").text = clean("\n".join(out))
 
 
 def cost_properties(results: Results) -> list[tuple[str, str]]:
@@ -231,6 +253,25 @@ def routing_properties(results: Results) -> list[tuple[str, str]]:
             ("routing_top_confusion", rollup.confusion_text(top) if top else "")]
 
 
+def sequential_properties(results: Results) -> list[tuple[str, str]]:
+    """The run's sequential verdict (results.json `sequential`), on every suite: the rule, its exact error bounds,
+    the cases by state, the sessions against fixed N = 3 (saved, or more: never a negative saving) and the bound."""
+    found = results.sequential
+    if found is None:
+        return []
+    saved = found.saved
+    return [("sequential_rule", found.rule), ("sequential_pass_at_p0", f"{found.pass_at_p0:.4f}"),
+            ("sequential_fail_at_p1", f"{found.fail_at_p1:.4f}"),
+            ("sequential_undecided_at_theta", f"{found.undecided_at_theta:.4f}"),
+            ("sequential_cases", str(found.cases)), ("sequential_passed", str(found.passed)),
+            ("sequential_failed", str(found.failed)), ("sequential_undecided", str(found.undecided)),
+            ("sequential_broken", str(found.broken)), ("sequential_sessions", str(found.sessions)),
+            ("sequential_sessions_fixed_n3", str(found.sessions_fixed_n3)),
+            ("sequential_sessions_bound", str(found.sessions_bound)),
+            ("sequential_sessions_saved" if saved >= 0 else "sequential_sessions_more", str(abs(saved))),
+            ("sequential_flips", str(len(found.flips)))]
+
+
 def skill_routing_properties(results: Results, skill: str) -> list[tuple[str, str]]:
     """One skill's precision, recall and F1 with their 95% intervals and the attempts behind them, on its suite."""
     found = results.routing.per_skill.get(skill) if results.routing is not None else None
@@ -250,12 +291,12 @@ def render(results: Results) -> str:
         by_skill.setdefault(case.skill, []).append(case)
     totals: Counter[str] = Counter()
     root = ET.Element("testsuites", {"name": "skill-evals"})
-    props = properties(results) + routing_properties(results)
+    props = properties(results) + routing_properties(results) + sequential_properties(results)
     for index, skill in enumerate(sorted(by_skill)):
         cases = by_skill[skill]
         states = Counter(c.state for c in cases)
         counts = {"tests": len(cases), "failures": states["FAIL"], "errors": states["ERROR"] + states["JUDGE-ERROR"],
-                  "skipped": states["UNRUN"] + states["QUARANTINED"]}
+                  "skipped": states["UNRUN"] + states["QUARANTINED"] + states["UNDECIDED"]}
         totals.update(counts)
         suite = ET.SubElement(root, "testsuite", {
             "name": clean(skill), "id": str(index), "tests": str(counts["tests"]), "failures": str(counts["failures"]),

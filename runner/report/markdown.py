@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from runner.core.quorum import wilson_interval
-from runner.core.states import CASE_STATES, RAN
+from runner.core.states import RAN
 from runner.probes.arms import ArmResult
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
@@ -130,7 +130,7 @@ def state_with_reason(case: CaseResult, bold: bool = False) -> str:
 
 def repeats_line(case: CaseResult) -> str:
     return (f"{case.wins} wins / {case.losses} losses / {case.errors} errors; "
-            f"{case.repeats_run} run of {case.repeats_planned} (quorum {case.quorum})")
+            f"{case.repeats_run} run of {case.repeats_planned} ({rollup_mod.rule_of(case)})")
 
 
 def fired_instead(case: CaseResult) -> str:
@@ -195,7 +195,7 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
     host = h["host_text"]
     lines = [MARKER,
              f"**Skill evals** · tier {h['tier']} · host {host} · model {h['model']} · "
-             f"judge {h['judge_model']} · N={h['repeats']}, k={h['quorum']} · "
+             f"judge {h['judge_model']} · {escape(rollup_mod.verdict_text(results))} · "
              f"spend {usd(results.spend.usd)} of {usd(results.spend.cap_usd)} cap · "
              f"coverage {roll.executed} run / {roll.not_executed} UNRUN", ""]
     if results.plan.approximation:
@@ -232,22 +232,24 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
 
 
 def state_counts(roll: Rollup) -> list[str]:
-    counts = [str(roll.counts.get(state, 0)) for state in CASE_STATES]
-    total = sum(roll.counts.get(state, 0) for state in CASE_STATES)
-    return ["### State counts", ""] + table([*CASE_STATES, "Total"], [[*counts, str(total)]],
-                                             ["---:"] * (len(CASE_STATES) + 1)) + [""]
+    states = roll.shown_states
+    counts = [str(roll.counts.get(state, 0)) for state in states]
+    total = sum(roll.counts.get(state, 0) for state in states)
+    return ["### State counts", ""] + table([*states, "Total"], [[*counts, str(total)]],
+                                             ["---:"] * (len(states) + 1)) + [""]
 
 
 def badness(skill: SkillRollup) -> tuple[Any, ...]:
-    """Sort key, worst first: FAIL+ERROR+JUDGE-ERROR cases, then FAILs, ERRORs, trigger losses, pairs lost,
-    refusals not complied with, then the name."""
+    """Sort key, worst first: FAIL+ERROR+JUDGE-ERROR cases, then FAILs, ERRORs, UNDECIDED cases, trigger losses,
+    pairs lost, refusals not complied with, then the name."""
     problems = skill.states["FAIL"] + skill.states["ERROR"] + skill.states["JUDGE-ERROR"]
-    return (-problems, -skill.states["FAIL"], -skill.states["ERROR"], -(skill.trigger_run - skill.trigger_wins),
+    return (-problems, -skill.states["FAIL"], -skill.states["ERROR"], -skill.states.get("UNDECIDED", 0),
+            -(skill.trigger_run - skill.trigger_wins),
             -skill.pairs_lost, -(skill.refusal_run - skill.refusal_compliant), skill.skill)
 
 
-def skill_row(name: str, skills: list[SkillRollup], baselined: bool = False) -> list[str]:
-    states = [str(sum(s.states[state] for s in skills)) for state in CASE_STATES]
+def skill_row(name: str, skills: list[SkillRollup], states_shown: Sequence[str], baselined: bool = False) -> list[str]:
+    states = [str(sum(s.states.get(state, 0) for s in skills)) for state in states_shown]
     wins, run = sum(s.trigger_wins for s in skills), sum(s.trigger_run for s in skills)
     row = [name, *states, accuracy(wins, run),
            pairs_cell(sum(s.pairs_won for s in skills), sum(s.pairs_lost for s in skills)),
@@ -263,15 +265,16 @@ def skill_table(roll: Rollup, shape: Shape) -> list[str]:
     rest = ordered[len(shown):]
     cut = None if shape.level == 0 else NOTE_CUT
     up = roll.baselined
-    rows = [skill_row(escape(clip(s.skill, cut)), [s], up) for s in shown]
+    states = roll.shown_states
+    rows = [skill_row(escape(clip(s.skill, cut)), [s], states, up) for s in shown]
     if rest:
-        rows.append(skill_row(f"*{len(rest)} other skills (totals)*", rest, up))
-    rows.append(skill_row(f"**All {len(ordered)} skills**", ordered, up))
+        rows.append(skill_row(f"*{len(rest)} other skills (totals)*", rest, states, up))
+    rows.append(skill_row(f"**All {len(ordered)} skills**", ordered, states, up))
     title = "### Per skill (most problems first)"
     lines = [title, ""]
-    lines += table(["Skill", *CASE_STATES, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance",
+    lines += table(["Skill", *states, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance",
                     *([UPLIFT_HEAD] if up else [])],
-                   rows, ["---", *["---:"] * len(CASE_STATES), "---", "---:", "---:", *(["---"] if up else [])])
+                   rows, ["---", *["---:"] * len(states), "---", "---:", "---:", *(["---"] if up else [])])
     lines += ["", "Trigger accuracy, pairs and refusal compliance leave quarantined cases out; the state "
                   "counts do not."]
     if up:
@@ -319,6 +322,36 @@ def routing_section(results: Results, shape: Shape) -> list[str]:
         if len(shown) < len(order):
             lines += ["", f"{len(order) - len(shown)} more skill(s) not listed to fit the comment limit: see "
                           "results.json `routing.per_skill`."]
+        lines.append("")
+    return lines
+
+
+SEQUENTIAL_INTRO = ("Each case ran in rounds until its rate was decided above or below the band, or until the bound; a "
+                    "case still open then is UNDECIDED: neither PASS nor FAIL is claimed (results.json `sequential`, "
+                    "`cases[].sequential`).")
+
+
+def sequential_section(results: Results, shape: Shape) -> list[str]:
+    """The run's sequential verdict: the rule, its exact error bounds, the cases by state, the sessions against
+    fixed N = 3 and the bound, and the cases fixed N = 3 would have given another state. It shrinks as the routing
+    section does: at the last steps of `render` it lists as many flips as the skill table keeps rows."""
+    found = results.sequential
+    if found is None:
+        return []
+    cut = None if shape.level == 0 else NOTE_CUT
+    lines = ["### Sequential verdict", "", SEQUENTIAL_INTRO, "",
+             f"- rule: {escape(clip(found.rule, cut))}",
+             f"- error bounds: {escape(rollup_mod.sequential_bounds_text(found, results))}",
+             f"- cases: {escape(rollup_mod.sequential_cases_text(found))}",
+             f"- sessions: {escape(rollup_mod.sequential_sessions_text(found))}",
+             f"- {escape(rollup_mod.flips_intro(found))}", ""]
+    keep = rollup_mod.WORST_FLIPS if shape.skills is None else min(shape.skills, rollup_mod.WORST_FLIPS)
+    shown = found.flips[:keep]
+    if shown:
+        lines += [f"1. {escape(clip(flip.uid, cut))}: {flip.state}, fixed N = 3 would have said {flip.fixed_n3}"
+                  for flip in shown]
+        if len(shown) < len(found.flips):
+            lines.append(f"{len(found.flips) - len(shown)} more not listed: see results.json `sequential.flips`.")
         lines.append("")
     return lines
 
@@ -371,6 +404,8 @@ def case_details(case: CaseResult, level: int) -> list[str]:
     if case.parts:
         lines.append("- parts: " + " · ".join(f"{escape(k)} {escape(v)}" for k, v in case.parts.items()))
     lines.append(f"- repeats: {repeats_line(case)}")
+    if (sequential := rollup_mod.sequential_case_text(case)) is not None:
+        lines.append(f"- sequential verdict: {sequential}")  # the runner's own text: states and numbers
     if case.activation is not None:
         act = case.activation
         if act.observed_runs:
@@ -404,6 +439,8 @@ def case_line(case: CaseResult, level: int) -> str:
              f"{case.wins}/{case.losses}/{case.repeats_run} of {case.repeats_planned}"]
     if case.parts:
         parts.append(", ".join(f"{escape(k)} {escape(v)}" for k, v in case.parts.items()))
+    if (sequential := rollup_mod.sequential_case_text(case)) is not None:
+        parts.append(sequential)  # the runner's own text: states and numbers
     if case.fired_instead:
         parts.append(f"fired instead: {fired_instead(case)}")
     lost = [p for p in case.pairs if p.state == "FAIL"]
@@ -589,6 +626,9 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
                          roll.erroring, shape, budget)
     body += case_section("Judge-erroring cases", "The judge call failed or gave no valid verdict: neither a PASS "
                          "nor a FAIL.", roll.judge_erroring, shape, budget)
+    body += case_section("Undecided cases", "The sequential verdict ran every attempt it allows (or no boundary "
+                         "was reachable any more) and the rate stayed open: neither a PASS nor a FAIL.",
+                         roll.undecided, shape, budget)
     body += quarantine_section(roll.quarantined, shape, budget)
     body += note_section("Unjudgeable assertions", "Not judged: as written they name no observable behaviour. "
                          "For the author to rewrite.", roll.unjudgeable, shape, budget)
@@ -604,7 +644,8 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
                          roll.uncalibrated, shape, budget)
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
     lines += list(changed)  # "Changed since last run" (runner.report.history), read right after the counts
-    lines += skill_table(roll, shape) + routing_section(results, shape) + body + probe_section(results)
+    lines += skill_table(roll, shape) + routing_section(results, shape) + sequential_section(results, shape)
+    lines += body + probe_section(results)
     lines += uplift_section(results, shape)
     lines += unrun_section(roll, shape)
     lines.append(escape(roll.not_executed_sentence))
@@ -646,7 +687,8 @@ def render(results: Results, limit: int = DEFAULT_LIMIT, changed: tuple[str, ...
         text = compose(results, roll, Shape(level=level), limit, changed)
         if len(text) <= limit:
             return text
-    total = (len(roll.failing) + len(roll.erroring) + len(roll.judge_erroring) + len(roll.quarantined)
+    total = (len(roll.failing) + len(roll.erroring) + len(roll.judge_erroring) + len(roll.undecided)
+             + len(roll.quarantined)
              + len(roll.unjudgeable) + len(roll.surface_warnings) + len(roll.held_back) + len(roll.uncalibrated))
     items = _largest(lambda n: len(compose(results, roll, Shape(3, n), limit, changed)) <= limit, total)
     if items is not None:

@@ -12,11 +12,12 @@ from collections import Counter, defaultdict
 from pydantic import BaseModel
 
 from runner.core.quorum import wilson_interval
-from runner.core.states import CASE_STATES, VERDICTS
+from runner.core.states import CASE_STATES, OPEN, VERDICTS, CaseState
 from runner.plan.plan import UNCALIBRATED
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, ReusedRun
 from runner.results.routing import NONE, Confusion, Rate, Routing
+from runner.results.sureness import Flip, SequentialSummary
 from runner.results.uplift import Uplift
 from runner.results.vetting import summary as refused_summary
 
@@ -61,6 +62,8 @@ class Rollup(BaseModel):
     first_turn_line: str | None = None
     records_line: str | None = None
     reused: list[Note] = []  # the cases taken from the result cache, each with the run it ran in
+    undecided: list[CaseResult] = []  # the sequential verdict left them open: neither PASS nor FAIL
+    shown_states: list[CaseState] = list(CASE_STATES)  # the state columns reports show (see `shown_states`)
 
 
 def cost_line(results: Results) -> str | None:
@@ -185,6 +188,12 @@ def with_uplift(skills: list[SkillRollup], results: Results) -> list[SkillRollup
     return [s.model_copy(update={"uplift": found.get(s.skill)}) for s in skills]
 
 
+def shown_states(counts: dict[str, int]) -> list[CaseState]:
+    """The case states a report lists, in CASE_STATES order: every state, but an open state (UNDECIDED, which only
+    the sequential verdict gives) only when a case is in it, so that a quorum run renders as it always did."""
+    return [state for state in CASE_STATES if state not in OPEN or counts.get(state, 0)]
+
+
 def build(results: Results) -> Rollup:
     plan = results.plan
     cases = results.cases
@@ -218,6 +227,9 @@ def build(results: Results) -> Rollup:
         not_executed_sentence=results.not_executed, cost_line=cost_line(results),
         first_turn_line=first_turn_line(results), records_line=records_line(results),
         reused=[Note(uid=c.uid, text=text) for c in cases if (text := reused_from_text(c)) is not None],
+        undecided=[c for c in cases if c.state in OPEN],
+        shown_states=shown_states({s: sum(1 for c in cases if c.state == s) for s in CASE_STATES}
+                                  | {s: n for s, n in results.counts.items() if n}),
     )
 
 
@@ -264,3 +276,85 @@ def shown_routing(results: Results) -> Routing | None:
     if found is None or (not found.attempts and not any(found.excluded.values())):
         return None
     return found
+
+
+# ---- the sequential verdict (results.json `cases[].sequential` and `sequential`, runner.results.sureness) --------
+
+WORST_FLIPS = 10  # the flips the Markdown rollup and the terminal list (the page lists all)
+
+
+def rule_of(case: CaseResult) -> str:
+    """How a case was decided, beside its repeats: `quorum 2`, or `sequential verdict` (its bound is the N)."""
+    return "sequential verdict" if case.sequential is not None else f"quorum {case.quorum}"
+
+
+def verdict_text(results: Results) -> str:
+    """How the cases were decided, for a header: `N=3, k=2`, or the sequential verdict's bound."""
+    verdict = results.plan.sequential
+    if verdict is None:
+        return f"N={results.plan.repeats}, k={results.plan.quorum}"
+    return f"sequential verdict, at most {verdict.max_repeats} attempts in rounds of {verdict.round_size}"
+
+
+def interval_text(interval: tuple[float, float] | None) -> str:
+    """`[0.51, 1.00]`, rounded outwards to two places (never narrower than the interval); `[—]` without trials."""
+    if interval is None:
+        return "[—]"
+    low, high = interval
+    return f"[{math.floor(low * 100 + 1e-9) / 100:.2f}, {math.ceil(high * 100 - 1e-9) / 100:.2f}]"
+
+
+def sequential_case_text(case: CaseResult) -> str | None:
+    """"PASS at round 2 (4 attempts): rate 1.00 [0.51, 1.00]", "UNDECIDED after 6 attempts: rate 0.50 [0.18, 0.82] —
+    neither PASS nor FAIL is claimed": what the sequential verdict said of one case and how sure it is (Wilson 95%,
+    descriptive: the decision's error bounds are the rule's). None for a case the quorum decided."""
+    figures = case.sequential
+    if figures is None:
+        return None
+    state = case.underlying_state if case.state == "QUARANTINED" and case.underlying_state else case.state
+    attempts = f"{figures.attempts} attempt{'s' if figures.attempts != 1 else ''}"
+    if figures.trials != figures.attempts:
+        attempts += f", {figures.trials} observed"
+    when = (f"at round {figures.round} ({attempts})" if state in VERDICTS else
+            f"after {attempts}" + (f" (round {figures.round})" if state not in OPEN else ""))
+    rate = "no rate (no attempt was observed)" if figures.rate is None else (
+        f"rate {figures.rate:.2f} {interval_text(figures.interval_95)}")
+    text = f"{state} {when}: {rate}"
+    if state in OPEN:
+        text += " — neither PASS nor FAIL is claimed"
+    if figures.fixed_n3 is not None and figures.fixed_n3 != state:
+        text += f"; fixed N = 3 would have said {figures.fixed_n3}"
+    return text
+
+
+def sequential_bounds_text(summary: SequentialSummary, results: Results) -> str:
+    """The rule's exact error bounds at the edges of its band, and its chance of UNDECIDED in the middle."""
+    verdict = results.plan.sequential
+    low = f" ({verdict.pass_rate - verdict.indifference:g})" if verdict else ""
+    high = f" ({verdict.pass_rate + verdict.indifference:g})" if verdict else ""
+    middle = f" ({verdict.pass_rate:g})" if verdict else ""
+    return (f"PASS at most {summary.pass_at_p0:.4f} for a case whose rate is θ−δ{low}; FAIL at most "
+            f"{summary.fail_at_p1:.4f} for a case at θ+δ{high}; UNDECIDED {summary.undecided_at_theta:.4f} for a case "
+            f"at θ{middle} (exact, not simulated)")
+
+
+def sequential_cases_text(summary: SequentialSummary) -> str:
+    return (f"{summary.cases} case(s): {summary.passed} PASS, {summary.failed} FAIL, {summary.undecided} UNDECIDED "
+            f"(neither PASS nor FAIL claimed), {summary.broken} ERROR or JUDGE-ERROR")
+
+
+def sequential_sessions_text(summary: SequentialSummary) -> str:
+    """Sessions used against fixed N = 3 (saved, or more: never a negative saving) and against the bound."""
+    saved = summary.saved
+    against = (f"{saved} saved" if saved > 0 else f"{-saved} more" if saved < 0 else "as many")
+    return (f"{summary.sessions} session(s) used; fixed N = 3 would have used {summary.sessions_fixed_n3} "
+            f"({against}); the bound is {summary.sessions_bound} (what the cap reserved)")
+
+
+def flip_text(flip: Flip) -> str:
+    return f"{flip.uid}: {flip.state}, fixed N = 3 would have said {flip.fixed_n3}"
+
+
+def flips_intro(summary: SequentialSummary) -> str:
+    return (f"Cases fixed N = 3 (quorum 2, on their first three attempts) would have given another state: "
+            f"{len(summary.flips)}")

@@ -25,7 +25,7 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
-from runner.core.states import CASE_STATES, RAN
+from runner.core.states import RAN
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import (
     UPLIFT_HEAD,
@@ -43,7 +43,7 @@ from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note
 
 STATE_STYLE = {"PASS": "green", "FAIL": "bold red", "ERROR": "magenta", "JUDGE-ERROR": "yellow",
-               "QUARANTINED": "cyan", "UNRUN": "dim"}
+               "QUARANTINED": "cyan", "UNDECIDED": "bold blue", "UNRUN": "dim"}
 
 
 def _e(text: object) -> str:
@@ -156,7 +156,7 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
     h = roll.header
     host = _e(host_text(results.plan.host, results.plan.versions))
     console.print(f"[bold]Skill evals[/] · tier {_e(h['tier'])} · host {host} · model {_e(h['model'])} · "
-                  f"judge {_e(h['judge_model'])} · N={_e(h['repeats'])}, k={_e(h['quorum'])} · "
+                  f"judge {_e(h['judge_model'])} · {_e(rollup_mod.verdict_text(results))} · "
                   f"spend ${results.spend.usd:.2f} of ${results.spend.cap_usd:.2f} cap · "
                   f"coverage {roll.executed} run / {roll.not_executed} UNRUN")
     if results.plan.approximation:
@@ -188,8 +188,9 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
 
 
 def state_counts(roll: Rollup, console: Console) -> None:
-    counts = [roll.counts.get(state, 0) for state in CASE_STATES]
-    columns = [Column(_state(state), [str(n)], justify="right") for state, n in zip(CASE_STATES, counts)]
+    states = roll.shown_states
+    counts = [roll.counts.get(state, 0) for state in states]
+    columns = [Column(_state(state), [str(n)], justify="right") for state, n in zip(states, counts)]
     columns.append(Column("Total", [str(sum(counts))], justify="right"))
     segments = _fitted(console, _table("State counts", columns, total_row=False), columns)
     if segments is not None:
@@ -202,9 +203,9 @@ def skill_table(roll: Rollup, console: Console) -> None:
     skills = sorted(roll.skills, key=badness)
     names = [_e(s.skill) for s in skills] + [f"[bold]All {len(skills)} skills[/]"]
     columns = [Column("Skill", names, name=True)]
-    for state in CASE_STATES:
-        columns.append(Column(state, [str(s.states[state]) for s in skills]
-                              + [str(sum(s.states[state] for s in skills))], justify="right"))
+    for state in roll.shown_states:
+        columns.append(Column(state, [str(s.states.get(state, 0)) for s in skills]
+                              + [str(sum(s.states.get(state, 0) for s in skills))], justify="right"))
     columns.append(Column("Trigger accuracy (Wilson 95%)",
                           [accuracy(s.trigger_wins, s.trigger_run) for s in skills]
                           + [accuracy(sum(s.trigger_wins for s in skills), sum(s.trigger_run for s in skills))]))
@@ -258,7 +259,7 @@ def _details(case: CaseResult) -> str:
 
 
 def case_table(roll: Rollup, console: Console) -> None:
-    cases = roll.failing + roll.erroring + roll.judge_erroring
+    cases = roll.failing + roll.erroring + roll.judge_erroring + roll.undecided
     if not cases:
         console.print("No failing, erroring or judge-erroring case.")
         return
@@ -269,9 +270,34 @@ def case_table(roll: Rollup, console: Console) -> None:
                                        for case in cases]),
                Column("Fired instead", [", ".join(f"{_e(name)} ×{n}" for name, n in case.fired_instead.items()) or "—"
                                         for case in cases]),
-               Column("Reason; details", ["; ".join(part for part in (_e(case.reason), _details(case)) if part) or "—"
-                                          for case in cases])]
-    print_fitted(console, "Failing, erroring and judge-erroring cases", columns)
+               Column("Reason; details", ["; ".join(part for part in (_e(case.reason), _sequential(case), _details(case))
+                                                    if part) or "—" for case in cases])]
+    title = ("Failing, erroring, judge-erroring and undecided cases (UNDECIDED: neither PASS nor FAIL is claimed)"
+             if roll.undecided else "Failing, erroring and judge-erroring cases")
+    print_fitted(console, title, columns)
+
+
+def _sequential(case: CaseResult) -> str:
+    text = rollup_mod.sequential_case_text(case)
+    return f"sequential verdict: {_e(text)}" if text else ""
+
+
+def sequential_section(results: Results, console: Console) -> None:
+    """The run's sequential verdict (results.json `sequential`): nothing for a quorum run."""
+    found = results.sequential
+    if found is None:
+        return
+    console.print("[bold]Sequential verdict[/] — a case still open at the bound is UNDECIDED: neither PASS nor FAIL "
+                  "is claimed.")
+    console.print(f"  rule: {_e(found.rule)}")
+    console.print(f"  error bounds: {_e(rollup_mod.sequential_bounds_text(found, results))}")
+    console.print(f"  cases: {_e(rollup_mod.sequential_cases_text(found))}")
+    console.print(f"  sessions: {_e(rollup_mod.sequential_sessions_text(found))}")
+    console.print(f"  {_e(rollup_mod.flips_intro(found))}")
+    for flip in found.flips[: rollup_mod.WORST_FLIPS]:
+        console.print(f"    {_e(rollup_mod.flip_text(flip))}")
+    if len(found.flips) > rollup_mod.WORST_FLIPS:
+        console.print(f"    …and {len(found.flips) - rollup_mod.WORST_FLIPS} more in results.json `sequential.flips`")
 
 
 def quarantine_table(roll: Rollup, console: Console) -> None:
@@ -367,6 +393,7 @@ def render(results: Results, console: Console) -> None:
     state_counts(roll, console)
     skill_table(roll, console)
     routing_tables(results, console)
+    sequential_section(results, console)
     case_table(roll, console)
     quarantine_table(roll, console)
     notes(roll, console)
