@@ -322,3 +322,13 @@ def test_the_undecided_case_is_shown_as_such_everywhere(
             assert check["conclusion"] == ("failure" if mode == "required" else "neutral")
             assert "UNDECIDED 1" in check["output"]["title"]
             assert "UNDECIDED" in check["output"]["text"] or "UNDECIDED" in check["output"]["summary"]
+
+
+def test_a_sequential_run_where_nothing_ran_claims_no_figure(tmp_path: Path) -> None:
+    """No key: the plan's rule is shown, and no case figure is claimed for it."""
+    from runner.report.rollup import sequential_cases_text
+    from runner.results.sureness import SequentialSummary
+    empty = SequentialSummary(rule=RULE.describe(), pass_at_p0=0.0947, fail_at_p1=0.0947, undecided_at_theta=0.125,
+                              cases=0, passed=0, failed=0, undecided=0, broken=0, sessions=0, sessions_fixed_n3=0,
+                              sessions_bound=0)
+    assert sequential_cases_text(empty) == "no case ran by it: no verdict and no figure of it is claimed"

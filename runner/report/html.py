@@ -403,7 +403,7 @@ def _sequential(results: Results) -> str:
                    for f in found.flips)
     flips = (f'<table id="sequential-flips"><thead><tr><th>case</th><th>state</th><th>fixed N = 3 would have said</th>'
              f"</tr></thead><tbody>{rows}</tbody></table>" if rows else "<p>None.</p>")
-    return (f'<section id="sequential"><h2>Sequential verdict</h2><p class="hint">Each case ran in rounds until its '
+    return (f'<section id="sequential"><h2>Sequential verdict</h2><p class="hint">Each case runs in rounds until its '
             f"rate was decided above or below the band, or until the bound; a case still open then is UNDECIDED: "
             f"neither PASS nor FAIL is claimed.</p>{_dl(items)}<h3>{e(rollup.flips_intro(found))}</h3>{flips}"
             f"</section>")

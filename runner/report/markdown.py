@@ -326,7 +326,7 @@ def routing_section(results: Results, shape: Shape) -> list[str]:
     return lines
 
 
-SEQUENTIAL_INTRO = ("Each case ran in rounds until its rate was decided above or below the band, or until the bound; a "
+SEQUENTIAL_INTRO = ("Each case runs in rounds until its rate was decided above or below the band, or until the bound; a "
                     "case still open then is UNDECIDED: neither PASS nor FAIL is claimed (results.json `sequential`, "
                     "`cases[].sequential`).")
 

@@ -339,6 +339,8 @@ def sequential_bounds_text(summary: SequentialSummary, results: Results) -> str:
 
 
 def sequential_cases_text(summary: SequentialSummary) -> str:
+    if not summary.cases:
+        return "no case ran by it: no verdict and no figure of it is claimed"
     return (f"{summary.cases} case(s): {summary.passed} PASS, {summary.failed} FAIL, {summary.undecided} UNDECIDED "
             f"(neither PASS nor FAIL claimed), {summary.broken} ERROR or JUDGE-ERROR")
 
