@@ -324,7 +324,7 @@ def test_the_undecided_case_is_shown_as_such_everywhere(
             assert "UNDECIDED" in check["output"]["text"] or "UNDECIDED" in check["output"]["summary"]
 
 
-def test_a_sequential_run_where_nothing_ran_claims_no_figure(tmp_path: Path) -> None:
+def test_a_sequential_run_where_nothing_ran_claims_no_figure() -> None:
     """No key: the plan's rule is shown, and no case figure is claimed for it."""
     from runner.report.rollup import sequential_cases_text
     from runner.results.sureness import SequentialSummary
