@@ -332,3 +332,34 @@ def test_a_sequential_run_where_nothing_ran_claims_no_figure() -> None:
                               cases=0, passed=0, failed=0, undecided=0, broken=0, sessions=0, sessions_fixed_n3=0,
                               sessions_bound=0)
     assert sequential_cases_text(empty) == "no case ran by it: no verdict and no figure of it is claimed"
+
+
+def test_merged_shards_give_the_unsharded_sequential_figures() -> None:
+    from runner.results.build import sequential_summary
+    from runner.results.merge import merge
+    from tests.report_fixtures import sequential
+    from tests.test_merge_history import other_shard
+
+    whole = sequential()
+    parts = []
+    for index in range(2):
+        cases = [c if position % 2 == index else other_shard(c) for position, c in enumerate(whole.cases)]
+        parts.append(whole.model_copy(update={"cases": cases, "shard": f"{index + 1}/2",
+                                              "sequential": sequential_summary(whole.plan.sequential, cases)}))
+    assert all(p.sequential is not None and p.sequential.cases < whole.sequential.cases  # type: ignore[union-attr]
+               for p in parts)
+    merged = merge(parts)
+    assert merged.sequential == whole.sequential
+
+
+def test_a_resumed_case_finishes_its_round() -> None:
+    """A resume rebuilds a case's starts from its records: one attempt of the round ran, so one more starts."""
+    from runner.core.outcomes import AttemptOutcome
+    from runner.execute.rundir import AttemptRecord
+
+    planned = PlannedCase(uid="s/evals/x", skill="s", kind="trigger", target="s", repeats=6, quorum=4, why="test")
+    won = AttemptRecord(attempt_id="s/evals/x#main#1", uid="s/evals/x", arm="main", repeat=1, plan_hash="h",
+                        status="finished", outcome=AttemptOutcome(state="PASS", activation="PASS", fired=["s"],
+                                                                  target_fired=True, fired_instead=[]))
+    starts = CaseStarts(planned, [won], RULE, first_alone=False)
+    assert starts.take() == [("main", 2)]
