@@ -98,7 +98,7 @@ def verdict_words(plan: Plan) -> str:
     """N and k, or the sequential verdict's bound, for the plan's first line."""
     if plan.sequential is None:
         return f"N={plan.repeats} k={plan.quorum}"
-    return f"sequential verdict, at most {plan.sequential.max_repeats} attempts"
+    return plan.sequential.bound_text()
 
 
 def print_plan(plan: Plan, console: Console) -> None:

@@ -160,14 +160,10 @@ def characteristics(rule: SequentialRule, rate: float) -> Characteristics:
 PRIOR_POINTS = 101
 
 
+@lru_cache(maxsize=4096)
 def expected_attempts(rule: SequentialRule, wins: int = 0, losses: int = 0) -> float:
     """The expected attempts of a case, averaged over what its rate may be: Beta(1 + wins, 1 + losses) — uniform
     when nothing is known, else what an earlier run's wins and losses say of it."""
-    return _expected_attempts(rule, wins, losses)
-
-
-@lru_cache(maxsize=4096)
-def _expected_attempts(rule: SequentialRule, wins: int, losses: int) -> float:
     grid = [(i + 0.5) / PRIOR_POINTS for i in range(PRIOR_POINTS)]
     weights = [rate ** wins * (1 - rate) ** losses for rate in grid]
     total = sum(weights)

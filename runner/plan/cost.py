@@ -9,6 +9,7 @@ Design notes: docs/design/rate-limits-and-spend.md.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -274,12 +275,12 @@ def kind_shape(kind: str, basis: Basis, first_turn: float, shared: float, defaul
             f"measured: {measured.sessions} sessions")
 
 
-def expected_sessions_per_case(planned: PlannedCase, early_stop: bool, basis: Basis,
-                               rule: VerdictRule | None = None) -> float:
-    """N with fixed N (and for probes); by the sequential verdict, its expected attempts at the rate the previous
-    run observed of the case, else over any rate (runner.core.sequential.expected_attempts); with early stop, what
-    the basis measured for the kind, else halfway from k (every case decided by its first k) to N."""
-    if planned.arms or not early_stop:
+def expected_sessions_per_case(planned: PlannedCase, basis: Basis, rule: VerdictRule | None) -> float:
+    """`rule`: the case's early rule (Plan.early_rule). None, every repeat runs: N (probes, fixed N). By the
+    sequential verdict, its expected attempts at the rate the previous run observed of the case, else over any rate
+    (runner.core.sequential.expected_attempts); by k of N, what the basis measured for the kind, else halfway from k
+    (every case decided by its first k) to N."""
+    if rule is None:
         return float(planned.repeats)
     if isinstance(rule, SequentialRule):
         return expected_attempts(rule, *basis.history.get(planned.uid, (0, 0)))
@@ -304,11 +305,11 @@ class Expected:
 
 def estimate_expected(runnable: list[PlannedCase], library: Library, settings: Settings, price: Price | None,
                       first_turn: float, shared: int, layout: CacheLayout, repeats_read: bool,
-                      runs_folder: Path | None = None, rules: dict[str, VerdictRule] | None = None) -> Expected:
+                      rules: Mapping[str, VerdictRule | None], runs_folder: Path | None = None) -> Expected:
     """The expected cost of every planned session of the runnable cases (the design notes). `repeats_read`: a
     case's later sessions send its first session's first turn byte for byte (one session path), so they read it.
-    `runs_folder`: where `[cost] basis = "auto"` looks for the previous run. `rules`: each case's verdict rule (by
-    uid), else its k of N."""
+    `rules`: each case's early rule by uid (Plan.early_rule; None: every repeat runs). `runs_folder`: where
+    `[cost] basis = "auto"` looks for the previous run."""
     run, cost = settings.run, settings.cost
     basis = read_basis(cost.basis, Path(library.root), runs_folder, run.host, run.model)
     growth, output = default_growth(library, cost), min(run.max_output_tokens, cost.output_tokens_per_turn)
@@ -320,7 +321,7 @@ def estimate_expected(runnable: list[PlannedCase], library: Library, settings: S
         sessions_max[planned.kind] = sessions_max.get(planned.kind, 0) + planned.sessions
         arms = max(1, len(planned.arms))
         cases[planned.kind] = cases.get(planned.kind, 0) + arms
-        per_arm = expected_sessions_per_case(planned, run.early_stop, basis, (rules or {}).get(planned.uid))
+        per_arm = expected_sessions_per_case(planned, basis, rules[planned.uid])
         by_uid[planned.uid] = arms * per_arm
         expected_sessions[planned.kind] = expected_sessions.get(planned.kind, 0.0) + arms * per_arm
     per_case = {kind: expected_sessions[kind] / cases[kind] for kind in cases}
@@ -344,7 +345,7 @@ def estimate_expected(runnable: list[PlannedCase], library: Library, settings: S
                                  cold_session_usd=round(usd["cold"], 6), first_session_usd=round(usd["first"], 6),
                                  repeat_session_usd=round(usd[repeat_kind], 6)))
     mean = expected / total if total else 0.0
-    sequential = [uid for uid, rule in (rules or {}).items() if isinstance(rule, SequentialRule)]
+    sequential = [uid for uid, rule in rules.items() if isinstance(rule, SequentialRule)]
     return Expected(rows, mean, uncached / total if total else 0.0, cold, basis.described, basis.token_scale,
                     repeat_kind == "repeat", by_uid, sum(1 for uid in sequential if uid in basis.history))
 

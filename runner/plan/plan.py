@@ -184,7 +184,8 @@ class CostEstimate(BaseModel):
                                                                           "(the estimate before caching was counted).")
     worst_session_usd: float = Field(description="What each session reserves against the cap before it starts: "
                                                  "max turns, no cache.")
-    expected_usd: float = Field(description="sessions_max × expected_session_usd")
+    expected_usd: float = Field(description="The sessions left × expected_session_usd: every repeat of them, or by the "
+                                            "sequential verdict the sessions it expects (sessions_expected).")
     worst_usd: float = Field(description="sessions_max × worst_session_usd")
     judge_calls: int = Field(description="Judge calls this run will make: judge_calls_planned when there is a judge "
                                          "and a session will start, else 0 (no key, the kill switch, --no-judge, "
@@ -236,6 +237,10 @@ class SequentialVerdict(BaseModel):
     def rule(self) -> SequentialRule:
         return SequentialRule(self.pass_rate, self.indifference, self.alpha, self.beta, self.max_repeats,
                               self.round_size)
+
+    def bound_text(self) -> str:
+        """For a plan's or a report's first line, where a quorum plan says N and k."""
+        return f"sequential verdict, at most {self.max_repeats} attempts in rounds of {self.round_size}"
 
 
 class RoutingSweep(BaseModel):

@@ -47,7 +47,6 @@ from runner.plan.plan import (
     RuleOf,
     SequentialVerdict,
     early_rule,
-    rule_of,
 )
 from runner.plan.quarantine import QuarantineEntry
 
@@ -210,7 +209,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             if held.skill is not None:
                 held_back.setdefault(held.skill, floor.skill_detail(held.skill))
         cases.append(planned)
-    cached = reuse(cases, lambda p: early_rule(p, run.early_stop, sequential)) if reuse is not None else {}
+    # Each case's early rule (Plan.early_rule, before there is a plan): None when every repeat runs.
+    rules = {c.uid: early_rule(c, run.early_stop, sequential) for c in cases}
+    cached = reuse(cases, lambda p: rules[p.uid]) if reuse is not None else {}
     for planned in cases:
         planned.cached = cached.get(planned.uid)
     runnable = [c for c in cases if c.unrun_reason is None]
@@ -232,9 +233,9 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     worst = worst_session_usd(first_turn, turns_at_most, run.max_output_tokens, price_in, price_out)
     layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
     one_path = known.runs_claude_code and session_path is not None and session_path.case_shares_path
-    rules = {c.uid: rule_of(c, sequential) for c in runnable}
     found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, one_path,
-                              runs_folder, rules)
+                              rules, runs_folder)
+    expected_left = sum(found.per_case.get(c.uid, 0.0) for c in left)
     sessions_max = sum(c.sessions for c in runnable)
     expected = found.session_usd
     judged = sum(c.sessions for c in runnable if c.kind == "probe" or by_uid[c.uid].judged)
@@ -243,7 +244,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         model=run.model, price_input_per_mtok=price_in, price_output_per_mtok=price_out,
         price_cache_write_per_mtok=write_price, price_cache_read_per_mtok=read_price, cache_min_tokens=minimum,
         price_read_on=prices.read_on, runnable_cases=len(runnable), sessions_max=sessions_max,
-        sessions_min=sum(fewest_sessions(c, rules[c.uid], run.early_stop) for c in runnable),
+        sessions_min=sum(fewest_sessions(c, rules[c.uid]) for c in runnable),
         first_turn_input_tokens=first_turn, token_basis=basis, cache_layout=layout,
         cached_prefix_tokens=round(shared * found.token_scale) if shared * found.token_scale >= minimum else 0,
         cold_sessions=found.cold, cost_basis=found.basis, token_scale=round(found.token_scale, 4),
@@ -252,8 +253,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         expected_uncached_session_usd=round(found.uncached_session_usd, 6),
         worst_session_usd=round(worst, 6),
         # The sequential verdict's bound is far above what a case uses: its expected cost is at its expected sessions.
-        expected_usd=round(expected * (sum(found.per_case.get(c.uid, 0.0) for c in left) if sequential is not None
-                                       else sum(c.sessions for c in left)), 4), worst_usd=round(worst * sessions_max, 4),
+        expected_usd=round(expected * (expected_left if sequential is not None else sum(c.sessions for c in left)), 4),
+        worst_usd=round(worst * sessions_max, 4),
         judge_calls=judged if judge_unavailable is None and unrun_all is None else 0, judge_calls_planned=judged,
         judge_note=judge_note(judged, settings.judge.model, judge_unavailable, unrun_all),
         baseline_cases=sum(1 for c in runnable if c.baselined), baseline_sessions=baseline_sessions,
@@ -261,8 +262,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         cached_cases=len(from_cache), cached_attempts=sum(c.attempts for c in from_cache),
         cached_spend_usd=round(sum(c.spent_usd for c in from_cache), 6),
         sessions_left_max=sum(c.sessions for c in left),
-        sessions_left_min=sum(fewest_sessions(c, rules[c.uid], run.early_stop) for c in left),
-        sessions_expected=round(sum(found.per_case.get(c.uid, 0.0) for c in left), 2),
+        sessions_left_min=sum(fewest_sessions(c, rules[c.uid]) for c in left),
+        sessions_expected=round(expected_left, 2),
         sessions_expected_from_history=found.from_history,
     )
     if known.runs_claude_code:
@@ -303,8 +304,6 @@ def sequential_of(settings: Settings, tier_rule: TierSettings) -> SequentialVerd
     return SequentialVerdict.model_validate(settings.sequential.model_dump())
 
 
-def fewest_sessions(planned: PlannedCase, rule: VerdictRule, early_stop: bool) -> int:
-    """The fewest sessions a case can use: every one with arms or without early stop, else the rule's fewest."""
-    if planned.arms or not early_stop:
-        return planned.sessions
-    return rule.fewest
+def fewest_sessions(planned: PlannedCase, rule: VerdictRule | None) -> int:
+    """The fewest sessions a case can use: every one when every repeat runs (`rule` None), else its rule's fewest."""
+    return planned.sessions if rule is None else rule.fewest

@@ -18,7 +18,7 @@ from typing import Literal
 from runner.core.states import AGAINST, CASE_STATES, OPEN, RAN, CaseState
 from runner.corpus import repopath
 from runner.report import markdown
-from runner.report.rollup import kind_label, rule_of, sequential_case_text
+from runner.report.rollup import kind_label, rule_words, sequential_case_text
 from runner.results.build import CaseResult, Results
 
 CHECK_NAME = "skill-evals"
@@ -103,7 +103,7 @@ def case_details(case: CaseResult) -> list[str]:
     if (sequential := sequential_case_text(case)) is not None:
         details.append(f"sequential verdict: {sequential}")
     details.append(f"{case.wins} wins / {case.losses} losses / {case.errors} errors; "
-                   f"{case.repeats_run} run of {case.repeats_planned} ({rule_of(case)})")
+                   f"{case.repeats_run} run of {case.repeats_planned} ({rule_words(case)})")
     if case.fired_instead:
         details.append("fired instead: " + ", ".join(f"{k} x{v}" for k, v in case.fired_instead.items()))
     lost = [p.neighbour for p in case.pairs if p.state == "FAIL"]

@@ -435,7 +435,7 @@ def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
                                              if case.underlying_state else "")
               + (f' <span class="reason">{e(case.reason)}</span>' if case.reason else "")),
              ("Repeats", f"wins {case.wins}, losses {case.losses}, errors {case.errors}; run {case.repeats_run} of "
-                         f"{case.repeats_planned} ({rollup.rule_of(case)})"),
+                         f"{case.repeats_planned} ({rollup.rule_words(case)})"),
              ("Activation", _activation(case))]
     if (sequential := rollup.sequential_case_text(case)) is not None:
         items.append(("Sequential verdict", f'<span class="sequential">{e(sequential)}</span>'))

@@ -48,7 +48,7 @@ def _message(text: str) -> str:
 
 def _run_of(case: CaseResult) -> str:
     return (f"wins {case.wins}, losses {case.losses}, errors {case.errors}, "
-            f"run {case.repeats_run} of {case.repeats_planned} ({rollup.rule_of(case)})")
+            f"run {case.repeats_run} of {case.repeats_planned} ({rollup.rule_words(case)})")
 
 
 def _activation_line(case: CaseResult) -> str | None:

@@ -130,7 +130,7 @@ def state_with_reason(case: CaseResult, bold: bool = False) -> str:
 
 def repeats_line(case: CaseResult) -> str:
     return (f"{case.wins} wins / {case.losses} losses / {case.errors} errors; "
-            f"{case.repeats_run} run of {case.repeats_planned} ({rollup_mod.rule_of(case)})")
+            f"{case.repeats_run} run of {case.repeats_planned} ({rollup_mod.rule_words(case)})")
 
 
 def fired_instead(case: CaseResult) -> str:

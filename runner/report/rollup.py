@@ -283,7 +283,7 @@ def shown_routing(results: Results) -> Routing | None:
 WORST_FLIPS = 10  # the flips the Markdown rollup and the terminal list (the page lists all)
 
 
-def rule_of(case: CaseResult) -> str:
+def rule_words(case: CaseResult) -> str:
     """How a case was decided, beside its repeats: `quorum 2`, or `sequential verdict` (its bound is the N)."""
     return "sequential verdict" if case.sequential is not None else f"quorum {case.quorum}"
 
@@ -293,7 +293,7 @@ def verdict_text(results: Results) -> str:
     verdict = results.plan.sequential
     if verdict is None:
         return f"N={results.plan.repeats}, k={results.plan.quorum}"
-    return f"sequential verdict, at most {verdict.max_repeats} attempts in rounds of {verdict.round_size}"
+    return verdict.bound_text()
 
 
 def interval_text(interval: tuple[float, float] | None) -> str:

@@ -88,7 +88,7 @@ def routing_results(case: Case, attempts: list[tuple[str, AttemptOutcome]], rule
         fails = sum(1 for a in seen if a.state == "FAIL")
         errors = len(seen) - passes - fails
         results.append(RoutingPartResult(part=name, says=routing_says(case, name),
-                                         state=_quorum_state(rule, passes, fails, errors, finished_all),
+                                         state=_rule_state(rule, passes, fails, errors, finished_all),
                                          passes=passes, fails=fails, errors=errors, attempts=seen))
     return results
 
@@ -100,7 +100,7 @@ def tally_of(outcomes: list[AttemptOutcome]) -> Tally:
                  errors=counts["ERROR"] + counts["JUDGE-ERROR"])
 
 
-def _quorum_state(rule: VerdictRule, wins: int, losses: int, errors: int, finished_all: bool) -> CaseState:
+def _rule_state(rule: VerdictRule, wins: int, losses: int, errors: int, finished_all: bool) -> CaseState:
     verdict = rule.decide(Tally(wins=wins, losses=losses, errors=errors))
     if verdict == "win":
         return "PASS"
@@ -161,7 +161,7 @@ def activation_result(outcomes: list[AttemptOutcome], rule: VerdictRule, finishe
     losses = sum(1 for o in observed if o.activation == "FAIL")
     errors = len(outcomes) - len(observed)
     return ActivationResult(
-        state=_quorum_state(rule, wins, losses, errors, finished_all), fired_runs=fired, observed_runs=len(observed),
+        state=_rule_state(rule, wins, losses, errors, finished_all), fired_runs=fired, observed_runs=len(observed),
         rate=fired / len(observed) if observed else None, wilson_95=wilson_interval(fired, len(observed)))
 
 
@@ -176,7 +176,7 @@ def pair_results(case: Case, outcomes: list[AttemptOutcome], rule: VerdictRule, 
         observed = [o for o in outcomes if o.activation != "ERROR"]
         won = sum(1 for o in observed if o.target_fired and o.pairs.get(neighbour, False))
         lost = len(observed) - won
-        state = _quorum_state(rule, won, lost, len(outcomes) - len(observed), finished_all)
+        state = _rule_state(rule, won, lost, len(outcomes) - len(observed), finished_all)
         results.append(PairResult(neighbour=neighbour, won=won, lost=lost, state=state))
     return results
 
