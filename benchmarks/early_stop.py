@@ -291,8 +291,8 @@ def run_e2e(per_group: int, seed: int, concurrency: int) -> E2EResult:
 
 
 def _fixed_state(rule: QuorumRule, wins: int, losses: int) -> str:
-    from runner.results.verdicts import _quorum_state
-    return _quorum_state(rule, wins, losses, 0, True)
+    from runner.results.verdicts import _rule_state
+    return _rule_state(rule, wins, losses, 0, True)
 
 
 # ---- report --------------------------------------------------------------------------------------
