@@ -37,6 +37,14 @@ RequestModel = Literal["claude-code-cli", "api-prompt"]
 # Where Claude Code finds a project's skills: each session's workspace puts them there, and a Read of
 # `<folder>/<name>/SKILL.md` loads one.
 CLAUDE_SKILLS_FOLDER = ".claude/skills"
+# How a host lets the harness see that a skill was activated (issue 36), recorded with every attempt and shown
+# beside every trigger, no_trigger, discrimination, refusal and routing verdict:
+# - tool-event: the host's stream shows the model calling its skill tool (Claude Code's Skill, OpenCode's and
+#   Copilot's `skill`, Gemini CLI's `activate_skill`), with the host's answer to it;
+# - file-read: the host has no skill event; the only trace is the model reading a SKILL.md (Codex, Cursor). A
+#   verdict from it is labelled as such: a read is not proof the skill's instructions were followed;
+# - none: nothing the host shows tells an activation; activation cases are UNRUN host-cannot-observe-activation.
+ActivationGrade = Literal["tool-event", "file-read", "none"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,8 @@ class HostTraits:
     listing_model: ListingModel
     request_model: RequestModel | None
     activation: ActivationNames
+    # How its sessions show an activation (ActivationGrade above).
+    activation_grade: ActivationGrade
     # The module that makes it (runner.hosts.<name>), whose `make(inputs: HostInputs) -> Host` builds the host
     # (runner.hosts.registry.make_host imports it only then, so reading traits imports no host).
     module: str
@@ -88,13 +98,14 @@ class HostTraits:
 HOST_TRAITS: dict[str, HostTraits] = {
     "claude-code": HostTraits(
         runs_claude_code=True, approximation=None, listing_model="claude-code-cli", request_model="claude-code-cli",
-        activation=CLAUDE_CODE_ACTIVATION, module="runner.hosts.claude_code"),
+        activation=CLAUDE_CODE_ACTIVATION, activation_grade="tool-event", module="runner.hosts.claude_code"),
     "api": HostTraits(
         runs_claude_code=False, approximation=API_HOST_NOTE, listing_model="name-order-fit", request_model="api-prompt",
-        activation=CLAUDE_CODE_ACTIVATION, module="runner.hosts.api", batchable=True),
+        activation=CLAUDE_CODE_ACTIVATION, activation_grade="tool-event", module="runner.hosts.api", batchable=True),
     "first-turn": HostTraits(
         runs_claude_code=True, approximation=None, listing_model="claude-code-cli", request_model="claude-code-cli",
-        activation=CLAUDE_CODE_ACTIVATION, module="runner.hosts.first_turn", extra_first_request=True),
+        activation=CLAUDE_CODE_ACTIVATION, activation_grade="tool-event", module="runner.hosts.first_turn",
+        extra_first_request=True),
 }
 
 
