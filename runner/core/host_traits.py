@@ -51,10 +51,11 @@ ActivationGrade = Literal["tool-event", "file-read", "none"]
 class ActivationNames:
     """What the activation recogniser (runner.hosts.activation) reads a session's tool calls by."""
 
-    skill_tool: str  # the tool whose `skill` input names the skill it loads
+    skill_tool: str  # the tool whose `skill_input` input names the skill it loads
     read_tool: str  # the tool whose `file_path` input, a SKILL.md in skills_folder, loads that skill
     subagent_tools: tuple[str, ...]  # the tools whose `subagent_type` input starts that subagent
     skills_folder: str  # where the session finds the library's skills, relative to its project (posix)
+    skill_input: str = "skill"  # the skill tool's input that names the skill (OpenCode's and Gemini CLI's: `name`)
 
     @property
     def skills_folder_parts(self) -> tuple[str, ...]:

@@ -57,8 +57,8 @@ def recognise(tool: str, tool_input: object, tool_use_id: str | None, turn: int,
         return None
     name: str | None = None
     mechanism: Mechanism | None = None
-    if tool == names.skill_tool and isinstance(tool_input.get("skill"), str):
-        name, mechanism = skill_name(tool_input["skill"], aliases), "skill-tool"
+    if tool == names.skill_tool and isinstance(tool_input.get(names.skill_input), str):
+        name, mechanism = skill_name(tool_input[names.skill_input], aliases), "skill-tool"
     elif tool == names.read_tool and isinstance(tool_input.get("file_path"), str):
         name, mechanism = skill_md_name(tool_input["file_path"], names), "skill-md-read"
     elif tool in names.subagent_tools and isinstance(tool_input.get("subagent_type"), str) \
