@@ -115,8 +115,9 @@ class AgentCli(Protocol):
     def launch(self, spec: SessionSpec, ws: workspace.Workspace, base_url: str | None, api_key: str) -> Launch:
         """Write the CLI's configuration into the session's folder and say how to start it."""
 
-    def reader(self, spec: SessionSpec, aliases: dict[str, str]) -> SessionReader:
-        """A reader for one session's output."""
+    def reader(self, spec: SessionSpec, ws: workspace.Workspace, aliases: dict[str, str]) -> SessionReader:
+        """A reader for one session's output. Its `outcome()` is asked before the session's folder is removed, so
+        it may read what the CLI left there (a session log with the token figures)."""
 
     def capture(self) -> CaptureEndpoint:
         """The surface audit's endpoint (not yet entered)."""
@@ -298,7 +299,7 @@ class AgentCliHost:
         tally.set_in_flight(spec.max_usd or 0.0)
         try:
             launch = self.cli.launch(spec, ws, base_url if base_url is not None else self.base_url, key)
-            reader = self.cli.reader(spec, self.aliases)
+            reader = self.cli.reader(spec, ws, self.aliases)
             argv = confined(launch, ws.root, self.session_wall) if self.session_wall else launch.argv
             try:
                 ran = await run_process(Launch(argv=argv, env=launch.env, stdin=launch.stdin), launch.cwd or ws.project,
@@ -306,14 +307,14 @@ class AgentCliHost:
             except OSError as exc:  # the CLI could not be started at all
                 ran = Ran(returncode=None, timed_out=False, stderr=[f"{type(exc).__name__}: {exc}"],
                           duration_s=time.monotonic() - started)
-                outcome = reader.outcome()
-                obs = self.observe(spec, outcome, ran, "host-crash", f"the CLI could not start: {exc}", key)
+                obs = self.observe(spec, await asyncio.to_thread(reader.outcome), ran, "host-crash",
+                                   f"the CLI could not start: {exc}", key)
                 tally.set_in_flight(0.0)
                 tally.settle_to(start, obs.cost_usd - obs.bound_usd, obs.bound_usd, obs.lost_replies)
                 return obs
+            outcome = await asyncio.to_thread(reader.outcome)  # before the folder goes: it may read a log there
         finally:
             await asyncio.to_thread(ws.remove)
-        outcome = reader.outcome()
         kind, message = session_error(outcome, ran, spec.timeout_s)
         obs = self.observe(spec, outcome, ran, kind, message, key)
         tally.set_in_flight(0.0)
