@@ -28,7 +28,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from runner.core.host_traits import traits
 from runner.core.observation import Activation, Bound, ErrorKind, Observation, SessionSpec, ToolCall, Usage
@@ -80,6 +80,9 @@ class ReadOutcome:
     error_message: str | None = None
     host_cost_usd: float | None = None
     first_turn_input_tokens: int | None = None
+    # Requests the API may have billed whose reply the CLI did not read whole (a cut stream it retried): each is
+    # charged a bound, as a session that did not end is.
+    lost_replies: int = 0
     transcript: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -96,10 +99,12 @@ class SessionReader(Protocol):
 class CaptureEndpoint(Protocol):
     """A 127.0.0.1 server in the CLI's API shape that records the requests and ends the session at once."""
 
-    url: str
     captured: list[dict[str, Any]]
 
-    def __enter__(self) -> CaptureEndpoint: ...
+    @property
+    def url(self) -> str: ...
+
+    def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
@@ -326,9 +331,9 @@ class AgentCliHost:
         bounds: list[Bound] = ["timeout"] if ran.timed_out else []
         priced = self.prices.cost(spec.model, outcome.usage)
         reported = priced if priced is not None else (outcome.host_cost_usd or 0.0)
-        # A session that did not end as the CLI ends one may have been billed for requests no figure shows.
-        lost = 0 if outcome.ended and error_kind is None else 1
-        bound = max(0.0, (spec.max_usd or 0.0) - reported) if lost else 0.0
+        # A session that did not end as the CLI ends one may have been billed for a request no figure shows.
+        lost = outcome.lost_replies + (0 if outcome.ended and not ran.timed_out else 1)
+        bound = lost * self.lost_reply_usd(spec, outcome, reported) if lost else 0.0
         charged, bound, basis = billing.charge(reported + bound, bound, spec.max_usd)
         return utf8_safe(Observation(
             attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind,
@@ -339,6 +344,16 @@ class AgentCliHost:
             host_cost_usd=outcome.host_cost_usd, bounds_hit=bounds, duration_s=round(ran.duration_s, 3),
             model_calls=outcome.model_calls, first_turn_input_tokens=outcome.first_turn_input_tokens,
             transcript=redact(outcome.transcript, key)))
+
+    def lost_reply_usd(self, spec: SessionSpec, outcome: ReadOutcome, reported: float) -> float:
+        """What one lost reply may have cost: a request the size of the session's first (or the plan's estimate of
+        it) with a whole reply; the rest of the reservation when neither size is known."""
+        tokens = outcome.first_turn_input_tokens or spec.request_input_tokens
+        output = self.traits.fixed_max_output_tokens or spec.max_output_tokens
+        bound = billing.input_bound_usd(self.prices, spec.model, tokens, output) if tokens else None
+        if bound is None or bound == billing.UNKNOWN:
+            return max(0.0, (spec.max_usd or 0.0) - reported)
+        return bound
 
     async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
         """Run one session against the CLI's capture endpoint: its real first request, no model, no key."""

@@ -230,7 +230,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     write_price, read_price, minimum = cache_prices(price) if price else (0.0, 0.0, 1024)
     # The first-turn host may send a case's first request itself and then hand the attempt to a whole session.
     turns_at_most = run.max_turns + (1 if known.extra_first_request else 0)
-    worst = worst_session_usd(first_turn, turns_at_most, run.max_output_tokens, price_in, price_out)
+    output_bound = known.fixed_max_output_tokens or run.max_output_tokens
+    worst = worst_session_usd(first_turn, turns_at_most, output_bound, price_in, price_out)
     layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
     one_path = known.runs_claude_code and session_path is not None and session_path.case_shares_path
     found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, one_path,
