@@ -162,10 +162,7 @@ class CopilotReader:
         records = self.usage_records()
         usage = Usage()
         for record in records:
-            usage = usage.add(Usage(input_tokens=_count(record.get("inputTokens")),
-                                    output_tokens=_count(record.get("outputTokens")),
-                                    cache_creation_input_tokens=_count(record.get("cacheWriteTokens")),
-                                    cache_read_input_tokens=_count(record.get("cacheReadTokens"))))
+            usage = usage.add(record_usage(record))
         first = records[0] if records else None
         kind, message = self.error_kind, self.error_message
         if kind is None and self.exit_code not in (0, None):
@@ -175,9 +172,18 @@ class CopilotReader:
         return ReadOutcome(
             activations=self.activations, tool_calls=self.tool_calls, final_answer=self.final, usage=usage,
             model_calls=len(records), turns=len(self.turns), ended=self.ended, error_kind=kind, error_message=message,
-            first_turn_input_tokens=(_count(first.get("inputTokens")) + _count(first.get("cacheReadTokens"))
-                                     + _count(first.get("cacheWriteTokens"))) if first else None,
+            first_turn_input_tokens=_count(first.get("inputTokens")) if first else None,
             lost_replies=self.lost, transcript=self.transcript)
+
+
+def record_usage(record: dict[str, Any]) -> Usage:
+    """One `session.usage_record`'s usage as the Messages API counts it: the CLI's `inputTokens` is the whole input,
+    its cache reads and writes included (measured against the fake's billing), where the API's `input_tokens` is
+    the uncached part only."""
+    read, write = _count(record.get("cacheReadTokens")), _count(record.get("cacheWriteTokens"))
+    return Usage(input_tokens=max(0, _count(record.get("inputTokens")) - read - write),
+                 output_tokens=_count(record.get("outputTokens")), cache_creation_input_tokens=write,
+                 cache_read_input_tokens=read)
 
 
 def _count(value: object) -> int:
