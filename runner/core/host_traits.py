@@ -40,7 +40,7 @@ CLAUDE_SKILLS_FOLDER = ".claude/skills"
 # The folder the agent CLIs share for a project's skills (agentskills.io): OpenCode, Codex, Gemini CLI and Copilot CLI
 # read it.
 AGENTS_SKILLS_FOLDER = ".agents/skills"
-# How a host lets the harness see that a skill was activated (issue 36), recorded with every attempt and shown
+# How a host lets the harness see that a skill was activated, recorded with every attempt and shown
 # beside every trigger, no_trigger, discrimination, refusal and routing verdict:
 # - tool-event: the host's stream shows the model calling its skill tool (Claude Code's Skill, OpenCode's and
 #   Copilot's `skill`, Gemini CLI's `activate_skill`), with the host's answer to it;
@@ -129,3 +129,10 @@ def traits(name: str) -> HostTraits:
     if found is None:
         raise ValueError(f"no host is named {name!r}; the hosts are {', '.join(HOST_TRAITS)}")
     return found
+
+
+def grade_of(name: str) -> ActivationGrade | None:
+    """How the host registered as `name` shows an activation; None for a name no host is registered as (a plan
+    from an older version of the runner)."""
+    found = HOST_TRAITS.get(name)
+    return found.activation_grade if found is not None else None
