@@ -368,7 +368,8 @@ def _skills(roll: rollup.Rollup) -> str:
                     f"<td>{refusal}</td>{up}</tr>")
     up_head = "<th>uplift (with − without the skill, conservative 95%)</th>" if roll.baselined else ""
     return ('<section><h2>Per skill</h2><p class="hint">Health numbers leave quarantined cases out; counts do '
-            'not.</p><table id="skills"><thead><tr><th>skill</th><th>cases by state</th><th>trigger accuracy</th>'
+            'not.</p><table id="skills"><thead><tr><th>skill</th><th>cases by state</th>'
+            f'<th>trigger accuracy{" (file-read)" if roll.file_read else ""}</th>'
             f'<th>discrimination pairs</th><th>refusal compliance</th>{up_head}</tr></thead><tbody>'
             + "".join(rows) + "</tbody></table></section>")
 

@@ -276,7 +276,11 @@ def skill_table(roll: Rollup, shape: Shape) -> list[str]:
     rows.append(skill_row(f"**All {len(ordered)} skills**", ordered, states, up))
     title = "### Per skill (most problems first)"
     lines = [title, ""]
-    lines += table(["Skill", *states, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance",
+    # A file-read run's verdicts and accuracy rest on SKILL.md reads: its state and accuracy columns say so.
+    graded = f" ({rollup_mod.FILE_READ})" if roll.file_read else ""
+    heads = [f"{state}{graded}" if state in ("PASS", "FAIL", "UNDECIDED") else state for state in states]
+    lines += table(["Skill", *heads, f"Trigger accuracy (Wilson 95%{', ' + rollup_mod.FILE_READ if graded else ''})",
+                    "Pairs won/lost", "Refusal compliance",
                     *([UPLIFT_HEAD] if up else [])],
                    rows, ["---", *["---:"] * len(states), "---", "---:", "---:", *(["---"] if up else [])])
     lines += ["", "Trigger accuracy, pairs and refusal compliance leave quarantined cases out; the state "
