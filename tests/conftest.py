@@ -151,6 +151,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_a_lasting_500_is_an_api_error_after_the_clis_retries",
         "test_a_session_that_outlives_its_bound_is_killed_and_charged_its_bound",
         "test_the_surface_audit_lists_exactly_the_librarys_invocable_skills",
+        "test_a_session_past_its_turn_bound_is_ended_there",
     }),
     "test_result_cache.py": frozenset({"test_the_claude_code_host_starts_no_cli_for_what_the_cache_holds"}),
     "test_route.py": frozenset({"test_route_on_aegis_skills_sends_one_request_per_eligible_attempt"}),

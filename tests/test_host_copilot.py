@@ -105,9 +105,9 @@ def host(library: Library, prices: PriceTable, fake: FakeAnthropic) -> AgentCliH
     return made
 
 
-def run(host: AgentCliHost, prompt: str, timeout_s: float = 60) -> Observation:
+def run(host: AgentCliHost, prompt: str, timeout_s: float = 60, max_turns: int = 5) -> Observation:
     obs = asyncio.run(host.run(SessionSpec(attempt_id=f"a-{abs(hash(prompt))}", uid="u", prompt=prompt, model=MODEL,
-                                           max_turns=5, timeout_s=timeout_s, max_usd=0.5)))
+                                           max_turns=max_turns, timeout_s=timeout_s, max_usd=0.5)))
     assert KEY not in obs.model_dump_json(), "the API key leaked into the observation"
     return obs
 
@@ -182,3 +182,13 @@ def test_the_surface_audit_lists_exactly_the_librarys_invocable_skills(host, lib
     assert surface.error is None, surface.error
     assert set(surface.with_description) == INVOCABLE and surface.name_only == [] and surface.missing == []
     assert "skill" in surface.tools and surface.listing_chars > 0
+
+
+def test_a_session_past_its_turn_bound_is_ended_there(host, fake) -> None:
+    """The CLI takes no turn limit: the host ends the session when it starts a turn past max_turns."""
+    prompt = "COPILOT-TURNS keep looking"
+    fake.script(prompt, *[tool("glob", {"pattern": f"*{i}"}) for i in range(6)], text("never reached"))
+    obs = run(host, prompt, max_turns=2)
+    assert obs.bounds_hit == ["max-turns"] and obs.error_kind is None and obs.final_answer is None
+    assert 2 <= len(fake.requests_for(prompt)) <= 3  # the third turn may have been sent before it was stopped
+    assert obs.lost_replies == 1 and obs.cost_basis in ("bound", "reservation")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.core.host_traits import traits
-from runner.core.observation import Activation, ErrorKind, SessionSpec, ToolCall, Usage
+from runner.core.observation import Activation, Bound, ErrorKind, SessionSpec, ToolCall, Usage
 from runner.hosts import activation as recogniser
 from runner.hosts import agent_install
 from runner.hosts.agent_cli import (
@@ -71,6 +71,7 @@ class CopilotReader:
         self.error_message: str | None = None
         self.unreadable: str | None = None
         self.lost = 0
+        self.started = 0  # model turns the CLI started (`assistant.turn_start`)
         self.transcript: list[dict[str, Any]] = []
 
     def line(self, text: str) -> None:
@@ -97,10 +98,16 @@ class CopilotReader:
             self.error_message = str(data.get("message") or "the CLI reported a session error")[:500]
         elif kind == "model.call_failure" and not isinstance(data.get("statusCode"), int):
             self.lost += 1  # no HTTP status: the reply was cut after the API took the request (a billed request)
+        elif kind == "assistant.turn_start":
+            self.started += 1
         elif kind == "result":
             self.ended = True
             code = data.get("exitCode")
             self.exit_code = code if isinstance(code, int) else None
+
+    def over(self) -> Bound | None:
+        """The CLI has no turn limit: its turn past SessionSpec.max_turns ends the session (max-turns)."""
+        return "max-turns" if self.started > self.spec.max_turns else None
 
     def turn(self, data: dict[str, Any]) -> int:
         key = str(data.get("turnId", len(self.turns)))
