@@ -62,6 +62,10 @@ def not_executed(unrun: Mapping[str, int]) -> str:
         "many cases it holds is not known." if files else "")
 
 
+# The activation part of an output case run on a host that shows no activation: not observed, so never claimed.
+UNOBSERVED = ActivationResult(state="UNRUN", fired_runs=0, observed_runs=0, rate=None, wilson_95=None)
+
+
 class CaseResult(BaseModel):
     uid: str
     skill: str
@@ -568,7 +572,9 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
     tally = tally_of(outcomes)
     verdict = rule.decide(tally)
     finished_all = len(finished) >= planned.repeats
-    activation = activation_result(outcomes, rule, finished_all)
+    # On a host that shows no activation only output cases run, on their answers (grading.unobserved_outcome).
+    unobserved = any(r.activation_grade == "none" for r in finished)
+    activation = UNOBSERVED if unobserved else activation_result(outcomes, rule, finished_all)
     assertions = assertion_results(case, outcomes, rule)
     judged = [a.state for a in assertions if a.state != "UNJUDGEABLE"]
     parts: dict[str, str] = {}
@@ -589,7 +595,7 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
     elif verdict == "pending":
         state, reason = "UNRUN", stop_reason or "not-started"
     else:
-        state = rollup([activation.state, *judged])
+        state = rollup(judged if unobserved else [activation.state, *judged])
         pending = [a for a in assertions if a.state == "UNRUN"]
         reason = (pending[0].reason if pending else None) if state == "UNRUN" else None
     errors = [r.outcome.error for r in finished if r.outcome and r.outcome.error]
@@ -601,9 +607,10 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
         wins=tally.wins, losses=tally.losses, errors=tally.errors, repeats_run=len(finished),
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
-        pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if expectation(case) == "target-fires-neighbours-silent" else [],
+        pairs=pair_results(case, outcomes, rule, finished_all, manual_only)
+        if expectation(case) == "target-fires-neighbours-silent" and not unobserved else [],
         routing=routing_results(case, [(r.attempt_id, r.outcome) for r in finished if r.outcome is not None], rule,
-                                finished_all) if case.routing is not None else [],
+                                finished_all) if case.routing is not None and not unobserved else [],
         assertions=assertions, attempts=[r.attempt_id for r in every_arm],
         activation_grade=next((r.activation_grade for r in finished if r.activation_grade), None)
         if traits_of(planned.kind) is not None else None,
