@@ -19,11 +19,11 @@ from rich.console import Console
 
 from runner.core.states import CASE_STATES
 from runner.publish import rules
+from runner.report import host_table as report_hosts
 from runner.report import html, junit, markdown, terminal
-from runner.report import hosts as report_hosts
-from runner.results import hosts as hosts_mod
+from runner.results import host_comparison as hosts_mod
 from runner.results.build import CaseResult, PlanSummary, Results, Spend
-from runner.results.hosts import HostAccuracy
+from runner.results.host_comparison import HostAccuracy
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
 from tests.conftest import REPO, cli, run_cli
 from tests.helpers import demo_skill, results_of, skill_evals_run

@@ -1,5 +1,5 @@
 """`run --host a,b,...` and `plan --host a,b,...`: the same cases on several hosts, one after another, under one cap
-(runner.pipeline.hosts), each host's plan and results printed, then the comparison."""
+(runner.pipeline.each_host), each host's plan and results printed, then the comparison."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def prepare_hosts(loaded: Loaded, chosen: Sequence[runs_mod.Options], gate: Floo
     cannot be."""
     from runner.execute.rundir import RunDir
     from runner.pipeline import run as runs_mod
-    from runner.results.hosts import host_folder
+    from runner.results.host_comparison import host_folder
 
     rundirs = [RunDir(host_folder(out, str(options.host))) for options in chosen] if out is not None else None
     try:
@@ -87,10 +87,10 @@ def run_hosts(loaded: Loaded, chosen: Sequence[runs_mod.Options], gate: FloorGat
     """The body of `run --host a,b,...` after the floor: plan every host, run each under what the ones before it
     left of the cap, write the comparison, print it; exit as a run on one host does (130 when cancelled)."""
     from runner.execute.progress import reporter
-    from runner.pipeline import hosts as hosts_pipeline
+    from runner.pipeline import each_host as hosts_pipeline
     from runner.pipeline import run as runs_mod
     from runner.report.terminal import hosts_section
-    from runner.results.hosts import spent
+    from runner.results.host_comparison import spent
 
     names = [str(options.host) for options in chosen]
     out = out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -134,7 +134,7 @@ def plan_hosts(loaded: Loaded, chosen: Sequence[runs_mod.Options], gate: FloorGa
     from runner.cli import context
     from runner.execute.rundir import RunDir
     from runner.pipeline import run as runs_mod
-    from runner.results.hosts import host_folder
+    from runner.results.host_comparison import host_folder
 
     names = [str(options.host) for options in chosen]
     prepared, _ = prepare_hosts(loaded, chosen, gate, context.credentials(), None, audit=audit)

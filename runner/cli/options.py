@@ -298,7 +298,7 @@ def host_option(help: str) -> Decorator:
 
 def checked_hosts(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--host a,b,...: each a registered host, none twice; kept as the text given (normalised), so `run --container`
-    repeats it as it is and each command splits it (runner.pipeline.hosts.several)."""
+    repeats it as it is and each command splits it (runner.pipeline.each_host.several)."""
     if value is None or ctx.resilient_parsing:
         return value
     names = [name.strip() for name in value.split(",")]

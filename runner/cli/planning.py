@@ -70,7 +70,7 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     """The cost arithmetic of a run, before anything is spent: exactly the cases `run` would run."""
     from runner.cli import comparing
     from runner.execute.rundir import RunDir
-    from runner.pipeline import hosts as hosts_pipeline
+    from runner.pipeline import each_host as hosts_pipeline
     from runner.pipeline import run as runs_mod
 
     if run_options.get("routing"):

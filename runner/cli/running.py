@@ -131,7 +131,7 @@ def start_run(library_path: Path, config: Path | None, out: Path | None, resume_
     from runner.cli import comparing
     from runner.execute.progress import reporter
     from runner.execute.rundir import RunDir
-    from runner.pipeline import hosts as hosts_pipeline
+    from runner.pipeline import each_host as hosts_pipeline
     from runner.pipeline import run as runs_mod
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
@@ -141,7 +141,7 @@ def start_run(library_path: Path, config: Path | None, out: Path | None, resume_
         untrusted_cap(loaded, run_options, resume_dir)
     given = run_options.get("host")
     names: list[str | None] = [*hosts_pipeline.several(given if isinstance(given, str) else None)] or [None]
-    if len(names) > 1:  # the same cases on each host (runner.pipeline.hosts)
+    if len(names) > 1:  # the same cases on each host (runner.pipeline.each_host)
         comparing.refuse_alone({**run_options, "batch": batch})
     chosen = None if resume_dir else [context.run_options(loaded.settings, loaded, **{**run_options, "host": name},
                                                           batch=batch) for name in names]

@@ -19,9 +19,9 @@ from runner.core.states import AGAINST, CASE_STATES, OPEN, RAN, CaseState
 from runner.corpus import repopath
 from runner.report import markdown
 from runner.report.rollup import kind_label, rule_words, sequential_case_text
-from runner.results import hosts as hosts_mod
+from runner.results import host_comparison as hosts_mod
 from runner.results.build import CaseResult, Results
-from runner.results.hosts import HostComparison, HostRun
+from runner.results.host_comparison import HostComparison, HostRun
 
 CHECK_NAME = "skill-evals"
 MARKER = markdown.MARKER  # starts the one comment's body: how a later publish finds it to edit in place

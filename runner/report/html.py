@@ -20,7 +20,7 @@ from typing import Any
 
 from runner.core.states import RAN, VERDICTS, CaseState
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
-from runner.report import hosts as hosts_mod
+from runner.report import host_table as hosts_mod
 from runner.report import rollup
 from runner.report.history import History, TrendPoint
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note

@@ -29,10 +29,10 @@ from collections import Counter
 
 from runner.core.states import BROKEN, NOT_DECIDED, OPEN
 from runner.plan.plan import UNCALIBRATED
-from runner.report import hosts as hosts_mod
+from runner.report import host_table as hosts_mod
 from runner.report import rollup
 from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, sweep_note, wall_note
-from runner.results.hosts import HostDifference
+from runner.results.host_comparison import HostDifference
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

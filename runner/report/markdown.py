@@ -27,7 +27,7 @@ from typing import Any
 from runner.core.quorum import wilson_interval
 from runner.core.states import RAN
 from runner.probes.arms import ArmResult
-from runner.report import hosts as hosts_mod
+from runner.report import host_table as hosts_mod
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note

@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from runner.core.states import RAN
-from runner.report import hosts as hosts_mod
+from runner.report import host_table as hosts_mod
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import (
     UPLIFT_HEAD,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from runner.core.states import AGAINST
 from runner.report.versions import host_text
-from runner.results.hosts import HostAccuracy, HostComparison, HostDifference, HostRun
+from runner.results.host_comparison import HostAccuracy, HostComparison, HostDifference, HostRun
 
 # The grade every host of today's registry had before issue 36; any other is said in every cell it decides.
 PLAIN_GRADE = "tool-event"

@@ -1,6 +1,6 @@
 """`run --host a,b,...`: the same selected cases on each host, one after another, each into its own run folder
 (`<out>/hosts/<host>/`, a normal run folder: resume and report work on it alone), under one cap for the whole run,
-then the comparison (runner.results.hosts) in `<out>/results.json`.
+then the comparison (runner.results.host_comparison) in `<out>/results.json`.
 
 Every host is planned before any session starts (a host that cannot be made, or a plan that is refused, stops the
 run before anything is spent). Each later host's cap is the run's cap minus what the hosts before it spent, so a
@@ -17,7 +17,7 @@ from pathlib import Path
 from runner.execute.executor import STOP_CANCELLED
 from runner.execute.rundir import RESULTS, RunDir
 from runner.pipeline import run as runs_mod
-from runner.results import hosts as hosts_mod
+from runner.results import host_comparison as hosts_mod
 from runner.results import modelfile
 from runner.results.build import Results
 
