@@ -21,6 +21,8 @@ add() {  # add OPTION VALUE, when the value is not empty
 add --base "${BASE:-}"
 add --head "${HEAD:-}"
 add --shard "${SHARD:-}"
+# One host, or several comma-separated: `run --host a,b` checks each name and runs the same cases on each.
+add --host "${HOSTS:-}"
 add --model "${MODEL:-}"
 add --judge-model "${JUDGE_MODEL:-}"
 add --repeats "${REPEATS:-}"
