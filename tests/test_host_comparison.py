@@ -25,8 +25,8 @@ from runner.results import host_comparison as hosts_mod
 from runner.results.build import CaseResult, PlanSummary, Results, Spend
 from runner.results.host_comparison import HostAccuracy
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
-from tests.conftest import REPO, cli, run_cli
-from tests.helpers import demo_skill, results_of, skill_evals_run
+from tests.conftest import REPO, cli, fake_env, run_cli
+from tests.helpers import KEY, demo_skill, results_of, skill_evals_run
 
 SCHEMA = json.loads((REPO / "runner" / "schemas" / "results.schema.json").read_text(encoding="utf-8"))
 
@@ -219,3 +219,10 @@ def test_run_on_two_hosts_writes_each_run_and_the_comparison(tmp_path: Path) -> 
     # The first host's own folder is a run like any other: its report has no comparison.
     alone = run_cli("report", str(out / "hosts" / "first-turn"), "--format", "markdown")
     assert alone.returncode == 0 and "### Hosts" not in alone.stdout
+    # Resuming the comparison resumes each host's folder (nothing is left to run here) and writes it again.
+    before = (out / "results.json").stat().st_mtime_ns
+    with FakeAnthropic() as fake:
+        again = run_cli("run", "--resume", str(out), env=fake_env(fake, KEY))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert fake.message_requests == [] and (out / "results.json").stat().st_mtime_ns > before
+    assert results_of(out)["hosts"]["differences"] == hosts["differences"]

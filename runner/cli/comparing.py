@@ -147,3 +147,52 @@ def plan_hosts(loaded: Loaded, chosen: Sequence[runs_mod.Options], gate: FloorGa
     else:
         print_host_plans(names, prepared, prepared[0].plan.cap_usd, Console(soft_wrap=True, highlight=False))
     sys.exit(EXIT_OK)
+
+
+def is_comparison(folder: Path) -> bool:
+    """A folder `run --host a,b,...` wrote: hosts/ and the comparison's results.json, no plan of its own."""
+    from runner.results.host_comparison import HOSTS_FOLDER
+
+    return (folder / HOSTS_FOLDER).is_dir() and not (folder / "plan.json").exists()
+
+
+def resume_hosts(loaded: Loaded, out: Path, credentials: runs_mod.Credentials, max_usd: float | None,
+                 console: Console) -> NoReturn:
+    """`run --resume OUT` on a comparison: each host's folder resumed in order under what the others have spent of
+    the run's cap (--max-usd, else the cap the comparison recorded), then the comparison written again."""
+    from runner.cli.folders import read_results
+    from runner.execute.progress import reporter
+    from runner.execute.rundir import RunDir
+    from runner.pipeline import each_host
+    from runner.pipeline import run as runs_mod
+    from runner.report.terminal import hosts_section
+    from runner.results.host_comparison import host_folder, spent
+
+    recorded = read_results(out).hosts
+    if recorded is None:
+        fail_usage(f"{out}: no plan.json and no comparison of hosts in its results.json: nothing to resume")
+    names = [run.name for run in recorded.hosts]
+    cap = max_usd if max_usd is not None else recorded.cap_usd
+    stopped = None
+    for index, name in enumerate(names):
+        rundir = RunDir(host_folder(out, name))
+        if stopped is not None:
+            console.print(f"Host {name}: not resumed ({stopped})", markup=False)
+            continue
+        others = sum(spent(each_host.read_host(out, other)) for other in names if other != name
+                     if (host_folder(out, other) / "results.json").exists())
+        try:
+            one = runs_mod.prepare_resume(rundir, loaded.library, loaded.settings, credentials,
+                                          max_usd=round(max(0.0, cap - others), 6))
+        except ValueError as exc:
+            fail_usage(str(exc))
+        console.print(f"[bold]Host {index + 1} of {len(names)}: {name}[/bold]; cap ${one.plan.cap_usd:.2f} for its "
+                      f"folder (the run's ${cap:.2f} minus ${others:.4f} the other hosts spent)")
+        with reporter(sessions_left(one.plan)[1], one.plan.cap_usd, runs_mod.is_terminal()) as progress:
+            results = runs_mod.execute(one, rundir, progress)
+        print_results(results, rundir.path, console)
+        if results.stop_reason == "cancelled":
+            stopped = "cancelled"
+    combined = each_host.write_comparison(out, names, cap)
+    hosts_section(combined, console)
+    sys.exit(EXIT_INTERRUPTED if stopped is not None else EXIT_OK)

@@ -78,6 +78,8 @@ def recorded_library(folder: Path) -> Path:
     """The library `folder`'s plan.json recorded (its root and the skills folder a run was given, joined); a usage
     error naming the file when there is none, or when that folder is gone."""
     path = folder / "plan.json"
+    if not path.exists():  # a comparison of hosts (`run --host a,b`): every host's plan records the same library
+        path = next(iter(sorted(folder.glob("hosts/*/plan.json"))), path)
     try:
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:  # a FIFO never blocks it
             raw = handle.read(PLAN_MAX_BYTES + 1) if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else b""

@@ -155,6 +155,10 @@ def start_run(library_path: Path, config: Path | None, out: Path | None, resume_
     credentials = context.credentials()
     if chosen is not None and len(chosen) > 1:
         comparing.run_hosts(loaded, chosen, gate, credentials, out, console)
+    if resume_dir and comparing.is_comparison(resume_dir):
+        given_cap = run_options.get("max_usd")
+        comparing.resume_hosts(loaded, resume_dir, credentials, given_cap if isinstance(given_cap, float) else None,
+                               console)
     try:
         if resume_dir:
             # Same library content as planned (prepare_resume checks the hash), so the plan's holds still apply.
