@@ -226,3 +226,20 @@ def test_run_on_two_hosts_writes_each_run_and_the_comparison(tmp_path: Path) -> 
     assert again.returncode == 0, again.stdout + again.stderr
     assert fake.message_requests == [] and (out / "results.json").stat().st_mtime_ns > before
     assert results_of(out)["hosts"]["differences"] == hosts["differences"]
+
+    # A later host whose sessions no longer fit what the earlier one left is cut as any run is: UNRUN budget-cap.
+    cut = tmp_path / "cut"
+    with FakeAnthropic() as fake:
+        fake.script("[alpha]", scripted(True), scripted(True))
+        fake.script("[beta]", scripted(False), scripted(False))
+        done = skill_evals_run(fake, cut, "--host", "api,first-turn", "--max-usd", "2", library=library)
+    assert done.returncode == 0, done.stdout + done.stderr
+    plans = {h: json.loads((cut / "hosts" / h / "plan.json").read_text()) for h in ("api", "first-turn")}
+    later = plans["first-turn"]
+    assert plans["api"]["estimate"]["worst_session_usd"] < 2
+    assert later["cap_usd"] < 2 < later["estimate"]["worst_session_usd"]  # what api left: no session fits
+    skipped = results_of(cut / "hosts" / "first-turn")
+    assert skipped["counts"]["UNRUN"] == 2 and skipped["unrun_by_reason"] == {"budget-cap": 2}
+    top = results_of(cut)["hosts"]
+    assert {d["states"]["first-turn"] for d in top["differences"]} == {"UNRUN"}
+    assert top["hosts"][1]["stop_reason"] == "budget-cap"

@@ -109,9 +109,9 @@ def run_hosts(loaded: Loaded, chosen: Sequence[runs_mod.Options], gate: FloorGat
             continue
         one = hosts_pipeline.rebased(one, left)
         runs_mod.write_plan(rundir, one)
-        console.print(f"[bold]Host {index + 1} of {len(names)}: {name}[/bold]; cap ${one.plan.cap_usd:.2f}"
-                      + ("" if index == 0 else f" (the run's ${cap:.2f} minus ${cap - left:.4f} the hosts before it "
-                                               "spent)"))
+        console.print(f"[bold]Host {index + 1} of {len(names)}: {name}[/bold]; "
+                      + (f"cap ${cap:.2f}" if index == 0 else f"cap ${one.plan.cap_usd:.4f} (the run's ${cap:.2f} "
+                                                              f"minus ${cap - left:.4f} the hosts before it spent)"))
         with reporter(sessions_left(one.plan)[1], one.plan.cap_usd, runs_mod.is_terminal()) as progress:
             results = runs_mod.execute(one, rundir, progress)
         print_results(results, rundir.path, console)

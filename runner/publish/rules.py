@@ -281,7 +281,10 @@ def library_prefix(library: Path | None, run_dir: Path, environ: Mapping[str, st
             return "", f"annotation paths are relative to the library, not the repository ({exc})"
     else:
         try:
-            named = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["library"]["root"]
+            plan = run_dir / "plan.json"
+            if not plan.exists():  # a comparison of hosts: every host's plan names the same library
+                plan = next(iter(sorted(run_dir.glob("hosts/*/plan.json"))), plan)
+            named = json.loads(plan.read_text(encoding="utf-8"))["library"]["root"]
             root = Path(named) if isinstance(named, str) and Path(named).is_dir() else None
         except (OSError, ValueError, KeyError, TypeError):
             root = None
