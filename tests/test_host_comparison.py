@@ -243,3 +243,18 @@ def test_run_on_two_hosts_writes_each_run_and_the_comparison(tmp_path: Path) -> 
     top = results_of(cut)["hosts"]
     assert {d["states"]["first-turn"] for d in top["differences"]} == {"UNRUN"}
     assert top["hosts"][1]["stop_reason"] == "budget-cap"
+
+
+def test_the_plan_shows_each_host_and_the_hosts_against_the_one_cap(tmp_path: Path) -> None:
+    library = str(demo_skill(tmp_path / "library", [
+        {"id": "alpha", "type": "should_trigger", "prompt": "Summarise the demo report please.",
+         "expect": {"triggers": True, "assertions": ["The demo skill activates."]}}]))
+    done = cli("plan", "--library", library, "--no-surface", "--host", "api,first-turn", "--max-usd", "3")
+    assert done.exit_code == 0, done.output
+    assert "Host 1 of 2: api" in done.output and "Host 2 of 2: first-turn; its cap is what the hosts before it " \
+        "leave of $3.00" in done.output
+    assert "against the cap of $3.00 for the whole run: each later host gets the cap minus what the hosts before " \
+           "it spent" in done.output
+    as_json = cli("plan", "--library", library, "--no-surface", "--host", "api,first-turn", "--format", "json")
+    plans = json.loads(as_json.output)["hosts"]
+    assert list(plans) == ["api", "first-turn"] and plans["first-turn"]["host"] == "first-turn"
