@@ -146,6 +146,9 @@ def test_every_report_has_the_hosts_section() -> None:
     elsewhere = [t for t in demo.iter("testcase") if t.get("name") == "demo/e/beta [api]"]
     assert len(elsewhere) == 1 and elsewhere[0].find("failure") is not None
     assert demo.get("failures") == str(1 + 1)  # the refusal on claude-code, beta on api
+    from lxml import etree  # the `test` extra: the document is still valid JUnit (tests/data/junit.xsd)
+    schema = etree.XMLSchema(etree.parse(str(REPO / "tests" / "data" / "junit.xsd")))
+    assert schema.validate(etree.fromstring(junit.render(combined).encode("utf-8"))), schema.error_log
 
 
 def test_a_grade_other_than_tool_event_is_marked_in_its_cell() -> None:
