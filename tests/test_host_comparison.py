@@ -17,6 +17,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from rich.console import Console
 
+from runner.core.quorum import wilson_interval
 from runner.core.states import CASE_STATES
 from runner.publish import rules
 from runner.report import host_table as report_hosts
@@ -24,6 +25,7 @@ from runner.report import html, junit, markdown, terminal
 from runner.results import host_comparison as hosts_mod
 from runner.results.build import CaseResult, PlanSummary, Results, Spend
 from runner.results.host_comparison import HostAccuracy
+from runner.results.verdicts import ActivationResult
 from runner.testing.fake_anthropic import FakeAnthropic, dynamic, skill, text
 from tests.conftest import REPO, cli, fake_env, run_cli
 from tests.helpers import KEY, demo_skill, results_of, skill_evals_run
@@ -35,8 +37,16 @@ SCHEMA = json.loads((REPO / "runner" / "schemas" / "results.schema.json").read_t
 
 def case(uid: str, kind: str, state: str, wins: int, losses: int, errors: int = 0, skill_name: str = "demo",
          reason: str | None = None) -> CaseResult:
+    """A case whose attempts all turned on their activation: `wins` met the expectation (the target fired for a
+    trigger case, stayed silent for a no_trigger one), `losses` did not."""
+    fired = losses if kind == "no_trigger" else wins
+    observed = wins + losses
+    activation = ActivationResult(state=state if state in ("PASS", "FAIL") else "UNRUN", fired_runs=fired,
+                                  observed_runs=observed, rate=fired / observed if observed else None,
+                                  wilson_95=wilson_interval(fired, observed))
     return CaseResult(uid=uid, skill=skill_name, kind=kind, target=skill_name, state=state, wins=wins, losses=losses,
-                      errors=errors, repeats_run=wins + losses + errors, repeats_planned=3, quorum=2, reason=reason)
+                      errors=errors, repeats_run=wins + losses + errors, repeats_planned=3, quorum=2, reason=reason,
+                      activation=activation)
 
 
 def results_on(host: str, cases: list[CaseResult], spend: float, cap: float = 10.0) -> Results:
@@ -261,3 +271,13 @@ def test_the_plan_shows_each_host_and_the_hosts_against_the_one_cap(tmp_path: Pa
     as_json = cli("plan", "--library", library, "--no-surface", "--host", "api,first-turn", "--format", "json")
     plans = json.loads(as_json.output)["hosts"]
     assert list(plans) == ["api", "first-turn"] and plans["first-turn"]["host"] == "first-turn"
+
+
+def test_trigger_accuracy_reads_the_activation_not_the_answers_verdict() -> None:
+    """A trigger case whose skill fired every time but whose answer an assertion failed is FAIL, yet its activation
+    met the expectation: the accuracy counts it fired."""
+    fired_but_wrong = case("demo/evals/fired-wrong-answer", "trigger", "FAIL", wins=3, losses=0)
+    fired_but_wrong = fired_but_wrong.model_copy(update={"wins": 0, "losses": 3})  # the attempts' overall states
+    silent = case("demo/evals/quiet", "no_trigger", "PASS", wins=2, losses=1)
+    found = hosts_mod.accuracy("claude-code", [fired_but_wrong, silent])
+    assert (found.wins, found.trials) == (5, 6)

@@ -93,9 +93,22 @@ def measures_trigger(case: CaseResult) -> bool:
             and case.state != "QUARANTINED")
 
 
+def activation_wins(case: CaseResult) -> tuple[int, int]:
+    """(attempts whose activation met the case's expectation, attempts whose activation was observed): the target
+    fired for a trigger case, stayed silent for a no_trigger one. Read from the activation part alone: a trigger case
+    whose answer an assertion failed still fired."""
+    act = case.activation
+    if act is None or act.state == "UNRUN" and act.observed_runs == 0:
+        return 0, 0
+    kind = traits_of(case.kind)
+    silent = kind is not None and kind.expects == "target-silent"
+    return (act.observed_runs - act.fired_runs if silent else act.fired_runs), act.observed_runs
+
+
 def accuracy(host: str, cases: Sequence[CaseResult]) -> HostAccuracy:
-    wins = sum(case.wins for case in cases)
-    trials = wins + sum(case.losses for case in cases)
+    counted = [activation_wins(case) for case in cases]
+    wins = sum(w for w, _ in counted)
+    trials = sum(t for _, t in counted)
     interval = wilson_interval(wins, trials)
     return HostAccuracy(host=host, wins=wins, trials=trials, rate=round(wins / trials, 4) if trials else None,
                         interval_95=None if interval is None else (round(interval[0], 4), round(interval[1], 4)),
