@@ -298,15 +298,27 @@ def cli_version(program: Path, package_cache: Path) -> str:
     return found.group(0).rstrip(".") if found else "unknown"
 
 
+def package_cache(target: Path) -> Path:
+    """Where the CLI's package is unpacked, shared by every session (read-only behind the wall): beside its install."""
+    return target / "package-cache"
+
+
+def after_install(program: Path, target: Path) -> None:
+    """Unpack the package once, at install (runner.hosts.agent_install.prepare)."""
+    cache = package_cache(target)
+    cache.mkdir(parents=True, exist_ok=True)
+    cli_version(program, cache)
+
+
 def make(inputs: HostInputs) -> AgentCliHost:
     from runner.hosts.workspace import LibraryFiles
 
     settings = inputs.settings
     program = agent_install.locate(HOST_NAME)
-    cache = agent_install.prefix(agent_install.pin(HOST_NAME)) / "package-cache"
+    cache = package_cache(agent_install.prefix(agent_install.pin(HOST_NAME)))
     cache.mkdir(parents=True, exist_ok=True)
     cli = CopilotCli(program, cache, settings.run.allowed_tools)
-    cli.versions()  # unpacks the package once, before any session reads it behind its wall
+    cli.versions()  # unpacks the package if the install did not, before any session reads it behind its wall
     files: LibraryFiles = LibraryFiles.of(inputs.library, settings.limits.max_file_bytes)
     parent = work_parent_for(inputs.run_folder)
     host = AgentCliHost(cli, files, inputs.prices, inputs.api_key, inputs.base_url, work_parent=parent,
