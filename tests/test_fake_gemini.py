@@ -137,14 +137,19 @@ def test_fixed_usage_and_the_default_script() -> None:
     with FakeGemini() as fake:
         fake.script("fixed", text("x"), usage=Usage(1234, 56))
         fixed = json.loads(post(fake, PLAIN_PATH, body_for("fixed usage"))[2])
+        fake.script("thinking", text("y"), usage=Usage(100, 20, thoughts_tokens=7))
+        thinking = json.loads(post(fake, PLAIN_PATH, body_for("thinking hard"))[2])
         fake.default(text("the default reply"))
         other = json.loads(post(fake, PLAIN_PATH, body_for("anything else"))[2])
         recorded = fake.model_requests
     assert fixed["usageMetadata"]["promptTokenCount"] == 1234
     assert fixed["usageMetadata"]["candidatesTokenCount"] == 56
     assert fixed["usageMetadata"]["totalTokenCount"] == 1290
+    assert "thoughtsTokenCount" not in fixed["usageMetadata"]
+    assert thinking["usageMetadata"]["thoughtsTokenCount"] == 7
+    assert thinking["usageMetadata"]["totalTokenCount"] == 127
     assert other["candidates"][0]["content"]["parts"] == [{"text": "the default reply"}]
-    assert [r.script for r in recorded] == ["fixed", None]
+    assert [r.script for r in recorded] == ["fixed", "thinking", None]
 
 
 @pytest.mark.parametrize(("status", "name"), [(500, "INTERNAL"), (503, "UNAVAILABLE"), (429, "RESOURCE_EXHAUSTED"),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-HostName = Literal["claude-code", "api", "first-turn"]
+HostName = Literal["claude-code", "api", "first-turn", "gemini"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
@@ -65,6 +65,11 @@ class ActivationNames:
 CLAUDE_CODE_ACTIVATION = ActivationNames(skill_tool="Skill", read_tool="Read", subagent_tools=("Task", "Agent"),
                                          skills_folder=CLAUDE_SKILLS_FOLDER)
 
+# Gemini CLI (runner.hosts.gemini): `activate_skill {"name"}`, `read_file {"file_path"}`, project skills read from
+# `.agents/skills` by default (measured on 0.61.0; `.gemini/skills` too, `.agents` wins a tie).
+GEMINI_ACTIVATION = ActivationNames(skill_tool="activate_skill", read_tool="read_file", subagent_tools=(),
+                                    skills_folder=".agents/skills", skill_input="name")
+
 API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (same listing format and Skill "
                  "tool schema, not Claude Code's system prompt or tools); results are not a measurement of the "
                  "real host")
@@ -107,6 +112,9 @@ HOST_TRAITS: dict[str, HostTraits] = {
         runs_claude_code=True, approximation=None, listing_model="claude-code-cli", request_model="claude-code-cli",
         activation=CLAUDE_CODE_ACTIVATION, activation_grade="tool-event", module="runner.hosts.first_turn",
         extra_first_request=True),
+    "gemini": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini"),
 }
 
 

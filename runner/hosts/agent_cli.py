@@ -81,6 +81,8 @@ class ReadOutcome:
     host_cost_usd: float | None = None
     first_turn_input_tokens: int | None = None
     transcript: list[dict[str, Any]] = field(default_factory=list)
+    # Bounds the CLI itself ended the session at (its own turn limit), which are no error; the base adds `timeout`.
+    bounds_hit: list[Bound] = field(default_factory=list)
 
 
 class SessionReader(Protocol):
@@ -231,7 +233,7 @@ def session_error(outcome: ReadOutcome, ran: Ran, timeout_s: float) -> tuple[Err
     tail = " ".join(ran.stderr[-5:])[:500]
     if outcome.error_kind is not None:
         return outcome.error_kind, outcome.error_message
-    if ran.returncode not in (0, None):
+    if ran.returncode not in (0, None) and not outcome.bounds_hit:  # a CLI may exit non-zero at its own bound
         return "host-crash", f"the CLI exited {ran.returncode}" + (f" | stderr: {tail}" if tail else "")
     if not outcome.ended:
         return "ambiguous", "the CLI ended without the event that ends a session" + (f" | stderr: {tail}"
@@ -323,7 +325,9 @@ class AgentCliHost:
 
     def observe(self, spec: SessionSpec, outcome: ReadOutcome, ran: Ran, error_kind: ErrorKind | None,
                 error_message: str | None, key: str) -> Observation:
-        bounds: list[Bound] = ["timeout"] if ran.timed_out else []
+        bounds: list[Bound] = list(outcome.bounds_hit)
+        if ran.timed_out and "timeout" not in bounds:
+            bounds.append("timeout")
         priced = self.prices.cost(spec.model, outcome.usage)
         reported = priced if priced is not None else (outcome.host_cost_usd or 0.0)
         # A session that did not end as the CLI ends one may have been billed for requests no figure shows.

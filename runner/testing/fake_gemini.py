@@ -53,7 +53,8 @@ Semantics (the same scripting as runner.testing.fake_anthropic)
 - Usage (deterministic): ``promptTokenCount = max(1, len(json.dumps(contents) + json.dumps(systemInstruction))
   // 4)`` (:func:`prompt_tokens_for`), ``candidatesTokenCount = 10 + len(reply) // 4`` where the reply is the text
   parts plus ``json.dumps(args)`` of each functionCall (:func:`candidates_tokens_for`), ``totalTokenCount`` their
-  sum. ``script(..., usage=Usage(...))`` fixes them.
+  sum. ``script(..., usage=Usage(...))`` fixes them (and may add ``thoughtsTokenCount``, thinking tokens, which the
+  API bills as output and leaves out of candidatesTokenCount).
 - ``POST .../<model>:countTokens`` -> ``{"totalTokens": prompt_tokens_for(body)}``; ``GET /v1beta/models`` -> an
   empty model list; anything else -> 404 with the API's error JSON. ``requests`` records every request (method,
   path without the query, query, headers with lower-cased names, parsed JSON body, the model named by the path, the
@@ -174,10 +175,11 @@ def hang(seconds: float, times: int | None = None) -> Hang:
 class Usage:
     prompt_tokens: int
     candidates_tokens: int
+    thoughts_tokens: int = 0  # sent as thoughtsTokenCount when not 0 (billed as output; not in candidatesTokenCount)
 
     @property
     def total_tokens(self) -> int:
-        return self.prompt_tokens + self.candidates_tokens
+        return self.prompt_tokens + self.candidates_tokens + self.thoughts_tokens
 
 
 @dataclass
@@ -534,11 +536,15 @@ class FakeGemini:
         out_parts: list[dict[str, Any]] = [
             {"text": p.text} if isinstance(p, Text) else {"functionCall": {"name": p.name, "args": p.args}}
             for p in _parts(turn)]
+        usage_metadata: dict[str, Any] = {
+            "promptTokenCount": used.prompt_tokens, "candidatesTokenCount": used.candidates_tokens,
+            "totalTokenCount": used.total_tokens,
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": used.prompt_tokens}]}
+        if used.thoughts_tokens:
+            usage_metadata["thoughtsTokenCount"] = used.thoughts_tokens
         return {
             "candidates": [{"content": {"parts": out_parts, "role": "model"}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": used.prompt_tokens, "candidatesTokenCount": used.candidates_tokens,
-                              "totalTokenCount": used.total_tokens,
-                              "promptTokensDetails": [{"modality": "TEXT", "tokenCount": used.prompt_tokens}]},
+            "usageMetadata": usage_metadata,
             "modelVersion": model,
             "responseId": f"fake-response-{number:06d}",
         }
