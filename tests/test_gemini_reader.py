@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.hosts.gemini import ChatTokens, GeminiReader, chat_tokens, result_error, surface_of
+from runner.core.observation import SessionSpec
+from runner.hosts.gemini import ChatTokens, GeminiReader, chat_tokens, result_error, session_settings, surface_of
 
 INIT = ('{"type":"init","timestamp":"2026-12-07T09:28:04.101Z","session_id":"73ea2e9e-2aa6-4331-a511-0b64aee35e20",'
         '"model":"gemini-2.5-flash"}')
@@ -259,3 +260,16 @@ def test_the_surface_reads_the_listing_of_the_first_chat_request() -> None:
     without = surface_of([chat_body("no skills here")], {"demo-skill"}, {"demo-skill"})
     assert without.error is not None and without.missing == ["demo-skill"]
     assert surface_of([classifier], {"a"}, {"a"}).error is not None
+
+
+def test_session_settings_pin_the_auth_bound_the_attempts_and_switch_off_only_builtins_the_library_lacks() -> None:
+    spec = SessionSpec(attempt_id="a", uid="s/x/1", prompt="p", model="gemini-2.5-flash", max_turns=4, timeout_s=9)
+    settings = session_settings(spec, 3, {"demo-skill"})
+    assert settings["security"] == {"auth": {"selectedType": "gemini-api-key"}}
+    assert settings["privacy"] == {"usageStatisticsEnabled": False} and settings["telemetry"] == {"enabled": False}
+    assert settings["general"]["maxAttempts"] == 3 and settings["model"] == {"maxSessionTurns": 4}
+    assert settings["skills"] == {"enabled": True, "disabled": ["skill-creator", "antigravity-support"]}
+    # The library's own skill-creator outranks the built-in one, so it is not switched off; attempts are 1..10.
+    assert session_settings(spec, 99, {"skill-creator"})["skills"]["disabled"] == ["antigravity-support"]
+    assert session_settings(spec, 99, set())["general"]["maxAttempts"] == 10
+    assert session_settings(spec, 0, set())["general"]["maxAttempts"] == 1

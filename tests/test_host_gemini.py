@@ -15,11 +15,12 @@ import pytest
 from runner.core.observation import Observation, SessionSpec
 from runner.corpus.library import Library
 from runner.corpus.loader import load_library
-from runner.corpus.settings import Price, Settings
+from runner.corpus.settings import Price, RunSettings, Settings
 from runner.hosts.agent_cli import AgentCliHost
 from runner.hosts.gemini import GeminiCli
 from runner.hosts.prices import PriceTable
 from runner.hosts.prices import load as load_prices
+from runner.hosts.registry import HostInputs, make_host
 from runner.hosts.workspace import LibraryFiles
 from runner.testing.fake_gemini import (
     FakeGemini,
@@ -88,28 +89,28 @@ def chat_requests(fake: FakeGemini, match: str) -> list[Recorded]:
 
 
 def test_a_skill_that_fires_is_a_tool_event_with_the_clis_own_usage(program, library, prices, tmp_path) -> None:
-    prompt = "Please publish release 4.2 to the registry"
+    prompt = "Please review the lodash 4.18 bump before merge"
     with FakeGemini() as fake:
-        fake.script("publish release 4.2", skill("release-publisher"), text("Published 4.2 as the skill says."))
+        fake.script("lodash 4.18 bump", skill("dependency-upgrade-reviewer"), text("Hold: 2 breaking changes."))
         obs = run(host_for(program, library, prices, fake, tmp_path), spec_for(prompt))
-        sent = chat_requests(fake, "publish release 4.2")
+        sent = chat_requests(fake, "lodash 4.18 bump")
     assert obs.error_kind is None, obs.error_message
-    assert obs.fired() == ["release-publisher"]
+    assert obs.fired() == ["dependency-upgrade-reviewer"]
     assert [(a.mechanism, a.rejected, a.turn) for a in obs.activations] == [("skill-tool", False, 0)]
-    assert obs.final_answer == "Published 4.2 as the skill says."
+    assert obs.final_answer == "Hold: 2 breaking changes."
     assert [(c.name, c.is_error) for c in obs.tool_calls] == [("activate_skill", False)]
     # The usage is the CLI's own figures, which are what the API's usageMetadata said, summed.
     assert len(sent) == 2 and obs.model_calls == 2 and obs.turns == 2
     expected_in = sum(prompt_tokens_for(r.body) for r in sent)
-    expected_out = candidates_tokens_for(skill("release-publisher")) + candidates_tokens_for(
-        text("Published 4.2 as the skill says."))
+    expected_out = candidates_tokens_for(skill("dependency-upgrade-reviewer")) + candidates_tokens_for(
+        text("Hold: 2 breaking changes."))
     assert (obs.usage.input_tokens, obs.usage.output_tokens) == (expected_in, expected_out)
     assert obs.first_turn_input_tokens == prompt_tokens_for(sent[0].body)
     assert obs.cost_usd == pytest.approx(prices.cost(MODEL, obs.usage)) and obs.cost_basis == "reported"
     assert obs.bounds_hit == [] and obs.lost_replies == 0
     # The skill's body went back to the model; the key reached the API and nothing else.
     answer = json.dumps(sent[1].body["contents"][-1])
-    assert "activated_skill" in answer and "release-publisher" in answer
+    assert "activated_skill" in answer and "dependency-upgrade-reviewer" in answer
     assert sent[0].headers["x-goog-api-key"] == KEY
     no_key_anywhere(obs)
 
@@ -129,8 +130,10 @@ def test_a_skill_that_does_not_fire_and_the_sessions_isolation(program, library,
     assert len(sent) == 1 and len(fake.requests) == 1
     tools = [d["name"] for group in sent[0].body["tools"] for d in group["functionDeclarations"]]
     assert "activate_skill" in tools and "run_shell_command" not in tools
-    system = json.dumps(sent[0].body["systemInstruction"])
-    assert "<name>release-publisher</name>" in system and "skill-creator" not in system
+    system = "".join(part["text"] for part in sent[0].body["systemInstruction"]["parts"])
+    assert "skill-creator" not in system and "antigravity-support" not in system
+    for name, skill_ in library.skills.items():  # every description whole: the CLI cuts none
+        assert f"<name>{name}</name>\n    <description>{skill_.fields['description']}</description>" in system
     assert list(tmp_path.iterdir()) == []  # the session folder is gone
 
 
@@ -156,13 +159,13 @@ def test_a_429_is_rate_limited(program, library, prices, tmp_path) -> None:
 
 def test_a_cut_stream_is_an_api_error_and_its_partial_text_no_answer(program, library, prices, tmp_path) -> None:
     with FakeGemini() as fake:
-        fake.script("cut me off", skill("release-publisher"), break_stream())
+        fake.script("cut me off", skill("dependency-upgrade-reviewer"), break_stream())
         obs = run(host_for(program, library, prices, fake, tmp_path), spec_for("Please cut me off after the skill"))
         sent = chat_requests(fake, "cut me off")
     assert obs.error_kind == "api-error" and "cut" in (obs.error_message or "")
     assert [r.outcome for r in sent] == ["function_call", "break_stream"]  # the CLI does not retry a cut stream
     assert obs.final_answer is None
-    assert obs.fired() == ["release-publisher"]  # what happened before the cut is still observed
+    assert obs.fired() == ["dependency-upgrade-reviewer"]  # what happened before the cut is still observed
     # The first reply was read whole (its figures are the CLI's); the cut one may have been billed: a bound.
     assert obs.usage.input_tokens == prompt_tokens_for(sent[0].body)
     assert obs.lost_replies == 1 and obs.cost_basis != "reported"
@@ -186,17 +189,17 @@ def test_a_rejected_skill_call_never_fires(program, library, prices, tmp_path) -
 
 def test_a_session_that_hangs_is_killed_at_its_timeout(program, library, prices, tmp_path) -> None:
     with FakeGemini() as fake:
-        fake.script("take forever", skill("release-publisher"), hang(60))
+        fake.script("take forever", skill("dependency-upgrade-reviewer"), hang(60))
         started = time.monotonic()
         obs = run(host_for(program, library, prices, fake, tmp_path), spec_for("Please take forever to answer", 6.0))
         took = time.monotonic() - started
         sent = chat_requests(fake, "take forever")
     assert obs.error_kind == "timeout" and obs.bounds_hit == ["timeout"]
     assert took < 20 and [r.outcome for r in sent] == ["function_call", "hang"]
-    assert obs.fired() == ["release-publisher"]
+    assert obs.fired() == ["dependency-upgrade-reviewer"]
     # No result event came: the usage is the session log's, the first reply's figures.
     assert obs.usage.input_tokens == prompt_tokens_for(sent[0].body)
-    assert obs.usage.output_tokens == candidates_tokens_for(skill("release-publisher"))
+    assert obs.usage.output_tokens == candidates_tokens_for(skill("dependency-upgrade-reviewer"))
     assert obs.lost_replies == 1 and obs.final_answer is None
     assert list(tmp_path.iterdir()) == []
 
@@ -212,11 +215,15 @@ def test_the_turn_limit_is_a_bound_not_an_error(program, library, prices, tmp_pa
 
 
 def test_the_surface_audit_lists_exactly_the_librarys_skills(program, library, prices, tmp_path) -> None:
+    """Gemini CLI ignores `disable-model-invocation`: the example's manual-only release-publisher is listed (and
+    callable) like the others."""
     with FakeGemini() as fake:  # never called: the audit runs against the host's own capture endpoint
         host = host_for(program, library, prices, fake, tmp_path)
         names = set(library.skills)
+        invocable = {name for name, skill_ in library.skills.items() if not skill_.manual_only}
+        assert invocable < names
         try:
-            surface = asyncio.run(host.surface(MODEL, names, names))
+            surface = asyncio.run(host.surface(MODEL, names, invocable))
         finally:
             host.close()
         assert fake.requests == []
@@ -225,3 +232,20 @@ def test_the_surface_audit_lists_exactly_the_librarys_skills(program, library, p
     assert surface.not_from_library == [] and surface.missing == []
     assert surface.listing_budget_chars is None and surface.listing_chars > 0
     assert "activate_skill" in surface.tools and "read_file" in surface.tools
+
+
+def test_the_registry_makes_the_host_and_host_max_retries_bounds_the_clis_attempts(program, library, prices,
+                                                                                   tmp_path) -> None:
+    """`[run] host_max_retries` = 1 gives the CLI 2 attempts: one 503, then the answer (the CLI backs off ~5 s)."""
+    with FakeGemini() as fake:
+        fake.script("flaky backend", error(503, times=1), text("Answered on the second attempt."))
+        settings = Settings(run=RunSettings(host_max_retries=1))
+        host = make_host("gemini", HostInputs(library, settings, prices, KEY, fake.url, run_folder=tmp_path / "run"))
+        assert isinstance(host, AgentCliHost) and isinstance(host.cli, GeminiCli)
+        assert host.cli.program == program and host.cli.max_attempts == 2
+        obs = run(host, spec_for("A flaky backend answers late", timeout_s=30))
+        sent = chat_requests(fake, "flaky backend")
+    assert obs.error_kind is None, obs.error_message
+    assert [r.outcome for r in sent] == ["error 503", "text"]
+    assert obs.final_answer == "Answered on the second attempt." and obs.model_calls == 1
+    assert obs.usage.input_tokens == prompt_tokens_for(sent[1].body)  # the refused request cost nothing
