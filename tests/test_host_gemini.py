@@ -25,6 +25,7 @@ from runner.hosts.workspace import LibraryFiles
 from runner.testing.fake_gemini import (
     FakeGemini,
     Recorded,
+    Usage,
     break_stream,
     candidates_tokens_for,
     error,
@@ -118,13 +119,15 @@ def test_a_skill_that_fires_is_a_tool_event_with_the_clis_own_usage(program, lib
 def test_a_skill_that_does_not_fire_and_the_sessions_isolation(program, library, prices, tmp_path) -> None:
     prompt = "What is the capital of France?"
     with FakeGemini() as fake:
-        fake.script("capital of France", text("Paris."))
+        fake.script("capital of France", text("Paris."), usage=Usage(5000, 3, thoughts_tokens=40))
         host = host_for(program, library, prices, fake, tmp_path)
         obs = run(host, spec_for(prompt))
         sent = chat_requests(fake, "capital of France")
     assert obs.error_kind is None, obs.error_message
     assert obs.fired() == [] and obs.activations == [] and obs.tool_calls == []
     assert obs.final_answer == "Paris." and obs.model_calls == 1
+    # Thinking tokens are billed as output: the CLI's result leaves them out, its session log has them.
+    assert (obs.usage.input_tokens, obs.usage.output_tokens) == (5000, 43)
     assert host.versions() == {"gemini-cli": "0.61.0"}
     # One request, with the policy's activate_skill offered, the library listed and the built-in skills off.
     assert len(sent) == 1 and len(fake.requests) == 1
@@ -146,6 +149,7 @@ def test_a_500_is_an_api_error_after_the_set_attempts(program, library, prices, 
     assert "500" in (obs.error_message or "") and "the fake server fell over" in (obs.error_message or "")
     assert len(sent) == 1  # general.maxAttempts = 1: no retry
     assert obs.fired() == [] and obs.final_answer is None and obs.bounds_hit == []
+    assert obs.lost_replies == 0 and obs.cost_usd == 0.0  # an HTTP error is not billed
     no_key_anywhere(obs)
 
 

@@ -155,7 +155,7 @@ def codex(**traits: object) -> host_traits.HostTraits:
     """A fourth host's traits; its module does not exist: planning and listing never make a host."""
     base: dict[str, object] = dict(runs_claude_code=False, approximation="codex: not Claude Code",
                                    listing_model="name-order-fit", request_model=None, activation=CODEX_NAMES,
-                                   module="runner.hosts.codex_not_written")
+                                   activation_grade="tool-event", module="runner.hosts.codex_not_written")
     return host_traits.HostTraits(**(base | traits))
 
 
@@ -190,6 +190,21 @@ def test_a_host_that_is_not_claude_code_gets_nothing_of_claude_code(monkeypatch:
     real = plan_on("claude-code", library, settings)
     assert real.estimate.by_host and real.session_path is not None and real.approximation is None
     assert "Claude Code 2.1.332's first request" in real.estimate.token_basis
+
+
+def test_on_a_host_that_shows_no_activation_the_cases_that_read_one_are_unrun_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch, library: Library) -> None:
+    monkeypatch.setitem(host_traits.HOST_TRAITS, "codex", codex(activation_grade="none"))
+    plan = plan_on("codex", library, Settings())
+    reasons = {case.kind: case.unrun_reason for case in plan.cases}
+    reads_activation = {"trigger", "no_trigger", "discrimination", "refusal", "routing"} & set(reasons)
+    assert reads_activation, "the example library has activation cases"
+    for case in plan.cases:
+        if case.kind in reads_activation:
+            assert case.unrun_reason == planner.NO_ACTIVATION, case.uid
+    # The same library on a host that shows activations runs them (the contrast).
+    monkeypatch.setitem(host_traits.HOST_TRAITS, "codex", codex(activation_grade="file-read"))
+    assert not [c for c in plan_on("codex", library, Settings()).cases if c.unrun_reason == planner.NO_ACTIVATION]
 
 
 def test_a_host_that_sends_claude_codes_first_request_is_planned_as_first_turn(monkeypatch: pytest.MonkeyPatch,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runner.core.host_traits import grade_of
 from runner.core.observation import Observation, SessionSpec
 from runner.core.outcomes import AttemptOutcome
 from runner.core.quorum import Tally, VerdictRule
@@ -323,7 +324,7 @@ class Executor:
             host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, reservation_id=reservation_id,
             duration_s=obs.duration_s, prefix_hash=obs.prefix_hash, session_path=obs.session_path,
             first_turn_input_tokens=obs.first_turn_input_tokens, model_calls=obs.model_calls,
-            decided=obs.decided, first_turn=obs.first_turn,
+            decided=obs.decided, first_turn=obs.first_turn, activation_grade=grade_of(self.plan.host),
             transcript=transcript, final_answer=obs.final_answer, tool_calls=obs.tool_calls, judge=judge_call)
 
     async def one_attempt(self, planned: PlannedCase, repeat: int, arm: str = "main") -> AttemptRecord | None:

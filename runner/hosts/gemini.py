@@ -34,6 +34,7 @@ research):
   session's attempts are `[run] host_max_retries` + 1 (3 by default; 1 = no retry). A stream cut mid-reply
   ("terminated") is not retried at all. What failed is only in the `result` event's message (`[API Error: ...]`,
   the API's JSON for a 5xx, the CLI's quota text for a 429) and in the exit code (the HTTP status modulo 256).
+- Prompts: `/name ...` is sent as plain text (no skill is expanded); `@path` inlines that file into the user turn.
 - Turns: `model.maxSessionTurns` = the spec's max_turns; past it the CLI ends with a `FatalTurnLimitedError` result
   (exit 53): the max-turns bound, not an error.
 - Usage: `result.stats` {input_tokens (prompt), output_tokens (candidates), cached, input (prompt - cached)}, the
@@ -45,8 +46,9 @@ research):
   figure: the run's price table prices the tokens.
 - Isolation: env is only PATH (node's folder + the system's), HOME, TMPDIR and XDG_* in the session folder, the key
   and the endpoint, `GEMINI_CLI_TRUST_WORKSPACE=true` (else exit 55), `GEMINI_CLI_NO_RELAUNCH=true` (no child node,
-  1.2 s instead of 2.2 s), usage statistics off (else it looks up play.googleapis.com), auto-update off. The CLI
-  writes only under HOME (`.gemini/projects.json`, `history/`, `tmp/<project>/chats/`).
+  1.2 s instead of 2.2 s), usage statistics off (else it looks up play.googleapis.com), auto-update off. Under
+  strace such a session connected to the endpoint only (no DNS) and wrote only under HOME (`.gemini/projects.json`,
+  `history/`, `tmp/<project>/chats/`).
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ RATE_LIMIT_WORDS = re.compile(r"Please wait and try again later\.|RESOURCE_EXHAU
 CUT_WORDS = re.compile(r"\[API Error: (terminated|fetch failed|other side closed)")
 API_ERROR_PREFIX = "[API Error:"
 TURN_LIMIT_ERROR = "FatalTurnLimitedError"
+CUT_MESSAGE = "the API's stream was cut before the reply ended"
 
 
 def _positive(value: object) -> int:
@@ -201,7 +204,7 @@ def result_error(error: object) -> tuple[ErrorKind | None, str | None, list[Boun
         if RATE_LIMIT_WORDS.search(message):
             return "rate-limited", f"HTTP 429 from the API after the CLI's retries: {message}", []
         if CUT_WORDS.match(message):
-            return "api-error", f"the API's stream was cut before the reply ended, as the CLI reports it: {message}", []
+            return "api-error", f"{CUT_MESSAGE}, as the CLI reports it: {message}", []
         return "api-error", f"the API answered with an error after the CLI's retries: {message}", []
     return "ambiguous", f"the CLI reported an error result ({kind or 'no type'}): {message}", []
 
@@ -279,6 +282,10 @@ class GeminiReader:
         if pending.activation is not None:
             apply_result(pending.activation, is_error)
 
+    def over(self) -> Bound | None:
+        """Never: the CLI keeps the turn bound itself (`model.maxSessionTurns`, checked before the request past it)."""
+        return None
+
     def outcome(self) -> ReadOutcome:
         replies = chat_tokens(self.home)
         result = self.result or {}
@@ -286,9 +293,12 @@ class GeminiReader:
         error_kind: ErrorKind | None = None
         message: str | None = None
         bounds: list[Bound] = []
+        lost = 0
         if result.get("status") == "error":
             if "error" in result:
                 error_kind, message, bounds = result_error(result.get("error"))
+                # A reply cut mid-stream was begun by the API: it may have been billed, and no figure shows it.
+                lost = 1 if message is not None and message.startswith(CUT_MESSAGE) else 0
             else:  # an unusable reply (empty, only thoughts, a malformed function call, cut at max tokens)
                 error_kind = "malformed"
                 message = ("the model's reply could not be used, as the CLI reports it: "
@@ -300,7 +310,7 @@ class GeminiReader:
             final_answer="".join(self.answer_parts) or None, usage=usage,
             model_calls=max(len(replies), self.turn + 1), turns=self.turn + 1, ended=self.result is not None, error_kind=error_kind,
             error_message=message, first_turn_input_tokens=replies[0].input if replies else None,
-            transcript=self.transcript, bounds_hit=bounds)
+            transcript=self.transcript, bounds_hit=bounds, lost_replies=lost)
 
 
 # ---- the surface audit -------------------------------------------------------------------------------------------

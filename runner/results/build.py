@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
 
-from runner.core.kinds import LoadedKind
+from runner.core.host_traits import ActivationGrade, grade_of
+from runner.core.kinds import LoadedKind, traits_of
 from runner.core.observation import Usage
 from runner.core.quorum import QuorumRule, VerdictRule
 from runner.core.sequential import SequentialRule
@@ -105,6 +106,11 @@ class CaseResult(BaseModel):
                                                             "skill (its own attempts) and without it (the control "
                                                             "arm), the difference, tokens, turns and duration per "
                                                             "arm (runner.results.uplift).")
+    activation_grade: ActivationGrade | None = Field(
+        default=None, description="How the host its attempts ran on showed an activation (tool-event, file-read), "
+                                  "for a case whose verdict reads which skills fired: a file-read verdict rests on "
+                                  "reads of a SKILL.md, and every report says so. None: the case reads no "
+                                  "activation, or did not run.")
     sequential: sequential_mod.SequentialCase | None = Field(
         default=None, description="A case the sequential verdict decided (or left UNDECIDED): attempts used, the "
                                   "rate with its interval, the round, what fixed N = 3 would have said.")
@@ -122,6 +128,9 @@ class PlanSummary(BaseModel):
     judge_unavailable: str | None = None
     repeats: int
     quorum: int
+    activation_grade: ActivationGrade | None = Field(default=None, description="How the host shows an activation "
+                                                                               "(runner.core.host_traits). None: a "
+                                                                               "results.json from before grades.")
     sequential: SequentialVerdict | None = Field(default=None, description="Set when the cases (but probes and cases "
                                                                           "with arms) ran by the sequential verdict "
                                                                           "instead of k of N.")
@@ -596,6 +605,8 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
         routing=routing_results(case, [(r.attempt_id, r.outcome) for r in finished if r.outcome is not None], rule,
                                 finished_all) if case.routing is not None else [],
         assertions=assertions, attempts=[r.attempt_id for r in every_arm],
+        activation_grade=next((r.activation_grade for r in finished if r.activation_grade), None)
+        if traits_of(planned.kind) is not None else None,
         cost_usd=round(sum(r.total_cost_usd for r in every_arm), 6),
         warnings=warnings, uplift=case_uplift(case, every_arm) if "control" in planned.arms else None,
         sequential=sequential_mod.case_figures(rule, outcomes, tally) if isinstance(rule, SequentialRule) else None)
@@ -700,6 +711,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                          versions=plan.versions, model=plan.model, judge_model=plan.judge_model,
                          judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,
                          repeats=plan.repeats, quorum=plan.quorum, sequential=plan.sequential,
+                         activation_grade=grade_of(plan.host),
                          cap_usd=plan.cap_usd, library_hash=plan.library.content_hash,
                          listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
                          unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read,
