@@ -11,7 +11,16 @@ import json
 from pathlib import Path
 
 from runner.core.observation import SessionSpec
-from runner.hosts.gemini import ChatTokens, GeminiReader, chat_tokens, result_error, session_settings, surface_of
+from runner.hosts.gemini import (
+    ChatTokens,
+    GeminiCli,
+    GeminiReader,
+    chat_tokens,
+    result_error,
+    session_settings,
+    surface_of,
+    tool_policy,
+)
 
 INIT = ('{"type":"init","timestamp":"2026-12-07T09:28:04.101Z","session_id":"73ea2e9e-2aa6-4331-a511-0b64aee35e20",'
         '"model":"gemini-2.5-flash"}')
@@ -264,12 +273,21 @@ def test_the_surface_reads_the_listing_of_the_first_chat_request() -> None:
 
 def test_session_settings_pin_the_auth_bound_the_attempts_and_switch_off_only_builtins_the_library_lacks() -> None:
     spec = SessionSpec(attempt_id="a", uid="s/x/1", prompt="p", model="gemini-2.5-flash", max_turns=4, timeout_s=9)
-    settings = session_settings(spec, 3, {"demo-skill"})
+    settings = session_settings(spec, 3, {"demo-skill"}, ["activate_skill", "read_file"])
+    assert settings["tools"] == {"core": ["activate_skill", "read_file"]}
     assert settings["security"] == {"auth": {"selectedType": "gemini-api-key"}}
     assert settings["privacy"] == {"usageStatisticsEnabled": False} and settings["telemetry"] == {"enabled": False}
     assert settings["general"]["maxAttempts"] == 3 and settings["model"] == {"maxSessionTurns": 4}
     assert settings["skills"] == {"enabled": True, "disabled": ["skill-creator", "antigravity-support"]}
     # The library's own skill-creator outranks the built-in one, so it is not switched off; attempts are 1..10.
-    assert session_settings(spec, 99, {"skill-creator"})["skills"]["disabled"] == ["antigravity-support"]
-    assert session_settings(spec, 99, set())["general"]["maxAttempts"] == 10
-    assert session_settings(spec, 0, set())["general"]["maxAttempts"] == 1
+    assert session_settings(spec, 99, {"skill-creator"}, [])["skills"]["disabled"] == ["antigravity-support"]
+    assert session_settings(spec, 99, set(), [])["general"]["maxAttempts"] == 10
+    assert session_settings(spec, 0, set(), [])["general"]["maxAttempts"] == 1
+
+
+def test_the_runs_tools_become_the_clis_names_and_each_is_allowed_headless() -> None:
+    cli = GeminiCli(Path("/nowhere/gemini"), allowed_tools=["Skill", "Read", "Bash", "Task", "TodoWrite", "Read"])
+    assert cli.tools == ["activate_skill", "read_file", "run_shell_command"]  # no equivalent: left out
+    policy = tool_policy(cli.tools)
+    assert policy.count("[[rule]]") == 3 and policy.count('decision = "allow"') == 3
+    assert 'toolName = "activate_skill"' in policy and "priority = 100" in policy

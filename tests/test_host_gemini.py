@@ -132,7 +132,7 @@ def test_a_skill_that_does_not_fire_and_the_sessions_isolation(program, library,
     # One request, with the policy's activate_skill offered, the library listed and the built-in skills off.
     assert len(sent) == 1 and len(fake.requests) == 1
     tools = [d["name"] for group in sent[0].body["tools"] for d in group["functionDeclarations"]]
-    assert "activate_skill" in tools and "run_shell_command" not in tools
+    assert sorted(tools) == ["activate_skill", "glob", "grep_search", "read_file"]  # [run] allowed_tools' default
     system = "".join(part["text"] for part in sent[0].body["systemInstruction"]["parts"])
     assert "skill-creator" not in system and "antigravity-support" not in system
     for name, skill_ in library.skills.items():  # every description whole: the CLI cuts none
@@ -247,6 +247,7 @@ def test_the_registry_makes_the_host_and_host_max_retries_bounds_the_clis_attemp
         host = make_host("gemini", HostInputs(library, settings, prices, KEY, fake.url, run_folder=tmp_path / "run"))
         assert isinstance(host, AgentCliHost) and isinstance(host.cli, GeminiCli)
         assert host.cli.program == program and host.cli.max_attempts == 2
+        assert host.cli.tools == ["activate_skill", "read_file", "glob", "grep_search"]
         obs = run(host, spec_for("A flaky backend answers late", timeout_s=30))
         sent = chat_requests(fake, "flaky backend")
     assert obs.error_kind is None, obs.error_message

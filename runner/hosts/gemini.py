@@ -17,7 +17,8 @@ research):
 - Activation: the model calls `activate_skill {"name": ...}`; the CLI answers with the skill's body
   (`<activated_skill>`), shown as `tool_result` status success. Headless, its default policy DENIES
   activate_skill (bundle/policies/write.toml, `interactive = false`): the tool is then not offered and a call is
-  answered `tool_not_registered`. Every session passes a policy that allows it. An unknown name is answered
+  answered `tool_not_registered`. Every session passes a policy that allows it, and the run's other allowed tools
+  (`[run] allowed_tools` mapped to the CLI's names, TOOL_NAMES; `tools.core` offers those and no others). An unknown name is answered
   `invalid_tool_params`. Either error result rejects the activation. A `read_file` of a listed SKILL.md loads it
   too (the `file-read` mechanism beside the tool event).
 - Endpoint and key: `GOOGLE_GEMINI_BASE_URL` + `GEMINI_API_KEY` with the auth type pinned in settings
@@ -85,8 +86,18 @@ PACKAGE_VERSION_KEY = "gemini-cli"
 # The CLI's own skills (bundle/builtin/ of 0.61.0): switched off in every session unless the library has a skill of
 # that name, which then outranks the built-in one (workspace skills win over built-in ones).
 BUILTIN_SKILLS = ("skill-creator", "antigravity-support")
-# Allows the skill tool headless (the CLI's own write.toml denies it non-interactively at priority 10).
-SKILL_POLICY = '[[rule]]\ntoolName = "activate_skill"\ndecision = "allow"\npriority = 100\n'
+# The run's tools ([run] allowed_tools, Claude Code's names) as Gemini CLI names them; the others have no equivalent
+# there and are left out (the CLI's invoke_agent starts its own agents, not the library's subagents).
+TOOL_NAMES = {"Skill": "activate_skill", "Read": "read_file", "Glob": "glob", "Grep": "grep_search",
+              "LS": "list_directory", "Bash": "run_shell_command", "Edit": "replace", "Write": "write_file"}
+DEFAULT_ALLOWED = ("Skill", "Read", "Glob", "Grep")  # [run] allowed_tools' default
+
+
+def tool_policy(tools: list[str]) -> str:
+    """A policy that lets each of the session's tools run headless. The CLI's own policy denies activate_skill (and
+    writes and the shell) when no one can be asked (bundle/policies/write.toml, `interactive = false`, priority 10):
+    such a tool is then not even offered."""
+    return "".join(f'[[rule]]\ntoolName = "{tool}"\ndecision = "allow"\npriority = 100\n\n' for tool in tools)
 # `general.maxAttempts` may not exceed this (the CLI's DEFAULT_MAX_ATTEMPTS).
 MAX_ATTEMPTS_LIMIT = 10
 # The CLI's text after a 429 (RATE_LIMIT_ERROR_MESSAGE_USE_GEMINI / _VERTEX); the API's own status name for it.
@@ -104,9 +115,12 @@ def _positive(value: object) -> int:
 
 # ---- launching ---------------------------------------------------------------------------------------------------
 
-def session_settings(spec: SessionSpec, max_attempts: int, library_skills: set[str]) -> dict[str, Any]:
-    """The user settings of one session (`~/.gemini/settings.json`)."""
+def session_settings(spec: SessionSpec, max_attempts: int, library_skills: set[str], tools: list[str]
+                     ) -> dict[str, Any]:
+    """The user settings of one session (`~/.gemini/settings.json`): `tools.core` is the allowlist of the tools the
+    model is offered."""
     return {
+        "tools": {"core": list(tools)},
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
@@ -427,9 +441,11 @@ class GeminiCli:
 
     name = NAME
 
-    def __init__(self, program: Path | None = None, max_attempts: int = 3):
+    def __init__(self, program: Path | None = None, max_attempts: int = 3,
+                 allowed_tools: list[str] | tuple[str, ...] = DEFAULT_ALLOWED):
         self.program = program if program is not None else agent_install.locate(NAME)
         self.max_attempts = max_attempts
+        self.tools = list(dict.fromkeys(TOOL_NAMES[t] for t in allowed_tools if t in TOOL_NAMES))
 
     def versions(self) -> dict[str, str]:
         return {PACKAGE_VERSION_KEY: installed_version(self.program) or agent_install.pin(NAME).version}
@@ -440,9 +456,10 @@ class GeminiCli:
         gemini_dir = ws.home / ".gemini"
         gemini_dir.mkdir(parents=True, exist_ok=True)
         (gemini_dir / "settings.json").write_text(
-            json.dumps(session_settings(spec, self.max_attempts, library_skills), indent=1), encoding="utf-8")
+            json.dumps(session_settings(spec, self.max_attempts, library_skills, self.tools), indent=1),
+            encoding="utf-8")
         policy = ws.root / "gemini-policy.toml"
-        policy.write_text(SKILL_POLICY, encoding="utf-8")
+        policy.write_text(tool_policy(self.tools), encoding="utf-8")
         tmp = ws.root / "tmp"
         tmp.mkdir(exist_ok=True)
         env = {
@@ -478,7 +495,8 @@ def make(inputs: HostInputs) -> AgentCliHost:
     settings = inputs.settings
     files = LibraryFiles.of(inputs.library, settings.limits.max_file_bytes)
     parent = work_parent_for(inputs.run_folder)
-    host = AgentCliHost(GeminiCli(max_attempts=settings.run.host_max_retries + 1), files, inputs.prices,
+    cli = GeminiCli(max_attempts=settings.run.host_max_retries + 1, allowed_tools=settings.run.allowed_tools)
+    host = AgentCliHost(cli, files, inputs.prices,
                         inputs.api_key, inputs.base_url, work_parent=parent, aliases=inputs.library.aliases(),
                         session_confinement=settings.run.session_confinement)
     keep_until_collected(host, parent)
