@@ -246,6 +246,11 @@ can call the `activate_skill` tool with the skill's name.
     <description></description>
     <location>/tmp/p/.agents/skills/quiet-skill/SKILL.md</location>
   </skill>
+  <skill>
+    <name>Renamed Skill</name>
+    <description>Its frontmatter name is not its folder's.</description>
+    <location>/tmp/p/.agents/skills/renamed/SKILL.md</location>
+  </skill>
 </available_skills>"""
 
 
@@ -259,10 +264,10 @@ def chat_body(system: str) -> dict:
 def test_the_surface_reads_the_listing_of_the_first_chat_request() -> None:
     classifier = {"contents": [{"role": "user", "parts": [{"text": "route this"}]}],
                   "systemInstruction": {"parts": [{"text": "You are a specialized Task Routing AI"}]}}
-    surface = surface_of([classifier, chat_body(LISTING)], {"demo-skill", "quiet-skill", "absent-skill"},
-                         {"demo-skill", "quiet-skill", "absent-skill"})
+    names = {"demo-skill", "quiet-skill", "absent-skill", "renamed"}
+    surface = surface_of([classifier, chat_body(LISTING)], names, names)
     assert surface.error is None
-    assert surface.with_description == ["demo-skill"] and surface.name_only == ["quiet-skill"]
+    assert surface.with_description == ["demo-skill", "renamed"] and surface.name_only == ["quiet-skill"]
     assert surface.not_from_library == ["skill-creator"] and surface.missing == ["absent-skill"]
     assert surface.tools == ["read_file", "activate_skill"] and surface.listing_budget_chars is None
     assert surface.listing_chars == len(LISTING[LISTING.index("<available_skills>"):])

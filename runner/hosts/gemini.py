@@ -59,7 +59,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from runner.core.host_traits import traits
@@ -393,8 +393,18 @@ class GeminiCapture(ThreadingHTTPServer):
 
 # One `<skill>` entry of the listing (renderAgentSkills of 0.61.0: name, description and location verbatim).
 _LISTING = re.compile(r"<available_skills>(.*?)</available_skills>", re.DOTALL)
-_ENTRY = re.compile(r"<skill>\s*<name>(.*?)</name>\s*<description>(.*?)</description>\s*<location>.*?</location>"
+_ENTRY = re.compile(r"<skill>\s*<name>(.*?)</name>\s*<description>(.*?)</description>\s*<location>(.*?)</location>"
                     r"\s*</skill>", re.DOTALL)
+
+
+def listed_name(name: str, location: str) -> str:
+    """The library's name of a listed skill: its folder when the location is a SKILL.md in the session's skills
+    folder (the CLI lists the frontmatter `name`, which may differ from the folder), else the name listed."""
+    parts = PurePosixPath(location.strip()).parts
+    folder = traits(NAME).activation.skills_folder_parts
+    if len(parts) >= len(folder) + 2 and parts[-1] == "SKILL.md" and parts[-len(folder) - 2:-2] == folder:
+        return parts[-2]
+    return name.strip()
 
 
 def _system_text(body: dict[str, Any]) -> str:
@@ -424,7 +434,8 @@ def surface_of(bodies: list[dict[str, Any]], library_names: set[str], invocable:
     if listing is None:
         return Surface(host=NAME, listing_budget_chars=None, request_chars=request_chars, tools=tools,
                        missing=sorted(invocable), error="the captured request holds no <available_skills> listing")
-    entries = [(name.strip(), description.strip()) for name, description in _ENTRY.findall(listing.group(1))]
+    entries = [(listed_name(name, location), description.strip())
+               for name, description, location in _ENTRY.findall(listing.group(1))]
     listed = {name for name, _ in entries}
     return Surface(
         host=NAME, listing_budget_chars=None,
