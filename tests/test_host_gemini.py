@@ -195,11 +195,11 @@ def test_a_session_that_hangs_is_killed_at_its_timeout(program, library, prices,
     with FakeGemini() as fake:
         fake.script("take forever", skill("dependency-upgrade-reviewer"), hang(60))
         started = time.monotonic()
-        obs = run(host_for(program, library, prices, fake, tmp_path), spec_for("Please take forever to answer", 6.0))
+        obs = run(host_for(program, library, prices, fake, tmp_path), spec_for("Please take forever to answer", 10.0))
         took = time.monotonic() - started
         sent = chat_requests(fake, "take forever")
     assert obs.error_kind == "timeout" and obs.bounds_hit == ["timeout"]
-    assert took < 20 and [r.outcome for r in sent] == ["function_call", "hang"]
+    assert 10 <= took < 25 and [r.outcome for r in sent] == ["function_call", "hang"]
     assert obs.fired() == ["dependency-upgrade-reviewer"]
     # No result event came: the usage is the session log's, the first reply's figures.
     assert obs.usage.input_tokens == prompt_tokens_for(sent[0].body)
