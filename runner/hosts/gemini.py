@@ -91,13 +91,6 @@ BUILTIN_SKILLS = ("skill-creator", "antigravity-support")
 TOOL_NAMES = {"Skill": "activate_skill", "Read": "read_file", "Glob": "glob", "Grep": "grep_search",
               "LS": "list_directory", "Bash": "run_shell_command", "Edit": "replace", "Write": "write_file"}
 DEFAULT_ALLOWED = ("Skill", "Read", "Glob", "Grep")  # [run] allowed_tools' default
-
-
-def tool_policy(tools: list[str]) -> str:
-    """A policy that lets each of the session's tools run headless. The CLI's own policy denies activate_skill (and
-    writes and the shell) when no one can be asked (bundle/policies/write.toml, `interactive = false`, priority 10):
-    such a tool is then not even offered."""
-    return "".join(f'[[rule]]\ntoolName = "{tool}"\ndecision = "allow"\npriority = 100\n\n' for tool in tools)
 # `general.maxAttempts` may not exceed this (the CLI's DEFAULT_MAX_ATTEMPTS).
 MAX_ATTEMPTS_LIMIT = 10
 # The CLI's text after a 429 (RATE_LIMIT_ERROR_MESSAGE_USE_GEMINI / _VERTEX); the API's own status name for it.
@@ -114,6 +107,13 @@ def _positive(value: object) -> int:
 
 
 # ---- launching ---------------------------------------------------------------------------------------------------
+
+def tool_policy(tools: list[str]) -> str:
+    """A policy that lets each of the session's tools run headless. The CLI's own policy denies activate_skill (and
+    writes and the shell) when no one can be asked (bundle/policies/write.toml, `interactive = false`, priority 10):
+    such a tool is then not even offered."""
+    return "".join(f'[[rule]]\ntoolName = "{tool}"\ndecision = "allow"\npriority = 100\n\n' for tool in tools)
+
 
 def session_settings(spec: SessionSpec, max_attempts: int, library_skills: set[str], tools: list[str]
                      ) -> dict[str, Any]:
