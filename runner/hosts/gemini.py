@@ -1,55 +1,17 @@
-"""The gemini host: Google's Gemini CLI (`@google/gemini-cli`, pinned in runner/data/agent_clis.json), run as the real
-program, one fresh session folder per attempt (runner.hosts.agent_cli does the running).
+"""Google's Gemini CLI (npm `@google/gemini-cli`, pinned in runner/data/agent_clis.json) as a host:
+`gemini -m MODEL --output-format stream-json --policy FILE --prompt=PROMPT`, run by runner.hosts.agent_cli, its model
+reached through `GOOGLE_GEMINI_BASE_URL` with the API key (the Gemini API's shape: runner.testing.fake_gemini).
 
-What the CLI does, measured on 0.61.0 (2026-12-07, against runner.testing.fake_gemini and the captures of the issue-36
-research):
-- Run: `gemini -m MODEL --output-format stream-json --policy FILE --prompt=PROMPT` prints JSON lines: `init`
-  {session_id, model}, `message` {role user|assistant, content, delta}, `tool_use` {tool_name, tool_id, parameters},
-  `tool_result` {tool_id, status success|error, output, error {type, message}}, `error` {severity, message} (a
-  warning, or an unusable reply), and last `result` {status success|error, error {type, message}, stats}. `-m` is
-  always given: model `auto` first asks a routing classifier (a side request the fake would have to answer).
-- Skills: project `.agents/skills` (read by default; `.gemini/skills` too, `.agents` wins a tie), user
-  `~/.agents/skills` and `~/.gemini/skills`, and two built-in skills (`skill-creator`, `antigravity-support`), which
-  every session switches off (`skills.disabled`) so that the model sees the library's skills only. The listing is
-  in the system instruction, `<available_skills><skill><name/><description/><location>absolute SKILL.md
-  path</location></skill>...`, every description whole (no budget: the CLI cuts nothing), and the names are the
-  `enum` of `activate_skill {name}`. `disable-model-invocation` is ignored: such a skill is listed and callable.
-- Activation: the model calls `activate_skill {"name": ...}`; the CLI answers with the skill's body
-  (`<activated_skill>`), shown as `tool_result` status success. Headless, its default policy DENIES
-  activate_skill (bundle/policies/write.toml, `interactive = false`): the tool is then not offered and a call is
-  answered `tool_not_registered`. Every session passes a policy that allows it, and the run's other allowed tools
-  (`[run] allowed_tools` mapped to the CLI's names, TOOL_NAMES; `tools.core` offers those and no others). An unknown name is answered
-  `invalid_tool_params`. Either error result rejects the activation. A `read_file` of a listed SKILL.md loads it
-  too (the `file-read` mechanism beside the tool event).
-- Endpoint and key: `GOOGLE_GEMINI_BASE_URL` + `GEMINI_API_KEY` with the auth type pinned in settings
-  (`security.auth.selectedType = "gemini-api-key"`; the variables alone end in "Invalid auth method selected.",
-  exit 41: google-gemini/gemini-cli#27550). Sent as `x-goog-api-key`.
-- Settings: `~/.gemini/settings.json` in the session's fresh HOME. The system settings file
-  (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`) is skipped by the CLI when any folder above it is writable by group or others,
-  as /tmp and /dev/shm are, where sessions live; so it and the system defaults file are pointed at paths in the
-  session folder that do not exist, which keeps a machine's /etc/gemini-cli/*.json out (only
-  /etc/gemini-cli/policies cannot be moved). Workspace settings (`<project>/.gemini/settings.json`) could outrank
-  the user's: a case file never goes under `.gemini` (runner.corpus.executables.RESERVED_AGENT_TOP).
-- Retries: the CLI retries a 429, a 5xx and some network errors itself, `general.maxAttempts` times (default 10,
-  at most 10), backing off from 5 s (±30%) doubling to 30 s: a failing API kept a session retrying for minutes. A
-  session's attempts are `[run] host_max_retries` + 1 (3 by default; 1 = no retry). A stream cut mid-reply
-  ("terminated") is not retried at all. What failed is only in the `result` event's message (`[API Error: ...]`,
-  the API's JSON for a 5xx, the CLI's quota text for a 429) and in the exit code (the HTTP status modulo 256).
-- Prompts: `/name ...` is sent as plain text (no skill is expanded); `@path` inlines that file into the user turn.
-- Turns: `model.maxSessionTurns` = the spec's max_turns; past it the CLI ends with a `FatalTurnLimitedError` result
-  (exit 53): the max-turns bound, not an error.
-- Usage: `result.stats` {input_tokens (prompt), output_tokens (candidates), cached, input (prompt - cached)}, the
-  sums of the API's usageMetadata; thinking tokens (thoughtsTokenCount, billed as output) are left out there. The
-  session's log, `~/.gemini/tmp/<project>/chats/session-*.jsonl`, has each model reply's own
-  tokens {input, output, cached, thoughts} as it is written, also when the session is killed (an unusable reply,
-  e.g. an empty one, is left out). Usage = `result.stats` plus the log's thinking tokens; the log's own sums when
-  the CLI printed no result (killed at the timeout); model calls and the first call's input from the log. No cost
-  figure: the run's price table prices the tokens.
-- Isolation: env is only PATH (node's folder + the system's), HOME, TMPDIR and XDG_* in the session folder, the key
-  and the endpoint, `GEMINI_CLI_TRUST_WORKSPACE=true` (else exit 55), `GEMINI_CLI_NO_RELAUNCH=true` (no child node,
-  1.2 s instead of 2.2 s), usage statistics off (else it looks up play.googleapis.com), auto-update off. Under
-  strace such a session connected to the endpoint only (no DNS) and wrote only under HOME (`.gemini/projects.json`,
-  `history/`, `tmp/<project>/chats/`).
+What it shows (CLI 0.61.0, measured; docs/hosts.md "gemini" has the evidence):
+- Activation is an `activate_skill {"name"}` call in its JSON lines (`tool_use`), answered by `tool_result`: status
+  error (an unknown or excluded name, the tool denied by policy) rejects it. Headless, the CLI's own policy denies the
+  tool: each session's policy allows it and the run's other tools.
+- The listing is the system instruction's `<available_skills>` (frontmatter name, whole description, SKILL.md
+  path); the CLI cuts nothing and has no budget.
+- What failed is only in the `result` event's message (`[API Error: ...]`); the CLI keeps its own turn bound
+  (`model.maxSessionTurns`, FatalTurnLimitedError) and retries `general.maxAttempts` times with a backoff from 5 s.
+- Token figures: `result.stats` leaves thinking tokens out; the session log (`~/.gemini/tmp/<project>/chats/`) has
+  each reply's, also for a session killed at its timeout.
 """
 
 from __future__ import annotations
