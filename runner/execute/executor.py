@@ -42,6 +42,7 @@ from runner.execute.grading import (
     mark_unjudged,
     needs_judge,
     rubric_failed,
+    unobserved_outcome,
 )
 from runner.execute.rundir import AttemptRecord, RunDir
 from runner.hosts import billing
@@ -285,6 +286,8 @@ class Executor:
         (run --baseline) grades both arms on the rubric: its control arm on the rubric only, and its main arm's
         rubric even when the activation alone lost (the uplift compares the answers of every attempt)."""
         outcome = attempt_outcome(case, obs, self.known)
+        if grade_of(self.plan.host) == "none":  # only output cases run there (runner.plan.planner)
+            outcome = unobserved_outcome(outcome, rubric_indexes(case))
         rubric = rubric_indexes(case) if baselined else []
         if arm == CONTROL:
             outcome = control_outcome(outcome, case.skill, rubric)

@@ -109,12 +109,13 @@ NO_ACTIVATION = "host-cannot-observe-activation"
 def unrun_reason(case: Case, library: Library, subagents: bool = True, observable: bool = True) -> str | None:
     """The case's own reason not to run, or None. `subagents`: whether the host can start one (see
     subagents_callable). `observable`: whether the host shows an activation at all (its grade is not `none`):
-    where it does not, a case that reads one could only be guessed, so it is UNRUN while output cases run."""
+    where it does not, a case decided by which skills fired could only be guessed, so it is UNRUN, while an output
+    case runs on its answer's assertions alone (its activation part UNRUN: runner.execute.grading)."""
     if case.kind == "unknown":
         return "unknown-case-type"
     if case.kind == "invalid":
         return "invalid-case"
-    if not observable and traits_of(case.kind) is not None:
+    if not observable and traits_of(case.kind) is not None and not is_output_case(case):
         return NO_ACTIVATION
     if case.routing is not None:
         return routing_unrun_reason(case, library, subagents)
