@@ -2,7 +2,7 @@
 
 What the real Gemini CLI sent (``@google/gemini-cli`` 0.61.0, measured 2026-12-07 with ``gemini -m gemini-2.5-flash
 --output-format stream-json -p PROMPT``, env = PATH, fresh HOME, GOOGLE_GEMINI_BASE_URL, GEMINI_API_KEY, system
-settings with ``security.auth.selectedType = "gemini-api-key"``; captures in the issue-36 research notes):
+settings with ``security.auth.selectedType = "gemini-api-key"``, requests recorded by a logging server):
 - Paths: ``POST /v1beta/models/<model>:streamGenerateContent?alt=sse``, one request per model turn. With model
   ``auto`` (no ``-m``) the CLI first asks a routing classifier, ``POST /v1beta/models/gemini-3.5-flash-lite:
   generateContent`` (not streamed) and expects JSON back: a host always passes ``-m``. ``:countTokens`` and
