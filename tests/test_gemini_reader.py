@@ -10,7 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from runner.core.errors import UsageError
 from runner.core.observation import SessionSpec
+from runner.corpus.loader import load_library
+from runner.corpus.settings import Settings
 from runner.hosts.gemini import (
     ChatTokens,
     GeminiCli,
@@ -21,6 +26,9 @@ from runner.hosts.gemini import (
     surface_of,
     tool_policy,
 )
+from runner.hosts.prices import load as load_prices
+from runner.hosts.registry import HostInputs, make_host
+from tests.conftest import EXAMPLE
 
 INIT = ('{"type":"init","timestamp":"2026-12-07T09:28:04.101Z","session_id":"73ea2e9e-2aa6-4331-a511-0b64aee35e20",'
         '"model":"gemini-2.5-flash"}')
@@ -296,3 +304,12 @@ def test_the_runs_tools_become_the_clis_names_and_each_is_allowed_headless() -> 
     policy = tool_policy(cli.tools)
     assert policy.count("[[rule]]") == 3 and policy.count('decision = "allow"') == 3
     assert 'toolName = "activate_skill"' in policy and "priority = 100" in policy
+
+
+def test_an_anthropic_key_is_never_handed_to_the_gemini_host(tmp_path: Path) -> None:
+    """The run's key is a Messages API key today; the gemini host refuses it before any session could send it."""
+    library, _ = load_library(EXAMPLE, Settings())
+    inputs = HostInputs(library, Settings(), load_prices(Settings()), "sk-ant-api03-not-a-real-key", None,
+                        run_folder=tmp_path / "run")
+    with pytest.raises(UsageError, match="Anthropic API key"):
+        make_host("gemini", inputs)

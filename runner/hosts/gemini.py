@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from runner.core.errors import UsageError
 from runner.core.host_traits import traits
 from runner.core.observation import Activation, Bound, ErrorKind, SessionSpec, ToolCall, Usage
 from runner.hosts import agent_install
@@ -462,9 +463,18 @@ class GeminiCli:
         return surface_of(bodies, library_names, invocable)
 
 
+# Anthropic's API keys begin so (console.anthropic.com); a Gemini API key never does.
+ANTHROPIC_KEY_PREFIX = "sk-ant-"
+
+
 def make(inputs: HostInputs) -> AgentCliHost:
+    """The gemini host. Its sessions send `inputs.api_key` to a Gemini API endpoint (`inputs.base_url`, else
+    Google's): a Messages API key is refused here, never sent there."""
     from runner.hosts.workspace import LibraryFiles
 
+    if inputs.api_key.startswith(ANTHROPIC_KEY_PREFIX):
+        raise UsageError("the gemini host speaks the Gemini API, and the key it was given is an Anthropic API key: "
+                         "it is not sent to a Gemini endpoint (give the host a Gemini API key)")
     settings = inputs.settings
     files = LibraryFiles.of(inputs.library, settings.limits.max_file_bytes)
     parent = work_parent_for(inputs.run_folder)
