@@ -7,7 +7,7 @@ from runner.core.states import AGAINST
 from runner.report.versions import host_text
 from runner.results.host_comparison import HostAccuracy, HostComparison, HostDifference, HostRun
 
-# The grade every host of today's registry had before issue 36; any other is said in every cell it decides.
+# The grade of a host whose stream shows the skill call itself; any other is said in every cell it decides.
 PLAIN_GRADE = "tool-event"
 SHOWN_DIFFERENCES = 20  # differing cases listed in a comment or a terminal; results.json has them all
 

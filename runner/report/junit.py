@@ -12,11 +12,9 @@ The states map onto what CI test reporters understand (semantics §3):
 
 UNRUN and UNDECIDED cases are skipped, never passed: no result is claimed for them, and the not-executed
 sentence is a property of every suite. A sequential case says how sure it is in its text (<system-out> when it
-passed); the run's sequential figures are properties of every suite. The routing matrix's figures are properties too, never testcases: the run's
-on every suite, a skill's precision, recall and F1 on its own. results.json records no durations, so every `time` is 0.
-The document is built with xml.etree.ElementTree (which escapes), after removing the characters
-XML 1.0 forbids from every text; it validates against the Jenkins xUnit plugin's junit-10.xsd
-(tests/data/junit.xsd).
+passed); the run's sequential figures, the routing matrix's (never testcases) and the host's activation grade are
+properties of every suite. Every `time` is 0 (results.json records no durations). Built with xml.etree.ElementTree,
+the characters XML 1.0 forbids removed; it validates against junit-10.xsd (tests/data/junit.xsd).
 With several hosts (results.json `hosts`) the testcases are the first host's; a case that is FAIL, ERROR or
 JUDGE-ERROR on another host is a testcase of its own (`uid [host]`), and each host is a property of every suite.
 """
