@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-HostName = Literal["claude-code", "api", "first-turn", "copilot"]
+HostName = Literal["claude-code", "api", "first-turn", "copilot", "gemini"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
@@ -69,6 +69,11 @@ class ActivationNames:
 CLAUDE_CODE_ACTIVATION = ActivationNames(skill_tool="Skill", read_tool="Read", subagent_tools=("Task", "Agent"),
                                          skills_folder=CLAUDE_SKILLS_FOLDER)
 
+# Gemini CLI (runner.hosts.gemini): `activate_skill {"name"}`, `read_file {"file_path"}`, project skills read from
+# `.agents/skills` by default (measured on 0.61.0; `.gemini/skills` too, `.agents` wins a tie).
+GEMINI_ACTIVATION = ActivationNames(skill_tool="activate_skill", read_tool="read_file", subagent_tools=(),
+                                    skills_folder=AGENTS_SKILLS_FOLDER, skill_input="name")
+
 API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (same listing format and Skill "
                  "tool schema, not Claude Code's system prompt or tools); results are not a measurement of the "
                  "real host")
@@ -120,6 +125,12 @@ HOST_TRAITS: dict[str, HostTraits] = {
         activation=ActivationNames(skill_tool="skill", read_tool="view", read_input="path", subagent_tools=(),
                                    skills_folder=AGENTS_SKILLS_FOLDER),
         activation_grade="tool-event", module="runner.hosts.copilot", fixed_max_output_tokens=32_000),
+    "gemini": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini",
+        # Gemini CLI 0.61.0 sends no maxOutputTokens: each call may reach the model's own maximum (65,536 for the
+        # Gemini 2.5 and 3 models).
+        fixed_max_output_tokens=65_536),
 }
 
 

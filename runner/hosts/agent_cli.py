@@ -84,6 +84,9 @@ class ReadOutcome:
     # charged a bound, as a session that did not end is.
     lost_replies: int = 0
     transcript: list[dict[str, Any]] = field(default_factory=list)
+    # Bounds the CLI itself ended the session at, as it ends one (its own turn limit, which it checks before the
+    # request past it): no error and no lost reply. The base adds `timeout` and the reader's `over()` bound.
+    bounds_hit: list[Bound] = field(default_factory=list)
 
 
 class SessionReader(Protocol):
@@ -251,7 +254,7 @@ def session_error(outcome: ReadOutcome, ran: Ran, timeout_s: float) -> tuple[Err
     tail = " ".join(ran.stderr[-5:])[:500]
     if outcome.error_kind is not None:
         return outcome.error_kind, outcome.error_message
-    if ran.returncode not in (0, None):
+    if ran.returncode not in (0, None) and not outcome.bounds_hit:  # a CLI may exit non-zero at its own bound
         return "host-crash", f"the CLI exited {ran.returncode}" + (f" | stderr: {tail}" if tail else "")
     if not outcome.ended:
         return "ambiguous", "the CLI ended without the event that ends a session" + (f" | stderr: {tail}"
@@ -344,6 +347,7 @@ class AgentCliHost:
     def observe(self, spec: SessionSpec, outcome: ReadOutcome, ran: Ran, error_kind: ErrorKind | None,
                 error_message: str | None, key: str) -> Observation:
         bounds: list[Bound] = ["timeout"] if ran.timed_out else [ran.stopped_at] if ran.stopped_at else []
+        bounds += [bound for bound in outcome.bounds_hit if bound not in bounds]
         priced = self.prices.cost(spec.model, outcome.usage)
         reported = priced if priced is not None else (outcome.host_cost_usd or 0.0)
         # A session that did not end as the CLI ends one may have been billed for a request no figure shows.
