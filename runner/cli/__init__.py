@@ -7,12 +7,12 @@ context.py makes what a command starts from (settings, library, credentials, sel
 folders.py what a person reads.
 """
 
-from runner.cli import calibrating, floor, improving, planning, reporting, running
+from runner.cli import calibrating, floor, hostsgroup, improving, planning, reporting, running
 from runner.cli.app import main
 
 for _command in (floor.validate, floor.census, floor.surface, planning.select_command, planning.plan, running.run,
                  running.route, running.judge_command, running.merge, reporting.report, reporting.publish,
-                 calibrating.calibrate_judge, calibrating.calibrate, improving.improve_command):
+                 calibrating.calibrate_judge, calibrating.calibrate, improving.improve_command, hostsgroup.hosts):
     main.add_command(_command)
 
 __all__ = ["main"]

@@ -27,6 +27,10 @@ SHELL_PLACEHOLDER = "[shell command execution disabled by policy]"
 
 # Where a case's file may not go in the session's project folder: what the host reads as its own configuration.
 RESERVED_TOP = (".claude", ".mcp.json")
+# The other agent hosts' project configuration (runner.hosts' agent CLIs): plugins (OpenCode runs JavaScript from
+# .opencode/), hooks and MCP servers (.gemini/settings.json, .github/hooks, .codex/config.toml), and the skills
+# folders a session's library is placed in (.agents/skills). A case's files never go there either.
+RESERVED_AGENT_TOP = (".opencode", "opencode.json", "opencode.jsonc", ".codex", ".gemini", ".github", ".agents")
 RESERVED_ANYWHERE = (".git",)
 
 
@@ -40,6 +44,9 @@ def reserved_path(relative: str) -> str | None:
     if parts[0] in RESERVED_TOP:
         return (f"`{parts[0]}` in the session's project is Claude Code's own configuration (settings with hooks, "
                 "helpers and environment; commands; agents; MCP servers)")
+    if parts[0] in RESERVED_AGENT_TOP:
+        return (f"`{parts[0]}` in the session's project is an agent host's own configuration (plugins, hooks, MCP "
+                "servers, skills)")
     hit = next((part for part in parts if part in RESERVED_ANYWHERE), None)
     if hit is not None:
         return "a `.git` folder would make the project a repository whose configuration can run commands"

@@ -10,5 +10,5 @@ shown of the library (surface.py, measured; listing.py, estimated).
 
 # The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
 # this list true both ways).
-__all__ = ["api", "base", "billing", "cli_log", "cli_spend", "listing", "prices", "ratelimit",
+__all__ = ["agent_install", "api", "base", "billing", "cli_log", "cli_spend", "listing", "prices", "ratelimit",
            "registry", "replay", "sessionpath", "surface", "wall", "workspace"]

@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from runner.core.host_traits import CLAUDE_CODE_ACTIVATION
+from runner.core.host_traits import CLAUDE_CODE_ACTIVATION, CLAUDE_SKILLS_FOLDER
 from runner.corpus.executables import reserved_path
 from runner.corpus.files import ReadPolicy, make_policy
 from runner.corpus.settings import READ_ONLY_TOOLS
@@ -259,12 +259,13 @@ NO_REPOSITORY = "gitdir: no-repository\n"
 
 def build(files: LibraryFiles, exclude_skills: list[str], case_files: list[tuple[Path, str]],
           parent: Path | None = None, staging: Staging | None = None, link: bool = False,
-          root: Path | None = None) -> Workspace:
+          root: Path | None = None, skills_folder: str = CLAUDE_SKILLS_FOLDER, with_agents: bool = True) -> Workspace:
     """Create the session folder. `case_files` are (source, path relative to the project).
 
     With `staging`, the library part comes from that snapshot (hard links when `link`), not from
     the library. `root`: an empty folder the caller made for it (runner.hosts.sessionpath.CaseFolders), else a new
-    one in `parent`."""
+    one in `parent`. `skills_folder`: where the host looks for a project's skills (HostTraits.activation);
+    `with_agents`: the library's subagents too, beside the skills (Claude Code's `.claude/agents`)."""
     root = root if root is not None else Path(tempfile.mkdtemp(prefix="skill-evals-", dir=parent))
     home = root / "home"
     project = home / "project"
@@ -272,12 +273,14 @@ def build(files: LibraryFiles, exclude_skills: list[str], case_files: list[tuple
     home.mkdir(parents=True)
     (home / ".git").write_text(NO_REPOSITORY, encoding="utf-8")
     config.mkdir()
+    skills = project.joinpath(*skills_folder.split("/"))
+    agents = skills.parent / "agents" if with_agents else None
     if staging is not None:
-        staging.mirror(staging.skills, project / ".claude" / "skills", set(exclude_skills), link)
-        if staging.agents is not None:
-            staging.mirror(staging.agents, project / ".claude" / "agents", set(), link)
+        staging.mirror(staging.skills, skills, set(exclude_skills), link)
+        if staging.agents is not None and agents is not None:
+            staging.mirror(staging.agents, agents, set(), link)
     else:
-        _copy_library(files, project / ".claude" / "skills", project / ".claude" / "agents", exclude_skills)
+        _copy_library(files, skills, agents, exclude_skills)
     for source, relative in case_files:
         destination = (project / relative).resolve()
         if project.resolve() not in destination.parents or not files.policy.inside(source) or not source.is_file():
