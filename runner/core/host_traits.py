@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-HostName = Literal["claude-code", "api", "first-turn"]
+HostName = Literal["claude-code", "api", "first-turn", "codex"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
@@ -64,6 +64,11 @@ class ActivationNames:
 
 CLAUDE_CODE_ACTIVATION = ActivationNames(skill_tool="Skill", read_tool="Read", subagent_tools=("Task", "Agent"),
                                          skills_folder=CLAUDE_SKILLS_FOLDER)
+# Codex CLI has no skill tool: its listing tells the model to open a skill's SKILL.md, which it does with its shell
+# tool (`exec_command {"cmd": ...}`); a project's skills are read from `.agents/skills` (not `.claude/skills`).
+# runner.hosts.codex reads the command for the file (mechanism skill-md-read).
+CODEX_ACTIVATION = ActivationNames(skill_tool="", read_tool="exec_command", subagent_tools=(),
+                                   skills_folder=".agents/skills")
 
 API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (same listing format and Skill "
                  "tool schema, not Claude Code's system prompt or tools); results are not a measurement of the "
@@ -107,6 +112,9 @@ HOST_TRAITS: dict[str, HostTraits] = {
         runs_claude_code=True, approximation=None, listing_model="claude-code-cli", request_model="claude-code-cli",
         activation=CLAUDE_CODE_ACTIVATION, activation_grade="tool-event", module="runner.hosts.first_turn",
         extra_first_request=True),
+    "codex": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex"),
 }
 
 
