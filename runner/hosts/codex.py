@@ -185,9 +185,16 @@ def _simple_commands(words: list[str]) -> list[list[str]]:
     return [c for c in commands if c]
 
 
+def _prints(words: list[str]) -> bool:
+    """Whether a simple command's standard output reaches the model: not when it is redirected to a file (`2>` is
+    its errors only)."""
+    return not any(word == ">" and (i == 0 or words[i - 1] != "2") for i, word in enumerate(words))
+
+
 def files_read(command: str) -> list[str]:
-    """The files a shell command prints, as it names them (joined to a `cd` before them): the arguments of a reader
-    program (READERS) that are not options, and any file redirected into a command (`< file`)."""
+    """The files a shell command prints for the model, as it names them (joined to a `cd` before them): the arguments
+    of a reader program (READERS) that are not options (a file redirected into it, `< file`, too); nothing of a
+    command whose output goes to a file."""
     here = ""
     read: list[str] = []
     for words in _simple_commands(_words(inner_script(command))):
@@ -198,10 +205,12 @@ def files_read(command: str) -> list[str]:
         if words[0] == "cd" and len(words) == 2:
             here = posixpath.join(here, words[1])
             continue
+        if not _prints(words):
+            continue
         program = posixpath.basename(words[0])
         for i, word in enumerate(words[1:], start=1):
-            if words[i - 1] == "<" or (program in READERS and not word.startswith("-") and word not in "<>"
-                                       and words[i - 1] not in (">", ">>")):
+            before = words[i - 1]
+            if program in READERS and not word.startswith("-") and word not in ("<", ">") and before != ">":
                 read.append(posixpath.join(here, word) if here else word)
     return read
 
@@ -241,7 +250,7 @@ class JsonUsage(BaseModel):
 class ShellCall:
     """One shell command the model asked for, and what became of it."""
 
-    command: str  # the model's `cmd` (or Codex's command line when only stdout is known)
+    command: str  # the model's `cmd` (stdout shows it inside Codex's `/bin/bash -lc '...'`)
     turn: int
     status: str  # completed | failed | declined (Codex never ran it) | in_progress (never finished)
     exit_code: int | None = None
@@ -395,7 +404,7 @@ class CodexReader:
         kind, item_id = item.get("type"), str(item.get("id"))
         if kind == "command_execution":
             code = item.get("exit_code")
-            call = ShellCall(str(item.get("command") or ""), self._estimated_turn(),
+            call = ShellCall(inner_script(str(item.get("command") or "")), self._estimated_turn(),
                              str(item.get("status") or "in_progress"), code if isinstance(code, int) else None)
             if item_id in self.started:
                 self.commands[self.started[item_id]] = call
@@ -441,13 +450,13 @@ class CodexReader:
         stdout's when there is no log."""
         if log is None:
             return list(self.commands)
-        shown = [(inner_script(c.command), c) for c in self.commands]
+        shown = list(self.commands)
         calls: list[ShellCall] = []
         for call in log.shell_calls:
             # A refused call has no execution, on stdout either; an executed one is stdout's next with its text.
             match = None if call.status == "declined" else \
-                next((i for i, (script, _) in enumerate(shown) if script == call.command), None)
-            seen = shown.pop(match)[1] if match is not None else None
+                next((i for i, seen in enumerate(shown) if seen.command == call.command), None)
+            seen = shown.pop(match) if match is not None else None
             if seen is not None and call.status == "in_progress":  # the log stopped short of what stdout saw
                 call = ShellCall(call.command, call.turn, seen.status, seen.exit_code)
             calls.append(call)
