@@ -1,36 +1,15 @@
 """The codex host: OpenAI's Codex CLI (npm `@openai/codex`, pinned in runner/data/agent_clis.json) run as the real
-program, one `codex exec --json` session per attempt (runner.hosts.agent_cli runs it; this module says how).
+program, one `codex exec --json` session per attempt on the agent-CLI base (runner.hosts.agent_cli).
 
-What Codex 0.171.0 does, as measured (docs/hosts.md has the evidence):
-- It speaks only the OpenAI Responses API (`POST <base_url>/responses`, SSE). A custom provider given with `-c`
-  (`model_providers.<id>.base_url`, `env_key` naming the variable that holds the key, `wire_api = "responses"`)
-  points it at any endpoint; no login, no config file.
-- It has no skill tool and no skill event. Its request lists the skills (`<skills_instructions>`: name, description,
-  `(file: <root alias>/<folder>/SKILL.md)`) and tells the model to open a skill's SKILL.md, which the model does with
-  its shell tool (`exec_command {"cmd": ...}`). So an activation is a shell command that reads
-  `<.agents/skills>/<name>/SKILL.md` (grade `file-read`, mechanism `skill-md-read`): a read is not proof that the
-  instructions were followed, and every report says so. A read that failed (non-zero exit), that Codex refused to run
-  (its sandbox or approval policy) or that never finished is rejected: it loaded nothing, it never fires.
-- A project's skills come from `.agents/skills` (also `.codex/skills`, `$CODEX_HOME/skills`, `~/.agents/skills`;
-  never `.claude/skills`); its own bundled skills (imagegen, openai-docs, skill-creator, skill-installer) are listed
-  too, as Codex lists them for everyone.
-- It caps the listing at 2% of the model's context window (in tokens, 4 bytes each; 8,000 characters when the window
-  is unknown): over it, descriptions are shortened alike (no marker), then dropped, then skills left out; a single
-  description is cut at 1,024 characters with "...". The surface audit compares what was listed with the library.
-- Its JSON lines (`--json`): thread.started, turn.started, item.started/item.completed (command_execution,
-  agent_message, reasoning, error = a notice, ...), error (a retry notice "Reconnecting... n/m" or the final error),
-  turn.completed {usage} or turn.failed {error}. Usage is the turn's sum of Codex's per-response figures
-  (input_tokens counts cached_input_tokens in it, as the API's usage does).
-- Its session log (`$CODEX_HOME/sessions/.../rollout-*.jsonl`) holds every model call (`token_usage_record`, one per
-  response), every function call and its output, and every execution: the reader reads it for the model calls, the
-  turn of each call and the calls Codex refused (which print nothing on stdout).
-- Isolation: a fresh HOME and CODEX_HOME, `--ignore-user-config --ignore-rules`, `--disable plugins` and
-  `analytics.enabled=false` (without them it contacts github.com, chatgpt.com and ab.chatgpt.com: strace),
-  `web_search = "disabled"` (the hosted tool would reach the web), its read-only sandbox with approval "never" (exec's
-  default, said explicitly), the prompt on stdin.
-- Not enforced: `max_turns` (codex exec has no such bound; the session's timeout is the bound) and
-  `max_output_tokens`. A `$name` mention in a prompt makes Codex inject that skill silently (no read, no event):
-  such a prompt's activation is not observed.
+Codex speaks only the OpenAI Responses API; a provider given with `-c` overrides points it at the run's endpoint.
+It has no skill tool and no skill event: the model opens a listed skill's SKILL.md with its shell tool, so an
+activation is a shell command that prints `.agents/skills/<name>/SKILL.md` (grade `file-read`), and a read that
+failed, that Codex refused or that never finished is rejected. The reader takes the JSON lines, then Codex's
+session log (every model call, every function call, the refused ones too) before the session's folder goes. The
+surface audit compares the first request's listing with the library: Codex shortens descriptions past a budget of
+2% of the model's context window.
+
+What was measured on 0.171.0, the isolation and the sandbox: docs/hosts.md ("codex").
 """
 
 from __future__ import annotations
