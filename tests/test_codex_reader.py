@@ -143,6 +143,7 @@ def test_the_session_is_pointed_at_the_endpoint_by_overrides_alone() -> None:
     assert pairs["model_providers.skill_evals.base_url"] == '"http://127.0.0.1:9/v1"'
     assert pairs["model_providers.skill_evals.wire_api"] == '"responses"'
     assert pairs["analytics.enabled"] == "false" and pairs["web_search"] == '"disabled"'
+    assert pairs["shell_environment_policy.inherit"] == '"core"'
     assert pairs["model_providers.skill_evals.request_max_retries"] == "0"
     assert "model_providers.skill_evals.request_max_retries" not in dict(
         w.split("=", 1) for w in config_overrides("http://x/v1", None)[1::2])

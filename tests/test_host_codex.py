@@ -111,6 +111,17 @@ def test_a_session_that_reads_no_skill_fires_nothing(cli: Path, example: Library
     assert obs.final_answer == "Only the skills folder."
 
 
+def test_the_commands_the_model_runs_never_see_the_key(cli: Path, example: Library, tmp_path: Path) -> None:
+    prompt = "Show the environment"
+    with FakeOpenAI() as fake:
+        fake.script(prompt, shell("env"), text("Done."))
+        obs = run(make_host(example, fake, tmp_path), prompt)
+        [printed] = [i["output"] for i in fake.requests_for(prompt)[1].body["input"]
+                     if i.get("type") == "function_call_output"]
+    assert obs.error_kind is None and "Process exited with code 0" in printed and "PATH=" in printed
+    assert KEY not in printed and codex.KEY_VARIABLE not in printed
+
+
 def test_failed_and_refused_reads_are_rejected_never_fired(cli: Path, example: Library, tmp_path: Path) -> None:
     """A read of a SKILL.md that is not there (exit 1), and one Codex refused to run (escalated permissions under the
     approval policy "never": no execution, nothing on stdout; its session log shows it)."""

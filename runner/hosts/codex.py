@@ -67,7 +67,10 @@ def toml_string(value: str) -> str:
 def config_overrides(base_url: str, retries: int | None) -> list[str]:
     """The `-c` overrides every session runs with (the module docstring's isolation)."""
     provider = f"model_providers.{PROVIDER}"
+    # inherit "core": the commands the model runs get HOME, PATH, SHELL, USER, TMPDIR and no more (by default they
+    # got Codex's whole environment, the key's variable included: measured with `env` in a session).
     pairs = [("analytics.enabled", "false"), ("check_for_update_on_startup", "false"),
+             ("shell_environment_policy.inherit", toml_string("core")),
              ("web_search", toml_string("disabled")), ("model_provider", PROVIDER),
              (f"{provider}.name", toml_string("skill-evals")), (f"{provider}.base_url", toml_string(base_url)),
              (f"{provider}.env_key", toml_string(KEY_VARIABLE)), (f"{provider}.wire_api", toml_string("responses"))]
