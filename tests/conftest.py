@@ -428,7 +428,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
 # git is not one (the fast tier builds repositories with it), nor python running a script (a library's own
 # validator, which `validate` runs in this process), nor sh (what subprocess's shell=True and namespace probes run).
 E2E_PROGRAMS = frozenset({"claude", "claude-minimal-env", "bash", "node", "chromium", "docker", "npm", "python -c",
-                          "python -m runner", "act"})
+                          "python -m runner", "act", "codex"})
 E2E_PYTHON_PACKAGES = ("benchmarks",)  # python -m benchmarks.<name>
 
 

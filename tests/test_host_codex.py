@@ -34,7 +34,7 @@ from runner.testing.fake_openai import (
     text,
 )
 from tests.agent_clis import require_cli
-from tests.conftest import EXAMPLE
+from tests.conftest import AEGIS_SKILLS, EXAMPLE
 
 KEY = "sk-codex-test-not-a-real-key"
 MODEL = "gpt-5.5"  # in Codex 0.171.0's own catalog: context window 272,000 tokens
@@ -218,3 +218,16 @@ def test_codex_cuts_descriptions_once_the_listing_outgrows_its_budget(cli: Path,
     assert surface.with_description == sorted(library.skills)
     assert surface.cut == (sorted(library.skills) if cut else [])
     assert surface.listing_budget_chars == 21_760
+
+
+def test_the_surface_audit_of_aegis_lists_every_skill_each_description_cut(cli: Path, tmp_path: Path) -> None:
+    """Project Aegis's 185 skills overflow the budget: all are listed, every description shortened. Its manual-only
+    skills (Claude Code's `disable-model-invocation`) are listed too: Codex does not read that field."""
+    aegis = load_library(AEGIS_SKILLS, Settings())[0]
+    invocable = {name for name, skill in aegis.skills.items() if not skill.manual_only}
+    with FakeOpenAI() as fake:
+        host = make_host(aegis, fake, tmp_path)
+        surface = asyncio.run(host.surface(MODEL, set(aegis.skills), invocable))
+    assert surface.error is None and len(aegis.skills) == 185 and len(invocable) < len(aegis.skills)
+    assert surface.with_description == sorted(aegis.skills) and surface.cut == sorted(aegis.skills)
+    assert surface.missing == [] and surface.name_only == [] and surface.not_from_library == BUNDLED
