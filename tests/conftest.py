@@ -145,6 +145,15 @@ E2E_MODULES = frozenset({
 # In the modules that mix both tiers: their end-to-end tests, by name (every parameter of one).
 E2E_TESTS: dict[str, frozenset[str]] = {
     "test_routing_assertions.py": frozenset({"test_routing_assertions_on_claude_code_with_the_real_cli"}),
+    "test_host_copilot.py": frozenset({
+        "test_a_skill_the_model_calls_fires_with_the_clis_own_token_figures",
+        "test_a_skill_call_the_cli_refuses_never_fires",
+        "test_a_cut_stream_is_retried_and_its_lost_reply_charged_a_bound",
+        "test_a_lasting_500_is_an_api_error_after_the_clis_retries",
+        "test_a_session_that_outlives_its_bound_is_killed_and_charged_its_bound",
+        "test_the_surface_audit_lists_exactly_the_librarys_invocable_skills",
+        "test_a_session_past_its_turn_bound_is_ended_there",
+    }),
     "test_result_cache.py": frozenset({"test_the_claude_code_host_starts_no_cli_for_what_the_cache_holds"}),
     "test_route.py": frozenset({"test_route_on_aegis_skills_sends_one_request_per_eligible_attempt"}),
     "test_sequential_verdict.py": frozenset({"test_clear_cases_stop_at_the_first_round_and_open_ones_run_longer",
@@ -428,7 +437,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
 # git is not one (the fast tier builds repositories with it), nor python running a script (a library's own
 # validator, which `validate` runs in this process), nor sh (what subprocess's shell=True and namespace probes run).
 E2E_PROGRAMS = frozenset({"claude", "claude-minimal-env", "bash", "node", "chromium", "docker", "npm", "python -c",
-                          "python -m runner", "act", "codex"})
+                          "python -m runner", "act", "copilot", "opencode", "codex", "gemini"})
 E2E_PYTHON_PACKAGES = ("benchmarks",)  # python -m benchmarks.<name>
 
 

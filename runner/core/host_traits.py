@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-HostName = Literal["claude-code", "api", "first-turn", "codex"]
+HostName = Literal["claude-code", "api", "first-turn", "copilot", "codex"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
@@ -37,7 +37,10 @@ RequestModel = Literal["claude-code-cli", "api-prompt"]
 # Where Claude Code finds a project's skills: each session's workspace puts them there, and a Read of
 # `<folder>/<name>/SKILL.md` loads one.
 CLAUDE_SKILLS_FOLDER = ".claude/skills"
-# How a host lets the harness see that a skill was activated (issue 36), recorded with every attempt and shown
+# The folder the agent CLIs share for a project's skills (agentskills.io): OpenCode, Codex, Gemini CLI and Copilot CLI
+# read it.
+AGENTS_SKILLS_FOLDER = ".agents/skills"
+# How a host lets the harness see that a skill was activated, recorded with every attempt and shown
 # beside every trigger, no_trigger, discrimination, refusal and routing verdict:
 # - tool-event: the host's stream shows the model calling its skill tool (Claude Code's Skill, OpenCode's and
 #   Copilot's `skill`, Gemini CLI's `activate_skill`), with the host's answer to it;
@@ -56,6 +59,7 @@ class ActivationNames:
     subagent_tools: tuple[str, ...]  # the tools whose `subagent_type` input starts that subagent
     skills_folder: str  # where the session finds the library's skills, relative to its project (posix)
     skill_input: str = "skill"  # the skill tool's input that names the skill (OpenCode's and Gemini CLI's: `name`)
+    read_input: str = "file_path"  # the read tool's input that names the file (Copilot CLI's `view`: `path`)
 
     @property
     def skills_folder_parts(self) -> tuple[str, ...]:
@@ -68,7 +72,7 @@ CLAUDE_CODE_ACTIVATION = ActivationNames(skill_tool="Skill", read_tool="Read", s
 # tool (`exec_command {"cmd": ...}`); a project's skills are read from `.agents/skills` (not `.claude/skills`).
 # runner.hosts.codex reads the command for the file (mechanism skill-md-read).
 CODEX_ACTIVATION = ActivationNames(skill_tool="", read_tool="exec_command", subagent_tools=(),
-                                   skills_folder=".agents/skills")
+                                   skills_folder=AGENTS_SKILLS_FOLDER)
 
 API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (same listing format and Skill "
                  "tool schema, not Claude Code's system prompt or tools); results are not a measurement of the "
@@ -98,6 +102,10 @@ class HostTraits:
     # Before its session an attempt may send one request more (the first-turn host sends Claude Code's first
     # request itself, then hands the attempt to a whole session): the worst case counts one turn more.
     extra_first_request: bool = False
+    # The output bound of each of its model calls when the host fixes it whatever the run asks (Copilot CLI asks
+    # 32,000 and refuses a lower provider maximum): the plan's worst case per session counts this, not
+    # [run] max_output_tokens. None: the host bounds each call at the run's max_output_tokens.
+    fixed_max_output_tokens: int | None = None
 
 
 # Every name of HostName, and no other (tests/test_host_registry.py and tests/test_host_traits.py hold them to it).
@@ -112,6 +120,11 @@ HOST_TRAITS: dict[str, HostTraits] = {
         runs_claude_code=True, approximation=None, listing_model="claude-code-cli", request_model="claude-code-cli",
         activation=CLAUDE_CODE_ACTIVATION, activation_grade="tool-event", module="runner.hosts.first_turn",
         extra_first_request=True),
+    "copilot": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=ActivationNames(skill_tool="skill", read_tool="view", read_input="path", subagent_tools=(),
+                                   skills_folder=AGENTS_SKILLS_FOLDER),
+        activation_grade="tool-event", module="runner.hosts.copilot", fixed_max_output_tokens=32_000),
     "codex": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
         activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex"),
@@ -124,3 +137,10 @@ def traits(name: str) -> HostTraits:
     if found is None:
         raise ValueError(f"no host is named {name!r}; the hosts are {', '.join(HOST_TRAITS)}")
     return found
+
+
+def grade_of(name: str) -> ActivationGrade | None:
+    """How the host registered as `name` shows an activation; None for a name no host is registered as (a plan
+    from an older version of the runner)."""
+    found = HOST_TRAITS.get(name)
+    return found.activation_grade if found is not None else None

@@ -28,7 +28,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from runner.core.host_traits import traits
 from runner.core.observation import Activation, Bound, ErrorKind, Observation, SessionSpec, ToolCall, Usage
@@ -80,6 +80,9 @@ class ReadOutcome:
     error_message: str | None = None
     host_cost_usd: float | None = None
     first_turn_input_tokens: int | None = None
+    # Requests the API may have billed whose reply the CLI did not read whole (a cut stream it retried): each is
+    # charged a bound, as a session that did not end is.
+    lost_replies: int = 0
     transcript: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -92,14 +95,21 @@ class SessionReader(Protocol):
     def outcome(self) -> ReadOutcome:
         """What the session showed, once its process has ended (or was killed)."""
 
+    def over(self) -> Bound | None:
+        """A bound the session has passed by what it printed so far (`max-turns`: the CLI started one model turn
+        more than SessionSpec.max_turns; few CLIs can be told a turn limit), or None. The base then ends the
+        session at once: its process group is killed and the bound recorded."""
+
 
 class CaptureEndpoint(Protocol):
     """A 127.0.0.1 server in the CLI's API shape that records the requests and ends the session at once."""
 
-    url: str
     captured: list[dict[str, Any]]
 
-    def __enter__(self) -> CaptureEndpoint: ...
+    @property
+    def url(self) -> str: ...
+
+    def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
@@ -155,9 +165,11 @@ class Ran:
     timed_out: bool
     stderr: list[str]
     duration_s: float
+    stopped_at: Bound | None = None  # the reader's bound the session passed (SessionReader.over): it was killed
 
 
-async def _pump(stream: asyncio.StreamReader | None, take: Any) -> None:
+async def _pump(stream: asyncio.StreamReader | None, take: Any, stop: Any = None) -> None:
+    """Feed each line to `take` until the stream ends, or until `stop()` says a bound was passed."""
     if stream is None:
         return
     while True:
@@ -170,6 +182,8 @@ async def _pump(stream: asyncio.StreamReader | None, take: Any) -> None:
         if not raw:
             return
         take(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        if stop is not None and stop() is not None:
+            return
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -193,15 +207,18 @@ async def run_process(launch: Launch, cwd: Path, timeout_s: float, reader: Sessi
                 process.stdin.write(launch.stdin)
                 await process.stdin.drain()
             process.stdin.close()
-        pumps = asyncio.gather(_pump(process.stdout, reader.line),
-                               _pump(process.stderr, lambda line: stderr.append(line)
-                                     if len(stderr) < STDERR_LINES else None))
+        errors = asyncio.ensure_future(_pump(process.stderr, lambda line: stderr.append(line)
+                                             if len(stderr) < STDERR_LINES else None))
         try:
             async with asyncio.timeout(timeout_s):
-                await pumps
-                await process.wait()
+                await _pump(process.stdout, reader.line, reader.over)
+                if reader.over() is None:
+                    await errors
+                    await process.wait()
         except TimeoutError:
             timed_out = True
+        finally:
+            errors.cancel()
     finally:
         if process.returncode is None:
             _kill_group(process)
@@ -210,8 +227,9 @@ async def run_process(launch: Launch, cwd: Path, timeout_s: float, reader: Sessi
                     await process.wait()
         else:  # the CLI ended: whatever it started in its group ends with it
             _kill_group(process)
-    return Ran(returncode=None if timed_out else process.returncode, timed_out=timed_out, stderr=stderr,
-               duration_s=time.monotonic() - started)
+    stopped = reader.over()
+    return Ran(returncode=None if timed_out or stopped else process.returncode, timed_out=timed_out, stderr=stderr,
+               duration_s=time.monotonic() - started, stopped_at=None if timed_out else stopped)
 
 
 def confined(launch: Launch, root: Path, session_wall: wall.SessionWall) -> list[str]:
@@ -228,6 +246,8 @@ def session_error(outcome: ReadOutcome, ran: Ran, timeout_s: float) -> tuple[Err
     """The session's error, if any: the bound first, then what the CLI said, then how its process ended."""
     if ran.timed_out:
         return "timeout", f"the session outlived its {timeout_s:g} s bound"
+    if ran.stopped_at is not None:  # a bound, not an error: what the session did up to it is graded
+        return outcome.error_kind, outcome.error_message
     tail = " ".join(ran.stderr[-5:])[:500]
     if outcome.error_kind is not None:
         return outcome.error_kind, outcome.error_message
@@ -323,22 +343,32 @@ class AgentCliHost:
 
     def observe(self, spec: SessionSpec, outcome: ReadOutcome, ran: Ran, error_kind: ErrorKind | None,
                 error_message: str | None, key: str) -> Observation:
-        bounds: list[Bound] = ["timeout"] if ran.timed_out else []
+        bounds: list[Bound] = ["timeout"] if ran.timed_out else [ran.stopped_at] if ran.stopped_at else []
         priced = self.prices.cost(spec.model, outcome.usage)
         reported = priced if priced is not None else (outcome.host_cost_usd or 0.0)
-        # A session that did not end as the CLI ends one may have been billed for requests no figure shows.
-        lost = 0 if outcome.ended and error_kind is None else 1
-        bound = max(0.0, (spec.max_usd or 0.0) - reported) if lost else 0.0
+        # A session that did not end as the CLI ends one may have been billed for a request no figure shows.
+        lost = outcome.lost_replies + (0 if outcome.ended and not ran.timed_out and not ran.stopped_at else 1)
+        bound = lost * self.lost_reply_usd(spec, outcome, reported) if lost else 0.0
         charged, bound, basis = billing.charge(reported + bound, bound, spec.max_usd)
         return utf8_safe(Observation(
             attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind,
             error_message=redact(error_message, key) if error_message else None,
             activations=outcome.activations, tool_calls=outcome.tool_calls,
-            final_answer=outcome.final_answer if error_kind is None else None, turns=outcome.turns,
+            final_answer=outcome.final_answer if error_kind is None and not bounds else None, turns=outcome.turns,
             usage=outcome.usage, cost_usd=charged, cost_basis=basis, bound_usd=bound, lost_replies=lost,
             host_cost_usd=outcome.host_cost_usd, bounds_hit=bounds, duration_s=round(ran.duration_s, 3),
             model_calls=outcome.model_calls, first_turn_input_tokens=outcome.first_turn_input_tokens,
             transcript=redact(outcome.transcript, key)))
+
+    def lost_reply_usd(self, spec: SessionSpec, outcome: ReadOutcome, reported: float) -> float:
+        """What one lost reply may have cost: a request the size of the session's first (or the plan's estimate of
+        it) with a whole reply; the rest of the reservation when neither size is known."""
+        tokens = outcome.first_turn_input_tokens or spec.request_input_tokens
+        output = self.traits.fixed_max_output_tokens or spec.max_output_tokens
+        bound = billing.input_bound_usd(self.prices, spec.model, tokens, output) if tokens else None
+        if bound is None or bound == billing.UNKNOWN:
+            return max(0.0, (spec.max_usd or 0.0) - reported)
+        return bound
 
     async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
         """Run one session against the CLI's capture endpoint: its real first request, no model, no key."""

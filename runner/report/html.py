@@ -278,6 +278,12 @@ def _badge(state: str | None) -> str:
     return f'<span class="badge st-{e(state)}">{e(state)}</span>'
 
 
+def _grade(case: CaseResult) -> str:
+    """The label beside a verdict read from a file-read host's attempts (rollup.grade_label), or nothing."""
+    label = rollup.grade_label(case)
+    return f' <span class="grade" title="{e(rollup.FILE_READ_NOTE)}">({e(label)})</span>' if label else ""
+
+
 def _dl(items: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
@@ -322,6 +328,8 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
     banner = ""
     if plan.approximation:
         banner = f'<p class="warn" id="approximation">Approximation: {e(plan.approximation)}</p>'
+    if (graded := rollup.grade_line(results)) is not None:
+        banner += f'<p class="warn" id="activation-grade">Activation grade: {e(graded)}</p>'
     return (f'<header><h1>Skill evals: {e(plan.tier)} run</h1>{banner}'
             f'<section id="run-header">{_dl(items)}</section>'
             f'<p class="not-executed" id="not-executed">{e(results.not_executed)}</p></header>')
@@ -360,7 +368,8 @@ def _skills(roll: rollup.Rollup) -> str:
                     f"<td>{refusal}</td>{up}</tr>")
     up_head = "<th>uplift (with − without the skill, conservative 95%)</th>" if roll.baselined else ""
     return ('<section><h2>Per skill</h2><p class="hint">Health numbers leave quarantined cases out; counts do '
-            'not.</p><table id="skills"><thead><tr><th>skill</th><th>cases by state</th><th>trigger accuracy</th>'
+            'not.</p><table id="skills"><thead><tr><th>skill</th><th>cases by state</th>'
+            f'<th>trigger accuracy{" (file-read)" if roll.file_read else ""}</th>'
             f'<th>discrimination pairs</th><th>refusal compliance</th>{up_head}</tr></thead><tbody>'
             + "".join(rows) + "</tbody></table></section>")
 
@@ -432,7 +441,7 @@ def _activation(case: CaseResult) -> str:
 def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
     items = [("Kind", e(rollup.kind_label(case))), ("Target", e(case.target)),
              ("State", _badge(case.state) + (f" underlying {_badge(case.underlying_state)}"
-                                             if case.underlying_state else "")
+                                             if case.underlying_state else "") + _grade(case)
               + (f' <span class="reason">{e(case.reason)}</span>' if case.reason else "")),
              ("Repeats", f"wins {case.wins}, losses {case.losses}, errors {case.errors}; run {case.repeats_run} of "
                          f"{case.repeats_planned} ({rollup.rule_words(case)})"),
@@ -512,7 +521,7 @@ def _case_rows(results: Results, has_run_dir: bool) -> str:
             f'<td><button type="button" class="open" aria-expanded="false" aria-controls="d{i}">open</button></td>'
             f'<td class="uid"><code>{breakable(case.uid)}</code></td><td>{e(case.skill)}</td><td>{e(rollup.kind_label(case))}</td>'
             f'<td>{_badge(case.state)}{" " + _badge(case.underlying_state) if case.underlying_state else ""}'
-            f'{reason}</td>'
+            f'{_grade(case)}{reason}</td>'
             f'<td class=num>{case.wins}/{case.losses}/{case.errors} · {case.repeats_run} of {case.repeats_planned}</td>'
             f'<td class=num>${case.cost_usd:.2f}</td></tr>'
             f'<tr class="detail" id="d{i}" hidden><td colspan="7">{_case_detail(case, i, has_run_dir)}</td></tr>')

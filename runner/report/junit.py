@@ -28,6 +28,7 @@ from collections import Counter
 from runner.core.states import BROKEN, NOT_DECIDED, OPEN
 from runner.plan.plan import UNCALIBRATED
 from runner.report import rollup
+from runner.report import versions as versions_mod
 from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, sweep_note, wall_note
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
@@ -107,8 +108,9 @@ def detail(case: CaseResult, failing_only: bool = False) -> str:
 def _failure_message(case: CaseResult) -> str:
     parts = []
     if case.activation and case.activation.state == "FAIL":
+        graded = f", {rollup.FILE_READ}" if rollup.grade_label(case) else ""
         parts.append(f"activation FAIL (target fired in {case.activation.fired_runs} of "
-                     f"{case.activation.observed_runs} run(s))")
+                     f"{case.activation.observed_runs} run(s){graded})")
     lost = [p.neighbour for p in case.pairs if p.state == "FAIL"]
     if lost:
         parts.append("pairs lost: " + ", ".join(lost))
@@ -186,7 +188,9 @@ def _testcase(parent: ET.Element, case: CaseResult, not_executed: str) -> None:
     elif case.state in NOT_DECIDED or case.state in OPEN:
         child = ET.SubElement(element, "skipped", {"message": _message(_skip_message(case))})
         child.text = _skip_text(case, not_executed)
-    out = [text for text in (rollup.reused_from_text(case),
+    graded = rollup.grade_label(case)
+    out = [text for text in (f"{case.state} ({graded}): {rollup.FILE_READ_NOTE}" if graded else None,
+                             rollup.reused_from_text(case),
                              rollup.sequential_case_text(case) if case.state == "PASS" else None) if text]
     if out:
         ET.SubElement(element, "system-out").text = clean("\n".join(out))
@@ -218,10 +222,10 @@ def first_turn_properties(cost: CostSummary) -> list[tuple[str, str]]:
 
 def properties(results: Results) -> list[tuple[str, str]]:
     plan, spend = results.plan, results.spend
-    host_version = plan.versions.get("claude-code-cli") or plan.versions.get("anthropic") or ""
+    host_version = versions_mod.host_version(plan.versions)
     pairs = [
         ("host", plan.host), ("host_version", host_version),
-        ("approximation", plan.approximation or ""),
+        ("approximation", plan.approximation or ""), ("activation_grade", plan.activation_grade or ""),
         ("model", plan.model),
         ("judge_model", plan.judge_model or f"none ({plan.judge_unavailable or 'not configured'})"),
         ("judge_prompt_version", plan.judge_prompt_version or ""),

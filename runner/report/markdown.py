@@ -123,6 +123,7 @@ def usd(value: float) -> str:
 
 def state_with_reason(case: CaseResult, bold: bool = False) -> str:
     state = f"{case.state} (underlying {case.underlying_state})" if case.underlying_state else case.state
+    state = rollup_mod.state_with_grade(case, state)
     if bold:
         state = f"**{state}**"
     return f"{state} — {escape(case.reason)}" if case.reason else state
@@ -200,6 +201,9 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
              f"coverage {roll.executed} run / {roll.not_executed} UNRUN", ""]
     if results.plan.approximation:
         lines += [f"> **Approximation:** {escape(clip(results.plan.approximation, cut and TEXT_CUT))}", ""]
+    graded = rollup_mod.grade_line(results)
+    if graded:
+        lines += [f"> **Activation grade:** {escape(graded)}", ""]
     facts = [f"plan {escape(results.plan.hash[:12])}", f"finished {escape(clip(results.finished_at, 40))}",
              f"{results.attempts_finished} attempts ({results.attempts_errored} errored)",
              f"judge: {results.spend.judge_calls} calls, {usd(results.spend.judge_usd)}"]
@@ -272,7 +276,11 @@ def skill_table(roll: Rollup, shape: Shape) -> list[str]:
     rows.append(skill_row(f"**All {len(ordered)} skills**", ordered, states, up))
     title = "### Per skill (most problems first)"
     lines = [title, ""]
-    lines += table(["Skill", *states, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance",
+    # A file-read run's verdicts and accuracy rest on SKILL.md reads: its state and accuracy columns say so.
+    graded = f" ({rollup_mod.FILE_READ})" if roll.file_read else ""
+    heads = [f"{state}{graded}" if state in ("PASS", "FAIL", "UNDECIDED") else state for state in states]
+    lines += table(["Skill", *heads, f"Trigger accuracy (Wilson 95%{', ' + rollup_mod.FILE_READ if graded else ''})",
+                    "Pairs won/lost", "Refusal compliance",
                     *([UPLIFT_HEAD] if up else [])],
                    rows, ["---", *["---:"] * len(states), "---", "---:", "---:", *(["---"] if up else [])])
     lines += ["", "Trigger accuracy, pairs and refusal compliance leave quarantined cases out; the state "
@@ -397,7 +405,7 @@ def routing_lines(case: CaseResult, level: int) -> list[str]:
 
 
 def case_details(case: CaseResult, level: int) -> list[str]:
-    lines = [f"<details><summary>{case.state} · {escape(case.uid)} · {escape(rollup_mod.kind_label(case))}</summary>", "",
+    lines = [f"<details><summary>{rollup_mod.state_with_grade(case, case.state)} · {escape(case.uid)} · {escape(rollup_mod.kind_label(case))}</summary>", "",
              f"- **{escape(case.uid)}** · skill {escape(case.skill)} · kind {escape(rollup_mod.kind_label(case))} · "
              f"target {escape(case.target)}",
              f"- state: {state_with_reason(case, bold=True)}"]

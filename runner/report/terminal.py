@@ -161,6 +161,8 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
                   f"coverage {roll.executed} run / {roll.not_executed} UNRUN")
     if results.plan.approximation:
         console.print(f"[bold yellow]Approximation:[/] {_e(results.plan.approximation)}")
+    if roll.grade_line:
+        console.print(f"[bold yellow]Activation grade:[/] {_e(roll.grade_line)}")
     facts = [f"plan {_e(results.plan.hash[:12])}", f"finished {_e(results.finished_at)}",
              f"{results.attempts_finished} attempts ({results.attempts_errored} errored)",
              f"judge: {results.spend.judge_calls} calls, ${results.spend.judge_usd:.2f}"]
@@ -206,7 +208,7 @@ def skill_table(roll: Rollup, console: Console) -> None:
     for state in roll.shown_states:
         columns.append(Column(state, [str(s.states.get(state, 0)) for s in skills]
                               + [str(sum(s.states.get(state, 0) for s in skills))], justify="right"))
-    columns.append(Column("Trigger accuracy (Wilson 95%)",
+    columns.append(Column("Trigger accuracy (Wilson 95%" + (f", {rollup_mod.FILE_READ})" if roll.file_read else ")"),
                           [accuracy(s.trigger_wins, s.trigger_run) for s in skills]
                           + [accuracy(sum(s.trigger_wins for s in skills), sum(s.trigger_run for s in skills))]))
     columns.append(Column("Pairs won/lost", [pairs_cell(s.pairs_won, s.pairs_lost) for s in skills]
@@ -265,7 +267,8 @@ def case_table(roll: Rollup, console: Console) -> None:
         return
     columns = [Column("Case", [_e(case.uid) for case in cases], name=True),
                Column("Kind", [_e(rollup_mod.kind_label(case)) for case in cases], options={"no_wrap": True}),
-               Column("State", [_state(case.state) for case in cases], options={"no_wrap": True}),
+               Column("State", [rollup_mod.state_with_grade(case, _state(case.state)) for case in cases],
+                      options={"no_wrap": True}),
                Column("W/L/run of N", [f"{case.wins}/{case.losses}/{case.repeats_run} of {case.repeats_planned}"
                                        for case in cases]),
                Column("Fired instead", [", ".join(f"{_e(name)} ×{n}" for name, n in case.fired_instead.items()) or "—"
