@@ -112,6 +112,35 @@ def test_a_failed_turn_is_the_sessions_error(tmp_path: Path, name: str, kind: st
     assert outcome.model_calls == 0 and outcome.usage.input_tokens == 0
 
 
+@pytest.mark.parametrize(("name", "lost"), [("error-500", 0), ("cut-stream", 1), ("rate-limited", 0)])
+def test_a_reply_begun_and_lost_is_counted(tmp_path: Path, name: str, lost: int) -> None:
+    """A cut stream's reply may be billed; an HTTP error status is no reply."""
+    assert read(name, tmp_path / ".codex").outcome().lost_replies == lost
+
+
+def test_the_turn_bound_is_passed_once_the_log_shows_a_turn_past_it(tmp_path: Path) -> None:
+    """The recorded session's log holds three responses, the first two with calls: with max_turns 1 the reader,
+    still before turn.completed, says the bound was passed, and what turns 1 and 2 did is not the session's."""
+    codex_home = tmp_path / ".codex"
+    reader = read("reads", codex_home)
+    folder = codex_home / "sessions" / "2026" / "12" / "07"
+    bounded = CodexReader(codex_home, max_turns=1)
+    for line in (DATA / "reads.stdout.jsonl").read_text(encoding="utf-8").splitlines()[:-1]:  # not turn.completed
+        bounded.line(line)
+    assert bounded.over() == "max-turns"
+    outcome = bounded.outcome()
+    assert [(a.name, a.turn) for a in outcome.activations] == [("demo-skill", 0), ("missing-skill", 0),
+                                                              ("other-skill", 0)]
+    assert {t.turn for t in outcome.tool_calls} == {0}
+    # Within the bound, or once the session ended as Codex ends one, nothing is passed.
+    assert CodexReader(codex_home, max_turns=3).over() is None and reader.over() is None
+    ended = CodexReader(codex_home, max_turns=1)
+    for line in (DATA / "reads.stdout.jsonl").read_text(encoding="utf-8").splitlines():
+        ended.line(line)
+    assert ended.over() is None and ended.outcome().final_answer == "DEMO-SKILL summary"
+    assert len(list(folder.iterdir())) == 1
+
+
 def test_error_kinds_from_codexs_messages() -> None:
     assert error_kind_of("Quota exceeded. Check your plan and billing details.") == "spend-limit"
     assert error_kind_of("rate limit exceeded: Rate limit reached. Please try again in 1.5s.") == "rate-limited"

@@ -61,8 +61,9 @@ def make_host(library: Library, fake: FakeOpenAI, tmp_path: Path, retries: int =
     return host
 
 
-def run(host: AgentCliHost, prompt: str, timeout_s: float = 60) -> Observation:
-    spec = SessionSpec(attempt_id="a1", uid="u1", prompt=prompt, model=MODEL, max_turns=4, timeout_s=timeout_s)
+def run(host: AgentCliHost, prompt: str, timeout_s: float = 60, max_turns: int = 4) -> Observation:
+    spec = SessionSpec(attempt_id="a1", uid="u1", prompt=prompt, model=MODEL, max_turns=max_turns,
+                       timeout_s=timeout_s)
     return asyncio.run(host.run(spec))
 
 
@@ -151,19 +152,23 @@ def test_a_500_is_an_api_error_and_a_single_one_is_retried(cli: Path, example: L
     # Codex retries the request (request_max_retries) inside each retry of the turn's stream (stream_max_retries):
     # with both at 1, four requests before the error.
     assert [r.outcome for r in failed_requests] == ["error 500"] * 4
-    assert failed.lost_replies == 1 and failed.usage.input_tokens == 0
+    assert failed.lost_replies == 0 and failed.usage.input_tokens == 0  # an error status is no reply begun
     assert recovered.error_kind is None and recovered.final_answer == "Fine now."
     assert recovered.usage.input_tokens == input_tokens_for(recovered_requests[-1].body)  # the 500 is not billed
     no_secret(failed)
 
 
-def test_a_cut_stream_is_an_api_error(cli: Path, example: Library, tmp_path: Path) -> None:
+def test_a_cut_stream_is_an_api_error_and_each_cut_reply_is_lost(cli: Path, example: Library, tmp_path: Path) -> None:
     with FakeOpenAI() as fake:
         fake.script("cut me off", break_stream())
+        fake.script("cut me once", break_stream(times=1), text("Whole this time."))
         obs = run(make_host(example, fake, tmp_path), "cut me off")
+        retried = run(make_host(example, fake, tmp_path, retries=1), "cut me once")
         outcomes = [r.outcome for r in fake.requests_for("cut me off")]
     assert obs.error_kind == "api-error" and "stream disconnected" in (obs.error_message or "")
     assert outcomes == ["break_stream"] and obs.final_answer is None and obs.lost_replies == 1
+    # Codex reconnected ("Reconnecting... 1/1") and the session went on: the reply it lost may still be billed.
+    assert retried.error_kind is None and retried.final_answer == "Whole this time." and retried.lost_replies == 1
 
 
 def test_a_429_is_rate_limited(cli: Path, example: Library, tmp_path: Path) -> None:
@@ -181,6 +186,20 @@ def test_a_session_that_outlives_its_bound_times_out(cli: Path, example: Library
     assert obs.error_kind == "timeout" and obs.bounds_hit == ["timeout"] and obs.duration_s < 15
     # The read before the hang is kept: it happened (the session's outcome is the timeout all the same).
     assert obs.fired() == [SKILL] and obs.final_answer is None and obs.lost_replies == 1
+
+
+def test_a_session_is_ended_at_its_turn_bound(cli: Path, example: Library, tmp_path: Path) -> None:
+    """`codex exec` takes no turn limit: the host ends the session once it starts a turn past max_turns, and keeps
+    what the turns within the bound did."""
+    prompt = "Review the dependency upgrade"
+    with FakeOpenAI() as fake:
+        fake.script(prompt, read_skill("dependency-upgrade-reviewer"), read_skill("migration-planner"),
+                    text("Reviewed."))
+        obs = run(make_host(example, fake, tmp_path), prompt, max_turns=1)
+        played = [r.turn for r in fake.requests_for(prompt)]
+    assert obs.bounds_hit == ["max-turns"] and obs.error_kind is None and obs.final_answer is None
+    assert obs.fired() == ["dependency-upgrade-reviewer"] and [t.turn for t in obs.tool_calls] == [0]
+    assert played[0] == 0 and "Reviewed." not in json.dumps(obs.transcript) and obs.lost_replies >= 1
 
 
 def test_the_surface_audit_lists_the_example_library_whole(cli: Path, example: Library, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from runner.core.host_traits import ActivationNames, traits
-from runner.core.observation import Activation, ErrorKind, SessionSpec, ToolCall, Usage
+from runner.core.observation import Activation, Bound, ErrorKind, SessionSpec, ToolCall, Usage
 from runner.hosts import agent_install
 from runner.hosts.activation import skill_md_name
 from runner.hosts.agent_cli import (
@@ -115,7 +115,7 @@ class CodexCli:
                       reads=[str(agent_install.prefix(agent_install.pin(NAME)))])
 
     def reader(self, spec: SessionSpec, ws: Workspace, aliases: dict[str, str]) -> CodexReader:
-        return CodexReader(ws.home / ".codex", aliases)
+        return CodexReader(ws.home / ".codex", aliases, max_turns=spec.max_turns)
 
     def capture(self) -> CaptureServer:
         return CaptureServer()
@@ -254,6 +254,58 @@ class SessionLog:
 
 
 EXIT_CODE = re.compile(r"Process exited with code (-?\d+)")
+# What Codex says of a reply it began to read and lost (a cut stream, a response.failed, an SSE error event): the
+# API may have billed it.
+LOST_REPLY = "stream disconnected before completion"
+
+
+class LogTail:
+    """Follows Codex's session log while the session runs, for the model turns it has started: a response whose
+    function calls all have their results is followed by the next request."""
+
+    def __init__(self, codex_home: Path | None):
+        self.codex_home = codex_home
+        self.path: Path | None = None
+        self.offset = 0
+        self.responses = 0
+        self.pending: set[str] = set()  # the calls of the response being read
+        self.last_calls: set[str] = set()  # the calls of the last response read whole
+        self.answered: set[str] = set()  # calls with a result
+
+    def started(self) -> int:
+        self._read()
+        follows = bool(self.last_calls) and self.last_calls <= self.answered
+        return self.responses + (1 if follows else 0)
+
+    def _read(self) -> None:
+        if self.path is None and self.codex_home is not None:
+            self.path = next(iter(sorted(self.codex_home.glob("sessions/*/*/*/rollout-*.jsonl"))), None)
+        if self.path is None:
+            return
+        try:
+            with self.path.open("rb") as log:
+                log.seek(self.offset)
+                chunk = log.read()
+        except OSError:
+            return
+        whole = chunk[:chunk.rfind(b"\n") + 1]  # a line still being written is read next time
+        self.offset += len(whole)
+        for raw in whole.splitlines():
+            with contextlib.suppress(ValueError):
+                self._take(json.loads(raw))
+
+    def _take(self, entry: Any) -> None:
+        payload = entry.get("payload") if isinstance(entry, dict) else None
+        if not isinstance(payload, dict):
+            return
+        kind = entry.get("type")
+        if kind == "token_usage_record":
+            self.responses += 1
+            self.last_calls, self.pending = self.pending, set()
+        elif kind == "response_item" and payload.get("type") == "function_call":
+            self.pending.add(str(payload.get("call_id")))
+        elif kind == "response_item" and payload.get("type") == "function_call_output":
+            self.answered.add(str(payload.get("call_id")))
 
 
 def _session_log_lines(codex_home: Path) -> list[dict[str, Any]]:
@@ -337,10 +389,14 @@ class CodexReader:
     """Reads `codex exec --json` lines; at the end, Codex's session log for what stdout does not show."""
 
     def __init__(self, codex_home: Path | None, aliases: dict[str, str] | None = None,
-                 names: ActivationNames = NAMES):
+                 names: ActivationNames = NAMES, max_turns: int | None = None):
         self.codex_home = codex_home
         self.aliases = aliases or {}
         self.names = names
+        self.max_turns = max_turns
+        self.tail = LogTail(codex_home)
+        self.stopped: Bound | None = None
+        self.lost = 0  # replies begun and lost that Codex retried
         self.transcript: list[dict[str, Any]] = []
         self.commands: list[ShellCall] = []  # command_execution items, in order of their start
         self.started: dict[str, int] = {}  # item id -> index in commands
@@ -379,7 +435,9 @@ class CodexReader:
             self.failure = str(error.get("message") if isinstance(error, dict) else error or "the turn failed")
         elif kind == "error":
             message = str(event.get("message") or "")
-            if not message.startswith("Reconnecting..."):  # a retry Codex makes itself: not the session's end
+            if message.startswith("Reconnecting..."):  # a retry Codex makes itself: not the session's end
+                self.lost += LOST_REPLY in message
+            else:
                 self.last_error = message
 
     def _item(self, item: dict[str, Any], done: bool) -> None:
@@ -405,6 +463,14 @@ class CodexReader:
         model asks for one command per reply)."""
         return sum(1 for c in self.commands if c.status != "in_progress")
 
+    def over(self) -> Bound | None:
+        """`codex exec` takes no turn limit: the session has passed SessionSpec.max_turns once its session log shows
+        it started a model turn more (the results of the last response's calls are in, so the next request goes)."""
+        if self.stopped is None and not self.ended and self.max_turns is not None \
+                and self.tail.started() > self.max_turns:
+            self.stopped = "max-turns"
+        return self.stopped
+
     # -- the end -----------------------------------------------------------------------------------------------------
     def outcome(self) -> ReadOutcome:
         log = read_session_log(self.codex_home) if self.codex_home is not None else None
@@ -423,9 +489,15 @@ class CodexReader:
         elif self.ended and self.usage is None:
             error_kind, error_message = "malformed", "turn.completed carried no usage Codex's figures could be read from"
         final = self.messages[-1] if self.messages else (log.last_message if log is not None else None)
+        if self.stopped is not None and self.max_turns is not None:
+            # The session was killed once a turn past the bound had started: what that turn did is not the session's.
+            activations = [a for a in activations if a.turn < self.max_turns]
+            tool_calls = [t for t in tool_calls if t.turn < self.max_turns]
+        lost = self.lost + (1 if self.failure is not None and LOST_REPLY in self.failure else 0)
         return ReadOutcome(activations=activations, tool_calls=tool_calls, final_answer=final, usage=usage,
                            model_calls=model_calls, turns=model_calls, ended=self.ended, error_kind=error_kind,
-                           error_message=error_message, first_turn_input_tokens=first, transcript=self.transcript)
+                           error_message=error_message, first_turn_input_tokens=first, lost_replies=lost,
+                           transcript=self.transcript)
 
     def _shell_calls(self, log: SessionLog | None) -> list[ShellCall]:
         """The session log's calls (exact turns; refused ones too), each with its execution as stdout showed it; only
