@@ -112,6 +112,14 @@ def test_a_failed_turn_is_the_sessions_error(tmp_path: Path, name: str, kind: st
     assert outcome.model_calls == 0 and outcome.usage.input_tokens == 0
 
 
+def test_a_skill_the_prompt_names_is_loaded_by_codex_itself(tmp_path: Path) -> None:
+    """`$demo-skill` in the prompt: Codex put the SKILL.md into the request (its log shows the message); no read."""
+    outcome = read("mention", tmp_path / ".codex").outcome()
+    assert [(a.name, a.mechanism, a.turn, a.rejected) for a in outcome.activations] == [
+        ("demo-skill", "slash-command", 0, False)]
+    assert outcome.tool_calls == [] and outcome.final_answer == "DEMO-SKILL summary"
+
+
 @pytest.mark.parametrize(("name", "lost"), [("error-500", 0), ("cut-stream", 1), ("rate-limited", 0)])
 def test_a_reply_begun_and_lost_is_counted(tmp_path: Path, name: str, lost: int) -> None:
     """A cut stream's reply may be billed; an HTTP error status is no reply."""

@@ -101,6 +101,18 @@ def test_a_skill_read_fires_with_codexs_own_figures(cli: Path, example: Library,
     no_secret(obs)
 
 
+def test_a_skill_the_prompt_names_fires_as_codex_loads_it(cli: Path, example: Library, tmp_path: Path) -> None:
+    prompt = "Use $release-publisher to ship 2.0"
+    with FakeOpenAI() as fake:
+        fake.script(prompt, text("Shipped."))
+        obs = run(make_host(example, fake, tmp_path), prompt)
+        [request] = fake.requests_for(prompt)
+    assert obs.error_kind is None and obs.fired() == ["release-publisher"]
+    assert [(a.mechanism, a.turn) for a in obs.activations] == [("slash-command", 0)] and obs.tool_calls == []
+    injected = request.body["input"][-1]["content"][0]["text"]
+    assert injected.startswith("<skill>\n<name>release-publisher</name>") and "name: release-publisher" in injected
+
+
 def test_a_session_that_reads_no_skill_fires_nothing(cli: Path, example: Library, tmp_path: Path) -> None:
     prompt = "What is in this folder?"
     with FakeOpenAI() as fake:

@@ -4,8 +4,9 @@ program, one `codex exec --json` session per attempt on the agent-CLI base (runn
 Codex speaks only the OpenAI Responses API; a provider given with `-c` overrides points it at the run's endpoint.
 It has no skill tool and no skill event: the model opens a listed skill's SKILL.md with its shell tool, so an
 activation is a shell command that prints `.agents/skills/<name>/SKILL.md` (grade `file-read`), and a read that
-failed, that Codex refused or that never finished is rejected. The reader takes the JSON lines, then Codex's
-session log (every model call, every function call, the refused ones too) before the session's folder goes. The
+failed, that Codex refused or that never finished is rejected; a skill a `$name` mention made Codex inject is
+the user's loading (`slash-command`). The reader takes the JSON lines, then Codex's session log (every model call,
+every function call, the refused ones too, injected skills) before the session's folder goes. The
 surface audit compares the first request's listing with the library: Codex shortens descriptions past a budget of
 2% of the model's context window.
 
@@ -251,9 +252,12 @@ class SessionLog:
     shell_calls: list[ShellCall] = field(default_factory=list)
     other_calls: list[ToolCall] = field(default_factory=list)
     last_message: str | None = None
+    injected: list[tuple[str, int]] = field(default_factory=list)  # (SKILL.md path, turn) Codex put in the request
 
 
 EXIT_CODE = re.compile(r"Process exited with code (-?\d+)")
+# A skill the user named (`$name` in the prompt): Codex adds it to the request as a user message of its own.
+INJECTED_SKILL = re.compile(r"\A<skill>\n<name>[^<]*</name>\n<path>(?P<path>[^<]+)</path>")
 # What Codex says of a reply it began to read and lost (a cut stream, a response.failed, an SSE error event): the
 # API may have billed it.
 LOST_REPLY = "stream disconnected before completion"
@@ -342,6 +346,11 @@ def read_session_log(codex_home: Path) -> SessionLog | None:
         elif kind == "response_item" and payload.get("type") == "function_call_output":
             output = payload.get("output")
             outputs[str(payload.get("call_id"))] = output if isinstance(output, str) else json.dumps(output)
+        elif kind == "response_item" and payload.get("type") == "message" and payload.get("role") == "user":
+            for part in payload.get("content") or []:
+                found = INJECTED_SKILL.match(part.get("text") or "") if isinstance(part, dict) else None
+                if found:
+                    log.injected.append((found.group("path"), log.model_calls))
         elif kind == "event_msg" and payload.get("type") == "item_completed":
             item = payload.get("item")
             if isinstance(item, dict) and item.get("type") == "CommandExecution":
@@ -475,7 +484,7 @@ class CodexReader:
     def outcome(self) -> ReadOutcome:
         log = read_session_log(self.codex_home) if self.codex_home is not None else None
         shell_calls = self._shell_calls(log)
-        activations = [activation for call in shell_calls for activation in self._activations(call)]
+        activations = self._injected(log) + [activation for call in shell_calls for activation in self._activations(call)]
         tool_calls = [ToolCall(name=SHELL_TOOL, input=cut_input({"cmd": c.command}), turn=c.turn, is_error=not c.ok)
                       for c in shell_calls] + (log.other_calls if log is not None else self.other_calls)
         tool_calls.sort(key=lambda call: call.turn)
@@ -515,6 +524,16 @@ class CodexReader:
                 call = ShellCall(call.command, call.turn, seen.status, seen.exit_code)
             calls.append(call)
         return calls
+
+    def _injected(self, log: SessionLog | None) -> list[Activation]:
+        """The skills a `$name` mention made Codex put into the request whole (no read, nothing on stdout): loaded
+        by the user's naming, as a `/name` prompt is in Claude Code."""
+        out: list[Activation] = []
+        for path, turn in log.injected if log is not None else []:
+            name = skill_md_name(path, self.names)
+            if name is not None:
+                out.append(Activation(name=self.aliases.get(name, name), mechanism="slash-command", turn=turn))
+        return out
 
     def _activations(self, call: ShellCall) -> list[Activation]:
         # A read that failed, that Codex refused, or that never finished loaded nothing: rejected, never fired.
