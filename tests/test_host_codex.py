@@ -52,9 +52,14 @@ def example() -> Library:
     return load_library(EXAMPLE, Settings())[0]
 
 
+# A price for the test model, given in the settings as a repository would (the bundled table has no OpenAI model).
+TEST_PRICE = {"input": 1.25, "output": 10.0, "cache_read": 0.125}
+
+
 def make_host(library: Library, fake: FakeOpenAI, tmp_path: Path, retries: int = 0) -> AgentCliHost:
     """The host as the registry makes it (runner.hosts.codex.make), with Codex's retries as given."""
-    settings = Settings.model_validate({"run": {"host": "codex", "model": MODEL, "host_max_retries": retries}})
+    settings = Settings.model_validate({"run": {"host": "codex", "model": MODEL, "host_max_retries": retries},
+                                        "prices": {MODEL: TEST_PRICE}})
     host = codex.make(HostInputs(library=library, settings=settings, prices=load_prices(settings), api_key=KEY,
                                  base_url=fake.url + "/v1", run_folder=tmp_path / "run"))
     assert isinstance(host, AgentCliHost)
@@ -91,6 +96,8 @@ def test_a_skill_read_fires_with_codexs_own_figures(cli: Path, example: Library,
     assert obs.usage.output_tokens == output_tokens_for(read_skill(SKILL)) + output_tokens_for(
         text("The postmortem, blameless."))
     assert obs.first_turn_input_tokens == input_tokens_for(requests[0].body)
+    expected_usd = (obs.usage.input_tokens * 1.25 + obs.usage.output_tokens * 10.0) / 1_000_000
+    assert obs.cost_usd == pytest.approx(expected_usd) and obs.cost_basis == "reported" and obs.host_cost_usd is None
     # What Codex sent: the key only as its bearer token, the Responses API, no web search, the prompt as given.
     first = requests[0]
     assert first.path == "/v1/responses" and first.headers["authorization"] == f"Bearer {KEY}"
