@@ -120,6 +120,14 @@ def test_a_skill_the_prompt_names_is_loaded_by_codex_itself(tmp_path: Path) -> N
     assert outcome.tool_calls == [] and outcome.final_answer == "DEMO-SKILL summary"
 
 
+def test_a_sandbox_that_cannot_run_commands_is_a_host_error_not_a_verdict(tmp_path: Path) -> None:
+    """Recorded with Codex's own sandbox behind the Landlock wall: every command failed before it ran ("error
+    building bubblewrap command"), so the skill the model asked for could not be read; the session is an error."""
+    outcome = read("sandbox-failure", tmp_path / ".codex").outcome()
+    assert outcome.error_kind == "host-crash" and "error building bubblewrap command" in (outcome.error_message or "")
+    assert [(a.name, a.rejected) for a in outcome.activations] == [("demo-skill", True)]
+
+
 @pytest.mark.parametrize(("name", "lost"), [("error-500", 0), ("cut-stream", 1), ("rate-limited", 0)])
 def test_a_reply_begun_and_lost_is_counted(tmp_path: Path, name: str, lost: int) -> None:
     """A cut stream's reply may be billed; an HTTP error status is no reply."""

@@ -142,6 +142,21 @@ def test_the_commands_the_model_runs_never_see_the_key(cli: Path, example: Libra
     assert KEY not in printed and codex.KEY_VARIABLE not in printed
 
 
+def test_codexs_sandbox_failing_behind_the_wall_is_an_error(cli: Path, example: Library, tmp_path: Path) -> None:
+    """Codex's own sandbox cannot start behind the Landlock wall (why the host runs commands in the wall alone there):
+    forced on, every command fails before it runs, and the session is an error, never a skill that did not fire."""
+    prompt = "Summarise the incident"
+    with FakeOpenAI() as fake:
+        fake.script(prompt, read_skill(SKILL), text("Could not read it."))
+        host = make_host(example, fake, tmp_path)
+        if host.session_wall is None or host.session_wall.mode != "landlock":
+            pytest.skip(f"no Landlock wall on this machine ({host.session_wall}): Codex's sandbox runs")
+        assert isinstance(host.cli, codex.CodexCli) and not host.cli.own_sandbox
+        host.cli.own_sandbox = True
+        obs = run(host, prompt)
+    assert obs.error_kind == "host-crash" and "bubblewrap" in (obs.error_message or "") and obs.fired() == []
+
+
 def test_failed_and_refused_reads_are_rejected_never_fired(cli: Path, example: Library, tmp_path: Path) -> None:
     """A read of a SKILL.md that is not there (exit 1), and one Codex refused to run (escalated permissions under the
     approval policy "never": no execution, nothing on stdout; its session log shows it)."""

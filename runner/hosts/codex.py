@@ -253,9 +253,14 @@ class SessionLog:
     other_calls: list[ToolCall] = field(default_factory=list)
     last_message: str | None = None
     injected: list[tuple[str, int]] = field(default_factory=list)  # (SKILL.md path, turn) Codex put in the request
+    sandbox_failure: str | None = None  # what a command's output said when Codex's sandbox could not start it
 
 
 EXIT_CODE = re.compile(r"Process exited with code (-?\d+)")
+# What a command's output says when Codex's sandbox could not start it (measured behind the Landlock wall: "error
+# building bubblewrap command: Permission denied", "bwrap: setting up uid map: Permission denied", a linux-sandbox
+# panic): the model's commands cannot run at all, so what the session shows is not the model's doing.
+SANDBOX_FAILURE = re.compile(r"error building bubblewrap command|^bwrap: .*|panicked at linux-sandbox.*", re.M)
 # A skill the user named (`$name` in the prompt): Codex adds it to the request as a user message of its own.
 INJECTED_SKILL = re.compile(r"\A<skill>\n<name>[^<]*</name>\n<path>(?P<path>[^<]+)</path>")
 # What Codex says of a reply it began to read and lost (a cut stream, a response.failed, an SSE error event): the
@@ -346,6 +351,8 @@ def read_session_log(codex_home: Path) -> SessionLog | None:
         elif kind == "response_item" and payload.get("type") == "function_call_output":
             output = payload.get("output")
             outputs[str(payload.get("call_id"))] = output if isinstance(output, str) else json.dumps(output)
+            failure = SANDBOX_FAILURE.search(outputs[str(payload.get("call_id"))])
+            log.sandbox_failure = log.sandbox_failure or (failure.group(0) if failure else None)
         elif kind == "response_item" and payload.get("type") == "message" and payload.get("role") == "user":
             for part in payload.get("content") or []:
                 found = INJECTED_SKILL.match(part.get("text") or "") if isinstance(part, dict) else None
@@ -495,6 +502,9 @@ class CodexReader:
         error_message: str | None = None
         if self.failure is not None:
             error_kind, error_message = error_kind_of(self.failure), self.failure
+        elif log is not None and log.sandbox_failure is not None:
+            error_kind = "host-crash"
+            error_message = f"Codex's sandbox could not run the model's commands: {log.sandbox_failure}"
         elif self.ended and self.usage is None:
             error_kind, error_message = "malformed", "turn.completed carried no usage Codex's figures could be read from"
         final = self.messages[-1] if self.messages else (log.last_message if log is not None else None)
