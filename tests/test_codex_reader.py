@@ -181,6 +181,15 @@ def test_a_retry_notice_is_not_an_error_and_a_session_cut_off_has_not_ended() ->
     assert outcome.transcript[-1] == {"type": "non-json", "text": "not json at all"}
 
 
+def test_an_error_codex_printed_before_it_ended_without_a_failed_turn_is_the_sessions() -> None:
+    reader = CodexReader(None)
+    for event in ({"type": "turn.started"}, {"type": "error", "message": "exceeded retry limit, last status: 429 Too "
+                                                                        "Many Requests, request id: req_1"}):
+        reader.line(json.dumps(event))
+    outcome = reader.outcome()
+    assert (outcome.error_kind, outcome.ended, outcome.lost_replies) == ("rate-limited", False, 0)
+
+
 def test_the_session_is_pointed_at_the_endpoint_by_overrides_alone() -> None:
     words = config_overrides("http://127.0.0.1:9/v1", 0)
     pairs = dict(w.split("=", 1) for w in words[1::2])

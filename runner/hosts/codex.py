@@ -422,7 +422,6 @@ class CodexReader:
         self.failure: str | None = None
         self.last_error: str | None = None
         self.ended = False
-        self.unreadable = 0
 
     # -- stdout ------------------------------------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -430,8 +429,7 @@ class CodexReader:
             return
         try:
             event = json.loads(text)
-        except ValueError:
-            self.unreadable += 1
+        except ValueError:  # Codex prints only JSON with --json: kept for the transcript, read no further
             self.transcript.append({"type": "non-json", "text": text[:2000]})
             return
         if not isinstance(event, dict):
@@ -505,6 +503,8 @@ class CodexReader:
         elif log is not None and log.sandbox_failure is not None:
             error_kind = "host-crash"
             error_message = f"Codex's sandbox could not run the model's commands: {log.sandbox_failure}"
+        elif not self.ended and self.last_error is not None:  # it said why, then ended without turn.failed
+            error_kind, error_message = error_kind_of(self.last_error), self.last_error
         elif self.ended and self.usage is None:
             error_kind, error_message = "malformed", "turn.completed carried no usage Codex's figures could be read from"
         final = self.messages[-1] if self.messages else (log.last_message if log is not None else None)
