@@ -153,9 +153,10 @@ def test_turn_index_counts_model_turns_and_the_script_is_chosen_by_the_opening_u
     assert turn_index_for(body_for("p")) == 0
     assert turn_index_for(parallel) == 1  # one response's items and then their results: one turn
     assert turn_index_for(body_for("p", call, output, call, output, answer, user("more"))) == 3
-    # The user text after a model turn is not the opening: a script matches what the session began with.
-    assert first_user_text(body_for("open", call, output, user("later"))) == \
-        "<environment_context>cwd</environment_context>\nopen"
+    # The user text after a model turn is not the opening: a script matches what the session began with, without
+    # Codex's environment context (its session path would match many a script).
+    assert first_user_text(body_for("open", call, output, user("later"))) == "open"
+    assert first_user_text(body_for("open", user("<skill>\n<name>pdf</name>"))) == "open\n<skill>\n<name>pdf</name>"
     with FakeOpenAI() as fake:
         fake.script("route me", text("t0"), text("t1"))
         fake.default(text("default"))

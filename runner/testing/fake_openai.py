@@ -39,8 +39,9 @@ Usage::
 
 Semantics
 - A script is chosen by ``match`` being a substring of :func:`first_user_text`: the text of the ``user``
-  messages at the start of ``input``, before the first model item (Codex's ``<environment_context>``, the
-  prompt, and a skill it injected for a ``$name`` mention). First registered match wins; otherwise the default
+  messages at the start of ``input``, before the first model item (the prompt, and a skill Codex injected for a
+  ``$name`` mention; not Codex's ``<environment_context>``, whose session path would match many a script). First
+  registered match wins; otherwise the default
   script (``default(...)``; initially one ``text("ok")`` turn) is played.
 - Turn index = the number of model turns already in ``input`` (:func:`turn_index_for`): runs of consecutive
   model items (assistant ``message``, ``function_call``, ``reasoning``, ...); one response's items stay together
@@ -82,7 +83,7 @@ __all__ = [
     "FakeOpenAI", "Recorded", "Usage", "Text", "FunctionCall", "Items", "Error", "BreakStream", "Hang", "Failed",
     "StreamError", "Turn", "text", "function_call", "shell", "read_skill", "items", "error", "break_stream", "hang",
     "failed", "stream_error", "first_user_text", "turn_index_for", "input_tokens_for", "output_tokens_for",
-    "SHELL_TOOL", "MODEL_ITEM_TYPES",
+    "SHELL_TOOL", "MODEL_ITEM_TYPES", "ENVIRONMENT_CONTEXT",
 ]
 
 # Codex 0.171.0's shell tool: {"cmd": "<command>"} (its `tools` list, captured).
@@ -269,8 +270,13 @@ def _message_text(item: dict[str, Any]) -> str:
     return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
+# Codex's own user message before the prompt (cwd, shell, date): its session path would match many a script.
+ENVIRONMENT_CONTEXT = "<environment_context>"
+
+
 def first_user_text(body: Any) -> str:
-    """The text of the ``user`` messages at the start of ``input``, before its first model item ('' if none)."""
+    """The text of the ``user`` messages at the start of ``input``, before its first model item, without Codex's
+    ``<environment_context>`` message ('' if none)."""
     if not isinstance(body, dict):
         return ""
     given = body.get("input")
@@ -280,8 +286,9 @@ def first_user_text(body: Any) -> str:
     for item in given if isinstance(given, list) else []:
         if _is_model_item(item):
             break
-        if isinstance(item, dict) and item.get("role") == "user":
-            parts.append(_message_text(item))
+        text_ = _message_text(item) if isinstance(item, dict) and item.get("role") == "user" else ""
+        if text_ and not text_.startswith(ENVIRONMENT_CONTEXT):
+            parts.append(text_)
     return "\n".join(parts)
 
 
