@@ -155,6 +155,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_a_session_past_its_turn_bound_is_ended_there",
     }),
     "test_result_cache.py": frozenset({"test_the_claude_code_host_starts_no_cli_for_what_the_cache_holds"}),
+    "test_host_comparison.py": frozenset({"test_run_on_two_hosts_writes_each_run_and_the_comparison"}),
     "test_route.py": frozenset({"test_route_on_aegis_skills_sends_one_request_per_eligible_attempt"}),
     "test_sequential_verdict.py": frozenset({"test_clear_cases_stop_at_the_first_round_and_open_ones_run_longer",
                                              "test_the_plan_expected_about_the_sessions_used",

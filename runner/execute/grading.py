@@ -271,9 +271,8 @@ def unobserved_outcome(outcome: AttemptOutcome, rubric: Iterable[int]) -> Attemp
     assertions = [a for a in outcome.assertions if a.index in wanted]
     if outcome.target_fired is None and outcome.activation == "ERROR" and outcome.error:
         return outcome.model_copy(update={"assertions": assertions})
-    return outcome.model_copy(update={"activation": "UNRUN", "target_fired": None, "fired": [], "fired_instead": [],
-                                      "pairs": {}, "routing": [], "assertions": assertions, "error": None,
-                                      "state": combine("UNRUN", assertions)})
+    return AttemptOutcome(state=combine("UNRUN", assertions), activation="UNRUN", fired=[], target_fired=None,
+                          fired_instead=[], assertions=assertions)
 
 
 def control_outcome(outcome: AttemptOutcome, skill: str, rubric: Iterable[int]) -> AttemptOutcome:

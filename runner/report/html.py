@@ -20,6 +20,7 @@ from typing import Any
 
 from runner.core.states import RAN, VERDICTS, CaseState
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
+from runner.report import host_table as hosts_mod
 from runner.report import rollup
 from runner.report.history import History, TrendPoint
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note
@@ -415,6 +416,31 @@ def _sequential(results: Results) -> str:
     return (f'<section id="sequential"><h2>Sequential verdict</h2><p class="hint">Each case runs in rounds until its '
             f"rate was decided above or below the band, or until the bound; a case still open then is UNDECIDED: "
             f"neither PASS nor FAIL is claimed.</p>{_dl(items)}<h3>{e(rollup.flips_intro(found))}</h3>{flips}"
+            f"</section>")
+
+
+def _hosts(results: Results) -> str:
+    """`run --host a,b,...` (results.json `hosts`): each host's run, trigger accuracy per skill per host with the
+    grade marked, and every case whose state differs between hosts."""
+    found = results.hosts
+    if found is None:
+        return ""
+    runs = "".join(f"<li>{e(hosts_mod.host_line(run))}</li>" for run in found.hosts)
+    heads = "".join(f"<th>{e(hosts_mod.column_head(run))}</th>" for run in found.hosts)
+    rows = "".join(f"<tr><td>{e(row.skill)}</td>" + "".join(f"<td>{e(hosts_mod.cell(a))}</td>" for a in row.hosts)
+                   + "</tr>" for row in found.skills)
+    skills = (f'<table id="host-skills"><thead><tr><th>skill</th>{heads}</tr></thead><tbody>{rows}</tbody></table>'
+              if rows else "<p>No trigger or no_trigger case.</p>")
+    differing = "".join(f"<tr><td><code>{e(d.uid)}</code></td><td>{e(d.skill)}</td>"
+                        + "".join(f"<td>{_badge(d.states[run.name]) if run.name in d.states else '—'}"
+                                  + (f" {e(d.reasons[run.name])}" if run.name in d.reasons else "") + "</td>"
+                                  for run in found.hosts) + "</tr>" for d in found.differences)
+    differences = (f'<table id="host-differences"><thead><tr><th>case</th><th>skill</th>{heads}</tr></thead>'
+                   f"<tbody>{differing}</tbody></table>" if differing
+                   else "<p>Every case has the same state on every host.</p>")
+    return (f'<section id="hosts"><h2>Hosts</h2><p class="hint">{e(hosts_mod.INTRO)}</p><ul>{runs}'
+            f"<li>{e(hosts_mod.spend_line(found))}</li></ul><h3>Trigger accuracy per skill per host (Wilson 95%)</h3>"
+            f"{skills}<h3>Cases whose state differs between hosts ({len(found.differences)})</h3>{differences}"
             f"</section>")
 
 
@@ -1050,7 +1076,7 @@ def render(results: Results, run_dir: Path | None = None, *, transcript_cap: int
            f"base-uri 'none'; form-action 'none'")
     body = "".join([
         _header(results, roll), _counts(results, roll), _unrun(results), _skills(roll), _routing(results, history),
-        _sequential(results), _notes(results, roll), _candidates(history),
+        _sequential(results), _hosts(results), _notes(results, roll), _candidates(history),
         _trends(history), _review_panel(run_dir is not None), '<section><h2>Cases</h2>', _filters(results, roll),
         '<table id="cases"><thead><tr><th></th><th>case</th><th>skill</th><th>kind</th><th>state</th>'
         '<th class=num>wins/losses/errors · run of N</th><th class=num>cost</th></tr></thead><tbody>',

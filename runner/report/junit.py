@@ -12,11 +12,11 @@ The states map onto what CI test reporters understand (semantics §3):
 
 UNRUN and UNDECIDED cases are skipped, never passed: no result is claimed for them, and the not-executed
 sentence is a property of every suite. A sequential case says how sure it is in its text (<system-out> when it
-passed); the run's sequential figures are properties of every suite. The routing matrix's figures are properties too, never testcases: the run's
-on every suite, a skill's precision, recall and F1 on its own. results.json records no durations, so every `time` is 0.
-The document is built with xml.etree.ElementTree (which escapes), after removing the characters
-XML 1.0 forbids from every text; it validates against the Jenkins xUnit plugin's junit-10.xsd
-(tests/data/junit.xsd).
+passed); the run's sequential figures, the routing matrix's (never testcases) and the host's activation grade are
+properties of every suite. Every `time` is 0 (results.json records no durations). Built with xml.etree.ElementTree,
+the characters XML 1.0 forbids removed; it validates against junit-10.xsd (tests/data/junit.xsd).
+With several hosts (results.json `hosts`) the testcases are the first host's; a case that is FAIL, ERROR or
+JUDGE-ERROR on another host is a testcase of its own (`uid [host]`), and each host is a property of every suite.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ from collections import Counter
 
 from runner.core.states import BROKEN, NOT_DECIDED, OPEN
 from runner.plan.plan import UNCALIBRATED
+from runner.report import host_table as hosts_mod
 from runner.report import rollup
 from runner.report import versions as versions_mod
 from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, sweep_note, wall_note
+from runner.results.host_comparison import HostDifference
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -289,17 +291,49 @@ def skill_routing_properties(results: Results, skill: str) -> list[tuple[str, st
     return [(name, value) for name, value in pairs if value != ""]
 
 
+def host_properties(results: Results) -> list[tuple[str, str]]:
+    """`run --host a,b,...`: one property per host (its versions, grade, counts, spend, results.json), on every
+    suite, and the run's spend across hosts."""
+    found = results.hosts
+    if found is None:
+        return []
+    return [*((f"host_{run.name}", hosts_mod.host_line(run)) for run in found.hosts),
+            ("hosts_spend_usd", f"{found.spend_usd:.4f}"), ("hosts_differences", str(len(found.differences)))]
+
+
+def skill_host_properties(results: Results, skill: str) -> list[tuple[str, str]]:
+    """A skill's trigger accuracy on each host (the grade marked), on its suite."""
+    row = next((r for r in results.hosts.skills if r.skill == skill), None) if results.hosts is not None else None
+    return [] if row is None else [(f"trigger_accuracy_{a.host}", hosts_mod.cell(a)) for a in row.hosts]
+
+
+def _elsewhere_testcase(parent: ET.Element, difference: HostDifference, host: str) -> None:
+    """A case that counts against the library on a host other than the first: a testcase of its own (`uid [host]`),
+    so a comparison never shows a failure as a pass."""
+    state = difference.states[host]
+    element = ET.SubElement(parent, "testcase", {"classname": clean(difference.skill),
+                                                 "name": clean(f"{difference.uid} [{host}]"), "time": TIME})
+    message = _message(f"{state} on {host}: " + hosts_mod.difference_line(difference))
+    ET.SubElement(element, "failure" if state == "FAIL" else "error", {"message": message, "type": state}).text = \
+        clean(hosts_mod.difference_line(difference))
+
+
 def render(results: Results) -> str:
     by_skill: dict[str, list[CaseResult]] = {}
     for case in results.cases:
         by_skill.setdefault(case.skill, []).append(case)
     totals: Counter[str] = Counter()
     root = ET.Element("testsuites", {"name": "skill-evals"})
-    props = properties(results) + routing_properties(results) + sequential_properties(results)
+    props = properties(results) + routing_properties(results) + sequential_properties(results) + \
+        host_properties(results)
+    elsewhere = hosts_mod.failing_elsewhere(results.hosts) if results.hosts is not None else []
     for index, skill in enumerate(sorted(by_skill)):
         cases = by_skill[skill]
         states = Counter(c.state for c in cases)
-        counts = {"tests": len(cases), "failures": states["FAIL"], "errors": states["ERROR"] + states["JUDGE-ERROR"],
+        others = [(d, host) for d, host in elsewhere if d.skill == skill]
+        states.update(d.states[host] for d, host in others)
+        counts = {"tests": len(cases) + len(others), "failures": states["FAIL"],
+                  "errors": states["ERROR"] + states["JUDGE-ERROR"],
                   "skipped": states["UNRUN"] + states["QUARANTINED"] + states["UNDECIDED"]}
         totals.update(counts)
         suite = ET.SubElement(root, "testsuite", {
@@ -307,10 +341,12 @@ def render(results: Results) -> str:
             "errors": str(counts["errors"]), "skipped": str(counts["skipped"]), "time": TIME,
             "timestamp": clean(results.finished_at)})
         suite_props = ET.SubElement(suite, "properties")
-        for name, value in props + skill_routing_properties(results, skill):
+        for name, value in props + skill_routing_properties(results, skill) + skill_host_properties(results, skill):
             ET.SubElement(suite_props, "property", {"name": name, "value": clean(value)})
         for case in cases:
             _testcase(suite, case, results.not_executed)
+        for difference, host in others:
+            _elsewhere_testcase(suite, difference, host)
     # <testsuites> carries totals; the JUnit schemas in use do not define `skipped` on it.
     for name in ("tests", "failures", "errors"):
         root.set(name, str(totals[name]))

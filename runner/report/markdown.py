@@ -27,6 +27,7 @@ from typing import Any
 from runner.core.quorum import wilson_interval
 from runner.core.states import RAN
 from runner.probes.arms import ArmResult
+from runner.report import host_table as hosts_mod
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note
@@ -364,6 +365,34 @@ def sequential_section(results: Results, shape: Shape) -> list[str]:
     return lines
 
 
+def hosts_section(results: Results, shape: Shape) -> list[str]:
+    """`run --host a,b,...`: each host's run, trigger accuracy per skill per host (the grade marked) and the cases
+    whose state differs between hosts. It shrinks as the skill table does; every host's line always stays."""
+    found = results.hosts
+    if found is None:
+        return []
+    lines = ["### Hosts", "", escape(hosts_mod.INTRO), ""]
+    lines += [f"- {escape(hosts_mod.host_line(run))}" for run in found.hosts]
+    lines += [f"- {escape(hosts_mod.spend_line(found))}", ""]
+    shown = found.skills if shape.skills is None else found.skills[: shape.skills]
+    if shown:
+        lines += table(["Skill", *(escape(hosts_mod.column_head(run)) for run in found.hosts)],
+                       [[escape(row.skill), *(escape(hosts_mod.cell(a)) for a in row.hosts)] for row in shown])
+        if len(shown) < len(found.skills):
+            lines += ["", f"{len(found.skills) - len(shown)} more skill(s) not listed to fit the comment limit: see "
+                          "results.json `hosts.skills`."]
+        lines.append("")
+    keep = hosts_mod.SHOWN_DIFFERENCES if shape.skills is None else min(shape.skills, hosts_mod.SHOWN_DIFFERENCES)
+    if found.differences:
+        lines += [f"Cases whose state differs between hosts ({len(found.differences)}):", ""]
+        lines += [f"1. {escape(hosts_mod.difference_line(d))}" for d in found.differences[:keep]]
+        if len(found.differences) > keep:
+            lines.append(f"{len(found.differences) - keep} more not listed: see results.json `hosts.differences`.")
+    else:
+        lines.append("Every case has the same state on every host.")
+    return lines + [""]
+
+
 UPLIFT_HEAD = "Uplift (rubric pass rate with - without the skill)"
 UPLIFT_NOTE = ("Uplift (`run --baseline`): each output case also ran without the skill under test, judged by the same "
                "rubric; the difference of pass rates in points with a conservative 95% interval (treatment Wilson "
@@ -653,6 +682,7 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
     lines += list(changed)  # "Changed since last run" (runner.report.history), read right after the counts
     lines += skill_table(roll, shape) + routing_section(results, shape) + sequential_section(results, shape)
+    lines += hosts_section(results, shape)
     lines += body + probe_section(results)
     lines += uplift_section(results, shape)
     lines += unrun_section(roll, shape)

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from runner.core.states import RAN
+from runner.report import host_table as hosts_mod
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import (
     UPLIFT_HEAD,
@@ -303,6 +304,32 @@ def sequential_section(results: Results, console: Console) -> None:
         console.print(f"    …and {len(found.flips) - rollup_mod.WORST_FLIPS} more in results.json `sequential.flips`")
 
 
+def hosts_section(results: Results, console: Console) -> None:
+    """`run --host a,b,...` (results.json `hosts`): each host's run, the host x skill table of trigger accuracy with
+    the grade marked, and the cases whose state differs between hosts. Nothing for a run on one host."""
+    found = results.hosts
+    if found is None:
+        return
+    console.print("[bold]Hosts[/] — " + _e(hosts_mod.INTRO))
+    for run in found.hosts:
+        console.print(f"  {_e(hosts_mod.host_line(run))}")
+    console.print(f"  {_e(hosts_mod.spend_line(found))}")
+    if found.skills:
+        columns = [Column("Skill", [_e(row.skill) for row in found.skills], name=True)]
+        columns += [Column(_e(hosts_mod.column_head(run)), [_e(hosts_mod.cell(row.hosts[i])) for row in found.skills])
+                    for i, run in enumerate(found.hosts)]
+        print_fitted(console, "Trigger accuracy per skill per host (Wilson 95%)", columns)
+    if not found.differences:
+        console.print("Every case has the same state on every host.")
+        return
+    console.print(f"Cases whose state differs between hosts ({len(found.differences)}):")
+    for difference in found.differences[: hosts_mod.SHOWN_DIFFERENCES]:
+        console.print(f"  {_e(hosts_mod.difference_line(difference))}")
+    if len(found.differences) > hosts_mod.SHOWN_DIFFERENCES:
+        console.print(f"  …and {len(found.differences) - hosts_mod.SHOWN_DIFFERENCES} more in results.json "
+                      "`hosts.differences`")
+
+
 def quarantine_table(roll: Rollup, console: Console) -> None:
     if not roll.quarantined:
         return
@@ -397,6 +424,7 @@ def render(results: Results, console: Console) -> None:
     skill_table(roll, console)
     routing_tables(results, console)
     sequential_section(results, console)
+    hosts_section(results, console)
     case_table(roll, console)
     quarantine_table(roll, console)
     notes(roll, console)

@@ -32,6 +32,7 @@ from runner.plan.sweep import REASON as SWEEP_REASON
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.results import routing as routing_mod
 from runner.results import sureness as sequential_mod
+from runner.results.host_comparison import HostComparison
 from runner.results.routing import Routing
 from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.verdicts import (
@@ -427,6 +428,10 @@ class Results(BaseModel):
         default=None, description="Set when the plan ran the sequential verdict: the rule and its exact error "
                                   "bounds, sessions used against fixed N = 3, the cases fixed N = 3 would have "
                                   "given another state (runner.results.sureness).")
+    hosts: HostComparison | None = Field(
+        default=None, description="`run --host a,b,...`: each host's run (its own results.json), trigger accuracy "
+                                  "per skill per host and the cases whose state differs between hosts "
+                                  "(runner.results.host_comparison). The other fields are the first host's.")
 
 
 def kill_note(results: Results) -> str | None:
