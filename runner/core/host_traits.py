@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-HostName = Literal["claude-code", "api", "first-turn", "copilot", "gemini"]
+HostName = Literal["claude-code", "api", "first-turn", "copilot", "gemini", "codex"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
@@ -68,6 +68,11 @@ class ActivationNames:
 
 CLAUDE_CODE_ACTIVATION = ActivationNames(skill_tool="Skill", read_tool="Read", subagent_tools=("Task", "Agent"),
                                          skills_folder=CLAUDE_SKILLS_FOLDER)
+# Codex CLI has no skill tool: its listing tells the model to open a skill's SKILL.md, which it does with its shell
+# tool (`exec_command {"cmd": ...}`); a project's skills are read from `.agents/skills` (not `.claude/skills`).
+# runner.hosts.codex reads the command for the file (mechanism skill-md-read).
+CODEX_ACTIVATION = ActivationNames(skill_tool="", read_tool="exec_command", subagent_tools=(),
+                                   skills_folder=AGENTS_SKILLS_FOLDER)
 
 # Gemini CLI (runner.hosts.gemini): `activate_skill {"name"}`, `read_file {"file_path"}`, project skills read from
 # `.agents/skills` by default (measured on 0.61.0; `.gemini/skills` too, `.agents` wins a tie).
@@ -131,6 +136,9 @@ HOST_TRAITS: dict[str, HostTraits] = {
         # Gemini CLI 0.61.0 sends no maxOutputTokens: each call may reach the model's own maximum (65,536 for the
         # Gemini 2.5 and 3 models).
         fixed_max_output_tokens=65_536),
+    "codex": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex"),
 }
 
 
