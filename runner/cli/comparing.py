@@ -97,8 +97,10 @@ def run_hosts(loaded: Loaded, chosen: Sequence[runs_mod.Options], gate: FloorGat
     prepared, rundirs = prepare_hosts(loaded, chosen, gate, credentials, out)
     assert rundirs is not None
     cap = prepared[0].plan.cap_usd
-    if prepared[0].plan.unrun_all == "no-credentials":
-        console.print(runs_mod.HOW_TO_GET_RESULTS, markup=False)
+    for one in prepared:
+        if one.plan.unrun_all == "no-credentials":
+            console.print(f"{one.plan.host}: " + runs_mod.for_key_of(runs_mod.HOW_TO_GET_RESULTS, one.plan.host),
+                          markup=False)
     print_host_plans(names, prepared, cap, console)
     left, stopped = cap, None
     for index, (name, one, rundir) in enumerate(zip(names, prepared, rundirs, strict=True)):

@@ -178,10 +178,11 @@ def start_run(library_path: Path, config: Path | None, out: Path | None, resume_
         fail_usage(str(exc))
     # Without a key, what to do comes first: the plan's arithmetic below is long.
     if prepared.plan.unrun_all == "no-credentials":
-        console.print(runs_mod.HOW_TO_GET_RESULTS + " " + runs_mod.HOW_TO_RESUME.format(folder=rundir.path),
-                      markup=False)
+        console.print(runs_mod.for_key_of(runs_mod.HOW_TO_GET_RESULTS, prepared.plan.host) + " "
+                      + runs_mod.HOW_TO_RESUME.format(folder=rundir.path), markup=False)
     elif prepared.idle == "no-credentials":
-        console.print(runs_mod.RESUMED_WITHOUT_KEY.format(folder=rundir.path), markup=False)
+        console.print(runs_mod.for_key_of(runs_mod.RESUMED_WITHOUT_KEY, prepared.plan.host).format(folder=rundir.path),
+                      markup=False)
     print_selection_note(prepared, console)
     print_plan(prepared.plan, console)
     print_cache(prepared.cache, prepared.plan, console)

@@ -48,6 +48,15 @@ AGENTS_SKILLS_FOLDER = ".agents/skills"
 #   verdict from it is labelled as such: a read is not proof the skill's instructions were followed;
 # - none: nothing the host shows tells an activation; activation cases are UNRUN host-cannot-observe-activation.
 ActivationGrade = Literal["tool-event", "file-read", "none"]
+# The API a host's model is reached through, and the variables its key and endpoint are read from (the judge always
+# uses the Anthropic key): Claude Code, the api host, OpenCode and Copilot CLI speak the Messages API; Gemini CLI the
+# Gemini API; Codex the OpenAI Responses API. A key is only ever given to a host of its own API.
+ApiFamily = Literal["anthropic", "gemini", "openai"]
+API_VARIABLES: dict[str, tuple[str, str]] = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+}
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,8 @@ class HostTraits:
     # 32,000 and refuses a lower provider maximum): the plan's worst case per session counts this, not
     # [run] max_output_tokens. None: the host bounds each call at the run's max_output_tokens.
     fixed_max_output_tokens: int | None = None
+    # The API its model is reached through (ApiFamily above): whose key and endpoint the run gives it.
+    api: ApiFamily = "anthropic"
 
 
 # Every name of HostName, and no other (tests/test_host_registry.py and tests/test_host_traits.py hold them to it).
@@ -132,13 +143,13 @@ HOST_TRAITS: dict[str, HostTraits] = {
         activation_grade="tool-event", module="runner.hosts.copilot", fixed_max_output_tokens=32_000),
     "gemini": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
-        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini",
+        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini", api="gemini",
         # Gemini CLI 0.61.0 sends no maxOutputTokens: each call may reach the model's own maximum (65,536 for the
         # Gemini 2.5 and 3 models).
         fixed_max_output_tokens=65_536),
     "codex": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
-        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex"),
+        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex", api="openai"),
 }
 
 
