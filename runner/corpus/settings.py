@@ -168,6 +168,11 @@ class SelectSettings(_Strict):
 class RunSettings(_Strict):
     host: HostName = DEFAULT_HOST
     model: str = "claude-sonnet-4-6"
+    host_models: dict[HostName, str] = Field(
+        default={}, description="The model of a host, by host name, instead of `model`: a host whose model is reached "
+                                "through another API than Anthropic's (gemini, codex) needs its own, e.g. "
+                                '{gemini = "gemini-2.5-pro", codex = "gpt-5-codex"}; `run --host claude-code,gemini` '
+                                "then runs each host on its own. Its price must be in the table or [prices].")
     max_turns: int = Field(default=6, ge=1, le=MAX_TURNS)
     timeout_s: float = Field(default=300, gt=0, le=MAX_SESSION_S, description="Wall-clock bound of one session.")
     max_output_tokens: int = Field(default=4096, ge=1, description="Per model call.")

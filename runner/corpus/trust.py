@@ -187,6 +187,7 @@ POLICY: dict[str, Rule] = {
     "trigger_set.*.path": Inside("a trigger set is read into the run, only the repository's files"),
     "run.host": Free(_MEASURED + ", an approximation saying so"),
     "run.model": Free(_MEASURED + ", priced by the runner's table only"),
+    "run.host_models": Free(_MEASURED + ", priced by the runner's table only"),
     "run.max_turns": Free(_UNDER_CAP),
     "run.timeout_s": AtMost("a longer session is a hang, not an eval", MAX_SESSION_S),
     "run.max_output_tokens": AtMost(_UNDER_CAP, MAX_OUTPUT_TOKENS),

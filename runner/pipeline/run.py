@@ -175,6 +175,8 @@ def apply_options(settings: Settings, options: Options) -> tuple[Settings, TierS
     }.items() if v is not None}
     try:
         run = RunSettings.model_validate({**settings.run.model_dump(), **run_update})
+        if run.host in run.host_models:  # the host's own model outranks the run's (--model included)
+            run = run.model_copy(update={"model": run.host_models[run.host]})
         listing = ListingSettings.model_validate({**settings.listing.model_dump(), **(
             {"budget_chars": options.listing_budget} if options.listing_budget is not None else {})})
     except ValidationError as exc:
