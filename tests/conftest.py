@@ -139,7 +139,7 @@ def line_of(path: Path, needle: str, occurrence: int = 1) -> int:
 E2E_MODULES = frozenset({
     "test_action_act.py", "test_aegis_run.py", "test_bench_first_turn.py", "test_bench_host_cache.py", "test_e2e_github.py",
     "test_newcomer_plan.py", "test_rejudge_calibrate.py", "test_resume_paths.py", "test_review_mode.py",
-    "test_routing_matrix.py", "test_run.py", "test_sandbox.py", "test_uplift.py",
+    "test_routing_matrix.py", "test_run.py", "test_sandbox.py", "test_uplift.py", "test_host_opencode.py",
 })
 # In the modules that mix both tiers: their end-to-end tests, by name (every parameter of one).
 E2E_TESTS: dict[str, frozenset[str]] = {
@@ -427,7 +427,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
 # git is not one (the fast tier builds repositories with it), nor python running a script (a library's own
 # validator, which `validate` runs in this process), nor sh (what subprocess's shell=True and namespace probes run).
 E2E_PROGRAMS = frozenset({"claude", "claude-minimal-env", "bash", "node", "chromium", "docker", "npm", "python -c",
-                          "python -m runner", "act"})
+                          "python -m runner", "act", "opencode"})
 E2E_PYTHON_PACKAGES = ("benchmarks",)  # python -m benchmarks.<name>
 
 

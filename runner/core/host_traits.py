@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-HostName = Literal["claude-code", "api", "first-turn"]
+HostName = Literal["claude-code", "api", "first-turn", "opencode"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
@@ -107,6 +107,13 @@ HOST_TRAITS: dict[str, HostTraits] = {
         runs_claude_code=True, approximation=None, listing_model="claude-code-cli", request_model="claude-code-cli",
         activation=CLAUDE_CODE_ACTIVATION, activation_grade="tool-event", module="runner.hosts.first_turn",
         extra_first_request=True),
+    # OpenCode (npm opencode-ai): its `skill` tool names the skill in `name`; its read tool is `read`. The library
+    # goes to `.agents/skills`, which it reads without a `.opencode/` folder (whose plugin install it would run).
+    "opencode": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=ActivationNames(skill_tool="skill", skill_input="name", read_tool="read", subagent_tools=(),
+                                   skills_folder=".agents/skills"),
+        activation_grade="tool-event", module="runner.hosts.opencode"),
 }
 
 
