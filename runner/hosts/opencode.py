@@ -1,20 +1,13 @@
 """The opencode host: OpenCode (npm `opencode-ai`, pinned in runner/data/agent_clis.json) run as the real program,
 `opencode run --format json`, against the run's Anthropic endpoint through OpenCode's built-in `anthropic` provider.
 
-What was measured with 1.18.33 (docs/hosts/opencode.md has the evidence):
-- It lists the project's skills (`.agents/skills`, among other folders) in its SYSTEM prompt as `<available_skills>`,
-  every description whole (no budget), plus its own built-in `customize-opencode`; the model loads one with the
-  `skill` tool `{"name": ...}`. Its JSON stream shows each finished tool call (`tool_use`, state completed or
-  error), each model request's `step_start`/`step_finish` (with the request's token figures and cost), the text
-  parts, and an `error` event; it prints no event that ends a session.
-- For every configuration folder it knows (its global one, a project `.opencode/`) it installs `@opencode-ai/plugin`
-  from the npm registry unless that folder's package-lock already names it: the session's global folder is given
-  one, and the project never gets a `.opencode/` (the library goes to `.agents/skills`).
-- It needs `rg` on PATH to list a skill's files; without one it downloads ripgrep from GitHub and, offline, the
-  skill call fails. The host gives it the machine's `rg` (Debian's `ripgrep`) and refuses to start without one.
-- A tool call the configuration leaves at "ask" is auto-rejected by `opencode run` while the process exits 0; the
-  host allows `skill` (as a user who wants skills does) and the read-only tools, denies the rest, and a skill call
-  answered with an error (rejected, unknown skill, failed) never counts as fired.
+OpenCode lists the project's skills (here `.agents/skills`) in its system prompt as `<available_skills>`, every
+description whole, and the model loads one with its `skill` tool; the JSON stream shows each finished tool call
+(completed or error), each model request's steps with its token figures, the text parts and an `error` event, and no
+event that ends a session. Isolation: a fresh home and XDG folders per session, the network switches, `--pure`, a
+plugin folder whose npm install counts as done (else OpenCode reaches the npm registry), the machine's `rg` (else it
+downloads ripgrep). Nothing is left at "ask" (which `opencode run` auto-rejects while exiting 0); a skill call
+answered with an error never fires. Measurements and evidence: docs/hosts/opencode.md.
 """
 
 from __future__ import annotations
@@ -26,14 +19,14 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runner.core.errors import UsageError
 from runner.core.host_traits import traits
 from runner.core.observation import Activation, ErrorKind, SessionSpec, ToolCall, Usage
 from runner.hosts import agent_cli, agent_install, ratelimit
 from runner.hosts.activation import recognise
-from runner.hosts.agent_cli import AgentCliHost, Launch, ReadOutcome, cut_input
+from runner.hosts.agent_cli import AgentCliHost, CaptureEndpoint, Launch, ReadOutcome, cut_input
 from runner.hosts.surface import CaptureServer, Surface, cache_shape
 
 if TYPE_CHECKING:
@@ -80,8 +73,10 @@ def config(spec: SessionSpec, base_url: str | None, api_key: str) -> dict[str, A
         "provider": {PROVIDER: {"options": options, "models": {spec.model: {}}}},
         "model": f"{PROVIDER}/{spec.model}",
         "permission": dict(PERMISSIONS),
-        # At most max_turns model requests in the default agent (`build`).
-        "agent": {"build": {"steps": spec.max_turns}},
+        # OpenCode's only bound on a session's requests: at its `steps`-th request it adds an assistant message
+        # ("MAXIMUM STEPS REACHED ... Respond with text only") and still sends the tools. Set one past max_turns, so
+        # that the first max_turns requests are the model's own and a session that goes on is told to stop.
+        "agent": {"build": {"steps": spec.max_turns + 1}},
     }
 
 
@@ -130,8 +125,10 @@ class OpenCodeCli:
     def reader(self, spec: SessionSpec, aliases: dict[str, str]) -> OpenCodeReader:
         return OpenCodeReader(aliases=aliases)
 
-    def capture(self) -> CaptureServer:
-        return CaptureServer()
+    def capture(self) -> CaptureEndpoint:
+        # The Messages API capture every Anthropic-speaking host uses (its `url` is a read-only property, which the
+        # protocol's plain attribute does not admit).
+        return cast("CaptureEndpoint", CaptureServer())
 
     def surface(self, bodies: list[dict[str, Any]], library_names: set[str], invocable: set[str]) -> Surface:
         return surface_of(bodies, library_names, invocable)
@@ -140,11 +137,15 @@ class OpenCodeCli:
 # ---- the stream ------------------------------------------------------------------------------------------------
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _usage(tokens: Any) -> Usage:
     """One model request's figures as OpenCode reports them (`step_finish.part.tokens`)."""
     if not isinstance(tokens, dict):
         return Usage()
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    cache = _dict(tokens.get("cache"))
 
     def count(value: Any) -> int:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
@@ -161,11 +162,11 @@ def error_of(error: Any) -> tuple[ErrorKind, str]:
     if not isinstance(error, dict):
         return "ambiguous", f"OpenCode reported an error it did not describe: {error!r}"[:500]
     name = str(error.get("name") or "error")
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    data = _dict(error.get("data"))
     message = str(data.get("message") or name)
     status = data.get("statusCode")
     if name in API_ERROR_NAMES and isinstance(status, int):
-        headers = data.get("responseHeaders") if isinstance(data.get("responseHeaders"), dict) else {}
+        headers = _dict(data.get("responseHeaders"))
         try:
             body = json.loads(data.get("responseBody") or "null")
         except (TypeError, ValueError):
@@ -210,7 +211,7 @@ class OpenCodeReader:
             return
         self.transcript.append(event)
         kind = event.get("type")
-        part = event.get("part") if isinstance(event.get("part"), dict) else {}
+        part = _dict(event.get("part"))
         if kind == "step_start":
             self.steps += 1
             self.step_texts = []
@@ -226,8 +227,8 @@ class OpenCodeReader:
 
     def tool(self, part: dict[str, Any]) -> None:
         name = str(part.get("tool") or "")
-        state = part.get("state") if isinstance(part.get("state"), dict) else {}
-        tool_input = state.get("input") if isinstance(state.get("input"), dict) else {}
+        state = _dict(part.get("state"))
+        tool_input = _dict(state.get("input"))
         is_error = state.get("status") != "completed"  # OpenCode prints a call once it is completed or failed
         turn = max(0, self.steps - 1)
         self.tool_calls.append(ToolCall(name=name, input=cut_input(tool_input), turn=turn, is_error=is_error))
