@@ -117,8 +117,10 @@ class OpenCodeCli:
                **{key: str(path) for key, path in dirs.items()}, **SWITCHES,
                "OPENCODE_CONFIG_CONTENT": json.dumps(config(spec, base_url, api_key))}
         # The prompt on standard input: as an argument, OpenCode quotes a word with spaces in what it sends.
+        # Its warnings and errors on stderr (one line per failed request, an unknown error's cause), whose tail
+        # the base puts in a failed session's message; a session that goes well prints none.
         argv = [str(self.program), "run", "--format", "json", "--pure", "--title", TITLE,
-                "-m", f"{PROVIDER}/{spec.model}"]
+                "-m", f"{PROVIDER}/{spec.model}", "--print-logs", "--log-level", "WARN"]
         rg_real = Path(os.path.realpath(self.rg))
         return Launch(argv=argv, env=env, stdin=spec.prompt.encode("utf-8"), reads=[str(rg_real)])
 
