@@ -67,3 +67,33 @@ def test_the_surface_skips_a_title_request_and_reads_the_system_listing() -> Non
                "tools": [{"name": "skill"}], "messages": [{"role": "user", "content": "hi"}]}
     surface = surface_of([title, session], {"a", "b", "c"}, {"a", "b", "c"})
     assert (surface.with_description, surface.name_only, surface.missing) == (["a"], ["b"], ["c"])
+
+
+# OpenCode's log lines (stderr with --print-logs --log-level WARN) for a failed request it retried, as 1.18.33
+# printed them against the fake: a cut stream, a body that is not JSON, an HTTP 500 (message "boom").
+CUT = ('timestamp=2026-12-07T09:49:03.999Z level=ERROR run=fdee0e0a message="stream error" providerID=anthropic '
+       'modelID=claude-sonnet-4-5 session.id=ses_db017eae6ffeAPWs6GOTCOls0N small=false agent=build mode=primary '
+       'error.error="AI_APICallError: Cannot connect to API: The socket connection was closed unexpectedly. For more '
+       'information, pass `verbose: true` in the second argument to fetch() (cause: Error: The socket connection was '
+       'closed unexpectedly"')
+NOT_JSON = ('timestamp=2026-12-07T09:54:19.582Z level=ERROR run=faaa0c11 message="stream error" providerID=anthropic '
+            'modelID=claude-sonnet-4-5 session.id=ses_db0131425ffeZTzV5cd5zpRje1 small=false agent=build '
+            'mode=primary error.error="AI_APICallError: JSON parsing failed: Text: {this is not json.\\nError '
+            "message: JSON Parse error: Expected '}'\"")
+HTTP_500 = ('timestamp=2026-12-07T09:52:07.662Z level=ERROR run=8d71a395 message="stream error" providerID=anthropic '
+            'modelID=claude-sonnet-4-5 session.id=ses_db01519e9ffejzS4AHri49lY18 small=false agent=build '
+            'mode=primary error.error="AI_APICallError: boom"')
+
+
+def test_a_retried_reply_the_api_began_is_a_lost_reply_and_an_http_error_is_not() -> None:
+    reader = OpenCodeReader(aliases={})
+    for line in (RECORDED / "run-skill-ok.jsonl").read_text(encoding="utf-8").splitlines()[:3]:
+        reader.line(line)
+    for line in (CUT, HTTP_500, NOT_JSON):
+        reader.line(line)
+    for line in (RECORDED / "run-skill-ok.jsonl").read_text(encoding="utf-8").splitlines()[3:]:
+        reader.line(line)
+    outcome = reader.outcome()
+    assert outcome.lost_replies == 2  # the cut stream and the body that was not JSON; the 500 was not billed
+    assert outcome.ended is True and outcome.error_kind is None  # log lines are not unreadable output
+    assert [e["type"] for e in outcome.transcript].count("log") == 3

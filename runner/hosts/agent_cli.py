@@ -63,6 +63,9 @@ class Launch:
     # the Landlock wall lets it read these and write only the session's folder and `writes`.
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    # The CLI's stderr lines go to the reader too (as they come, between its stdout lines): for a CLI that shows
+    # there only what its stream leaves out (OpenCode's retried requests).
+    stderr_to_reader: bool = False
 
 
 @dataclass
@@ -81,6 +84,9 @@ class ReadOutcome:
     host_cost_usd: float | None = None
     first_turn_input_tokens: int | None = None
     transcript: list[dict[str, Any]] = field(default_factory=list)
+    # Requests whose reply was lost and that the CLI retried without a figure for them (a cut stream the API had
+    # begun to answer, and billed): each is charged a bound, as a session that did not end is.
+    lost_replies: int = 0
 
 
 class SessionReader(Protocol):
@@ -192,9 +198,13 @@ async def run_process(launch: Launch, cwd: Path, timeout_s: float, reader: Sessi
                 process.stdin.write(launch.stdin)
                 await process.stdin.drain()
             process.stdin.close()
-        pumps = asyncio.gather(_pump(process.stdout, reader.line),
-                               _pump(process.stderr, lambda line: stderr.append(line)
-                                     if len(stderr) < STDERR_LINES else None))
+        def take_stderr(line: str) -> None:
+            if len(stderr) < STDERR_LINES:
+                stderr.append(line)
+            if launch.stderr_to_reader:
+                reader.line(line)
+
+        pumps = asyncio.gather(_pump(process.stdout, reader.line), _pump(process.stderr, take_stderr))
         try:
             async with asyncio.timeout(timeout_s):
                 await pumps
@@ -301,7 +311,8 @@ class AgentCliHost:
             reader = self.cli.reader(spec, self.aliases)
             argv = confined(launch, ws.root, self.session_wall) if self.session_wall else launch.argv
             try:
-                ran = await run_process(Launch(argv=argv, env=launch.env, stdin=launch.stdin), launch.cwd or ws.project,
+                ran = await run_process(Launch(argv=argv, env=launch.env, stdin=launch.stdin,
+                                               stderr_to_reader=launch.stderr_to_reader), launch.cwd or ws.project,
                                         spec.timeout_s, reader)
             except OSError as exc:  # the CLI could not be started at all
                 ran = Ran(returncode=None, timed_out=False, stderr=[f"{type(exc).__name__}: {exc}"],
@@ -326,7 +337,7 @@ class AgentCliHost:
         priced = self.prices.cost(spec.model, outcome.usage)
         reported = priced if priced is not None else (outcome.host_cost_usd or 0.0)
         # A session that did not end as the CLI ends one may have been billed for requests no figure shows.
-        lost = 0 if outcome.ended and error_kind is None else 1
+        lost = max(outcome.lost_replies, 0 if outcome.ended and error_kind is None else 1)
         bound = max(0.0, (spec.max_usd or 0.0) - reported) if lost else 0.0
         charged, bound, basis = billing.charge(reported + bound, bound, spec.max_usd)
         return utf8_safe(Observation(

@@ -47,6 +47,14 @@ SWITCHES = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE":
             "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
 PLUGIN_PACKAGE = "@opencode-ai/plugin"
+# OpenCode's log line (stderr, --print-logs) for a model request that failed and that it may retry, and the
+# failures among them whose reply the API had begun, and billed: a stream cut or reset, a body that is not JSON
+# (measured against the fake). An HTTP error status (not billed) logs the API's own message; a connection refused
+# (never reached) logs "Unable to connect".
+LOG_LINE = re.compile(r"^timestamp=\S+ level=[A-Z]+ ")
+STREAM_ERROR = 'message="stream error"'
+BILLED_FAILURES = re.compile(r'error\.error="AI_APICallError: (Cannot connect to API: (?!Unable to connect)|JSON parsing '
+                             r"failed)")
 # The stream's `error` names that carry an HTTP answer of the API.
 API_ERROR_NAMES = ("APIError",)
 
@@ -122,7 +130,8 @@ class OpenCodeCli:
         argv = [str(self.program), "run", "--format", "json", "--pure", "--title", TITLE,
                 "-m", f"{PROVIDER}/{spec.model}", "--print-logs", "--log-level", "WARN"]
         rg_real = Path(os.path.realpath(self.rg))
-        return Launch(argv=argv, env=env, stdin=spec.prompt.encode("utf-8"), reads=[str(rg_real)])
+        return Launch(argv=argv, env=env, stdin=spec.prompt.encode("utf-8"), reads=[str(rg_real)],
+                      stderr_to_reader=True)
 
     def reader(self, spec: SessionSpec, aliases: dict[str, str]) -> OpenCodeReader:
         return OpenCodeReader(aliases=aliases)
@@ -200,8 +209,12 @@ class OpenCodeReader:
     step_texts: list[str] = field(default_factory=list)
     error: tuple[ErrorKind, str] | None = None
     unreadable: int = 0
+    lost: int = 0  # requests OpenCode retried after the API had begun (and billed) a reply it lost
 
     def line(self, text: str) -> None:
+        if LOG_LINE.match(text):  # its log, on stderr
+            self.log(text)
+            return
         try:
             event = json.loads(text)
         except ValueError:
@@ -226,6 +239,11 @@ class OpenCodeReader:
             self.finish(part)
         elif kind == "error":
             self.error = error_of(event.get("error"))
+
+    def log(self, text: str) -> None:
+        self.transcript.append({"type": "log", "text": text[:2000]})
+        if STREAM_ERROR in text and BILLED_FAILURES.search(text):
+            self.lost += 1
 
     def tool(self, part: dict[str, Any]) -> None:
         name = str(part.get("tool") or "")
@@ -265,7 +283,7 @@ class OpenCodeReader:
             activations=self.activations, tool_calls=self.tool_calls, final_answer=final, usage=self.usage,
             model_calls=self.steps, turns=self.steps, ended=ended, error_kind=kind, error_message=message,
             host_cost_usd=round(self.cost, 8) if self.finished else None, first_turn_input_tokens=self.first_input,
-            transcript=self.transcript)
+            transcript=self.transcript, lost_replies=self.lost)
 
 
 # ---- the surface -----------------------------------------------------------------------------------------------
