@@ -23,6 +23,7 @@ from runner.testing import trigger_set
 from runner.testing.fake_anthropic import FakeAnthropic, break_stream, error, hang, text, tool
 from tests.agent_clis import require_cli
 from tests.billed import billed_usd
+from tests.conftest import EXAMPLE
 
 KEY = "sk-test-opencode-36"
 MODEL = "claude-sonnet-4-6"  # priced in the run's table
@@ -161,3 +162,23 @@ def test_the_surface_audit_lists_exactly_the_librarys_skills(host: AgentCliHost)
     assert surface.not_from_library == ["customize-opencode"]  # OpenCode's own built-in skill
     assert sorted(surface.tools) == sorted(name for name, rule in PERMISSIONS.items() if rule == "allow")
     assert surface.listing_chars > 0 and surface.request_chars > surface.listing_chars
+
+
+def test_opencode_lists_and_loads_a_skill_its_library_keeps_from_the_model(fake: FakeAnthropic) -> None:
+    """examples/library's release-publisher says `disable-model-invocation: true` (Claude Code lists it for `/` only);
+    OpenCode 1.18.33 ignores the field: it lists the skill with its description and its skill tool loads it."""
+    settings = Settings()
+    library, _ = load_library(EXAMPLE, settings)
+    manual = "release-publisher"
+    names = set(library.skills)
+    made = make_host("opencode", HostInputs(library=library, settings=settings, prices=load_prices(settings),
+                                            api_key=KEY, base_url=fake.url))
+    assert isinstance(made, AgentCliHost)
+    try:
+        surface = asyncio.run(made.surface(MODEL, names, names - {manual}))
+        assert surface.error is None and manual in surface.with_description and surface.missing == []
+        prompt = "Publish the approved release 4.2.0"
+        fake.script(prompt, skill(manual), text("Published."))
+        assert run(made, spec(prompt)).fired() == [manual]
+    finally:
+        made.close()
