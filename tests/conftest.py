@@ -138,13 +138,25 @@ def line_of(path: Path, needle: str, occurrence: int = 1) -> int:
 # Modules whose every test is end to end.
 E2E_MODULES = frozenset({
     "test_action_act.py", "test_aegis_run.py", "test_bench_first_turn.py", "test_bench_host_cache.py", "test_e2e_github.py",
+    "test_host_gemini.py",
+    "test_host_codex.py",
     "test_newcomer_plan.py", "test_rejudge_calibrate.py", "test_resume_paths.py", "test_review_mode.py",
     "test_routing_matrix.py", "test_run.py", "test_sandbox.py", "test_uplift.py", "test_host_opencode.py",
 })
 # In the modules that mix both tiers: their end-to-end tests, by name (every parameter of one).
 E2E_TESTS: dict[str, frozenset[str]] = {
     "test_routing_assertions.py": frozenset({"test_routing_assertions_on_claude_code_with_the_real_cli"}),
+    "test_host_copilot.py": frozenset({
+        "test_a_skill_the_model_calls_fires_with_the_clis_own_token_figures",
+        "test_a_skill_call_the_cli_refuses_never_fires",
+        "test_a_cut_stream_is_retried_and_its_lost_reply_charged_a_bound",
+        "test_a_lasting_500_is_an_api_error_after_the_clis_retries",
+        "test_a_session_that_outlives_its_bound_is_killed_and_charged_its_bound",
+        "test_the_surface_audit_lists_exactly_the_librarys_invocable_skills",
+        "test_a_session_past_its_turn_bound_is_ended_there",
+    }),
     "test_result_cache.py": frozenset({"test_the_claude_code_host_starts_no_cli_for_what_the_cache_holds"}),
+    "test_host_comparison.py": frozenset({"test_run_on_two_hosts_writes_each_run_and_the_comparison"}),
     "test_route.py": frozenset({"test_route_on_aegis_skills_sends_one_request_per_eligible_attempt"}),
     "test_sequential_verdict.py": frozenset({"test_clear_cases_stop_at_the_first_round_and_open_ones_run_longer",
                                              "test_the_plan_expected_about_the_sessions_used",
@@ -427,7 +439,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
 # git is not one (the fast tier builds repositories with it), nor python running a script (a library's own
 # validator, which `validate` runs in this process), nor sh (what subprocess's shell=True and namespace probes run).
 E2E_PROGRAMS = frozenset({"claude", "claude-minimal-env", "bash", "node", "chromium", "docker", "npm", "python -c",
-                          "python -m runner", "act", "opencode"})
+                          "python -m runner", "act", "copilot", "opencode", "codex", "gemini"})
 E2E_PYTHON_PACKAGES = ("benchmarks",)  # python -m benchmarks.<name>
 
 

@@ -132,8 +132,8 @@ def test_a_429_that_outlives_the_retries_is_rate_limited(host: AgentCliHost, fak
 
 def test_a_cut_stream_is_retried_by_opencode_and_the_session_goes_on(host: AgentCliHost,
                                                                      fake: FakeAnthropic) -> None:
-    """OpenCode retries a cut stream after ~2 s. Its JSON stream does not show the retry, its log on stderr does:
-    the cut reply, which the API billed, is charged a bound (docs/hosts/opencode.md)."""
+    """OpenCode retries a cut stream after ~2 s. Its JSON stream does not show the retry, its log does: the cut
+    reply, which the API billed, is charged a bound (docs/hosts/opencode.md)."""
     prompt = "Turn these three invoice scans into one table"
     fake.script(prompt, break_stream(times=1), skill(trigger_set.SKILL), text("Table done."))
     obs = run(host, spec(prompt))
@@ -143,6 +143,16 @@ def test_a_cut_stream_is_retried_by_opencode_and_the_session_goes_on(host: Agent
     assert obs.model_calls == 2  # OpenCode's steps: the cut request is not among them
     assert obs.lost_replies == 1 and obs.cost_basis in ("bound", "reservation")
     assert obs.cost_usd >= billed_usd(fake, match=prompt) > 0
+
+
+def test_a_turn_past_max_turns_ends_the_session_at_the_bound(host: AgentCliHost, fake: FakeAnthropic) -> None:
+    prompt = "Find the payment terms on this invoice"
+    fake.script(prompt, skill(trigger_set.SKILL), skill(trigger_set.NEIGHBOURS[0]), text("Net 30."))
+    obs = run(host, spec(prompt).model_copy(update={"max_turns": 1}))
+    assert obs.bounds_hit == ["max-turns"] and obs.error_kind is None
+    assert obs.fired() == [trigger_set.SKILL] and obs.final_answer is None
+    # Killed once the first request's tool call was answered: the second request may have gone (and is charged).
+    assert len(fake.requests_for(prompt)) <= 2 and obs.lost_replies == 1
 
 
 def test_a_session_that_outlives_its_bound_is_a_timeout(host: AgentCliHost, fake: FakeAnthropic) -> None:

@@ -85,15 +85,26 @@ HTTP_500 = ('timestamp=2026-12-07T09:52:07.662Z level=ERROR run=8d71a395 message
             'mode=primary error.error="AI_APICallError: boom"')
 
 
-def test_a_retried_reply_the_api_began_is_a_lost_reply_and_an_http_error_is_not() -> None:
-    reader = OpenCodeReader(aliases={})
-    for line in (RECORDED / "run-skill-ok.jsonl").read_text(encoding="utf-8").splitlines()[:3]:
-        reader.line(line)
-    for line in (CUT, HTTP_500, NOT_JSON):
-        reader.line(line)
-    for line in (RECORDED / "run-skill-ok.jsonl").read_text(encoding="utf-8").splitlines()[3:]:
+def test_a_retried_reply_the_api_began_is_a_lost_reply_and_an_http_error_is_not(tmp_path: Path) -> None:
+    (tmp_path / "opencode.log").write_text("\n".join((CUT, HTTP_500, NOT_JSON)) + "\n", encoding="utf-8")
+    reader = OpenCodeReader(aliases={}, log_dir=tmp_path)
+    for line in (RECORDED / "run-skill-ok.jsonl").read_text(encoding="utf-8").splitlines():
         reader.line(line)
     outcome = reader.outcome()
     assert outcome.lost_replies == 2  # the cut stream and the body that was not JSON; the 500 was not billed
-    assert outcome.ended is True and outcome.error_kind is None  # log lines are not unreadable output
-    assert [e["type"] for e in outcome.transcript].count("log") == 3
+    assert outcome.ended is True and outcome.error_kind is None
+
+
+def test_a_turn_past_max_turns_is_the_max_turns_bound() -> None:
+    """The last allowed request finished asking for tools: OpenCode sends the next one at once."""
+    lines = (RECORDED / "run-skill-ok.jsonl").read_text(encoding="utf-8").splitlines()
+    reader = OpenCodeReader(aliases={}, max_turns=1)
+    for line in lines[:2]:
+        reader.line(line)
+    assert reader.over() is None  # the skill call is in, its step not finished
+    reader.line(lines[2])  # step_finish, reason tool-calls
+    assert reader.over() == "max-turns"
+    whole = OpenCodeReader(aliases={}, max_turns=2)
+    for line in lines:
+        whole.line(line)
+    assert whole.over() is None  # two requests, the second ended the session

@@ -17,6 +17,7 @@ import pytest
 
 from runner.core import host_traits
 from runner.core.host_traits import DEFAULT_HOST
+from runner.corpus.claims import is_output_case
 from runner.corpus.library import Library
 from runner.corpus.loader import load_library
 from runner.corpus.settings import Settings
@@ -155,7 +156,7 @@ def codex(**traits: object) -> host_traits.HostTraits:
     """A fourth host's traits; its module does not exist: planning and listing never make a host."""
     base: dict[str, object] = dict(runs_claude_code=False, approximation="codex: not Claude Code",
                                    listing_model="name-order-fit", request_model=None, activation=CODEX_NAMES,
-                                   module="runner.hosts.codex_not_written")
+                                   activation_grade="tool-event", module="runner.hosts.codex_not_written")
     return host_traits.HostTraits(**(base | traits))
 
 
@@ -190,6 +191,26 @@ def test_a_host_that_is_not_claude_code_gets_nothing_of_claude_code(monkeypatch:
     real = plan_on("claude-code", library, settings)
     assert real.estimate.by_host and real.session_path is not None and real.approximation is None
     assert "Claude Code 2.1.332's first request" in real.estimate.token_basis
+
+
+def test_on_a_host_that_shows_no_activation_activation_cases_are_unrun_and_output_cases_run(
+        monkeypatch: pytest.MonkeyPatch, library: Library) -> None:
+    monkeypatch.setitem(host_traits.HOST_TRAITS, "codex", codex(activation_grade="none"))
+    plan = plan_on("codex", library, Settings())
+    reasons = {case.kind: case.unrun_reason for case in plan.cases}
+    reads_activation = {"trigger", "no_trigger", "discrimination", "refusal", "routing"} & set(reasons)
+    assert reads_activation, "the example library has activation cases"
+    by_uid = {case.uid: case for case in library.cases}
+    outputs = [case for case in plan.cases if is_output_case(by_uid[case.uid])]
+    assert outputs, "the example library has output cases"
+    for case in plan.cases:
+        if case.kind in reads_activation and case not in outputs:
+            assert case.unrun_reason == planner.NO_ACTIVATION, case.uid
+    # An output case runs there, on its answer alone (tests/test_judge.py grades one).
+    assert all(case.unrun_reason != planner.NO_ACTIVATION for case in outputs)
+    # The same library on a host that shows activations runs them (the contrast).
+    monkeypatch.setitem(host_traits.HOST_TRAITS, "codex", codex(activation_grade="file-read"))
+    assert not [c for c in plan_on("codex", library, Settings()).cases if c.unrun_reason == planner.NO_ACTIVATION]
 
 
 def test_a_host_that_sends_claude_codes_first_request_is_planned_as_first_turn(monkeypatch: pytest.MonkeyPatch,

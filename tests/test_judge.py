@@ -716,3 +716,30 @@ def test_the_neutralising_is_part_of_the_prompt_version(monkeypatch: pytest.Monk
     before = prompt_version()
     monkeypatch.setattr(prose, "_DEFUSED", "&#60;")
     assert prompt_version() != before
+
+
+# ---- 5. an output case on a host that shows no activation (grade `none`) ------------------------------------------
+
+def test_on_a_host_that_shows_no_activation_an_output_case_is_decided_by_its_answer_alone() -> None:
+    """Which skills fired is unknown there: the activation part is UNRUN, never PASS or FAIL, and the answer's
+    assertions decide the case (the planner runs no other case on such a host: tests/test_host_traits.py)."""
+    from runner.core.observation import Observation
+    from runner.execute.grading import attempt_outcome, unobserved_outcome
+
+    silent = Observation(attempt_id="x/evals/refuse#main#1", host="none-host", final_answer="Not all green.")
+    outcome = unobserved_outcome(attempt_outcome(refusal_case(), silent, {"x"}), [1])
+    # Nothing fired in the stream, yet the activation part is not a FAIL: nothing could have been seen.
+    assert (outcome.activation, outcome.target_fired, outcome.state) == ("UNRUN", None, "UNRUN")
+    judged = apply_judgement(outcome, [AssertionOutcome(index=1, state="PASS", reason="declined")])
+    assert judged.state == "PASS" and judged.activation == "UNRUN"
+    graded = [record.model_copy(update={"activation_grade": "none"}) for record in records([judged, judged])]
+    case_ = case_result(planned_refusal(), refusal_case(), graded, None, None, set())
+    assert case_.state == "PASS" and case_.activation is not None and case_.activation.state == "UNRUN"
+    assert case_.activation.observed_runs == 0 and case_.activation.rate is None
+    failed = apply_judgement(outcome, [AssertionOutcome(index=1, state="FAIL", reason="wrote all green")])
+    graded = [record.model_copy(update={"activation_grade": "none"}) for record in records([failed, failed])]
+    assert case_result(planned_refusal(), refusal_case(), graded, None, None, set()).state == "FAIL"
+    # An attempt the host could not observe stays an error.
+    broken = Observation(attempt_id="x/evals/refuse#main#2", host="none-host", error_kind="timeout",
+                         error_message="the session outlived its bound")
+    assert unobserved_outcome(attempt_outcome(refusal_case(), broken, {"x"}), [1]).state == "ERROR"

@@ -98,7 +98,10 @@ def test_readme_names_the_commands_that_take_library_and_config() -> None:
         assert not {"--library", "--config"} & options_of(command), f"README: `{command}` takes neither"
     # publish: no --config; its --library only places annotation paths (the README says so).
     assert "--config" not in options_of("publish") and "--library" in options_of("publish")
-    assert accept | neither | {"publish"} == set(main.commands)
+    # hosts: reads no library at all (its own sentence).
+    assert "`hosts` reads no library and takes neither" in docs_text()
+    assert not {"--library", "--config"} & options_of("hosts")
+    assert accept | neither | {"publish", "hosts"} == set(main.commands)
 
 
 # ---- 3. README's options of plan and run are the ones --help lists ----------------------------------------------

@@ -138,8 +138,11 @@ def calibrate(probes: tuple[str, ...], library_path: Path, config: Path | None, 
     if judge is None:
         fail_usage(f"calibration grades the act with the judge, which is not available ({unavailable}); "
                    "nothing was started")
-    the_host = runs_mod.make_host(settings.run.host, library, settings, credentials, prices,
-                                  credentials.api_key or "")
+    hosts_key = credentials.for_host(settings.run.host)  # the judge above keeps the Anthropic key
+    if not hosts_key.api_key:
+        fail_usage(f"the {settings.run.host} host's sessions need {runs_mod.key_variable(settings.run.host)}; "
+                   "nothing was started")
+    the_host = runs_mod.make_host(settings.run.host, library, settings, hosts_key, prices, hosts_key.api_key or "")
     prepared = calibration_run.prepare(library, settings, the_host, judge, prices, chosen)
     for reason in prepared.refused:
         click.echo(f"skill-evals: not calibrated: {reason}", err=True)

@@ -78,6 +78,8 @@ def recorded_library(folder: Path) -> Path:
     """The library `folder`'s plan.json recorded (its root and the skills folder a run was given, joined); a usage
     error naming the file when there is none, or when that folder is gone."""
     path = folder / "plan.json"
+    if not path.exists():  # a comparison of hosts (`run --host a,b`): every host's plan records the same library
+        path = next(iter(sorted(folder.glob("hosts/*/plan.json"))), path)
     try:
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:  # a FIFO never blocks it
             raw = handle.read(PLAN_MAX_BYTES + 1) if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else b""
@@ -296,6 +298,28 @@ def host_option(help: str) -> Decorator:
     return click.option("--host", type=click.Choice(list(HOST_NAMES)), default=None, help=help)
 
 
+def checked_hosts(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--host a,b,...: each a registered host, none twice; kept as the text given (normalised), so `run --container`
+    repeats it as it is and each command splits it (runner.pipeline.each_host.several)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    names = [name.strip() for name in value.split(",")]
+    unknown = [name for name in names if name not in HOST_NAMES]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(repr(n) for n in unknown)} is no host: use one or more of "
+                                 f"{', '.join(HOST_NAMES)}, separated by commas", ctx, param)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise click.BadParameter(f"{', '.join(twice)} named twice: each host runs the cases once", ctx, param)
+    return ",".join(names)
+
+
+def hosts_option(help: str) -> Decorator:
+    """--host of the commands that plan a run (run, plan, route): one host, or several to compare."""
+    return click.option("--host", default=None, metavar="HOST[,HOST...]", callback=checked_hosts,
+                        help=help + f" Hosts: {', '.join(HOST_NAMES)}.")
+
+
 def model_option(help: str) -> Decorator:
     return click.option("--model", default=None, help=help)
 
@@ -344,9 +368,11 @@ run_options = stacked(
     previous_option,
     period_option("--tier cadence: the period key that picks the rotating slot (default [select] period, else this "
                   "ISO week, e.g. 2026-W48)."),
-    host_option("claude-code (the real host), first-turn (Claude Code's own first request sent directly for "
-                "activation-only cases, the rest on claude-code; not the replay `judge` uses) or api (an "
-                "approximation). Default from [run] host (claude-code)."),
+    hosts_option("claude-code (the real host), first-turn (Claude Code's own first request sent directly for "
+                 "activation-only cases, the rest on claude-code; not the replay `judge` uses) or api (an "
+                 "approximation). Default from [run] host (claude-code). Several, comma-separated (e.g. "
+                 "claude-code,api): the same cases on each host, one after another, each in <out>/hosts/<host>/, "
+                 "under one cap, compared in <out>/results.json."),
     model_option("The model every session runs on (default [run] model, claude-sonnet-4-6); its price comes from "
                  "runner/data/prices.json or [prices]."),
     click.option("--repeats", type=REPEATS, default=None, help=f"N (odd, at most {settings_mod.MAX_REPEATS:,})."),

@@ -68,7 +68,9 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
          no_library_validator: bool = False, strict: bool = False, validator_sandbox: str = "none",
          untrusted_settings: bool = False, settings_commit: str | None = None, **run_options: object) -> None:
     """The cost arithmetic of a run, before anything is spent: exactly the cases `run` would run."""
+    from runner.cli import comparing
     from runner.execute.rundir import RunDir
+    from runner.pipeline import each_host as hosts_pipeline
     from runner.pipeline import run as runs_mod
 
     if run_options.get("routing"):
@@ -78,6 +80,17 @@ def plan(library_path: Path, config: Path | None, out: Path | None, no_surface: 
     if untrusted_settings:  # the cap as `run` would have it: --max-usd (or the default), lowered by the settings
         given = run_options.get("max_usd")
         run_options["max_usd"] = context.untrusted_cap(loaded, given if isinstance(given, float) else None)
+    given = run_options.get("host")
+    names = hosts_pipeline.several(given if isinstance(given, str) else None)
+    if len(names) > 1:  # each host's plan, and the hosts together against the one cap
+        comparing.refuse_alone(run_options)
+        several = [context.run_options(loaded.settings, loaded, **{**run_options, "host": name}) for name in names]
+        for one in several:
+            one.cache_read_only = True
+        gate = context.floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict,
+                                  validator_sandbox=validator_sandbox)
+        context.stop_on_floor(gate, "nothing would run", fmt)
+        comparing.plan_hosts(loaded, several, gate, out, not no_surface, fmt)
     chosen = context.run_options(loaded.settings, loaded, **run_options)
     chosen.cache_read_only = True  # a plan reads the result cache (what `run` would take from it), never writes it
     gate = context.floor_gate(loaded, run_library_validator=not no_library_validator, strict=strict,

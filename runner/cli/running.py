@@ -128,8 +128,10 @@ def start_run(library_path: Path, config: Path | None, out: Path | None, resume_
               no_library_validator: bool, strict: bool, batch: bool, batch_poll_s: float, validator_sandbox: str,
               untrusted_settings: bool, settings_commit: str | None, run_options: dict[str, object]) -> None:
     """The body of `run` on this machine, which `route` shares: floor, plan, execution, results.json, exit."""
+    from runner.cli import comparing
     from runner.execute.progress import reporter
     from runner.execute.rundir import RunDir
+    from runner.pipeline import each_host as hosts_pipeline
     from runner.pipeline import run as runs_mod
 
     console = Console(soft_wrap=True, highlight=False, stderr=False)
@@ -137,7 +139,12 @@ def start_run(library_path: Path, config: Path | None, out: Path | None, resume_
     context.refuse_no_skills(loaded, library_path)
     if untrusted_settings:
         untrusted_cap(loaded, run_options, resume_dir)
-    chosen = None if resume_dir else context.run_options(loaded.settings, loaded, **run_options, batch=batch)
+    given = run_options.get("host")
+    names: list[str | None] = [*hosts_pipeline.several(given if isinstance(given, str) else None)] or [None]
+    if len(names) > 1:  # the same cases on each host (runner.pipeline.each_host)
+        comparing.refuse_alone({**run_options, "batch": batch})
+    chosen = None if resume_dir else [context.run_options(loaded.settings, loaded, **{**run_options, "host": name},
+                                                          batch=batch) for name in names]
     if not resume_dir and out is None and (problem := files_mod.folder_problem(Path("runs"))):
         fail_usage(f"the default run folder (runs/<time>, no --out) cannot be used: {problem}; give --out a folder "
                    "that can be written")
@@ -146,6 +153,12 @@ def start_run(library_path: Path, config: Path | None, out: Path | None, resume_
     context.stop_on_floor(gate, "nothing was run")
     console.print(context.floor_line(floor_findings, gate, no_library_validator), markup=False)
     credentials = context.credentials()
+    if chosen is not None and len(chosen) > 1:
+        comparing.run_hosts(loaded, chosen, gate, credentials, out, console)
+    if resume_dir and comparing.is_comparison(resume_dir):
+        given_cap = run_options.get("max_usd")
+        comparing.resume_hosts(loaded, resume_dir, credentials, given_cap if isinstance(given_cap, float) else None,
+                               console)
     try:
         if resume_dir:
             # Same library content as planned (prepare_resume checks the hash), so the plan's holds still apply.
@@ -158,17 +171,18 @@ def start_run(library_path: Path, config: Path | None, out: Path | None, resume_
             rundir = RunDir(out or Path("runs") / stamp)
             # With the run folder, prepare locks it (a second process on it is refused) before the host exists.
             assert chosen is not None
-            prepared = runs_mod.prepare(loaded.library, loaded.settings, chosen,
+            prepared = runs_mod.prepare(loaded.library, loaded.settings, chosen[0],
                                         credentials, audit=True, floor=gate, rundir=rundir)
             runs_mod.write_plan(rundir, prepared)
     except ValueError as exc:  # the stages' own kinds (a resume, a quarantine file, a selection) are UsageErrors
         fail_usage(str(exc))
     # Without a key, what to do comes first: the plan's arithmetic below is long.
     if prepared.plan.unrun_all == "no-credentials":
-        console.print(runs_mod.HOW_TO_GET_RESULTS + " " + runs_mod.HOW_TO_RESUME.format(folder=rundir.path),
-                      markup=False)
+        console.print(runs_mod.for_key_of(runs_mod.HOW_TO_GET_RESULTS, prepared.plan.host) + " "
+                      + runs_mod.HOW_TO_RESUME.format(folder=rundir.path), markup=False)
     elif prepared.idle == "no-credentials":
-        console.print(runs_mod.RESUMED_WITHOUT_KEY.format(folder=rundir.path), markup=False)
+        console.print(runs_mod.for_key_of(runs_mod.RESUMED_WITHOUT_KEY, prepared.plan.host).format(folder=rundir.path),
+                      markup=False)
     print_selection_note(prepared, console)
     print_plan(prepared.plan, console)
     print_cache(prepared.cache, prepared.plan, console)

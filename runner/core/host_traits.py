@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-HostName = Literal["claude-code", "api", "first-turn", "opencode"]
+HostName = Literal["claude-code", "api", "first-turn", "copilot", "gemini", "codex", "opencode"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
@@ -37,7 +37,10 @@ RequestModel = Literal["claude-code-cli", "api-prompt"]
 # Where Claude Code finds a project's skills: each session's workspace puts them there, and a Read of
 # `<folder>/<name>/SKILL.md` loads one.
 CLAUDE_SKILLS_FOLDER = ".claude/skills"
-# How a host lets the harness see that a skill was activated (issue 36), recorded with every attempt and shown
+# The folder the agent CLIs share for a project's skills (agentskills.io): OpenCode, Codex, Gemini CLI and Copilot CLI
+# read it.
+AGENTS_SKILLS_FOLDER = ".agents/skills"
+# How a host lets the harness see that a skill was activated, recorded with every attempt and shown
 # beside every trigger, no_trigger, discrimination, refusal and routing verdict:
 # - tool-event: the host's stream shows the model calling its skill tool (Claude Code's Skill, OpenCode's and
 #   Copilot's `skill`, Gemini CLI's `activate_skill`), with the host's answer to it;
@@ -45,6 +48,15 @@ CLAUDE_SKILLS_FOLDER = ".claude/skills"
 #   verdict from it is labelled as such: a read is not proof the skill's instructions were followed;
 # - none: nothing the host shows tells an activation; activation cases are UNRUN host-cannot-observe-activation.
 ActivationGrade = Literal["tool-event", "file-read", "none"]
+# The API a host's model is reached through, and the variables its key and endpoint are read from (the judge always
+# uses the Anthropic key): Claude Code, the api host, OpenCode and Copilot CLI speak the Messages API; Gemini CLI the
+# Gemini API; Codex the OpenAI Responses API. A key is only ever given to a host of its own API.
+ApiFamily = Literal["anthropic", "gemini", "openai"]
+API_VARIABLES: dict[str, tuple[str, str]] = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+}
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,7 @@ class ActivationNames:
     subagent_tools: tuple[str, ...]  # the tools whose `subagent_type` input starts that subagent
     skills_folder: str  # where the session finds the library's skills, relative to its project (posix)
     skill_input: str = "skill"  # the skill tool's input that names the skill (OpenCode's and Gemini CLI's: `name`)
+    read_input: str = "file_path"  # the read tool's input that names the file (Copilot CLI's `view`: `path`)
 
     @property
     def skills_folder_parts(self) -> tuple[str, ...]:
@@ -64,6 +77,16 @@ class ActivationNames:
 
 CLAUDE_CODE_ACTIVATION = ActivationNames(skill_tool="Skill", read_tool="Read", subagent_tools=("Task", "Agent"),
                                          skills_folder=CLAUDE_SKILLS_FOLDER)
+# Codex CLI has no skill tool: its listing tells the model to open a skill's SKILL.md, which it does with its shell
+# tool (`exec_command {"cmd": ...}`); a project's skills are read from `.agents/skills` (not `.claude/skills`).
+# runner.hosts.codex reads the command for the file (mechanism skill-md-read).
+CODEX_ACTIVATION = ActivationNames(skill_tool="", read_tool="exec_command", subagent_tools=(),
+                                   skills_folder=AGENTS_SKILLS_FOLDER)
+
+# Gemini CLI (runner.hosts.gemini): `activate_skill {"name"}`, `read_file {"file_path"}`, project skills read from
+# `.agents/skills` by default (measured on 0.61.0; `.gemini/skills` too, `.agents` wins a tie).
+GEMINI_ACTIVATION = ActivationNames(skill_tool="activate_skill", read_tool="read_file", subagent_tools=(),
+                                    skills_folder=AGENTS_SKILLS_FOLDER, skill_input="name")
 
 API_HOST_NOTE = ("api host: a direct Messages API approximation of Claude Code (same listing format and Skill "
                  "tool schema, not Claude Code's system prompt or tools); results are not a measurement of the "
@@ -93,6 +116,12 @@ class HostTraits:
     # Before its session an attempt may send one request more (the first-turn host sends Claude Code's first
     # request itself, then hands the attempt to a whole session): the worst case counts one turn more.
     extra_first_request: bool = False
+    # The output bound of each of its model calls when the host fixes it whatever the run asks (Copilot CLI asks
+    # 32,000 and refuses a lower provider maximum): the plan's worst case per session counts this, not
+    # [run] max_output_tokens. None: the host bounds each call at the run's max_output_tokens.
+    fixed_max_output_tokens: int | None = None
+    # The API its model is reached through (ApiFamily above): whose key and endpoint the run gives it.
+    api: ApiFamily = "anthropic"
 
 
 # Every name of HostName, and no other (tests/test_host_registry.py and tests/test_host_traits.py hold them to it).
@@ -107,13 +136,28 @@ HOST_TRAITS: dict[str, HostTraits] = {
         runs_claude_code=True, approximation=None, listing_model="claude-code-cli", request_model="claude-code-cli",
         activation=CLAUDE_CODE_ACTIVATION, activation_grade="tool-event", module="runner.hosts.first_turn",
         extra_first_request=True),
-    # OpenCode (npm opencode-ai): its `skill` tool names the skill in `name`; its read tool is `read`. The library
-    # goes to `.agents/skills`, which it reads without a `.opencode/` folder (whose plugin install it would run).
+    "copilot": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=ActivationNames(skill_tool="skill", read_tool="view", read_input="path", subagent_tools=(),
+                                   skills_folder=AGENTS_SKILLS_FOLDER),
+        activation_grade="tool-event", module="runner.hosts.copilot", fixed_max_output_tokens=32_000),
+    "gemini": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini", api="gemini",
+        # Gemini CLI 0.61.0 sends no maxOutputTokens: each call may reach the model's own maximum (65,536 for the
+        # Gemini 2.5 and 3 models).
+        fixed_max_output_tokens=65_536),
+    "codex": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex", api="openai"),
+    # OpenCode (runner.hosts.opencode): `skill {"name"}`, `read {"filePath"}`; the library goes to `.agents/skills`,
+    # which it reads without a `.opencode/` folder (whose plugin install it would run). It asks 32,000 output tokens
+    # of every call (measured on 1.18.33).
     "opencode": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
-        activation=ActivationNames(skill_tool="skill", skill_input="name", read_tool="read", subagent_tools=(),
-                                   skills_folder=".agents/skills"),
-        activation_grade="tool-event", module="runner.hosts.opencode"),
+        activation=ActivationNames(skill_tool="skill", skill_input="name", read_tool="read", read_input="filePath",
+                                   subagent_tools=(), skills_folder=AGENTS_SKILLS_FOLDER),
+        activation_grade="tool-event", module="runner.hosts.opencode", fixed_max_output_tokens=32_000),
 }
 
 
@@ -123,3 +167,10 @@ def traits(name: str) -> HostTraits:
     if found is None:
         raise ValueError(f"no host is named {name!r}; the hosts are {', '.join(HOST_TRAITS)}")
     return found
+
+
+def grade_of(name: str) -> ActivationGrade | None:
+    """How the host registered as `name` shows an activation; None for a name no host is registered as (a plan
+    from an older version of the runner)."""
+    found = HOST_TRAITS.get(name)
+    return found.activation_grade if found is not None else None

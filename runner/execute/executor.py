@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runner.core.host_traits import grade_of
 from runner.core.observation import Observation, SessionSpec
 from runner.core.outcomes import AttemptOutcome
 from runner.core.quorum import Tally, VerdictRule
@@ -41,6 +42,7 @@ from runner.execute.grading import (
     mark_unjudged,
     needs_judge,
     rubric_failed,
+    unobserved_outcome,
 )
 from runner.execute.rundir import AttemptRecord, RunDir
 from runner.hosts import billing
@@ -284,6 +286,8 @@ class Executor:
         (run --baseline) grades both arms on the rubric: its control arm on the rubric only, and its main arm's
         rubric even when the activation alone lost (the uplift compares the answers of every attempt)."""
         outcome = attempt_outcome(case, obs, self.known)
+        if grade_of(self.plan.host) == "none":  # only output cases run there (runner.plan.planner)
+            outcome = unobserved_outcome(outcome, rubric_indexes(case))
         rubric = rubric_indexes(case) if baselined else []
         if arm == CONTROL:
             outcome = control_outcome(outcome, case.skill, rubric)
@@ -323,7 +327,7 @@ class Executor:
             host_cost_usd=obs.host_cost_usd, reserved_usd=reserved, reservation_id=reservation_id,
             duration_s=obs.duration_s, prefix_hash=obs.prefix_hash, session_path=obs.session_path,
             first_turn_input_tokens=obs.first_turn_input_tokens, model_calls=obs.model_calls,
-            decided=obs.decided, first_turn=obs.first_turn,
+            decided=obs.decided, first_turn=obs.first_turn, activation_grade=grade_of(self.plan.host),
             transcript=transcript, final_answer=obs.final_answer, tool_calls=obs.tool_calls, judge=judge_call)
 
     async def one_attempt(self, planned: PlannedCase, repeat: int, arm: str = "main") -> AttemptRecord | None:

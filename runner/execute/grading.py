@@ -263,6 +263,18 @@ def rubric_failed(outcome: AttemptOutcome, rubric: Iterable[int]) -> bool:
     return any(a.state == "FAIL" and a.index in wanted for a in outcome.assertions)
 
 
+def unobserved_outcome(outcome: AttemptOutcome, rubric: Iterable[int]) -> AttemptOutcome:
+    """An output case's attempt on a host that shows no activation (grade `none`): which skills fired is unknown, so
+    its activation part is UNRUN (never a PASS or a FAIL) and the attempt is graded on its answer's assertions alone.
+    An attempt the host could not observe stays ERROR."""
+    wanted = set(rubric)
+    assertions = [a for a in outcome.assertions if a.index in wanted]
+    if outcome.target_fired is None and outcome.activation == "ERROR" and outcome.error:
+        return outcome.model_copy(update={"assertions": assertions})
+    return AttemptOutcome(state=combine("UNRUN", assertions), activation="UNRUN", fired=[], target_fired=None,
+                          fired_instead=[], assertions=assertions)
+
+
 def control_outcome(outcome: AttemptOutcome, skill: str, rubric: Iterable[int]) -> AttemptOutcome:
     """A control attempt's outcome from `attempt_outcome`'s: its activation part is whether the skill under test
     stayed out (the arm's precondition), never whether the case's target fired (it cannot). A skill that fired

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from runner.core.errors import UsageError
+from runner.core.host_traits import ActivationGrade
 from runner.core.observation import Bound, CostBasis, Decided, FirstTurn, ToolCall, Usage
 from runner.core.outcomes import AttemptOutcome
 from runner.corpus import bounded
@@ -91,6 +92,9 @@ class AttemptRecord(BaseModel):
     first_turn_input_tokens: int | None = None
     model_calls: int | None = None
     decided: Decided | None = None  # the host ended the session once its outcome was certain
+    # How the session's host showed an activation (runner.core.host_traits.ActivationGrade): a verdict read from a
+    # file-read host's attempts is labelled so in every report. None: a record from before grades were kept.
+    activation_grade: ActivationGrade | None = None
     first_turn: FirstTurn | None = None  # first-turn host: decided by the first reply, or handed off
     transcript: str | None = None
     final_answer: str | None = None

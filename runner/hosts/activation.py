@@ -59,8 +59,8 @@ def recognise(tool: str, tool_input: object, tool_use_id: str | None, turn: int,
     mechanism: Mechanism | None = None
     if tool == names.skill_tool and isinstance(tool_input.get(names.skill_input), str):
         name, mechanism = skill_name(tool_input[names.skill_input], aliases), "skill-tool"
-    elif tool == names.read_tool and isinstance(tool_input.get("file_path"), str):
-        name, mechanism = skill_md_name(tool_input["file_path"], names), "skill-md-read"
+    elif tool == names.read_tool and isinstance(tool_input.get(names.read_input), str):
+        name, mechanism = skill_md_name(tool_input[names.read_input], names), "skill-md-read"
     elif tool in names.subagent_tools and isinstance(tool_input.get("subagent_type"), str) \
             and tool_input["subagent_type"].strip():
         name, mechanism = f"{tool_input['subagent_type']}{SUBAGENT_SUFFIX}", "subagent"

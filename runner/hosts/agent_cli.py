@@ -28,7 +28,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from runner.core.host_traits import traits
 from runner.core.observation import Activation, Bound, ErrorKind, Observation, SessionSpec, ToolCall, Usage
@@ -63,9 +63,6 @@ class Launch:
     # the Landlock wall lets it read these and write only the session's folder and `writes`.
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
-    # The CLI's stderr lines go to the reader too (as they come, between its stdout lines): for a CLI that shows
-    # there only what its stream leaves out (OpenCode's retried requests).
-    stderr_to_reader: bool = False
 
 
 @dataclass
@@ -83,10 +80,13 @@ class ReadOutcome:
     error_message: str | None = None
     host_cost_usd: float | None = None
     first_turn_input_tokens: int | None = None
-    transcript: list[dict[str, Any]] = field(default_factory=list)
-    # Requests whose reply was lost and that the CLI retried without a figure for them (a cut stream the API had
-    # begun to answer, and billed): each is charged a bound, as a session that did not end is.
+    # Requests the API may have billed whose reply the CLI did not read whole (a cut stream it retried): each is
+    # charged a bound, as a session that did not end is.
     lost_replies: int = 0
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    # Bounds the CLI itself ended the session at, as it ends one (its own turn limit, which it checks before the
+    # request past it): no error and no lost reply. The base adds `timeout` and the reader's `over()` bound.
+    bounds_hit: list[Bound] = field(default_factory=list)
 
 
 class SessionReader(Protocol):
@@ -98,14 +98,21 @@ class SessionReader(Protocol):
     def outcome(self) -> ReadOutcome:
         """What the session showed, once its process has ended (or was killed)."""
 
+    def over(self) -> Bound | None:
+        """A bound the session has passed by what it printed so far (`max-turns`: the CLI started one model turn
+        more than SessionSpec.max_turns; few CLIs can be told a turn limit), or None. The base then ends the
+        session at once: its process group is killed and the bound recorded."""
+
 
 class CaptureEndpoint(Protocol):
     """A 127.0.0.1 server in the CLI's API shape that records the requests and ends the session at once."""
 
-    url: str
     captured: list[dict[str, Any]]
 
-    def __enter__(self) -> CaptureEndpoint: ...
+    @property
+    def url(self) -> str: ...
+
+    def __enter__(self) -> Self: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
@@ -121,8 +128,9 @@ class AgentCli(Protocol):
     def launch(self, spec: SessionSpec, ws: workspace.Workspace, base_url: str | None, api_key: str) -> Launch:
         """Write the CLI's configuration into the session's folder and say how to start it."""
 
-    def reader(self, spec: SessionSpec, aliases: dict[str, str]) -> SessionReader:
-        """A reader for one session's output."""
+    def reader(self, spec: SessionSpec, ws: workspace.Workspace, aliases: dict[str, str]) -> SessionReader:
+        """A reader for one session's output. Its `outcome()` is asked before the session's folder is removed, so
+        it may read what the CLI left there (a session log with the token figures)."""
 
     def capture(self) -> CaptureEndpoint:
         """The surface audit's endpoint (not yet entered)."""
@@ -160,9 +168,11 @@ class Ran:
     timed_out: bool
     stderr: list[str]
     duration_s: float
+    stopped_at: Bound | None = None  # the reader's bound the session passed (SessionReader.over): it was killed
 
 
-async def _pump(stream: asyncio.StreamReader | None, take: Any) -> None:
+async def _pump(stream: asyncio.StreamReader | None, take: Any, stop: Any = None) -> None:
+    """Feed each line to `take` until the stream ends, or until `stop()` says a bound was passed."""
     if stream is None:
         return
     while True:
@@ -175,6 +185,8 @@ async def _pump(stream: asyncio.StreamReader | None, take: Any) -> None:
         if not raw:
             return
         take(raw.decode("utf-8", "replace").rstrip("\r\n"))
+        if stop is not None and stop() is not None:
+            return
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -198,19 +210,18 @@ async def run_process(launch: Launch, cwd: Path, timeout_s: float, reader: Sessi
                 process.stdin.write(launch.stdin)
                 await process.stdin.drain()
             process.stdin.close()
-        def take_stderr(line: str) -> None:
-            if len(stderr) < STDERR_LINES:
-                stderr.append(line)
-            if launch.stderr_to_reader:
-                reader.line(line)
-
-        pumps = asyncio.gather(_pump(process.stdout, reader.line), _pump(process.stderr, take_stderr))
+        errors = asyncio.ensure_future(_pump(process.stderr, lambda line: stderr.append(line)
+                                             if len(stderr) < STDERR_LINES else None))
         try:
             async with asyncio.timeout(timeout_s):
-                await pumps
-                await process.wait()
+                await _pump(process.stdout, reader.line, reader.over)
+                if reader.over() is None:
+                    await errors
+                    await process.wait()
         except TimeoutError:
             timed_out = True
+        finally:
+            errors.cancel()
     finally:
         if process.returncode is None:
             _kill_group(process)
@@ -219,8 +230,9 @@ async def run_process(launch: Launch, cwd: Path, timeout_s: float, reader: Sessi
                     await process.wait()
         else:  # the CLI ended: whatever it started in its group ends with it
             _kill_group(process)
-    return Ran(returncode=None if timed_out else process.returncode, timed_out=timed_out, stderr=stderr,
-               duration_s=time.monotonic() - started)
+    stopped = reader.over()
+    return Ran(returncode=None if timed_out or stopped else process.returncode, timed_out=timed_out, stderr=stderr,
+               duration_s=time.monotonic() - started, stopped_at=None if timed_out else stopped)
 
 
 def confined(launch: Launch, root: Path, session_wall: wall.SessionWall) -> list[str]:
@@ -237,10 +249,12 @@ def session_error(outcome: ReadOutcome, ran: Ran, timeout_s: float) -> tuple[Err
     """The session's error, if any: the bound first, then what the CLI said, then how its process ended."""
     if ran.timed_out:
         return "timeout", f"the session outlived its {timeout_s:g} s bound"
+    if ran.stopped_at is not None:  # a bound, not an error: what the session did up to it is graded
+        return outcome.error_kind, outcome.error_message
     tail = " ".join(ran.stderr[-5:])[:500]
     if outcome.error_kind is not None:
         return outcome.error_kind, outcome.error_message
-    if ran.returncode not in (0, None):
+    if ran.returncode not in (0, None) and not outcome.bounds_hit:  # a CLI may exit non-zero at its own bound
         return "host-crash", f"the CLI exited {ran.returncode}" + (f" | stderr: {tail}" if tail else "")
     if not outcome.ended:
         return "ambiguous", "the CLI ended without the event that ends a session" + (f" | stderr: {tail}"
@@ -308,23 +322,22 @@ class AgentCliHost:
         tally.set_in_flight(spec.max_usd or 0.0)
         try:
             launch = self.cli.launch(spec, ws, base_url if base_url is not None else self.base_url, key)
-            reader = self.cli.reader(spec, self.aliases)
+            reader = self.cli.reader(spec, ws, self.aliases)
             argv = confined(launch, ws.root, self.session_wall) if self.session_wall else launch.argv
             try:
-                ran = await run_process(Launch(argv=argv, env=launch.env, stdin=launch.stdin,
-                                               stderr_to_reader=launch.stderr_to_reader), launch.cwd or ws.project,
+                ran = await run_process(Launch(argv=argv, env=launch.env, stdin=launch.stdin), launch.cwd or ws.project,
                                         spec.timeout_s, reader)
             except OSError as exc:  # the CLI could not be started at all
                 ran = Ran(returncode=None, timed_out=False, stderr=[f"{type(exc).__name__}: {exc}"],
                           duration_s=time.monotonic() - started)
-                outcome = reader.outcome()
-                obs = self.observe(spec, outcome, ran, "host-crash", f"the CLI could not start: {exc}", key)
+                obs = self.observe(spec, await asyncio.to_thread(reader.outcome), ran, "host-crash",
+                                   f"the CLI could not start: {exc}", key)
                 tally.set_in_flight(0.0)
                 tally.settle_to(start, obs.cost_usd - obs.bound_usd, obs.bound_usd, obs.lost_replies)
                 return obs
+            outcome = await asyncio.to_thread(reader.outcome)  # before the folder goes: it may read a log there
         finally:
             await asyncio.to_thread(ws.remove)
-        outcome = reader.outcome()
         kind, message = session_error(outcome, ran, spec.timeout_s)
         obs = self.observe(spec, outcome, ran, kind, message, key)
         tally.set_in_flight(0.0)
@@ -333,22 +346,33 @@ class AgentCliHost:
 
     def observe(self, spec: SessionSpec, outcome: ReadOutcome, ran: Ran, error_kind: ErrorKind | None,
                 error_message: str | None, key: str) -> Observation:
-        bounds: list[Bound] = ["timeout"] if ran.timed_out else []
+        bounds: list[Bound] = ["timeout"] if ran.timed_out else [ran.stopped_at] if ran.stopped_at else []
+        bounds += [bound for bound in outcome.bounds_hit if bound not in bounds]
         priced = self.prices.cost(spec.model, outcome.usage)
         reported = priced if priced is not None else (outcome.host_cost_usd or 0.0)
-        # A session that did not end as the CLI ends one may have been billed for requests no figure shows.
-        lost = max(outcome.lost_replies, 0 if outcome.ended and error_kind is None else 1)
-        bound = max(0.0, (spec.max_usd or 0.0) - reported) if lost else 0.0
+        # A session that did not end as the CLI ends one may have been billed for a request no figure shows.
+        lost = outcome.lost_replies + (0 if outcome.ended and not ran.timed_out and not ran.stopped_at else 1)
+        bound = lost * self.lost_reply_usd(spec, outcome, reported) if lost else 0.0
         charged, bound, basis = billing.charge(reported + bound, bound, spec.max_usd)
         return utf8_safe(Observation(
             attempt_id=spec.attempt_id, host=self.name, error_kind=error_kind,
             error_message=redact(error_message, key) if error_message else None,
             activations=outcome.activations, tool_calls=outcome.tool_calls,
-            final_answer=outcome.final_answer if error_kind is None else None, turns=outcome.turns,
+            final_answer=outcome.final_answer if error_kind is None and not bounds else None, turns=outcome.turns,
             usage=outcome.usage, cost_usd=charged, cost_basis=basis, bound_usd=bound, lost_replies=lost,
             host_cost_usd=outcome.host_cost_usd, bounds_hit=bounds, duration_s=round(ran.duration_s, 3),
             model_calls=outcome.model_calls, first_turn_input_tokens=outcome.first_turn_input_tokens,
             transcript=redact(outcome.transcript, key)))
+
+    def lost_reply_usd(self, spec: SessionSpec, outcome: ReadOutcome, reported: float) -> float:
+        """What one lost reply may have cost: a request the size of the session's first (or the plan's estimate of
+        it) with a whole reply; the rest of the reservation when neither size is known."""
+        tokens = outcome.first_turn_input_tokens or spec.request_input_tokens
+        output = self.traits.fixed_max_output_tokens or spec.max_output_tokens
+        bound = billing.input_bound_usd(self.prices, spec.model, tokens, output) if tokens else None
+        if bound is None or bound == billing.UNKNOWN:
+            return max(0.0, (spec.max_usd or 0.0) - reported)
+        return bound
 
     async def surface(self, model: str, library_names: set[str], invocable: set[str]) -> Surface:
         """Run one session against the CLI's capture endpoint: its real first request, no model, no key."""

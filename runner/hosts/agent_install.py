@@ -8,6 +8,7 @@ else ~/.cache/skill-evals/agent-clis (the container image sets the variable to a
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -89,5 +90,18 @@ def install(hosts: list[str], base: Path | None = None) -> list[Path]:
         if done.returncode != 0:
             said = " ".join((done.stderr or done.stdout).split())[-800:]
             raise UsageError(f"npm could not install {cli.spec} into {target} (exit {done.returncode}): {said}")
-        out.append(locate(host, base))
+        program = locate(host, base)
+        prepare(host, program, target)
+        out.append(program)
     return out
+
+
+def prepare(host: str, program: Path, target: Path) -> None:
+    """What the host's module does once after an install (Copilot CLI unpacks its package into a cache beside it),
+    so that the install is complete when it ends: a later step that checks the install's digest sees no change."""
+    from runner.core.host_traits import traits
+
+    module = importlib.import_module(traits(host).module)
+    after = getattr(module, "after_install", None)
+    if after is not None:
+        after(program, target)

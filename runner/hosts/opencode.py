@@ -19,14 +19,14 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from runner.core.errors import UsageError
 from runner.core.host_traits import traits
-from runner.core.observation import Activation, ErrorKind, SessionSpec, ToolCall, Usage
+from runner.core.observation import Activation, Bound, ErrorKind, SessionSpec, ToolCall, Usage
 from runner.hosts import agent_cli, agent_install, ratelimit
 from runner.hosts.activation import recognise
-from runner.hosts.agent_cli import AgentCliHost, CaptureEndpoint, Launch, ReadOutcome, cut_input
+from runner.hosts.agent_cli import AgentCliHost, Launch, ReadOutcome, cut_input
 from runner.hosts.surface import CaptureServer, Surface, cache_shape
 
 if TYPE_CHECKING:
@@ -47,11 +47,10 @@ SWITCHES = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE":
             "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
 PLUGIN_PACKAGE = "@opencode-ai/plugin"
-# OpenCode's log line (stderr, --print-logs) for a model request that failed and that it may retry, and the
-# failures among them whose reply the API had begun, and billed: a stream cut or reset, a body that is not JSON
-# (measured against the fake). An HTTP error status (not billed) logs the API's own message; a connection refused
-# (never reached) logs "Unable to connect".
-LOG_LINE = re.compile(r"^timestamp=\S+ level=[A-Z]+ ")
+# OpenCode's log line (its log file, and stderr with --print-logs) for a model request that failed and that it may
+# retry, and the failures among them whose reply the API had begun, and billed: a stream cut or reset, a body that
+# is not JSON (measured against the fake). An HTTP error status (not billed) logs the API's own message; a connection
+# refused (never reached) logs "Unable to connect".
 STREAM_ERROR = 'message="stream error"'
 BILLED_FAILURES = re.compile(r'error\.error="AI_APICallError: (Cannot connect to API: (?!Unable to connect)|JSON parsing '
                              r"failed)")
@@ -88,6 +87,15 @@ def config(spec: SessionSpec, base_url: str | None, api_key: str) -> dict[str, A
     }
 
 
+def data_home(ws: Workspace) -> Path:
+    return ws.root / "data"
+
+
+def log_dir(ws: Workspace) -> Path:
+    """Where OpenCode writes its log: $XDG_DATA_HOME/opencode/log."""
+    return data_home(ws) / "opencode" / "log"
+
+
 def settle_plugin_folder(folder: Path, version: str) -> None:
     """A configuration folder whose plugin package counts as installed: OpenCode skips its npm install (which
     would reach the registry) when the folder has node_modules and a package-lock naming every wanted package.
@@ -113,7 +121,7 @@ class OpenCodeCli:
 
     def launch(self, spec: SessionSpec, ws: Workspace, base_url: str | None, api_key: str) -> Launch:
         root = ws.root
-        dirs = {"XDG_CONFIG_HOME": ws.config, "XDG_DATA_HOME": root / "data", "XDG_CACHE_HOME": root / "cache",
+        dirs = {"XDG_CONFIG_HOME": ws.config, "XDG_DATA_HOME": data_home(ws), "XDG_CACHE_HOME": root / "cache",
                 "XDG_STATE_HOME": root / "state", "TMPDIR": root / "tmp"}
         for path in dirs.values():
             path.mkdir(parents=True, exist_ok=True)
@@ -130,16 +138,13 @@ class OpenCodeCli:
         argv = [str(self.program), "run", "--format", "json", "--pure", "--title", TITLE,
                 "-m", f"{PROVIDER}/{spec.model}", "--print-logs", "--log-level", "WARN"]
         rg_real = Path(os.path.realpath(self.rg))
-        return Launch(argv=argv, env=env, stdin=spec.prompt.encode("utf-8"), reads=[str(rg_real)],
-                      stderr_to_reader=True)
+        return Launch(argv=argv, env=env, stdin=spec.prompt.encode("utf-8"), reads=[str(rg_real)])
 
-    def reader(self, spec: SessionSpec, aliases: dict[str, str]) -> OpenCodeReader:
-        return OpenCodeReader(aliases=aliases)
+    def reader(self, spec: SessionSpec, ws: Workspace, aliases: dict[str, str]) -> OpenCodeReader:
+        return OpenCodeReader(aliases=aliases, max_turns=spec.max_turns, log_dir=log_dir(ws))
 
-    def capture(self) -> CaptureEndpoint:
-        # The Messages API capture every Anthropic-speaking host uses (its `url` is a read-only property, which the
-        # protocol's plain attribute does not admit).
-        return cast("CaptureEndpoint", CaptureServer())
+    def capture(self) -> CaptureServer:
+        return CaptureServer()  # OpenCode's anthropic provider speaks the Messages API, as Claude Code does
 
     def surface(self, bodies: list[dict[str, Any]], library_names: set[str], invocable: set[str]) -> Surface:
         return surface_of(bodies, library_names, invocable)
@@ -196,6 +201,8 @@ class OpenCodeReader:
     """Reads `opencode run --format json`: one event per line (step_start, tool_use, text, step_finish, error)."""
 
     aliases: dict[str, str]
+    max_turns: int | None = None
+    log_dir: Path | None = None  # OpenCode's log folder, read once the session has ended
     activations: list[Activation] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     transcript: list[dict[str, Any]] = field(default_factory=list)
@@ -209,12 +216,8 @@ class OpenCodeReader:
     step_texts: list[str] = field(default_factory=list)
     error: tuple[ErrorKind, str] | None = None
     unreadable: int = 0
-    lost: int = 0  # requests OpenCode retried after the API had begun (and billed) a reply it lost
 
     def line(self, text: str) -> None:
-        if LOG_LINE.match(text):  # its log, on stderr
-            self.log(text)
-            return
         try:
             event = json.loads(text)
         except ValueError:
@@ -240,10 +243,23 @@ class OpenCodeReader:
         elif kind == "error":
             self.error = error_of(event.get("error"))
 
-    def log(self, text: str) -> None:
-        self.transcript.append({"type": "log", "text": text[:2000]})
-        if STREAM_ERROR in text and BILLED_FAILURES.search(text):
-            self.lost += 1
+    def over(self) -> Bound | None:
+        """`opencode run` has no hard turn limit: the session has passed max_turns once its last allowed model
+        request finished asking for tools (the next request goes at once), or a step past it began."""
+        if self.max_turns is None:
+            return None
+        if self.steps > self.max_turns or (self.finished >= self.max_turns and self.last_reason == "tool-calls"):
+            return "max-turns"
+        return None
+
+    def lost_replies(self) -> int:
+        """Requests OpenCode retried after the API had begun (and billed) a reply it lost: its JSON stream does not
+        show them, its log does."""
+        if self.log_dir is None or not self.log_dir.is_dir():
+            return 0
+        lines = [line for path in sorted(self.log_dir.glob("*.log"))
+                 for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+        return sum(1 for line in lines if STREAM_ERROR in line and BILLED_FAILURES.search(line))
 
     def tool(self, part: dict[str, Any]) -> None:
         name = str(part.get("tool") or "")
@@ -252,10 +268,7 @@ class OpenCodeReader:
         is_error = state.get("status") != "completed"  # OpenCode prints a call once it is completed or failed
         turn = max(0, self.steps - 1)
         self.tool_calls.append(ToolCall(name=name, input=cut_input(tool_input), turn=turn, is_error=is_error))
-        names = traits(NAME).activation
-        # OpenCode's read tool names its file `filePath`; the recogniser reads a Read's `file_path`.
-        seen = {"file_path": tool_input.get("filePath")} if name == names.read_tool else tool_input
-        found = recognise(name, seen, part.get("callID"), turn, is_error, self.aliases, names)
+        found = recognise(name, tool_input, part.get("callID"), turn, is_error, self.aliases, traits(NAME).activation)
         if found is not None:
             self.activations.append(found)
 
@@ -283,7 +296,7 @@ class OpenCodeReader:
             activations=self.activations, tool_calls=self.tool_calls, final_answer=final, usage=self.usage,
             model_calls=self.steps, turns=self.steps, ended=ended, error_kind=kind, error_message=message,
             host_cost_usd=round(self.cost, 8) if self.finished else None, first_turn_input_tokens=self.first_input,
-            transcript=self.transcript, lost_replies=self.lost)
+            transcript=self.transcript, lost_replies=self.lost_replies())
 
 
 # ---- the surface -----------------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ class Surface(BaseModel):
     listing_budget_chars: int | None = Field(description="SLASH_COMMAND_TOOL_CHAR_BUDGET given; None = host default.")
     with_description: list[str] = []
     name_only: list[str] = []
+    cut: list[str] = Field(default=[], description="Of with_description, the skills whose description the host "
+                                                   "shortened (its listing budget): the model saw part of it.")
     not_from_library: list[str] = Field(default=[], description="Listed skills that are not the library's (the "
                                                                  "host's own bundled skills).")
     missing: list[str] = Field(default=[], description="Model-invocable library skills absent from the listing.")

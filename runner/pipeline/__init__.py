@@ -7,4 +7,4 @@ probe_calibration.py runs the seed-000 protocol (`skill-evals calibrate`). The s
 
 # The modules other stages may import: what crosses this stage's boundary (tests/test_architecture.py keeps
 # this list true both ways).
-__all__ = ["batched", "probe_calibration", "rejudge", "run"]
+__all__ = ["batched", "each_host", "probe_calibration", "rejudge", "run"]

@@ -24,6 +24,7 @@ from runner.cache import reuse as reuse_mod
 from runner.cache.folder import LAST_ROUTING, Store
 from runner.cache.keys import Folders, RunContext, listing_of, surface_key
 from runner.core.errors import UsageError
+from runner.core.host_traits import API_VARIABLES, traits
 from runner.corpus import bounded
 from runner.corpus.files import make_policy
 from runner.corpus.findings import Finding
@@ -62,13 +63,37 @@ RESUMED_WITHOUT_KEY = ("no ANTHROPIC_API_KEY reached this resume, so nothing mor
 
 @dataclass(frozen=True)
 class Credentials:
+    """The Anthropic key and endpoint (the judge's, and the hosts' that speak the Messages API), and the other APIs'
+    by family (runner.core.host_traits.API_VARIABLES): a host is given its own API's key only (`for_host`)."""
+
     api_key: str | None
     base_url: str | None
+    others: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+
+    def for_host(self, host: str) -> Credentials:
+        """The key and endpoint of the host's API (its traits' `api`)."""
+        family = traits(host).api
+        if family == "anthropic":
+            return Credentials(api_key=self.api_key, base_url=self.base_url)
+        key, url = self.others.get(family, (None, None))
+        return Credentials(api_key=key, base_url=url)
+
+
+def key_variable(host: str) -> str:
+    """The variable the host's key is read from (ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENAI_API_KEY)."""
+    return API_VARIABLES[traits(host).api][0]
+
+
+def for_key_of(text: str, host: str) -> str:
+    """A sentence about the Anthropic key (HOW_TO_GET_RESULTS, RESUMED_WITHOUT_KEY) about the host's own key."""
+    return text.replace("ANTHROPIC_API_KEY", key_variable(host))
 
 
 def credentials_from_env(environ: dict[str, str] | os._Environ[str]) -> Credentials:
+    others = {family: (environ.get(key) or None, environ.get(url) or None)
+              for family, (key, url) in API_VARIABLES.items() if family != "anthropic"}
     return Credentials(api_key=environ.get("ANTHROPIC_API_KEY") or None,
-                       base_url=environ.get("ANTHROPIC_BASE_URL") or None)
+                       base_url=environ.get("ANTHROPIC_BASE_URL") or None, others=others)
 
 
 def kill_switch(settings: Settings, environ: dict[str, str] | os._Environ[str]) -> bool:
@@ -344,8 +369,9 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     torn tail a killed earlier run left there. `floor` holds back the cases the floor's errors are about (`plan`
     and `run` pass the same gate, so they plan the same cases)."""
     settings, tier = apply_options(settings, options)
+    hosts_key = credentials.for_host(settings.run.host)  # the judge keeps the Anthropic key (make_judge)
     unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
-        "no-credentials" if not credentials.api_key else None)
+        "no-credentials" if not hosts_key.api_key else None)
     whole = {case.uid: case for case in library.cases}
     if options.routing:  # every stage from here on sees the sweep's copies: activation parts only
         library = sweep.measured_library(library)
@@ -372,8 +398,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     run_folder = claim(rundir) if rundir is not None and not unknown else None
     if rundir is not None and run_folder is not None:
         reconcile_killed(rundir, folder_plan(rundir))
-    host = make_host(settings.run.host, library, settings, credentials, prices, credentials.api_key or "",
-                     run_folder)
+    host = make_host(settings.run.host, library, settings, hosts_key, prices, hosts_key.api_key or "", run_folder)
     cache = open_cache(settings, options, library)
     versions = host.versions()
     surface = None
@@ -476,10 +501,11 @@ def prepare_resume(rundir: RunDir, library: Library, settings: Settings, credent
     listing = settings.listing.model_copy(update={"budget_chars": plan.listing_budget_chars})
     settings = settings.model_copy(update={"run": run, "listing": listing})
     prices = prices_mod.load(settings)
-    plan, idle, late_judge = keyed_plan(plan, settings, credentials, prices)
+    hosts_key = credentials.for_host(plan.host)
+    plan, idle, late_judge = keyed_plan(plan, settings, hosts_key, prices)
     folder = claim(rundir)
     reconcile_killed(rundir, plan)
-    host = make_host(plan.host, library, settings, credentials, prices, credentials.api_key or "", folder)
+    host = make_host(plan.host, library, settings, hosts_key, prices, hosts_key.api_key or "", folder)
     # The plan decided whether there is a judge: a run planned without one resumes without one (but for a plan made
     # without a key, which could not have one: late_judge).
     judge_settings = settings.judge.model_copy(update={"model": plan.judge_model or settings.judge.model,

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from runner.core.host_traits import traits
+from runner.core.kinds import traits_of
 from runner.core.quorum import VerdictRule
 from runner.corpus import decide, kind_words
 from runner.corpus.claims import is_output_case
@@ -101,13 +102,21 @@ def subagents_callable(host: str, allowed_tools: list[str]) -> bool:
     return known.runs_claude_code and any(tool in allowed_tools for tool in known.activation.subagent_tools)
 
 
-def unrun_reason(case: Case, library: Library, subagents: bool = True) -> str | None:
+# A case whose verdict reads which skills fired, on a host whose sessions show no activation (grade `none`).
+NO_ACTIVATION = "host-cannot-observe-activation"
+
+
+def unrun_reason(case: Case, library: Library, subagents: bool = True, observable: bool = True) -> str | None:
     """The case's own reason not to run, or None. `subagents`: whether the host can start one (see
-    subagents_callable)."""
+    subagents_callable). `observable`: whether the host shows an activation at all (its grade is not `none`):
+    where it does not, a case decided by which skills fired could only be guessed, so it is UNRUN, while an output
+    case runs on its answer's assertions alone (its activation part UNRUN: runner.execute.grading)."""
     if case.kind == "unknown":
         return "unknown-case-type"
     if case.kind == "invalid":
         return "invalid-case"
+    if not observable and traits_of(case.kind) is not None and not is_output_case(case):
+        return NO_ACTIVATION
     if case.routing is not None:
         return routing_unrun_reason(case, library, subagents)
     target = library.skills.get(case.target)
@@ -186,7 +195,7 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             uid=case.uid, skill=case.skill, file=case.file, line=case.line, kind=case.kind, target=case.target,
             kind_rule=case.kind_rule if kind_words.by_heuristic(case.kind_rule) else None, label=case.label,
             should_not_trigger=case.should_not_trigger, repeats=tier_rule.repeats, quorum=tier_rule.quorum,
-            unrun_reason=unrun_reason(case, library, subagents), why=why, warnings=surface_warnings(case, surface))
+            unrun_reason=unrun_reason(case, library, subagents, known.activation_grade != "none"), why=why, warnings=surface_warnings(case, surface))
         if case.kind == "probe":
             gate = (probe_gates or {}).get(case.uid)
             planned.arms = ["control", "treatment"]
@@ -195,6 +204,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             # work is the same with and without a key.
             planned.unrun_reason = probe_unrun_reason(gate, settings, None if judge_unavailable == "no-credentials"
                                                       else judge_unavailable)
+            if planned.unrun_reason is None and known.activation_grade == "none":
+                planned.unrun_reason = NO_ACTIVATION  # its treatment arm's target must fire
             planned.calibration = UNCALIBRATED if is_uncalibrated(gate, settings) else (
                 f"{gate.verdict} (version {gate.content_hash[:12]})" if gate and gate.verdict else None)
         elif tier_rule.baseline and is_output_case(case):
@@ -230,7 +241,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
     write_price, read_price, minimum = cache_prices(price) if price else (0.0, 0.0, 1024)
     # The first-turn host may send a case's first request itself and then hand the attempt to a whole session.
     turns_at_most = run.max_turns + (1 if known.extra_first_request else 0)
-    worst = worst_session_usd(first_turn, turns_at_most, run.max_output_tokens, price_in, price_out)
+    output_bound = known.fixed_max_output_tokens or run.max_output_tokens
+    worst = worst_session_usd(first_turn, turns_at_most, output_bound, price_in, price_out)
     layout, shared = request.layout, request.shared_chars // CHARS_PER_TOKEN
     one_path = known.runs_claude_code and session_path is not None and session_path.case_shares_path
     found = estimate_expected(runnable, library, settings, price, typical_first_turn, shared, layout, one_path,

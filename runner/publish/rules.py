@@ -19,7 +19,9 @@ from runner.core.states import AGAINST, CASE_STATES, OPEN, RAN, CaseState
 from runner.corpus import repopath
 from runner.report import markdown
 from runner.report.rollup import kind_label, rule_words, sequential_case_text
+from runner.results import host_comparison as hosts_mod
 from runner.results.build import CaseResult, Results
+from runner.results.host_comparison import HostComparison, HostRun
 
 CHECK_NAME = "skill-evals"
 MARKER = markdown.MARKER  # starts the one comment's body: how a later publish finds it to edit in place
@@ -55,9 +57,38 @@ def conclusion(results: Results, mode: Mode = "advisory") -> Conclusion:
     Quarantined cases never count: they are excluded from health metrics (semantics §3).
     - Attempt records refused as not written by the runner (results.json `refused_records`) are an error of the
       run, never a success, even when none of them names a case (runner.results.vetting).
+    - With several hosts (results.json `hosts`, whose other fields are the first host's), the worst of every host's
+      conclusion by the same rule: a comparison never hides a failure on any host.
     """
     if mode not in ("advisory", "required"):
         raise ValueError(f"unknown mode {mode!r}: use 'advisory' or 'required'")
+    own = _own_conclusion(results, mode)
+    if results.hosts is None:
+        return own
+    return worst([own, *(host_conclusion(run, mode) for run in results.hosts.hosts)])
+
+
+CONCLUSION_ORDER: tuple[Conclusion, ...] = ("success", "neutral", "failure")
+
+
+def worst(conclusions: Sequence[Conclusion]) -> Conclusion:
+    return max(conclusions, key=CONCLUSION_ORDER.index)
+
+
+def host_conclusion(run: HostRun, mode: Mode) -> Conclusion:
+    """One host's conclusion from its counts (the comparison's record of its results.json), by conclusion's rule."""
+    bad: Conclusion = "failure" if mode == "required" else "neutral"
+    if run.refused_records:
+        return bad
+    if not hosts_mod.counted(run):
+        return "neutral"
+    if hosts_mod.against(run):
+        return bad
+    return "neutral" if hosts_mod.open_cases(run) else "success"
+
+
+def _own_conclusion(results: Results, mode: Mode) -> Conclusion:
+    """conclusion's rule for the cases of `results` itself."""
     if results.refused_records:
         return "failure" if mode == "required" else "neutral"
     counted, _ = ran(results)
@@ -83,6 +114,8 @@ def title(results: Results) -> str:
     """e.g. "PASS 3 · FAIL 1 · UNRUN 10 · $0.42 of $10.00" ("PASS 3 · FAIL 0 · UNDECIDED 1 · UNRUN 10 · ..." when the
     sequential verdict left cases open: a state other than PASS, FAIL and UNRUN is counted only when some case is in
     it); says so first when nothing ran."""
+    if results.hosts is not None:
+        return hosts_title(results.hosts)
     counts = {state: sum(1 for c in results.cases if c.state == state) for state in CASE_STATES}
     parts = [f"{state} {counts[state]}" for state in CASE_STATES if counts[state] or state in ALWAYS_IN_TITLE]
     counted, quarantined = ran(results)
@@ -92,6 +125,19 @@ def title(results: Results) -> str:
                 else "Nothing ran, no result claimed")
         return " · ".join([lead, *parts, spend])
     return " · ".join([*parts, spend])
+
+
+def hosts_title(comparison: HostComparison) -> str:
+    """e.g. "claude-code PASS 3 · FAIL 0 · UNRUN 1 | api PASS 2 · FAIL 1 · UNRUN 1 · $0.42 of $10.00": every host's
+    counts, the spend across hosts; says so first when nothing ran anywhere."""
+    def parts(counts: Mapping[str, int]) -> str:
+        return " · ".join(f"{state} {counts.get(state, 0)}" for state in CASE_STATES
+                          if counts.get(state, 0) or state in ALWAYS_IN_TITLE)
+
+    shown = " | ".join(f"{run.name} {parts(run.counts)}" for run in comparison.hosts)
+    spend = f"{dollars(comparison.spend_usd)} of {dollars(comparison.cap_usd)}"
+    lead = [] if any(hosts_mod.counted(run) for run in comparison.hosts) else ["Nothing ran, no result claimed"]
+    return " · ".join([*lead, shown, spend])
 
 
 def case_details(case: CaseResult) -> list[str]:
@@ -235,7 +281,10 @@ def library_prefix(library: Path | None, run_dir: Path, environ: Mapping[str, st
             return "", f"annotation paths are relative to the library, not the repository ({exc})"
     else:
         try:
-            named = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))["library"]["root"]
+            plan = run_dir / "plan.json"
+            if not plan.exists():  # a comparison of hosts: every host's plan names the same library
+                plan = next(iter(sorted(run_dir.glob("hosts/*/plan.json"))), plan)
+            named = json.loads(plan.read_text(encoding="utf-8"))["library"]["root"]
             root = Path(named) if isinstance(named, str) and Path(named).is_dir() else None
         except (OSError, ValueError, KeyError, TypeError):
             root = None

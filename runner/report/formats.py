@@ -73,7 +73,9 @@ def _junit(report: Report) -> str:
 
 def _html(report: Report) -> str:
     from runner.report import html
-    return html.render(report.results, report.run_dir, history=report.history)
+    from runner.results.host_comparison import first_folder
+    # A comparison of hosts: the attempts and transcripts are the first host's run folder's.
+    return html.render(report.results, first_folder(report.run_dir, report.results), history=report.history)
 
 
 def _json(report: Report) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from runner.core.states import RAN, VERDICTS, CaseState
 from runner.execute.rundir import ATTEMPTS, TRANSCRIPTS, AttemptRecord, RunDir, safe_name
+from runner.report import host_table as hosts_mod
 from runner.report import rollup
 from runner.report.history import History, TrendPoint
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note
@@ -278,6 +279,12 @@ def _badge(state: str | None) -> str:
     return f'<span class="badge st-{e(state)}">{e(state)}</span>'
 
 
+def _grade(case: CaseResult) -> str:
+    """The label beside a verdict read from a file-read host's attempts (rollup.grade_label), or nothing."""
+    label = rollup.grade_label(case)
+    return f' <span class="grade" title="{e(rollup.FILE_READ_NOTE)}">({e(label)})</span>' if label else ""
+
+
 def _dl(items: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
@@ -322,6 +329,8 @@ def _header(results: Results, roll: rollup.Rollup) -> str:
     banner = ""
     if plan.approximation:
         banner = f'<p class="warn" id="approximation">Approximation: {e(plan.approximation)}</p>'
+    if (graded := rollup.grade_line(results)) is not None:
+        banner += f'<p class="warn" id="activation-grade">Activation grade: {e(graded)}</p>'
     return (f'<header><h1>Skill evals: {e(plan.tier)} run</h1>{banner}'
             f'<section id="run-header">{_dl(items)}</section>'
             f'<p class="not-executed" id="not-executed">{e(results.not_executed)}</p></header>')
@@ -360,7 +369,8 @@ def _skills(roll: rollup.Rollup) -> str:
                     f"<td>{refusal}</td>{up}</tr>")
     up_head = "<th>uplift (with − without the skill, conservative 95%)</th>" if roll.baselined else ""
     return ('<section><h2>Per skill</h2><p class="hint">Health numbers leave quarantined cases out; counts do '
-            'not.</p><table id="skills"><thead><tr><th>skill</th><th>cases by state</th><th>trigger accuracy</th>'
+            'not.</p><table id="skills"><thead><tr><th>skill</th><th>cases by state</th>'
+            f'<th>trigger accuracy{" (file-read)" if roll.file_read else ""}</th>'
             f'<th>discrimination pairs</th><th>refusal compliance</th>{up_head}</tr></thead><tbody>'
             + "".join(rows) + "</tbody></table></section>")
 
@@ -409,6 +419,31 @@ def _sequential(results: Results) -> str:
             f"</section>")
 
 
+def _hosts(results: Results) -> str:
+    """`run --host a,b,...` (results.json `hosts`): each host's run, trigger accuracy per skill per host with the
+    grade marked, and every case whose state differs between hosts."""
+    found = results.hosts
+    if found is None:
+        return ""
+    runs = "".join(f"<li>{e(hosts_mod.host_line(run))}</li>" for run in found.hosts)
+    heads = "".join(f"<th>{e(hosts_mod.column_head(run))}</th>" for run in found.hosts)
+    rows = "".join(f"<tr><td>{e(row.skill)}</td>" + "".join(f"<td>{e(hosts_mod.cell(a))}</td>" for a in row.hosts)
+                   + "</tr>" for row in found.skills)
+    skills = (f'<table id="host-skills"><thead><tr><th>skill</th>{heads}</tr></thead><tbody>{rows}</tbody></table>'
+              if rows else "<p>No trigger or no_trigger case.</p>")
+    differing = "".join(f"<tr><td><code>{e(d.uid)}</code></td><td>{e(d.skill)}</td>"
+                        + "".join(f"<td>{_badge(d.states[run.name]) if run.name in d.states else '—'}"
+                                  + (f" {e(d.reasons[run.name])}" if run.name in d.reasons else "") + "</td>"
+                                  for run in found.hosts) + "</tr>" for d in found.differences)
+    differences = (f'<table id="host-differences"><thead><tr><th>case</th><th>skill</th>{heads}</tr></thead>'
+                   f"<tbody>{differing}</tbody></table>" if differing
+                   else "<p>Every case has the same state on every host.</p>")
+    return (f'<section id="hosts"><h2>Hosts</h2><p class="hint">{e(hosts_mod.INTRO)}</p><ul>{runs}'
+            f"<li>{e(hosts_mod.spend_line(found))}</li></ul><h3>Trigger accuracy per skill per host (Wilson 95%)</h3>"
+            f"{skills}<h3>Cases whose state differs between hosts ({len(found.differences)})</h3>{differences}"
+            f"</section>")
+
+
 def _candidates(history: History | None) -> str:
     """The history's quarantine candidates, each with why: PASS↔FAIL flips across runs, or UNDECIDED in this run."""
     if history is None or not history.candidates:
@@ -432,7 +467,7 @@ def _activation(case: CaseResult) -> str:
 def _case_detail(case: CaseResult, index: int, has_run_dir: bool) -> str:
     items = [("Kind", e(rollup.kind_label(case))), ("Target", e(case.target)),
              ("State", _badge(case.state) + (f" underlying {_badge(case.underlying_state)}"
-                                             if case.underlying_state else "")
+                                             if case.underlying_state else "") + _grade(case)
               + (f' <span class="reason">{e(case.reason)}</span>' if case.reason else "")),
              ("Repeats", f"wins {case.wins}, losses {case.losses}, errors {case.errors}; run {case.repeats_run} of "
                          f"{case.repeats_planned} ({rollup.rule_words(case)})"),
@@ -512,7 +547,7 @@ def _case_rows(results: Results, has_run_dir: bool) -> str:
             f'<td><button type="button" class="open" aria-expanded="false" aria-controls="d{i}">open</button></td>'
             f'<td class="uid"><code>{breakable(case.uid)}</code></td><td>{e(case.skill)}</td><td>{e(rollup.kind_label(case))}</td>'
             f'<td>{_badge(case.state)}{" " + _badge(case.underlying_state) if case.underlying_state else ""}'
-            f'{reason}</td>'
+            f'{_grade(case)}{reason}</td>'
             f'<td class=num>{case.wins}/{case.losses}/{case.errors} · {case.repeats_run} of {case.repeats_planned}</td>'
             f'<td class=num>${case.cost_usd:.2f}</td></tr>'
             f'<tr class="detail" id="d{i}" hidden><td colspan="7">{_case_detail(case, i, has_run_dir)}</td></tr>')
@@ -1041,7 +1076,7 @@ def render(results: Results, run_dir: Path | None = None, *, transcript_cap: int
            f"base-uri 'none'; form-action 'none'")
     body = "".join([
         _header(results, roll), _counts(results, roll), _unrun(results), _skills(roll), _routing(results, history),
-        _sequential(results), _notes(results, roll), _candidates(history),
+        _sequential(results), _hosts(results), _notes(results, roll), _candidates(history),
         _trends(history), _review_panel(run_dir is not None), '<section><h2>Cases</h2>', _filters(results, roll),
         '<table id="cases"><thead><tr><th></th><th>case</th><th>skill</th><th>kind</th><th>state</th>'
         '<th class=num>wins/losses/errors · run of N</th><th class=num>cost</th></tr></thead><tbody>',

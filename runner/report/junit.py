@@ -12,11 +12,11 @@ The states map onto what CI test reporters understand (semantics §3):
 
 UNRUN and UNDECIDED cases are skipped, never passed: no result is claimed for them, and the not-executed
 sentence is a property of every suite. A sequential case says how sure it is in its text (<system-out> when it
-passed); the run's sequential figures are properties of every suite. The routing matrix's figures are properties too, never testcases: the run's
-on every suite, a skill's precision, recall and F1 on its own. results.json records no durations, so every `time` is 0.
-The document is built with xml.etree.ElementTree (which escapes), after removing the characters
-XML 1.0 forbids from every text; it validates against the Jenkins xUnit plugin's junit-10.xsd
-(tests/data/junit.xsd).
+passed); the run's sequential figures, the routing matrix's (never testcases) and the host's activation grade are
+properties of every suite. Every `time` is 0 (results.json records no durations). Built with xml.etree.ElementTree,
+the characters XML 1.0 forbids removed; it validates against junit-10.xsd (tests/data/junit.xsd).
+With several hosts (results.json `hosts`) the testcases are the first host's; a case that is FAIL, ERROR or
+JUDGE-ERROR on another host is a testcase of its own (`uid [host]`), and each host is a property of every suite.
 """
 
 from __future__ import annotations
@@ -27,8 +27,11 @@ from collections import Counter
 
 from runner.core.states import BROKEN, NOT_DECIDED, OPEN
 from runner.plan.plan import UNCALIBRATED
+from runner.report import host_table as hosts_mod
 from runner.report import rollup
+from runner.report import versions as versions_mod
 from runner.results.build import CaseResult, CostSummary, Results, floor_note, not_started_note, sweep_note, wall_note
+from runner.results.host_comparison import HostDifference
 
 # Characters XML 1.0 allows: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -107,8 +110,9 @@ def detail(case: CaseResult, failing_only: bool = False) -> str:
 def _failure_message(case: CaseResult) -> str:
     parts = []
     if case.activation and case.activation.state == "FAIL":
+        graded = f", {rollup.FILE_READ}" if rollup.grade_label(case) else ""
         parts.append(f"activation FAIL (target fired in {case.activation.fired_runs} of "
-                     f"{case.activation.observed_runs} run(s))")
+                     f"{case.activation.observed_runs} run(s){graded})")
     lost = [p.neighbour for p in case.pairs if p.state == "FAIL"]
     if lost:
         parts.append("pairs lost: " + ", ".join(lost))
@@ -186,7 +190,9 @@ def _testcase(parent: ET.Element, case: CaseResult, not_executed: str) -> None:
     elif case.state in NOT_DECIDED or case.state in OPEN:
         child = ET.SubElement(element, "skipped", {"message": _message(_skip_message(case))})
         child.text = _skip_text(case, not_executed)
-    out = [text for text in (rollup.reused_from_text(case),
+    graded = rollup.grade_label(case)
+    out = [text for text in (f"{case.state} ({graded}): {rollup.FILE_READ_NOTE}" if graded else None,
+                             rollup.reused_from_text(case),
                              rollup.sequential_case_text(case) if case.state == "PASS" else None) if text]
     if out:
         ET.SubElement(element, "system-out").text = clean("\n".join(out))
@@ -218,10 +224,10 @@ def first_turn_properties(cost: CostSummary) -> list[tuple[str, str]]:
 
 def properties(results: Results) -> list[tuple[str, str]]:
     plan, spend = results.plan, results.spend
-    host_version = plan.versions.get("claude-code-cli") or plan.versions.get("anthropic") or ""
+    host_version = versions_mod.host_version(plan.versions)
     pairs = [
         ("host", plan.host), ("host_version", host_version),
-        ("approximation", plan.approximation or ""),
+        ("approximation", plan.approximation or ""), ("activation_grade", plan.activation_grade or ""),
         ("model", plan.model),
         ("judge_model", plan.judge_model or f"none ({plan.judge_unavailable or 'not configured'})"),
         ("judge_prompt_version", plan.judge_prompt_version or ""),
@@ -285,17 +291,49 @@ def skill_routing_properties(results: Results, skill: str) -> list[tuple[str, st
     return [(name, value) for name, value in pairs if value != ""]
 
 
+def host_properties(results: Results) -> list[tuple[str, str]]:
+    """`run --host a,b,...`: one property per host (its versions, grade, counts, spend, results.json), on every
+    suite, and the run's spend across hosts."""
+    found = results.hosts
+    if found is None:
+        return []
+    return [*((f"host_{run.name}", hosts_mod.host_line(run)) for run in found.hosts),
+            ("hosts_spend_usd", f"{found.spend_usd:.4f}"), ("hosts_differences", str(len(found.differences)))]
+
+
+def skill_host_properties(results: Results, skill: str) -> list[tuple[str, str]]:
+    """A skill's trigger accuracy on each host (the grade marked), on its suite."""
+    row = next((r for r in results.hosts.skills if r.skill == skill), None) if results.hosts is not None else None
+    return [] if row is None else [(f"trigger_accuracy_{a.host}", hosts_mod.cell(a)) for a in row.hosts]
+
+
+def _elsewhere_testcase(parent: ET.Element, difference: HostDifference, host: str) -> None:
+    """A case that counts against the library on a host other than the first: a testcase of its own (`uid [host]`),
+    so a comparison never shows a failure as a pass."""
+    state = difference.states[host]
+    element = ET.SubElement(parent, "testcase", {"classname": clean(difference.skill),
+                                                 "name": clean(f"{difference.uid} [{host}]"), "time": TIME})
+    message = _message(f"{state} on {host}: " + hosts_mod.difference_line(difference))
+    ET.SubElement(element, "failure" if state == "FAIL" else "error", {"message": message, "type": state}).text = \
+        clean(hosts_mod.difference_line(difference))
+
+
 def render(results: Results) -> str:
     by_skill: dict[str, list[CaseResult]] = {}
     for case in results.cases:
         by_skill.setdefault(case.skill, []).append(case)
     totals: Counter[str] = Counter()
     root = ET.Element("testsuites", {"name": "skill-evals"})
-    props = properties(results) + routing_properties(results) + sequential_properties(results)
+    props = properties(results) + routing_properties(results) + sequential_properties(results) + \
+        host_properties(results)
+    elsewhere = hosts_mod.failing_elsewhere(results.hosts) if results.hosts is not None else []
     for index, skill in enumerate(sorted(by_skill)):
         cases = by_skill[skill]
         states = Counter(c.state for c in cases)
-        counts = {"tests": len(cases), "failures": states["FAIL"], "errors": states["ERROR"] + states["JUDGE-ERROR"],
+        others = [(d, host) for d, host in elsewhere if d.skill == skill]
+        states.update(d.states[host] for d, host in others)
+        counts = {"tests": len(cases) + len(others), "failures": states["FAIL"],
+                  "errors": states["ERROR"] + states["JUDGE-ERROR"],
                   "skipped": states["UNRUN"] + states["QUARANTINED"] + states["UNDECIDED"]}
         totals.update(counts)
         suite = ET.SubElement(root, "testsuite", {
@@ -303,10 +341,12 @@ def render(results: Results) -> str:
             "errors": str(counts["errors"]), "skipped": str(counts["skipped"]), "time": TIME,
             "timestamp": clean(results.finished_at)})
         suite_props = ET.SubElement(suite, "properties")
-        for name, value in props + skill_routing_properties(results, skill):
+        for name, value in props + skill_routing_properties(results, skill) + skill_host_properties(results, skill):
             ET.SubElement(suite_props, "property", {"name": name, "value": clean(value)})
         for case in cases:
             _testcase(suite, case, results.not_executed)
+        for difference, host in others:
+            _elsewhere_testcase(suite, difference, host)
     # <testsuites> carries totals; the JUnit schemas in use do not define `skipped` on it.
     for name in ("tests", "failures", "errors"):
         root.set(name, str(totals[name]))

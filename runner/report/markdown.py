@@ -27,6 +27,7 @@ from typing import Any
 from runner.core.quorum import wilson_interval
 from runner.core.states import RAN
 from runner.probes.arms import ArmResult
+from runner.report import host_table as hosts_mod
 from runner.report import rollup as rollup_mod
 from runner.report.rollup import Note, Rollup, SkillRollup
 from runner.results.build import CaseResult, Results, floor_note, kill_note, not_started_note, sweep_note, wall_note
@@ -123,6 +124,7 @@ def usd(value: float) -> str:
 
 def state_with_reason(case: CaseResult, bold: bool = False) -> str:
     state = f"{case.state} (underlying {case.underlying_state})" if case.underlying_state else case.state
+    state = rollup_mod.state_with_grade(case, state)
     if bold:
         state = f"**{state}**"
     return f"{state} — {escape(case.reason)}" if case.reason else state
@@ -200,6 +202,9 @@ def header(results: Results, roll: Rollup, shape: Shape) -> list[str]:
              f"coverage {roll.executed} run / {roll.not_executed} UNRUN", ""]
     if results.plan.approximation:
         lines += [f"> **Approximation:** {escape(clip(results.plan.approximation, cut and TEXT_CUT))}", ""]
+    graded = rollup_mod.grade_line(results)
+    if graded:
+        lines += [f"> **Activation grade:** {escape(graded)}", ""]
     facts = [f"plan {escape(results.plan.hash[:12])}", f"finished {escape(clip(results.finished_at, 40))}",
              f"{results.attempts_finished} attempts ({results.attempts_errored} errored)",
              f"judge: {results.spend.judge_calls} calls, {usd(results.spend.judge_usd)}"]
@@ -272,7 +277,11 @@ def skill_table(roll: Rollup, shape: Shape) -> list[str]:
     rows.append(skill_row(f"**All {len(ordered)} skills**", ordered, states, up))
     title = "### Per skill (most problems first)"
     lines = [title, ""]
-    lines += table(["Skill", *states, "Trigger accuracy (Wilson 95%)", "Pairs won/lost", "Refusal compliance",
+    # A file-read run's verdicts and accuracy rest on SKILL.md reads: its state and accuracy columns say so.
+    graded = f" ({rollup_mod.FILE_READ})" if roll.file_read else ""
+    heads = [f"{state}{graded}" if state in ("PASS", "FAIL", "UNDECIDED") else state for state in states]
+    lines += table(["Skill", *heads, f"Trigger accuracy (Wilson 95%{', ' + rollup_mod.FILE_READ if graded else ''})",
+                    "Pairs won/lost", "Refusal compliance",
                     *([UPLIFT_HEAD] if up else [])],
                    rows, ["---", *["---:"] * len(states), "---", "---:", "---:", *(["---"] if up else [])])
     lines += ["", "Trigger accuracy, pairs and refusal compliance leave quarantined cases out; the state "
@@ -356,6 +365,34 @@ def sequential_section(results: Results, shape: Shape) -> list[str]:
     return lines
 
 
+def hosts_section(results: Results, shape: Shape) -> list[str]:
+    """`run --host a,b,...`: each host's run, trigger accuracy per skill per host (the grade marked) and the cases
+    whose state differs between hosts. It shrinks as the skill table does; every host's line always stays."""
+    found = results.hosts
+    if found is None:
+        return []
+    lines = ["### Hosts", "", escape(hosts_mod.INTRO), ""]
+    lines += [f"- {escape(hosts_mod.host_line(run))}" for run in found.hosts]
+    lines += [f"- {escape(hosts_mod.spend_line(found))}", ""]
+    shown = found.skills if shape.skills is None else found.skills[: shape.skills]
+    if shown:
+        lines += table(["Skill", *(escape(hosts_mod.column_head(run)) for run in found.hosts)],
+                       [[escape(row.skill), *(escape(hosts_mod.cell(a)) for a in row.hosts)] for row in shown])
+        if len(shown) < len(found.skills):
+            lines += ["", f"{len(found.skills) - len(shown)} more skill(s) not listed to fit the comment limit: see "
+                          "results.json `hosts.skills`."]
+        lines.append("")
+    keep = hosts_mod.SHOWN_DIFFERENCES if shape.skills is None else min(shape.skills, hosts_mod.SHOWN_DIFFERENCES)
+    if found.differences:
+        lines += [f"Cases whose state differs between hosts ({len(found.differences)}):", ""]
+        lines += [f"1. {escape(hosts_mod.difference_line(d))}" for d in found.differences[:keep]]
+        if len(found.differences) > keep:
+            lines.append(f"{len(found.differences) - keep} more not listed: see results.json `hosts.differences`.")
+    else:
+        lines.append("Every case has the same state on every host.")
+    return lines + [""]
+
+
 UPLIFT_HEAD = "Uplift (rubric pass rate with - without the skill)"
 UPLIFT_NOTE = ("Uplift (`run --baseline`): each output case also ran without the skill under test, judged by the same "
                "rubric; the difference of pass rates in points with a conservative 95% interval (treatment Wilson "
@@ -397,7 +434,7 @@ def routing_lines(case: CaseResult, level: int) -> list[str]:
 
 
 def case_details(case: CaseResult, level: int) -> list[str]:
-    lines = [f"<details><summary>{case.state} · {escape(case.uid)} · {escape(rollup_mod.kind_label(case))}</summary>", "",
+    lines = [f"<details><summary>{rollup_mod.state_with_grade(case, case.state)} · {escape(case.uid)} · {escape(rollup_mod.kind_label(case))}</summary>", "",
              f"- **{escape(case.uid)}** · skill {escape(case.skill)} · kind {escape(rollup_mod.kind_label(case))} · "
              f"target {escape(case.target)}",
              f"- state: {state_with_reason(case, bold=True)}"]
@@ -645,6 +682,7 @@ def compose(results: Results, roll: Rollup, shape: Shape, limit: int, changed: t
     lines = header(results, roll, shape) + truncation_note(shape, budget.omitted, limit) + state_counts(roll)
     lines += list(changed)  # "Changed since last run" (runner.report.history), read right after the counts
     lines += skill_table(roll, shape) + routing_section(results, shape) + sequential_section(results, shape)
+    lines += hosts_section(results, shape)
     lines += body + probe_section(results)
     lines += uplift_section(results, shape)
     lines += unrun_section(roll, shape)

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from runner.core.quorum import wilson_interval
 from runner.core.states import CASE_STATES, OPEN, VERDICTS, CaseState
 from runner.plan.plan import UNCALIBRATED
+from runner.report import versions as versions_mod
 from runner.report.versions import host_text
 from runner.results.build import CaseResult, Results, ReusedRun
 from runner.results.routing import NONE, Confusion, Rate, Routing
@@ -64,6 +65,8 @@ class Rollup(BaseModel):
     reused: list[Note] = []  # the cases taken from the result cache, each with the run it ran in
     undecided: list[CaseResult] = []  # the sequential verdict left them open: neither PASS nor FAIL
     shown_states: list[CaseState] = list(CASE_STATES)  # the state columns reports show (see `shown_states`)
+    grade_line: str | None = None  # the host's activation grade, when it is not a tool event (`grade_line`)
+    file_read: bool = False  # the run's activation verdicts rest on SKILL.md reads: their columns say so
 
 
 def cost_line(results: Results) -> str | None:
@@ -198,7 +201,7 @@ def build(results: Results) -> Rollup:
     plan = results.plan
     cases = results.cases
     unrun = sum(results.unrun_by_reason.values())
-    host_version = plan.versions.get("claude-code-cli") or plan.versions.get("anthropic") or ""
+    host_version = versions_mod.host_version(plan.versions)
     header = {
         "tier": plan.tier, "host": plan.host, "host_version": host_version,
         "host_text": host_text(plan.host, plan.versions), "model": plan.model,
@@ -230,6 +233,7 @@ def build(results: Results) -> Rollup:
         undecided=[c for c in cases if c.state in OPEN],
         shown_states=shown_states({s: sum(1 for c in cases if c.state == s) for s in CASE_STATES}
                                   | {s: n for s, n in results.counts.items() if n}),
+        grade_line=grade_line(results), file_read=plan.activation_grade == "file-read",
     )
 
 
@@ -360,3 +364,35 @@ def flip_text(flip: Flip) -> str:
 def flips_intro(summary: SequentialSummary) -> str:
     return (f"Cases fixed N = 3 (quorum 2, on their first three attempts) would have given another state: "
             f"{len(summary.flips)}")
+
+
+# Beside a verdict that rests on reads of a SKILL.md (a file-read host: Codex has no skill event), in every report.
+FILE_READ = "file-read"
+FILE_READ_NOTE = ("activation on this host is graded file-read: it shows no skill event, so a skill counts as fired "
+                  "when the model read its SKILL.md; a verdict marked (file-read) rests on those reads, not on a "
+                  "skill call")
+
+
+def grade_label(case: CaseResult) -> str | None:
+    """`file-read` for a verdict (PASS, FAIL, UNDECIDED, or one quarantined) read from a file-read host's attempts;
+    None otherwise (a tool-event verdict needs no label, an ERROR or UNRUN case is no verdict)."""
+    state = case.underlying_state or case.state
+    if case.activation_grade == "file-read" and state in ("PASS", "FAIL", "UNDECIDED"):
+        return FILE_READ
+    return None
+
+
+def state_with_grade(case: CaseResult, state: str) -> str:
+    """`state`, with the case's grade label when it has one: `PASS (file-read)`."""
+    label = grade_label(case)
+    return f"{state} ({label})" if label else state
+
+
+def grade_line(results: Results) -> str | None:
+    """The run's line when its host's activation grade is not a tool event."""
+    if results.plan.activation_grade == "file-read":
+        return f"{results.plan.host}: {FILE_READ_NOTE}"
+    if results.plan.activation_grade == "none":
+        return (f"{results.plan.host}: its sessions show no activation, so every case whose verdict reads which "
+                "skills fired is UNRUN (host-cannot-observe-activation); output cases ran")
+    return None

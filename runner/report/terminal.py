@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from runner.core.states import RAN
+from runner.report import host_table as hosts_mod
 from runner.report import rollup as rollup_mod
 from runner.report.markdown import (
     UPLIFT_HEAD,
@@ -161,6 +162,8 @@ def header(results: Results, roll: Rollup, console: Console) -> None:
                   f"coverage {roll.executed} run / {roll.not_executed} UNRUN")
     if results.plan.approximation:
         console.print(f"[bold yellow]Approximation:[/] {_e(results.plan.approximation)}")
+    if roll.grade_line:
+        console.print(f"[bold yellow]Activation grade:[/] {_e(roll.grade_line)}")
     facts = [f"plan {_e(results.plan.hash[:12])}", f"finished {_e(results.finished_at)}",
              f"{results.attempts_finished} attempts ({results.attempts_errored} errored)",
              f"judge: {results.spend.judge_calls} calls, ${results.spend.judge_usd:.2f}"]
@@ -206,7 +209,7 @@ def skill_table(roll: Rollup, console: Console) -> None:
     for state in roll.shown_states:
         columns.append(Column(state, [str(s.states.get(state, 0)) for s in skills]
                               + [str(sum(s.states.get(state, 0) for s in skills))], justify="right"))
-    columns.append(Column("Trigger accuracy (Wilson 95%)",
+    columns.append(Column("Trigger accuracy (Wilson 95%" + (f", {rollup_mod.FILE_READ})" if roll.file_read else ")"),
                           [accuracy(s.trigger_wins, s.trigger_run) for s in skills]
                           + [accuracy(sum(s.trigger_wins for s in skills), sum(s.trigger_run for s in skills))]))
     columns.append(Column("Pairs won/lost", [pairs_cell(s.pairs_won, s.pairs_lost) for s in skills]
@@ -265,7 +268,8 @@ def case_table(roll: Rollup, console: Console) -> None:
         return
     columns = [Column("Case", [_e(case.uid) for case in cases], name=True),
                Column("Kind", [_e(rollup_mod.kind_label(case)) for case in cases], options={"no_wrap": True}),
-               Column("State", [_state(case.state) for case in cases], options={"no_wrap": True}),
+               Column("State", [rollup_mod.state_with_grade(case, _state(case.state)) for case in cases],
+                      options={"no_wrap": True}),
                Column("W/L/run of N", [f"{case.wins}/{case.losses}/{case.repeats_run} of {case.repeats_planned}"
                                        for case in cases]),
                Column("Fired instead", [", ".join(f"{_e(name)} ×{n}" for name, n in case.fired_instead.items()) or "—"
@@ -298,6 +302,32 @@ def sequential_section(results: Results, console: Console) -> None:
         console.print(f"    {_e(rollup_mod.flip_text(flip))}")
     if len(found.flips) > rollup_mod.WORST_FLIPS:
         console.print(f"    …and {len(found.flips) - rollup_mod.WORST_FLIPS} more in results.json `sequential.flips`")
+
+
+def hosts_section(results: Results, console: Console) -> None:
+    """`run --host a,b,...` (results.json `hosts`): each host's run, the host x skill table of trigger accuracy with
+    the grade marked, and the cases whose state differs between hosts. Nothing for a run on one host."""
+    found = results.hosts
+    if found is None:
+        return
+    console.print("[bold]Hosts[/] — " + _e(hosts_mod.INTRO))
+    for run in found.hosts:
+        console.print(f"  {_e(hosts_mod.host_line(run))}")
+    console.print(f"  {_e(hosts_mod.spend_line(found))}")
+    if found.skills:
+        columns = [Column("Skill", [_e(row.skill) for row in found.skills], name=True)]
+        columns += [Column(_e(hosts_mod.column_head(run)), [_e(hosts_mod.cell(row.hosts[i])) for row in found.skills])
+                    for i, run in enumerate(found.hosts)]
+        print_fitted(console, "Trigger accuracy per skill per host (Wilson 95%)", columns)
+    if not found.differences:
+        console.print("Every case has the same state on every host.")
+        return
+    console.print(f"Cases whose state differs between hosts ({len(found.differences)}):")
+    for difference in found.differences[: hosts_mod.SHOWN_DIFFERENCES]:
+        console.print(f"  {_e(hosts_mod.difference_line(difference))}")
+    if len(found.differences) > hosts_mod.SHOWN_DIFFERENCES:
+        console.print(f"  …and {len(found.differences) - hosts_mod.SHOWN_DIFFERENCES} more in results.json "
+                      "`hosts.differences`")
 
 
 def quarantine_table(roll: Rollup, console: Console) -> None:
@@ -394,6 +424,7 @@ def render(results: Results, console: Console) -> None:
     skill_table(roll, console)
     routing_tables(results, console)
     sequential_section(results, console)
+    hosts_section(results, console)
     case_table(roll, console)
     quarantine_table(roll, console)
     notes(roll, console)

@@ -22,3 +22,9 @@ def host_text(host: str, versions: dict[str, str]) -> str:
     if not shown:
         return host
     return shown if shown.startswith(host) else f"{host} ({shown})"
+
+
+def host_version(versions: dict[str, str]) -> str:
+    """The host program's own version (Claude Code's CLI, an agent CLI), else the SDK the api host runs on."""
+    own = next((value for key, value in versions.items() if key in VERSION_LABELS), None)
+    return own or versions.get("anthropic") or ""

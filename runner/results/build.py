@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
 
-from runner.core.kinds import LoadedKind
+from runner.core.host_traits import ActivationGrade, grade_of
+from runner.core.kinds import LoadedKind, traits_of
 from runner.core.observation import Usage
 from runner.core.quorum import QuorumRule, VerdictRule
 from runner.core.sequential import SequentialRule
@@ -31,6 +32,7 @@ from runner.plan.sweep import REASON as SWEEP_REASON
 from runner.probes.arms import ProbeRunResult, run_result
 from runner.results import routing as routing_mod
 from runner.results import sureness as sequential_mod
+from runner.results.host_comparison import HostComparison
 from runner.results.routing import Routing
 from runner.results.uplift import SkillUplift, Uplift, case_uplift, skill_uplifts
 from runner.results.verdicts import (
@@ -59,6 +61,10 @@ def not_executed(unrun: Mapping[str, int]) -> str:
     return NOT_EXECUTED.format(n=sum(unrun.values())) + (
         f" {files} of them stand for an eval file none of whose cases could be read (eval-file-unreadable): how "
         "many cases it holds is not known." if files else "")
+
+
+# The activation part of an output case run on a host that shows no activation: not observed, so never claimed.
+UNOBSERVED = ActivationResult(state="UNRUN", fired_runs=0, observed_runs=0, rate=None, wilson_95=None)
 
 
 class CaseResult(BaseModel):
@@ -105,6 +111,11 @@ class CaseResult(BaseModel):
                                                             "skill (its own attempts) and without it (the control "
                                                             "arm), the difference, tokens, turns and duration per "
                                                             "arm (runner.results.uplift).")
+    activation_grade: ActivationGrade | None = Field(
+        default=None, description="How the host its attempts ran on showed an activation (tool-event, file-read), "
+                                  "for a case whose verdict reads which skills fired: a file-read verdict rests on "
+                                  "reads of a SKILL.md, and every report says so. None: the case reads no "
+                                  "activation, or did not run.")
     sequential: sequential_mod.SequentialCase | None = Field(
         default=None, description="A case the sequential verdict decided (or left UNDECIDED): attempts used, the "
                                   "rate with its interval, the round, what fixed N = 3 would have said.")
@@ -122,6 +133,9 @@ class PlanSummary(BaseModel):
     judge_unavailable: str | None = None
     repeats: int
     quorum: int
+    activation_grade: ActivationGrade | None = Field(default=None, description="How the host shows an activation "
+                                                                               "(runner.core.host_traits). None: a "
+                                                                               "results.json from before grades.")
     sequential: SequentialVerdict | None = Field(default=None, description="Set when the cases (but probes and cases "
                                                                           "with arms) ran by the sequential verdict "
                                                                           "instead of k of N.")
@@ -414,6 +428,10 @@ class Results(BaseModel):
         default=None, description="Set when the plan ran the sequential verdict: the rule and its exact error "
                                   "bounds, sessions used against fixed N = 3, the cases fixed N = 3 would have "
                                   "given another state (runner.results.sureness).")
+    hosts: HostComparison | None = Field(
+        default=None, description="`run --host a,b,...`: each host's run (its own results.json), trigger accuracy "
+                                  "per skill per host and the cases whose state differs between hosts "
+                                  "(runner.results.host_comparison). The other fields are the first host's.")
 
 
 def kill_note(results: Results) -> str | None:
@@ -559,7 +577,9 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
     tally = tally_of(outcomes)
     verdict = rule.decide(tally)
     finished_all = len(finished) >= planned.repeats
-    activation = activation_result(outcomes, rule, finished_all)
+    # On a host that shows no activation only output cases run, on their answers (grading.unobserved_outcome).
+    unobserved = any(r.activation_grade == "none" for r in finished)
+    activation = UNOBSERVED if unobserved else activation_result(outcomes, rule, finished_all)
     assertions = assertion_results(case, outcomes, rule)
     judged = [a.state for a in assertions if a.state != "UNJUDGEABLE"]
     parts: dict[str, str] = {}
@@ -580,7 +600,7 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
     elif verdict == "pending":
         state, reason = "UNRUN", stop_reason or "not-started"
     else:
-        state = rollup([activation.state, *judged])
+        state = rollup(judged if unobserved else [activation.state, *judged])
         pending = [a for a in assertions if a.state == "UNRUN"]
         reason = (pending[0].reason if pending else None) if state == "UNRUN" else None
     errors = [r.outcome.error for r in finished if r.outcome and r.outcome.error]
@@ -592,10 +612,13 @@ def _case_result(planned: PlannedCase, case: Case, records: list[AttemptRecord],
         wins=tally.wins, losses=tally.losses, errors=tally.errors, repeats_run=len(finished),
         repeats_planned=planned.repeats, quorum=planned.quorum, parts=parts, activation=activation,
         fired_instead=fired_instead(outcomes),
-        pairs=pair_results(case, outcomes, rule, finished_all, manual_only) if expectation(case) == "target-fires-neighbours-silent" else [],
+        pairs=pair_results(case, outcomes, rule, finished_all, manual_only)
+        if expectation(case) == "target-fires-neighbours-silent" and not unobserved else [],
         routing=routing_results(case, [(r.attempt_id, r.outcome) for r in finished if r.outcome is not None], rule,
-                                finished_all) if case.routing is not None else [],
+                                finished_all) if case.routing is not None and not unobserved else [],
         assertions=assertions, attempts=[r.attempt_id for r in every_arm],
+        activation_grade=next((r.activation_grade for r in finished if r.activation_grade), None)
+        if traits_of(planned.kind) is not None else None,
         cost_usd=round(sum(r.total_cost_usd for r in every_arm), 6),
         warnings=warnings, uplift=case_uplift(case, every_arm) if "control" in planned.arms else None,
         sequential=sequential_mod.case_figures(rule, outcomes, tally) if isinstance(rule, SequentialRule) else None)
@@ -700,6 +723,7 @@ def build(plan: Plan, plan_hash: str, cases: dict[str, Case], records: list[Atte
                          versions=plan.versions, model=plan.model, judge_model=plan.judge_model,
                          judge_prompt_version=plan.judge_prompt_version, judge_unavailable=plan.judge_unavailable,
                          repeats=plan.repeats, quorum=plan.quorum, sequential=plan.sequential,
+                         activation_grade=grade_of(plan.host),
                          cap_usd=plan.cap_usd, library_hash=plan.library.content_hash,
                          listing_budget_chars=plan.listing_budget_chars, surface=plan.surface, batch=plan.batch,
                          unrun_all=plan.unrun_all, held_back=plan.held_back, not_read=plan.not_read,

@@ -37,6 +37,18 @@ else
     PYTHONDONTWRITEBYTECODE=1 "$binary" --version
 fi
 
+# The agent CLIs the `hosts` input's hosts drive (OpenCode, Codex, Gemini CLI, Copilot CLI), from npm at their pinned
+# versions, into the virtual environment's folder: the digest below covers them, so no later step can swap one.
+if [ -n "${HOSTS:-}" ]; then
+    if [ -n "$venv" ]; then
+        agents="$venv/agent-clis"
+        echo "SKILL_EVALS_AGENT_CLIS=$agents" >> "$GITHUB_ENV"
+        SKILL_EVALS_AGENT_CLIS="$agents" "$binary" hosts install --for-hosts "$HOSTS"
+    else
+        "$binary" hosts install --for-hosts "$HOSTS"
+    fi
+fi
+
 record=(record --dir "$temp" --bin "$binary" --action "$GITHUB_ACTION_PATH")
 if [ -n "$venv" ]; then record+=(--venv "$venv"); fi
 digest=$("$python" -I "$GITHUB_ACTION_PATH/scripts/action/verify.py" "${record[@]}")

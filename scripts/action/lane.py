@@ -227,6 +227,28 @@ def conclusion(cases: list[dict], mode: str) -> str:
     return "success"
 
 
+ORDER = ("success", "neutral", "failure")
+
+
+def host_conclusion(host: dict, mode: str) -> str:
+    """One host of a comparison (results.json `hosts.hosts[]`), from its counts, by the same rule."""
+    counts = host.get("counts") if isinstance(host.get("counts"), dict) else {}
+    if host.get("refused_records"):
+        return "failure" if mode == "required" else "neutral"
+    if not sum(int(counts.get(state) or 0) for state in RAN):
+        return "neutral"
+    if sum(int(counts.get(state) or 0) for state in BAD):
+        return "failure" if mode == "required" else "neutral"
+    return "neutral" if int(counts.get("UNDECIDED") or 0) else "success"
+
+
+def compared_hosts(results: dict) -> list[dict]:
+    """`run --host a,b,...`: every host's record (results.json `hosts.hosts`); [] for a run on one host."""
+    found = results.get("hosts") if isinstance(results.get("hosts"), dict) else {}
+    hosts = found.get("hosts") if isinstance(found.get("hosts"), list) else []
+    return [host for host in hosts if isinstance(host, dict)]
+
+
 NO_CREDENTIALS = ("**skill-evals: nothing was executed.** No `anthropic-api-key` reached this job, so every "
                   "selected case that could run is UNRUN (no-credentials), the others keep their own reason, and "
                   "no result is claimed for any of them.")
@@ -269,11 +291,18 @@ def outputs() -> int:
         key = COUNTS.get(case.get("state"))
         if key:
             counts[key] += 1
+    verdict = conclusion(cases, mode)
+    hosts = compared_hosts(results)
+    if hosts:  # several hosts: every host's cases counted and its conclusion weighed (a failure anywhere shows)
+        counts = {key: sum(int((host.get("counts") or {}).get(state) or 0) for host in hosts)
+                  for state, key in COUNTS.items()}
+        spend = float(results["hosts"].get("spend_usd") or 0.0)
+        verdict = max([verdict, *(host_conclusion(host, mode) for host in hosts)], key=ORDER.index)
     set_output("results-path", results_path)
     for key, value in counts.items():
         set_output(key, value)
     set_output("spend-usd", f"{spend:.4f}")
-    set_output("conclusion", conclusion(cases, mode))
+    set_output("conclusion", verdict)
     unrun = results.get("unrun_by_reason") or {}
     # No key: the runnable cases are UNRUN (no-credentials); a case the plan could never run keeps its own reason
     # (manual-only-target, probe-not-calibrated, ...), so "all no-credentials" is not the test.

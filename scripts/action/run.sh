@@ -21,6 +21,8 @@ add() {  # add OPTION VALUE, when the value is not empty
 add --base "${BASE:-}"
 add --head "${HEAD:-}"
 add --shard "${SHARD:-}"
+# One host, or several comma-separated: `run --host a,b` checks each name and runs the same cases on each.
+add --host "${HOSTS:-}"
 add --model "${MODEL:-}"
 add --judge-model "${JUDGE_MODEL:-}"
 add --repeats "${REPEATS:-}"
@@ -69,8 +71,9 @@ PY
     for skill in "${skills[@]}"; do
         left=$(python3 - "$RUN_DIR/results.json" "$RUN_DIR/improve" <<'PY'
 import json, pathlib, sys
-spend = json.load(open(sys.argv[1], encoding="utf-8"))["spend"]
-left = float(spend["cap_usd"]) - float(spend["usd"])
+results = json.load(open(sys.argv[1], encoding="utf-8"))
+spend = results.get("hosts") or results["spend"]  # several hosts: the run's cap and every host's spend
+left = float(spend["cap_usd"]) - float(spend["spend_usd" if "spend_usd" in spend else "usd"])
 for record in pathlib.Path(sys.argv[2]).glob("*/improve.json"):
     left -= float(json.loads(record.read_text(encoding="utf-8"))["spend"]["usd"])
 print(f"{max(left, 0.0):.4f}")
