@@ -141,7 +141,7 @@ E2E_MODULES = frozenset({
     "test_host_gemini.py",
     "test_host_codex.py",
     "test_newcomer_plan.py", "test_rejudge_calibrate.py", "test_resume_paths.py", "test_review_mode.py",
-    "test_routing_matrix.py", "test_run.py", "test_sandbox.py", "test_uplift.py",
+    "test_routing_matrix.py", "test_run.py", "test_sandbox.py", "test_uplift.py", "test_host_opencode.py",
 })
 # In the modules that mix both tiers: their end-to-end tests, by name (every parameter of one).
 E2E_TESTS: dict[str, frozenset[str]] = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-HostName = Literal["claude-code", "api", "first-turn", "copilot", "gemini", "codex"]
+HostName = Literal["claude-code", "api", "first-turn", "copilot", "gemini", "codex", "opencode"]
 HOST_NAMES: tuple[str, ...] = get_args(HostName)
 # The host `[run] host` names when the settings name none: the real one.
 DEFAULT_HOST: HostName = "claude-code"
@@ -150,6 +150,14 @@ HOST_TRAITS: dict[str, HostTraits] = {
     "codex": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
         activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex", api="openai"),
+    # OpenCode (runner.hosts.opencode): `skill {"name"}`, `read {"filePath"}`; the library goes to `.agents/skills`,
+    # which it reads without a `.opencode/` folder (whose plugin install it would run). It asks 32,000 output tokens
+    # of every call (measured on 1.18.33).
+    "opencode": HostTraits(
+        runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
+        activation=ActivationNames(skill_tool="skill", skill_input="name", read_tool="read", read_input="filePath",
+                                   subagent_tools=(), skills_folder=AGENTS_SKILLS_FOLDER),
+        activation_grade="tool-event", module="runner.hosts.opencode", fixed_max_output_tokens=32_000),
 }
 
 
