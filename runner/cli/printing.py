@@ -225,13 +225,16 @@ def print_surface(surface: Surface, console: Console, brief: bool = False) -> No
         console.print(f"[red]Surface audit failed: {surface.error}[/red]")
         return
     budget = surface.listing_budget_chars or "host default"
+    cut = f" ({len(surface.cut)} of them shortened)" if surface.cut else ""
     console.print(f"Surface ({surface.host}, listing budget {budget}): {len(surface.with_description)} library "
-                  f"skill(s) listed with their description, {len(surface.name_only)} by name only, "
+                  f"skill(s) listed with their description{cut}, {len(surface.name_only)} by name only, "
                   f"{len(surface.missing)} missing; {len(surface.not_from_library)} of the host's own; listing "
                   f"{surface.listing_chars:,} characters, first request {surface.request_chars:,}")
     if not brief:
         console.print("With description: " + (", ".join(surface.with_description) or "none"), markup=False)
         console.print("Name only: " + (", ".join(surface.name_only) or "none"), markup=False)
+        if surface.cut:
+            console.print("Description shortened: " + ", ".join(surface.cut), markup=False)
         if surface.missing:
             console.print("Missing: " + ", ".join(surface.missing), markup=False)
         console.print("Host's own: " + (", ".join(surface.not_from_library) or "none"), markup=False)

@@ -51,11 +51,11 @@ ActivationGrade = Literal["tool-event", "file-read", "none"]
 # The API a host's model is reached through, and the variables its key and endpoint are read from (the judge always
 # uses the Anthropic key): Claude Code, the api host, OpenCode and Copilot CLI speak the Messages API; Gemini CLI the
 # Gemini API; Codex the OpenAI Responses API. A key is only ever given to a host of its own API.
-ApiFamily = Literal["anthropic", "gemini", "openai"]
+ApiFamily = Literal["anthropic-messages", "gemini-api", "openai-responses"]
 API_VARIABLES: dict[str, tuple[str, str]] = {
-    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
-    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic-messages": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "gemini-api": ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"),
+    "openai-responses": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
 }
 
 
@@ -121,7 +121,7 @@ class HostTraits:
     # [run] max_output_tokens. None: the host bounds each call at the run's max_output_tokens.
     fixed_max_output_tokens: int | None = None
     # The API its model is reached through (ApiFamily above): whose key and endpoint the run gives it.
-    api: ApiFamily = "anthropic"
+    api: ApiFamily = "anthropic-messages"
 
 
 # Every name of HostName, and no other (tests/test_host_registry.py and tests/test_host_traits.py hold them to it).
@@ -143,13 +143,15 @@ HOST_TRAITS: dict[str, HostTraits] = {
         activation_grade="tool-event", module="runner.hosts.copilot", fixed_max_output_tokens=32_000),
     "gemini": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
-        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini", api="gemini",
+        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini", api="gemini-api",
         # Gemini CLI 0.61.0 sends no maxOutputTokens: each call may reach the model's own maximum (65,536 for the
         # Gemini 2.5 and 3 models).
         fixed_max_output_tokens=65_536),
     "codex": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
-        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex", api="openai"),
+        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex", api="openai-responses",
+        # `codex exec` takes no output bound: each call may reach the model's own maximum (128,000 for GPT-5).
+        fixed_max_output_tokens=128_000),
     # OpenCode (runner.hosts.opencode): `skill {"name"}`, `read {"filePath"}`; the library goes to `.agents/skills`,
     # which it reads without a `.opencode/` folder (whose plugin install it would run). It asks 32,000 output tokens
     # of every call (measured on 1.18.33).

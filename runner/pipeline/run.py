@@ -24,7 +24,7 @@ from runner.cache import reuse as reuse_mod
 from runner.cache.folder import LAST_ROUTING, Store
 from runner.cache.keys import Folders, RunContext, listing_of, surface_key
 from runner.core.errors import UsageError
-from runner.core.host_traits import API_VARIABLES, traits
+from runner.core.host_traits import API_VARIABLES, ApiFamily, traits
 from runner.corpus import bounded
 from runner.corpus.files import make_policy
 from runner.corpus.findings import Finding
@@ -61,6 +61,9 @@ RESUMED_WITHOUT_KEY = ("no ANTHROPIC_API_KEY reached this resume, so nothing mor
                        "ANTHROPIC_API_KEY and resume again: `skill-evals run --resume {folder}`.")
 
 
+ANTHROPIC: ApiFamily = "anthropic-messages"  # the judge's API, and the Claude Code hosts'
+
+
 @dataclass(frozen=True)
 class Credentials:
     """The Anthropic key and endpoint (the judge's, and the hosts' that speak the Messages API), and the other APIs'
@@ -73,7 +76,7 @@ class Credentials:
     def for_host(self, host: str) -> Credentials:
         """The key and endpoint of the host's API (its traits' `api`)."""
         family = traits(host).api
-        if family == "anthropic":
+        if family == ANTHROPIC:
             return Credentials(api_key=self.api_key, base_url=self.base_url)
         key, url = self.others.get(family, (None, None))
         return Credentials(api_key=key, base_url=url)
@@ -91,7 +94,7 @@ def for_key_of(text: str, host: str) -> str:
 
 def credentials_from_env(environ: dict[str, str] | os._Environ[str]) -> Credentials:
     others = {family: (environ.get(key) or None, environ.get(url) or None)
-              for family, (key, url) in API_VARIABLES.items() if family != "anthropic"}
+              for family, (key, url) in API_VARIABLES.items() if family != ANTHROPIC}
     return Credentials(api_key=environ.get("ANTHROPIC_API_KEY") or None,
                        base_url=environ.get("ANTHROPIC_BASE_URL") or None, others=others)
 

@@ -13,8 +13,8 @@ The states map onto what CI test reporters understand (semantics §3):
 UNRUN and UNDECIDED cases are skipped, never passed: no result is claimed for them, and the not-executed
 sentence is a property of every suite. A sequential case says how sure it is in its text (<system-out> when it
 passed); the run's sequential figures, the routing matrix's (never testcases) and the host's activation grade are
-properties of every suite. Every `time` is 0 (results.json records no durations). Built with xml.etree.ElementTree,
-the characters XML 1.0 forbids removed; it validates against junit-10.xsd (tests/data/junit.xsd).
+properties of every suite. Every `time` is 0. Built with xml.etree.ElementTree, the characters XML 1.0 forbids
+removed; it validates against junit-10.xsd (tests/data/junit.xsd).
 With several hosts (results.json `hosts`) the testcases are the first host's; a case that is FAIL, ERROR or
 JUDGE-ERROR on another host is a testcase of its own (`uid [host]`), and each host is a property of every suite.
 """
