@@ -138,7 +138,7 @@ def line_of(path: Path, needle: str, occurrence: int = 1) -> int:
 # Modules whose every test is end to end.
 E2E_MODULES = frozenset({
     "test_action_act.py", "test_aegis_run.py", "test_bench_first_turn.py", "test_bench_host_cache.py", "test_e2e_github.py",
-    "test_host_gemini.py",
+    "test_host_gemini.py", "test_agent_hosts.py",
     "test_host_codex.py",
     "test_newcomer_plan.py", "test_rejudge_calibrate.py", "test_resume_paths.py", "test_review_mode.py",
     "test_routing_matrix.py", "test_run.py", "test_sandbox.py", "test_uplift.py", "test_host_opencode.py",

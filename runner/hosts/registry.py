@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # types only: this module is imported where no host is made
 
 
 # A version key a host records (Host.versions) -> the name a person knows that program by (runner.report.versions).
-VERSION_LABELS: dict[str, str] = {"claude-code-cli": "claude-code", "copilot-cli": "copilot", "opencode-cli": "opencode",
+VERSION_LABELS: dict[str, str] = {"claude-code-cli": "claude-code", "copilot-cli": "copilot", "opencode-ai": "opencode",
                                   "codex-cli": "codex", "gemini-cli": "gemini"}
 
 

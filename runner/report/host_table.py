@@ -9,6 +9,7 @@ from runner.results.host_comparison import HostAccuracy, HostComparison, HostDif
 
 # The grade of a host whose stream shows the skill call itself; any other is said in every cell it decides.
 PLAIN_GRADE = "tool-event"
+VERDICT_STATES = ("PASS", "FAIL", "UNDECIDED")  # what a grade qualifies (an ERROR or UNRUN is no verdict)
 SHOWN_DIFFERENCES = 20  # differing cases listed in a comment or a terminal; results.json has them all
 
 INTRO = ("The same selected cases ran on each host, one after another, each into its own run folder; the rest of this "
@@ -60,10 +61,18 @@ def spend_line(comparison: HostComparison) -> str:
             "cap (each host's cap is what the hosts before it left)")
 
 
+def state_text(difference: HostDifference, host: str) -> str:
+    """The case's state on `host`, labelled `(file-read)` when it is a verdict read from SKILL.md reads."""
+    state = difference.states[host]
+    graded = difference.graded.get(host, PLAIN_GRADE)
+    return f"{state}{grade_mark(graded)}" if state in VERDICT_STATES else state
+
+
 def difference_line(difference: HostDifference) -> str:
-    """`demo/evals.json/x (demo): claude-code PASS · api FAIL (it did not fire)`."""
-    states = " · ".join(f"{host} {state}" + (f" ({difference.reasons[host]})" if host in difference.reasons else "")
-                        for host, state in difference.states.items())
+    """`demo/evals.json/x (demo): claude-code PASS · codex FAIL (file-read) · api ERROR (api-error: ...)`."""
+    states = " · ".join(f"{host} {state_text(difference, host)}"
+                        + (f" ({difference.reasons[host]})" if host in difference.reasons else "")
+                        for host in difference.states)
     return f"{difference.uid} ({difference.skill}): {states}"
 
 

@@ -433,6 +433,9 @@ def _hosts(results: Results) -> str:
               if rows else "<p>No trigger or no_trigger case.</p>")
     differing = "".join(f"<tr><td><code>{e(d.uid)}</code></td><td>{e(d.skill)}</td>"
                         + "".join(f"<td>{_badge(d.states[run.name]) if run.name in d.states else '—'}"
+                                  + (e(hosts_mod.grade_mark(d.graded[run.name]))
+                                     if run.name in d.graded and d.states.get(run.name) in hosts_mod.VERDICT_STATES
+                                     else "")
                                   + (f" {e(d.reasons[run.name])}" if run.name in d.reasons else "") + "</td>"
                                   for run in found.hosts) + "</tr>" for d in found.differences)
     differences = (f'<table id="host-differences"><thead><tr><th>case</th><th>skill</th>{heads}</tr></thead>'

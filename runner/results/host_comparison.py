@@ -68,6 +68,9 @@ class HostDifference(BaseModel):
     states: dict[str, CaseState] = Field(description="Host -> the case's state there (a host whose run has no such "
                                                      "case is left out).")
     reasons: dict[str, str] = Field(default={}, description="Host -> the case's reason there, when it has one.")
+    graded: dict[str, ActivationGrade] = Field(default={}, description="Host -> the activation grade of the case's "
+                                                                     "attempts there, when it read one: a file-read "
+                                                                     "verdict is labelled where it is shown.")
 
 
 class HostComparison(BaseModel):
@@ -140,7 +143,9 @@ def differences(runs: Sequence[tuple[str, Results]]) -> list[HostDifference]:
             first = next(iter(held.values()))
             found.append(HostDifference(uid=uid, skill=first.skill,
                                         states={name: case.state for name, case in held.items()},
-                                        reasons={name: case.reason for name, case in held.items() if case.reason}))
+                                        reasons={name: case.reason for name, case in held.items() if case.reason},
+                                        graded={name: case.activation_grade for name, case in held.items()
+                                                if case.activation_grade is not None}))
     return found
 
 
