@@ -142,6 +142,23 @@ def test_the_commands_the_model_runs_never_see_the_key(cli: Path, example: Libra
     assert KEY not in printed and codex.KEY_VARIABLE not in printed
 
 
+def test_not_even_codexs_own_environment_holds_the_key(cli: Path, example: Library, tmp_path: Path) -> None:
+    """A command of the same user may read its parent's environment (/proc/<codex>/environ): Codex is given a
+    token for the host's key proxy (runner.hosts.keyproxy), and only the proxy holds the key, which it puts on the
+    request to the API (the fake sees the key, the CLI never did)."""
+    prompt = "Show the parent's environment"
+    with FakeOpenAI() as fake:
+        fake.script(prompt, shell("for p in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $p; done 2>/dev/null; "
+                                  "echo listed"), text("Done."))
+        obs = run(make_host(example, fake, tmp_path), prompt)
+        requests = fake.requests_for(prompt)
+        [printed] = [i["output"] for i in requests[1].body["input"] if i.get("type") == "function_call_output"]
+    assert obs.error_kind is None and "listed" in printed
+    assert f"{codex.KEY_VARIABLE}=skill-evals-key-proxy-" in printed  # Codex's own environment was read: a token
+    assert KEY not in printed
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in requests)
+
+
 def test_codexs_sandbox_failing_behind_the_wall_is_an_error(cli: Path, example: Library, tmp_path: Path) -> None:
     """Codex's own sandbox cannot start behind the Landlock wall (why the host runs commands in the wall alone there):
     forced on, every command fails before it runs, and the session is an error, never a skill that did not fire."""

@@ -34,6 +34,7 @@ from runner.core.host_traits import traits
 from runner.core.observation import Activation, Bound, ErrorKind, Observation, SessionSpec, ToolCall, Usage
 from runner.hosts import billing, wall, workspace
 from runner.hosts.base import utf8_safe
+from runner.hosts.keyproxy import KeyProxy
 
 if TYPE_CHECKING:
     import anthropic
@@ -267,8 +268,13 @@ class AgentCliHost:
 
     def __init__(self, cli: AgentCli, files: workspace.LibraryFiles, prices: PriceTable, api_key: str,
                  base_url: str | None, work_parent: Path | None = None, aliases: dict[str, str] | None = None,
-                 session_confinement: wall.Setting = "auto"):
+                 session_confinement: wall.Setting = "auto", key_proxy: KeyProxy | None = None):
+        """`key_proxy`: the sessions reach the API through it, with its token instead of the key
+        (runner.hosts.keyproxy: the CLI and the commands its model runs never hold the key)."""
         self.cli = cli
+        self.key_proxy = key_proxy
+        if key_proxy is not None:
+            weakref.finalize(self, key_proxy.close)
         self.name = cli.name
         self.traits = traits(cli.name)
         self.files = files
@@ -315,6 +321,9 @@ class AgentCliHost:
         started = time.monotonic()
         ws = await asyncio.to_thread(self.build_workspace, spec)
         key = api_key if api_key is not None else self.api_key
+        if base_url is None and api_key is None and self.key_proxy is not None:
+            proxy = self.key_proxy.start()
+            base_url, key = proxy.url, proxy.token  # the key itself stays in this process (kept out of the output)
         # The attempt's tally: until the CLI's figures are read, the session counts at its reservation (a kill or
         # a cancellation leaves that bound charged: billing.Tally.give_up).
         tally = billing.current() or billing.Tally()

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from runner.core.host_traits import ActivationNames, traits
 from runner.core.observation import Activation, Bound, ErrorKind, SessionSpec, ToolCall, Usage
-from runner.hosts import agent_install
+from runner.hosts import agent_install, keyproxy
 from runner.hosts.activation import skill_md_name
 from runner.hosts.agent_cli import (
     AgentCliHost,
@@ -738,9 +738,11 @@ def make(inputs: HostInputs) -> AgentCliHost:
     parent = work_parent_for(inputs.run_folder)
     descriptions = {name: skill.description or "" for name, skill in inputs.library.skills.items()}
     cli = CodexCli(retries=settings.run.host_max_retries, descriptions=descriptions)
+    # The model's commands may read Codex's own environment: the key stays in the runner (runner.hosts.keyproxy).
+    proxy = keyproxy.in_front_of(inputs.base_url, OPENAI_URL, inputs.api_key, (re.compile(r"/responses"),))
     host = AgentCliHost(cli, LibraryFiles.of(inputs.library, settings.limits.max_file_bytes), inputs.prices,
                         inputs.api_key, inputs.base_url, work_parent=parent, aliases=inputs.library.aliases(),
-                        session_confinement=settings.run.session_confinement)
+                        session_confinement=settings.run.session_confinement, key_proxy=proxy)
     cli.own_sandbox = host.session_wall is None or host.session_wall.mode != "landlock"
     keep_until_collected(host, parent)
     return host

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from runner.core.host_traits import traits
 from runner.core.observation import Activation, Bound, ErrorKind, SessionSpec, ToolCall, Usage
 from runner.hosts import activation as recogniser
-from runner.hosts import agent_install
+from runner.hosts import agent_install, keyproxy
 from runner.hosts.agent_cli import (
     AgentCliHost,
     Launch,
@@ -322,6 +322,8 @@ def make(inputs: HostInputs) -> AgentCliHost:
     files: LibraryFiles = LibraryFiles.of(inputs.library, settings.limits.max_file_bytes)
     parent = work_parent_for(inputs.run_folder)
     host = AgentCliHost(cli, files, inputs.prices, inputs.api_key, inputs.base_url, work_parent=parent,
-                        aliases=inputs.library.aliases(), session_confinement=settings.run.session_confinement)
+                        aliases=inputs.library.aliases(), session_confinement=settings.run.session_confinement,
+                        key_proxy=keyproxy.in_front_of(inputs.base_url, keyproxy.ANTHROPIC_URL, inputs.api_key,
+                                                       keyproxy.MESSAGES_PATHS))
     keep_until_collected(host, parent)
     return host

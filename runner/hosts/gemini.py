@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from runner.core.errors import UsageError
 from runner.core.host_traits import traits
 from runner.core.observation import Activation, Bound, ErrorKind, SessionSpec, ToolCall, Usage
-from runner.hosts import agent_install
+from runner.hosts import agent_install, keyproxy
 from runner.hosts.activation import apply_result, recognise
 from runner.hosts.agent_cli import (
     AgentCliHost,
@@ -481,6 +481,8 @@ def make(inputs: HostInputs) -> AgentCliHost:
     cli = GeminiCli(max_attempts=settings.run.host_max_retries + 1, allowed_tools=settings.run.allowed_tools)
     host = AgentCliHost(cli, files, inputs.prices,
                         inputs.api_key, inputs.base_url, work_parent=parent, aliases=inputs.library.aliases(),
-                        session_confinement=settings.run.session_confinement)
+                        session_confinement=settings.run.session_confinement,
+                        key_proxy=keyproxy.in_front_of(inputs.base_url, keyproxy.GEMINI_URL, inputs.api_key,
+                                                       keyproxy.GEMINI_PATHS))
     keep_until_collected(host, parent)
     return host

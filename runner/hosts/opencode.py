@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from runner.core.errors import UsageError
 from runner.core.host_traits import traits
 from runner.core.observation import Activation, Bound, ErrorKind, SessionSpec, ToolCall, Usage
-from runner.hosts import agent_cli, agent_install, ratelimit
+from runner.hosts import agent_cli, agent_install, keyproxy, ratelimit
 from runner.hosts.activation import recognise
 from runner.hosts.agent_cli import AgentCliHost, Launch, ReadOutcome, cut_input
 from runner.hosts.surface import CaptureServer, Surface, cache_shape
@@ -358,6 +358,8 @@ def make(inputs: HostInputs) -> AgentCliHost:
     cli = OpenCodeCli(program=agent_install.locate(NAME), rg=ripgrep(), version=agent_install.pin(NAME).version)
     parent = agent_cli.work_parent_for(inputs.run_folder)
     host = AgentCliHost(cli, files, inputs.prices, inputs.api_key, inputs.base_url, work_parent=parent,
-                        aliases=inputs.library.aliases(), session_confinement=settings.run.session_confinement)
+                        aliases=inputs.library.aliases(), session_confinement=settings.run.session_confinement,
+                        key_proxy=keyproxy.in_front_of(inputs.base_url, keyproxy.ANTHROPIC_URL, inputs.api_key,
+                                                       keyproxy.MESSAGES_PATHS))
     agent_cli.keep_until_collected(host, parent)
     return host
