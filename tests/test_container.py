@@ -181,6 +181,32 @@ def test_run_claude_code_host_in_the_container(client, image: str, fake: FakeAnt
     assert outcome.api_proxy["forwarded"] == len(fake.requests)
 
 
+def test_run_an_agent_cli_host_in_the_container(client, image: str, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """Copilot CLI baked into the image (the Dockerfile's AGENT_CLIS, as `run --container --host copilot` builds
+    it), reaching the fake only through its key proxy, the container's relay and the runner's API proxy."""
+    agents = ctr.ensure_image(client, REPO, BASE_IMAGE, "skill-evals:test", agent_clis=("copilot",))
+    fake.script(prompt_key(NIGHTLY), tool("skill", {"skill": TRIAGE}),
+                text("TEST REPORT TRIAGE — nightly\n[NOT PROVEN] api skipped"))
+    out = tmp_path / "out"
+    outcome = run_one(client, agents, fake, out, "copilot")
+    assert outcome.exit_code == 0, outcome.logs
+    results = results_of(out / "run")
+    assert results["plan"]["host"] == "copilot" and results["plan"]["versions"]["copilot-cli"] == "1.0.102"
+    result = next(c for c in results["cases"] if c["uid"] == NIGHTLY)
+    assert result["activation"]["state"] == "PASS" and result["activation_grade"] == "tool-event", result
+    assert any(r.headers.get("user-agent", "").startswith("Anthropic/JS") for r in fake.message_requests)
+    only_the_real_key(fake)
+    no_key_anywhere(out, outcome)
+
+
+def test_a_host_of_another_api_is_refused_in_the_container(tmp_path: Path) -> None:
+    """The container's one way out carries the Messages API: a host that needs another API is a usage error before
+    any image is built."""
+    done = cli("run", "--library", str(EXAMPLE), "--container", "--host", "gemini", "--out", str(tmp_path / "o"))
+    assert done.exit_code == 2 and "reaches its model through the gemini-api API" in done.output
+    assert not (tmp_path / "o").exists()
+
+
 def test_the_container_reads_a_cases_first_turn_as_the_host_does(image: str, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 32: no namespace can be made in the container (no capability, Docker's seccomp), so a case's sessions

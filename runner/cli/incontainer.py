@@ -16,6 +16,7 @@ import click
 
 from runner.cli import context
 from runner.cli.app import fail_usage
+from runner.core.host_traits import HOST_TRAITS
 from runner.corpus import bounded, trust
 from runner.floor import gate as floor_mod
 
@@ -56,6 +57,22 @@ def cache_folder(params: dict[str, object], loaded: context.Loaded, root: Path) 
     return (root / loaded.settings.run.cache).resolve() if loaded.settings.run.cache else None
 
 
+def container_agents(option: object, configured: str) -> tuple[str, ...]:
+    """The agent CLIs the run's hosts drive, for the image to carry; a usage error for a host whose API the
+    container cannot reach (its one way out is the Messages API proxy, which holds the Anthropic key only)."""
+    from runner.hosts import agent_install
+
+    names = [name.strip() for name in str(option or configured).split(",") if name.strip()]
+    for name in names:
+        found = HOST_TRAITS.get(name)
+        if found is not None and found.api != "anthropic-messages":
+            fail_usage(f"--container: the {name} host reaches its model through the {found.api} API, but the "
+                       "container's only way out is the Messages API proxy, which holds the Anthropic key alone; run "
+                       f"the {name} host without --container (its CLI reaches the API through a key proxy of its own)")
+    pinned = agent_install.pinned()
+    return tuple(sorted(name for name in names if name in pinned))
+
+
 def run_in_container(library_path: Path, config: Path | None, out: Path | None, resume_dir: Path | None,
                      base_image: str | None, settings_commit: str | None = None) -> None:
     import docker
@@ -64,6 +81,7 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
 
     loaded = context.load(library_path, config, settings_commit)
     root = loaded.root
+    agent_clis = container_agents(click.get_current_context().params.get("host"), loaded.settings.run.host)
     repo_library = "/repo/" + (library_path.resolve().relative_to(root).as_posix() if
                                library_path.resolve() != root else "")
     target = resume_dir or out or Path("runs") / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -146,7 +164,7 @@ def run_in_container(library_path: Path, config: Path | None, out: Path | None, 
 
     # A ContainerError (the image cannot be built or started, ...) is a usage error the command group prints.
     image = container_mod.given_image(client, os.environ) or container_mod.ensure_image(
-        client, source, base_image or "python:3.12-slim", context.CONTAINER_TAG)
+        client, source, base_image or "python:3.12-slim", context.CONTAINER_TAG, agent_clis=agent_clis)
     outcome = container_mod.run_in_container(
         client, image, root, target, args, container_mod.container_env(os.environ), deadline=deadline,
         on_deadline=deadline_set, cache=cache, cache_writable=not params.get("cache_read_only"))

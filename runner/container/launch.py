@@ -88,17 +88,21 @@ class ContainerOutcome:
 
 
 def ensure_image(client: docker.DockerClient, repo_root: Path | str, base_image: str, tag: str,
-                 network: str = "host") -> str:
+                 network: str = "host", agent_clis: tuple[str, ...] = ()) -> str:
     """Build (or reuse from the daemon's cache) the runner image from ``repo_root/Dockerfile``; its id.
 
     ``network`` is the build's network mode: "host" lets pip reach the package index the way the host does.
+    ``agent_clis``: the hosts whose agent CLIs the image installs (the Dockerfile's AGENT_CLIS; its own tag).
     Raises :class:`ContainerError` with the end of the build log when the build fails.
     """
+    if agent_clis:
+        tag = f"{tag}-{'-'.join(sorted(agent_clis))}"
     root = Path(repo_root).resolve()
     if not (root / "Dockerfile").is_file():
         raise ContainerError(f"no Dockerfile in {root}")
     try:
-        image, _ = client.images.build(path=str(root), dockerfile="Dockerfile", buildargs={"BASE_IMAGE": base_image},
+        image, _ = client.images.build(path=str(root), dockerfile="Dockerfile",
+                                       buildargs={"BASE_IMAGE": base_image, "AGENT_CLIS": " ".join(sorted(agent_clis))},
                                        tag=tag, network_mode=network, rm=True, forcerm=True, pull=False)
     except docker.errors.BuildError as exc:
         tail = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in exc.build_log)[-3000:]

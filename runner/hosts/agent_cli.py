@@ -161,6 +161,13 @@ def node_path() -> str:
     return ":".join(dict.fromkeys(parts + MINIMAL_PATH.split(":")))
 
 
+def node_reads(path: str | None) -> list[str]:
+    """Where the node that runs an npm-installed CLI's launcher really is (the image's comes from a Python wheel,
+    outside the system folders the wall lets a session read)."""
+    node = shutil.which("node", path=path)
+    return [str(Path(os.path.realpath(node)).parent)] if node else []
+
+
 @dataclass
 class Ran:
     """What running the process showed, apart from what the reader read."""
@@ -240,7 +247,7 @@ def confined(launch: Launch, root: Path, session_wall: wall.SessionWall) -> list
     """The launch's argv, behind the Landlock wall when the machine gives one: the session writes only its folder."""
     if session_wall.mode != "landlock":
         return launch.argv
-    reads = sorted({*launch.reads, *wall.cli_reads(Path(launch.argv[0]))})
+    reads = sorted({*launch.reads, *wall.cli_reads(Path(launch.argv[0])), *node_reads(launch.env.get("PATH"))})
     words = shlex.split(wall.command(sys.executable, str(root), reads))
     extra = [word for path in launch.writes for word in ("--write", path)]
     return [*words, *extra, "--", *launch.argv]
