@@ -22,9 +22,8 @@ import re
 import shlex
 import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +42,7 @@ from runner.hosts.agent_cli import (
     node_path,
     work_parent_for,
 )
-from runner.hosts.surface import Surface
+from runner.hosts.surface import CaptureEndpoint, Surface
 from runner.hosts.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -594,24 +593,11 @@ class _CaptureHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class CaptureServer(ThreadingHTTPServer):
+class CaptureServer(CaptureEndpoint):
     """Records Responses API requests on 127.0.0.1 and answers each with an empty completed response."""
 
-    daemon_threads = True
-
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _CaptureHandler)
-        self.captured: list[dict[str, Any]] = []
-        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"  # Codex's base_url: it adds /responses
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
-
-    def __enter__(self) -> CaptureServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-        self.server_close()
+        super().__init__(_CaptureHandler, base_path="/v1")  # Codex's base_url: it adds /responses
 
 
 LISTING_OPEN = "<skills_instructions>"

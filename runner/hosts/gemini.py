@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +37,10 @@ from runner.hosts.agent_cli import (
     node_path,
     work_parent_for,
 )
+from runner.hosts.surface import CaptureEndpoint, Surface
 
 if TYPE_CHECKING:
     from runner.hosts.registry import HostInputs
-    from runner.hosts.surface import Surface
     from runner.hosts.workspace import Workspace
 
 NAME = "gemini"
@@ -333,25 +332,12 @@ class _CaptureHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class GeminiCapture(ThreadingHTTPServer):
+class GeminiCapture(CaptureEndpoint):
     """Records the CLI's model requests on 127.0.0.1 and answers each with a short text reply, which ends the
     session after its first request (no model, no key)."""
 
-    daemon_threads = True
-
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _CaptureHandler)
-        self.captured: list[dict[str, Any]] = []
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
-
-    def __enter__(self) -> GeminiCapture:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-        self.server_close()
+        super().__init__(_CaptureHandler)
 
 
 # One `<skill>` entry of the listing (renderAgentSkills of 0.61.0: name, description and location verbatim).
@@ -385,8 +371,6 @@ def _declarations(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def surface_of(bodies: list[dict[str, Any]], library_names: set[str], invocable: set[str]) -> Surface:
     """What the first chat request (the one with the CLI's tools; a classifier's request has none) listed."""
-    from runner.hosts.surface import Surface
-
     body = next((b for b in bodies if _declarations(b)), None)
     if body is None:
         return Surface(host=NAME, listing_budget_chars=None, missing=sorted(invocable),

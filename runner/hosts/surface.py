@@ -13,7 +13,7 @@ import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
@@ -133,28 +133,38 @@ class _CaptureHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class CaptureServer(ThreadingHTTPServer):
-    """Records Messages API requests on 127.0.0.1 and answers each with an empty end_turn."""
+class CaptureEndpoint(ThreadingHTTPServer):
+    """A capture endpoint on 127.0.0.1 in one API's shape: `handler` records each model request's body in
+    `captured` and answers so that the session ends (the hosts' surface audits: this module's Messages API one,
+    runner.hosts.gemini's and runner.hosts.codex's). `base_path`: what the client's base URL ends with."""
 
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _CaptureHandler)
+    def __init__(self, handler: type[BaseHTTPRequestHandler], base_path: str = "") -> None:
+        super().__init__(("127.0.0.1", 0), handler)
         self.captured: list[dict[str, Any]] = []
         self.captured_headers: list[dict[str, str]] = []  # of each captured request, lower-case names
+        self.base_path = base_path
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"http://127.0.0.1:{self.server_address[1]}{self.base_path}"
 
-    def __enter__(self) -> "CaptureServer":
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
         self.server_close()
+
+
+class CaptureServer(CaptureEndpoint):
+    """Records Messages API requests and answers each with an empty end_turn."""
+
+    def __init__(self) -> None:
+        super().__init__(_CaptureHandler)
 
 
 def _texts(value: Any) -> list[str]:
