@@ -239,3 +239,12 @@ def test_the_recogniser_reads_the_hosts_own_tools_and_folder() -> None:
     assert recognise("Agent", {"subagent_type": "reviewer"}, "t", 1, names=CODEX_NAMES) is None
     skill = recognise("load_skill", {"skill": "pdf"}, "t", 1, names=CODEX_NAMES)
     assert skill is not None and skill.mechanism == "skill-tool"
+
+
+def test_a_host_of_another_api_is_never_planned_with_an_anthropic_model() -> None:
+    """Gemini CLI cannot be asked for claude-sonnet: without its own model ([run] host_models) the plan is refused
+    before anything starts, naming the setting."""
+    from tests.conftest import cli
+
+    done = cli("plan", "--library", str(EXAMPLE), "--host", "gemini")
+    assert done.exit_code == 2 and "name its own in [run] host_models" in done.output

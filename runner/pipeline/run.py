@@ -374,6 +374,7 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     torn tail a killed earlier run left there. `floor` holds back the cases the floor's errors are about (`plan`
     and `run` pass the same gate, so they plan the same cases)."""
     settings, tier = apply_options(settings, options)
+    model_of_another_api_refused(settings)
     hosts_key = credentials.for_host(settings.run.host)  # the judge keeps the Anthropic key (make_judge)
     unrun_all = "kill-switch" if kill_switch(settings, os.environ) else (
         "no-credentials" if not hosts_key.api_key else None)
@@ -426,6 +427,22 @@ def prepare(library: Library, settings: Settings, options: Options, credentials:
     return Prepared(plan=plan, plan_hash=plan.digest(), cases={c.uid: c for c in library.cases}, host=host,
                     unknown_skills=unknown, known_names=known_names(library), judge=judge, shard=options.shard,
                     selection=selection, probes={p.uid: p for p in library.probes}, cache=cache)
+
+
+# Anthropic's model names: what a host of another API (Gemini CLI, Codex) cannot be asked for.
+ANTHROPIC_MODEL_PREFIX = "claude-"
+
+
+def model_of_another_api_refused(settings: Settings) -> None:
+    """A host that reaches its model through another API than Anthropic's, planned with an Anthropic model (the
+    run's `model`, given no `[run] host_models` entry for it): every session would be an API error, so the plan is
+    refused before anything starts."""
+    host = settings.run.host
+    api = traits(host).api
+    if api != ANTHROPIC and settings.run.model.startswith(ANTHROPIC_MODEL_PREFIX):
+        raise ValueError(f"the {host} host reaches its model through the {api} API, and its model would be "
+                         f"{settings.run.model!r}, an Anthropic model: name its own in [run] host_models "
+                         f'(e.g. host_models = {{ {host} = "..." }}) or give --model')
 
 
 def unpriced_model_refused(settings: Settings, prices: prices_mod.PriceTable) -> None:
