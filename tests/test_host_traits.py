@@ -248,3 +248,20 @@ def test_a_host_of_another_api_is_never_planned_with_an_anthropic_model() -> Non
 
     done = cli("plan", "--library", str(EXAMPLE), "--host", "gemini")
     assert done.exit_code == 2 and "name its own in [run] host_models" in done.output
+
+
+def test_a_host_that_ignores_disable_model_invocation_runs_the_cases_of_a_manual_only_skill(library: Library) -> None:
+    """Gemini CLI, Codex and OpenCode list and load a skill marked disable-model-invocation (docs/hosts.md): a case
+    that needs the model to pick one runs there, and a pair against one is measured; on Claude Code and Copilot CLI,
+    which keep it from the model, it stays UNRUN manual-only-target."""
+    manual = {name for name, skill in library.skills.items() if skill.manual_only}
+    assert manual, "the example library has a manual-only skill"
+    for host in host_traits.HOST_NAMES:
+        plan = plan_on(host, library, Settings())
+        held = {c.uid for c in plan.cases if c.unrun_reason == "manual-only-target"}
+        if host_traits.traits(host).hides_manual_only:
+            assert held and set(plan.manual_only) == manual, host
+        else:
+            assert not held and plan.manual_only == [], host
+    assert {name for name in host_traits.HOST_NAMES if not host_traits.traits(name).hides_manual_only} == {
+        "gemini", "codex", "opencode"}

@@ -122,6 +122,10 @@ class HostTraits:
     fixed_max_output_tokens: int | None = None
     # The API its model is reached through (ApiFamily above): whose key and endpoint the run gives it.
     api: ApiFamily = "anthropic-messages"
+    # It keeps a skill marked `disable-model-invocation: true` from the model (Claude Code, Copilot CLI): a case that
+    # needs the model to pick one on its own is UNRUN manual-only-target there. False: the host lists and loads such
+    # a skill like any other (measured: Gemini CLI, Codex and OpenCode ignore the field), so those cases run.
+    hides_manual_only: bool = True
 
 
 # Every name of HostName, and no other (tests/test_host_registry.py and tests/test_host_traits.py hold them to it).
@@ -143,13 +147,13 @@ HOST_TRAITS: dict[str, HostTraits] = {
         activation_grade="tool-event", module="runner.hosts.copilot", fixed_max_output_tokens=32_000),
     "gemini": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
-        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini", api="gemini-api",
+        activation=GEMINI_ACTIVATION, activation_grade="tool-event", module="runner.hosts.gemini", api="gemini-api", hides_manual_only=False,
         # Gemini CLI 0.61.0 sends no maxOutputTokens: each call may reach the model's own maximum (65,536 for the
         # Gemini 2.5 and 3 models).
         fixed_max_output_tokens=65_536),
     "codex": HostTraits(
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
-        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex", api="openai-responses",
+        activation=CODEX_ACTIVATION, activation_grade="file-read", module="runner.hosts.codex", api="openai-responses", hides_manual_only=False,
         # `codex exec` takes no output bound: each call may reach the model's own maximum (128,000 for GPT-5).
         fixed_max_output_tokens=128_000),
     # OpenCode (runner.hosts.opencode): `skill {"name"}`, `read {"filePath"}`; the library goes to `.agents/skills`,
@@ -159,7 +163,8 @@ HOST_TRAITS: dict[str, HostTraits] = {
         runs_claude_code=False, approximation=None, listing_model="name-order-fit", request_model=None,
         activation=ActivationNames(skill_tool="skill", skill_input="name", read_tool="read", read_input="filePath",
                                    subagent_tools=(), skills_folder=AGENTS_SKILLS_FOLDER),
-        activation_grade="tool-event", module="runner.hosts.opencode", fixed_max_output_tokens=32_000),
+        activation_grade="tool-event", module="runner.hosts.opencode", fixed_max_output_tokens=32_000,
+        hides_manual_only=False),
 }
 
 

@@ -267,8 +267,9 @@ def check_manual_only(library: Library) -> list[Finding]:
             "manual-only-target", file, cases[0].line,
             f"{len(cases)} case(s) need the model to pick manual-only skill(s) {', '.join(targets)} on its own "
             f"({ids}); with disable-model-invocation: true the model never can, so a trigger case could never pass "
-            "and a no-trigger case could never fail: they stay UNRUN (manual-only-target). A case whose prompt "
-            "invokes the skill by hand (it starts with `/<name>`) runs: the host expands the command"))
+            "and a no-trigger case could never fail: they stay UNRUN (manual-only-target) on a host that keeps such "
+            "a skill from the model (docs/hosts.md). A case whose prompt invokes the skill by hand (it starts with "
+            "`/<name>`) runs: the host expands the command"))
     return out
 
 

@@ -106,11 +106,13 @@ def subagents_callable(host: str, allowed_tools: list[str]) -> bool:
 NO_ACTIVATION = "host-cannot-observe-activation"
 
 
-def unrun_reason(case: Case, library: Library, subagents: bool = True, observable: bool = True) -> str | None:
+def unrun_reason(case: Case, library: Library, subagents: bool = True, observable: bool = True,
+                 hides_manual_only: bool = True) -> str | None:
     """The case's own reason not to run, or None. `subagents`: whether the host can start one (see
     subagents_callable). `observable`: whether the host shows an activation at all (its grade is not `none`):
     where it does not, a case decided by which skills fired could only be guessed, so it is UNRUN, while an output
-    case runs on its answer's assertions alone (its activation part UNRUN: runner.execute.grading)."""
+    case runs on its answer's assertions alone (its activation part UNRUN: runner.execute.grading).
+    `hides_manual_only`: whether the host keeps a manual-only skill from the model (HostTraits)."""
     if case.kind == "unknown":
         return "unknown-case-type"
     if case.kind == "invalid":
@@ -118,11 +120,12 @@ def unrun_reason(case: Case, library: Library, subagents: bool = True, observabl
     if not observable and traits_of(case.kind) is not None and not is_output_case(case):
         return NO_ACTIVATION
     if case.routing is not None:
-        return routing_unrun_reason(case, library, subagents)
+        return routing_unrun_reason(case, library, subagents, hides_manual_only)
     target = library.skills.get(case.target)
     # A manual-only skill cannot be picked by the model, but a prompt that invokes it by hand (`/name ...`) is
-    # expanded by the host: such a case runs (runner.corpus.slash).
-    if target is not None and target.manual_only and not library.invoked_by_hand(case):
+    # expanded by the host: such a case runs (runner.corpus.slash). A host that ignores the field lets the model
+    # pick it: the case runs there.
+    if target is not None and target.manual_only and hides_manual_only and not library.invoked_by_hand(case):
         return "manual-only-target"
     # Like a manual-only target (semantics §2): a subagent the host cannot start can neither activate (a trigger
     # case would FAIL for the harness's configuration, not the skill) nor fail to (a no-trigger case would pass
@@ -134,14 +137,14 @@ def unrun_reason(case: Case, library: Library, subagents: bool = True, observabl
     return None
 
 
-def routing_unrun_reason(case: Case, library: Library, subagents: bool) -> str | None:
+def routing_unrun_reason(case: Case, library: Library, subagents: bool, hides_manual_only: bool = True) -> str | None:
     """A routing case as the rule above has it, for each skill that must fire (only those: a must-not skill that
     cannot fire still leaves the case's other parts to measure). A must skill the model cannot pick (manual-only,
     unless the prompt invokes it by hand) or a subagent the host cannot start would make the case FAIL for the
     harness's configuration, not the routing: UNRUN."""
     for name in case.routing.must_fire if case.routing else []:
         skill = library.skills.get(name)
-        if skill is not None and skill.manual_only and not library.invoked_by_hand(case, name):
+        if skill is not None and skill.manual_only and hides_manual_only and not library.invoked_by_hand(case, name):
             return "manual-only-target"
         if is_subagent(name) and not subagents:
             return "subagent-not-callable"
@@ -195,7 +198,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
             uid=case.uid, skill=case.skill, file=case.file, line=case.line, kind=case.kind, target=case.target,
             kind_rule=case.kind_rule if kind_words.by_heuristic(case.kind_rule) else None, label=case.label,
             should_not_trigger=case.should_not_trigger, repeats=tier_rule.repeats, quorum=tier_rule.quorum,
-            unrun_reason=unrun_reason(case, library, subagents, known.activation_grade != "none"), why=why, warnings=surface_warnings(case, surface))
+            unrun_reason=unrun_reason(case, library, subagents, known.activation_grade != "none",
+                                      known.hides_manual_only), why=why, warnings=surface_warnings(case, surface))
         if case.kind == "probe":
             gate = (probe_gates or {}).get(case.uid)
             planned.arms = ["control", "treatment"]
@@ -295,7 +299,8 @@ def build(library: Library, selected: list[tuple[Case, str]], settings: Settings
         decide_early=run.decide_early, batch=batch,
         rate_limit_pause_s=run.rate_limit_pause_s, cap_usd=run.max_usd,
         listing_budget_chars=settings.listing.budget_chars, allowed_tools=run.allowed_tools,
-        manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only), surface=surface,
+        manual_only=sorted(name for name, skill in library.skills.items() if skill.manual_only)
+        if known.hides_manual_only else [], surface=surface,
         session_path=session_path if known.runs_claude_code else None,
         session_wall=session_wall if known.runs_claude_code else None,
         cases=cases, estimate=estimate, unrun_all=unrun_all, quarantine=quarantine or [],
