@@ -23,7 +23,6 @@ import shlex
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +41,7 @@ from runner.hosts.agent_cli import (
     node_path,
     work_parent_for,
 )
-from runner.hosts.surface import CaptureEndpoint, Surface
+from runner.hosts.surface import CaptureEndpoint, CaptureHandler, Surface
 from runner.hosts.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -559,20 +558,11 @@ def _summed(usages: list[JsonUsage]) -> Usage:
 
 # ---- the surface audit -------------------------------------------------------------------------------------------
 
-class _CaptureHandler(BaseHTTPRequestHandler):
-    server: CaptureServer
+class _CaptureHandler(CaptureHandler):
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
-        return
-
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = None
+        body = self.json_body()
         if isinstance(body, dict) and self.path.split("?")[0].rstrip("/").endswith("/responses"):
             self.server.captured.append(body)
         self.end_session(body if isinstance(body, dict) else {})
@@ -586,11 +576,7 @@ class _CaptureHandler(BaseHTTPRequestHandler):
         events = [{"type": "response.created", "response": {**response, "status": "in_progress", "usage": None}},
                   {"type": "response.completed", "response": response}]
         data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_whole(200, data, "text/event-stream")
 
 
 class CaptureServer(CaptureEndpoint):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,7 @@ from runner.hosts.agent_cli import (
     node_path,
     work_parent_for,
 )
-from runner.hosts.surface import CaptureEndpoint, Surface
+from runner.hosts.surface import CaptureEndpoint, CaptureHandler, Surface
 
 if TYPE_CHECKING:
     from runner.hosts.registry import HostInputs
@@ -299,37 +298,20 @@ _CAPTURE_REPLY = {"candidates": [{"content": {"role": "model", "parts": [{"text"
                   "modelVersion": "capture"}
 
 
-class _CaptureHandler(BaseHTTPRequestHandler):
-    server: GeminiCapture
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: nothing to log
-        return
-
+class _CaptureHandler(CaptureHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = None
+        body = self.json_body()
         path, _, query = self.path.partition("?")
         if not (_MODEL_CALL.match(path) and isinstance(body, dict)):
-            return self._send(404, b'{"error": {"code": 404, "message": "capture: no such route", '
-                                   b'"status": "NOT_FOUND"}}', "application/json")
+            return self.send_whole(404, b'{"error": {"code": 404, "message": "capture: no such route", '
+                                        b'"status": "NOT_FOUND"}}', "application/json")
         self.server.captured.append(body)
         if path.endswith(":streamGenerateContent"):  # one event, the whole reply: the session ends after it
             sse = "alt=sse" in query.split("&")
             data = json.dumps(_CAPTURE_REPLY).encode()
-            return self._send(200, b"data: " + data + b"\r\n\r\n" if sse else b"[" + data + b"]",
-                              "text/event-stream" if sse else "application/json")
-        return self._send(200, json.dumps(_CAPTURE_REPLY).encode(), "application/json")
-
-    def _send(self, status: int, data: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            return self.send_whole(200, b"data: " + data + b"\r\n\r\n" if sse else b"[" + data + b"]",
+                                   "text/event-stream" if sse else "application/json")
+        return self.send_whole(200, json.dumps(_CAPTURE_REPLY).encode(), "application/json")
 
 
 class GeminiCapture(CaptureEndpoint):

@@ -99,19 +99,34 @@ _END_SESSION_EVENTS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-class _CaptureHandler(BaseHTTPRequestHandler):
-    server: "CaptureServer"
+class CaptureHandler(BaseHTTPRequestHandler):
+    """What every capture endpoint's handler shares (CaptureEndpoint): quiet, a JSON body read, a reply sent whole."""
+
+    server: "CaptureEndpoint"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: nothing to log
         return
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def json_body(self) -> Any:
+        """The request's JSON body (None when it is not JSON)."""
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
-            body = json.loads(raw or b"{}")
+            return json.loads(raw or b"{}")
         except ValueError:
-            body = None
+            return None
+
+    def send_whole(self, status: int, data: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _CaptureHandler(CaptureHandler):
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = self.json_body()
         if isinstance(body, dict) and self.path.split("?")[0].endswith("/v1/messages"):
             self.server.captured.append(body)
             self.server.captured_headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -125,12 +140,7 @@ class _CaptureHandler(BaseHTTPRequestHandler):
             message = dict(_END_SESSION_EVENTS[0][1]["message"])
             message.update(content=[{"type": "text", "text": ""}], stop_reason="end_turn")
             payload, content_type = json.dumps(message), "application/json"
-        data = payload.encode()
-        self.send_response(200)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_whole(200, payload.encode(), content_type)
 
 
 class CaptureEndpoint(ThreadingHTTPServer):
