@@ -3,7 +3,8 @@
 - ``fake_anthropic``: a scripted fake of the Messages API on 127.0.0.1 (streaming, faults, rate limits, prompt
   caching, Message Batches), spoken to by the real ``anthropic`` SDK and the real Claude Code CLI.
 - ``fake_openai``: a scripted fake of the OpenAI Responses API on 127.0.0.1 (streaming, function calls, faults),
-  spoken to by the real Codex CLI.
+  spoken to by the real Codex CLI; ``fake_gemini``: the Gemini API's, spoken to by the real Gemini CLI.
+- ``scripted``: what those three fakes share (a script's turns and faults, the server and handler plumbing).
 - ``fake_judge``: scripted judge replies for that fake (they answer the rubric ids each judge request holds).
 - ``fake_github``: a fake GitHub REST API on 127.0.0.1 for PyGithub, holding every request to GitHub's own OpenAPI
   description (``github_contract``, the vendored subset in ``contracts/``), so no test passes on a request real

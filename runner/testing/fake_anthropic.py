@@ -131,9 +131,10 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 from urllib.parse import urlsplit
+
+from runner.testing.scripted import FakeHandler, FakeServer, TurnScript
 
 __all__ = [
     "FakeAnthropic", "Recorded", "Usage", "Text", "ToolUse", "Blocks", "Error", "BreakStream", "Hang",
@@ -526,39 +527,9 @@ def output_tokens_for(turn: Text | ToolUse | Blocks) -> int:
 # Scripts
 # --------------------------------------------------------------------------------------------
 
-class _Script:
+class _Script(TurnScript[Turn]):
     def __init__(self, match: str | None, turns: tuple[Turn, ...], usage: Usage | None):
-        self.match = match
-        self.usage = usage
-        # slots[k] = (finite faults in order, each with its times; terminal turn) for turn index k
-        self.slots: list[tuple[list[tuple[Turn, int]], Turn]] = []
-        pending: list[tuple[Turn, int]] = []
-        for t in turns:
-            if not isinstance(t, (Text, ToolUse, Blocks, Dynamic, *_FAULTS)):
-                raise TypeError(f"not a turn: {t!r}")
-            if isinstance(t, _FAULTS) and t.times is not None:
-                if t.times < 0:
-                    raise ValueError("times must be >= 0")
-                pending.append((t, t.times))
-            else:
-                self.slots.append((pending, t))
-                pending = []
-        if pending:
-            self.slots.append((pending, Text("done")))
-        self.seen: dict[int, int] = {}
-
-    def pick(self, turn_index: int) -> Turn:
-        """Call with the fake's lock held."""
-        count = self.seen.get(turn_index, 0)
-        self.seen[turn_index] = count + 1
-        if turn_index >= len(self.slots):
-            return Text("done")
-        faults, terminal = self.slots[turn_index]
-        for fault, times in faults:
-            if count < times:
-                return fault
-            count -= times
-        return terminal
+        super().__init__(match, turns, usage, (Text, ToolUse, Blocks, Dynamic), _FAULTS, Text("done"))
 
 
 def _error_body(err_type: str, message: str, request_id: str) -> bytes:
@@ -608,53 +579,16 @@ class _RateWindow:
 # Server
 # --------------------------------------------------------------------------------------------
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-    # A burst of 16 new connections overflows the default listen backlog of 5; each lost SYN costs a 1 s retry.
-    request_queue_size = 128
+class _Server(FakeServer):
     fake: FakeAnthropic
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body are written separately: without TCP_NODELAY each response waits ~40 ms for a delayed ACK.
-    disable_nagle_algorithm = True
+class _Handler(FakeHandler):
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
-        pass
-
-    def do_POST(self) -> None:
-        self.server.fake._handle(self)
-
-    do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
-
-    # -- low-level writers ------------------------------------------------------------------
-    def read_body(self) -> bytes:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
+    # -- low-level writers (the rest: runner.testing.scripted.FakeHandler) -----------------------
     def send_bytes(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for k, v in headers.items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        self.wfile.flush()
+        self.send_whole(status, body, headers)
 
     def start_chunked(self, headers: dict[str, str]) -> None:
         self.send_response(200)
@@ -666,17 +600,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
 
-    def chunk(self, data: bytes) -> None:
-        if data:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
     def event(self, name: str, data: dict[str, Any]) -> None:
         self.chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-
-    def end_chunked(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
 
     def reset(self) -> None:
         """Reset the connection (TCP RST: SO_LINGER 0, then close): the client reads ECONNRESET."""
@@ -685,18 +610,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
-        except OSError:
-            pass
-
-    def cut(self) -> None:
-        """Drop the connection abruptly."""
-        self.close_connection = True
-        try:
-            self.wfile.flush()
-        except OSError:
-            pass
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
 

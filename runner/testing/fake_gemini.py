@@ -69,9 +69,10 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 from urllib.parse import parse_qs, urlsplit
+
+from runner.testing.scripted import FakeHandler, FakeServer, TurnScript
 
 __all__ = [
     "FakeGemini", "Recorded", "Usage", "Text", "FunctionCall", "Parts", "Error", "BreakStream", "Hang", "Turn",
@@ -259,39 +260,9 @@ _MODEL_METHODS = ("generateContent", "streamGenerateContent")
 # Scripts
 # --------------------------------------------------------------------------------------------
 
-class _Script:
+class _Script(TurnScript[Turn]):
     def __init__(self, match: str | None, turns: tuple[Turn, ...], usage: Usage | None):
-        self.match = match
-        self.usage = usage
-        # slots[k] = (finite faults in order, each with its times; terminal turn) for turn index k
-        self.slots: list[tuple[list[tuple[Turn, int]], Turn]] = []
-        pending: list[tuple[Turn, int]] = []
-        for t in turns:
-            if not isinstance(t, (Text, FunctionCall, Parts, *_FAULTS)):
-                raise TypeError(f"not a turn: {t!r}")
-            if isinstance(t, _FAULTS) and t.times is not None:
-                if t.times < 0:
-                    raise ValueError("times must be >= 0")
-                pending.append((t, t.times))
-            else:
-                self.slots.append((pending, t))
-                pending = []
-        if pending:
-            self.slots.append((pending, Text("done")))
-        self.seen: dict[int, int] = {}
-
-    def pick(self, turn_index: int) -> Turn:
-        """Call with the fake's lock held."""
-        count = self.seen.get(turn_index, 0)
-        self.seen[turn_index] = count + 1
-        if turn_index >= len(self.slots):
-            return Text("done")
-        faults, terminal = self.slots[turn_index]
-        for fault, times in faults:
-            if count < times:
-                return fault
-            count -= times
-        return terminal
+        super().__init__(match, turns, usage, (Text, FunctionCall, Parts), _FAULTS, Text("done"))
 
 
 def _outcome(turn: Turn) -> str:
@@ -308,50 +279,15 @@ def _outcome(turn: Turn) -> str:
 # Server
 # --------------------------------------------------------------------------------------------
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-    request_queue_size = 128
+class _Server(FakeServer):
     fake: FakeGemini
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body are written separately: without TCP_NODELAY each response waits ~40 ms for a delayed ACK.
-    disable_nagle_algorithm = True
+class _Handler(FakeHandler):
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
-        pass
-
-    def do_POST(self) -> None:
-        self.server.fake._handle(self)
-
-    do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_POST
-
-    def read_body(self) -> bytes:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
-
     def send_bytes(self, status: int, body: bytes, content_type: str = "application/json; charset=UTF-8") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-        self.wfile.flush()
+        self.send_whole(status, body, {"Content-Type": content_type})
 
     def start_chunked(self, content_type: str) -> None:
         self.send_response(200)
@@ -359,27 +295,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
-
-    def chunk(self, data: bytes) -> None:
-        if data:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-    def end_chunked(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-    def cut(self) -> None:
-        """Drop the connection abruptly (no terminating chunk)."""
-        self.close_connection = True
-        try:
-            self.wfile.flush()
-        except OSError:
-            pass
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class FakeGemini:
