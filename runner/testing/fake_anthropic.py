@@ -134,7 +134,7 @@ from datetime import datetime, timezone
 from typing import Any, Union
 from urllib.parse import urlsplit
 
-from runner.testing.scripted import FakeHandler, FakeServer, TurnScript
+from runner.testing.scripted import FakeHandler, ScriptedFake, TurnScript
 
 __all__ = [
     "FakeAnthropic", "Recorded", "Usage", "Text", "ToolUse", "Blocks", "Error", "BreakStream", "Hang",
@@ -579,13 +579,7 @@ class _RateWindow:
 # Server
 # --------------------------------------------------------------------------------------------
 
-class _Server(FakeServer):
-    fake: FakeAnthropic
-
-
 class _Handler(FakeHandler):
-    server: _Server
-
     # -- low-level writers (the rest: runner.testing.scripted.FakeHandler) -----------------------
     def send_bytes(self, status: int, body: bytes, headers: dict[str, str]) -> None:
         self.send_whole(status, body, headers)
@@ -856,59 +850,21 @@ class _BatchesMixin:
                 "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if ended else None}
 
 
-class FakeAnthropic(_BatchesMixin):
+class FakeAnthropic(_BatchesMixin, ScriptedFake[Turn, Recorded]):
     """``with FakeAnthropic() as fake:`` serves on ``fake.url`` until the block ends."""
 
+    handler = _Handler
+    thread_name = "fake-anthropic"
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
-        self._host, self._port = host, port
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._scripts: list[_Script] = []
-        self._default = _Script(None, (Text("ok"),), None)
+        super().__init__(host, port)
         self._latency = 0.0
         self._cache: dict[str, float] = {}  # prompt-cache key -> time.time() its writing response began
         self._rate: _RateWindow | None = None
         self._ids = {"msg": 0, "toolu": 0, "req": 0}
-        self.requests: list[Recorded] = []
         self._billed: list[Billed] = []
-        self.url = ""
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> FakeAnthropic:
-        self._server = _Server((self._host, self._port), _Handler)
-        self._server.fake = self
-        host, port = self._server.socket.getsockname()[:2]  # an AF_INET address: (str, int), never bytes
-        self.url = f"http://{host}:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-anthropic", daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._stop.set()  # wakes hang() / latency sleeps
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- configuration --------------------------------------------------------------------------
-    def script(self, match: str, *turns: Turn, usage: Usage | None = None) -> None:
-        with self._lock:
-            self._scripts.append(_Script(match, turns, usage))
-
-    def default(self, *turns: Turn) -> None:
-        with self._lock:
-            self._default = _Script(None, turns, None)
-
     def set_latency(self, seconds: float) -> None:
         self._latency = float(seconds)
 
@@ -923,10 +879,6 @@ class FakeAnthropic(_BatchesMixin):
         """How many message requests the current rate limit refused with 429 (0 without one)."""
         with self._lock:
             return self._rate.refused if self._rate is not None else 0
-
-    def requests_for(self, match: str) -> list[Recorded]:
-        with self._lock:
-            return [r for r in self.requests if match in first_user_text(r.body)]
 
     @property
     def billed(self) -> list[Billed]:
@@ -953,12 +905,6 @@ class FakeAnthropic(_BatchesMixin):
     def _sleep(self, seconds: float) -> bool:
         """Sleep unless the fake is closing; False when interrupted."""
         return not self._stop.wait(seconds) if seconds > 0 else True
-
-    def _handle(self, h: _Handler) -> None:
-        try:
-            self._handle_inner(h)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout, OSError):
-            h.close_connection = True
 
     def _handle_inner(self, h: _Handler) -> None:
         parts = urlsplit(h.path)
@@ -1221,6 +1167,16 @@ class FakeAnthropic(_BatchesMixin):
                                   "usage": dict(msg["usage"])})
         h.event("message_stop", {"type": "message_stop"})
         h.end_chunked()
+
+    # -- what runner.testing.scripted.ScriptedFake asks of a fake ---------------------------------------------------
+    def new_script(self, match: str | None, turns: tuple[Turn, ...], usage: Usage | None) -> _Script:
+        return _Script(match, turns, usage)
+
+    def new_text(self, text: str) -> Turn:
+        return Text(text)
+
+    def first_user_text(self, body: Any) -> str:
+        return first_user_text(body)
 
 
 def _start(msg: dict[str, Any]) -> dict[str, Any]:

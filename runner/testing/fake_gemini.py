@@ -65,14 +65,12 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Union
 from urllib.parse import parse_qs, urlsplit
 
-from runner.testing.scripted import FakeHandler, FakeServer, TurnScript
+from runner.testing.scripted import FakeHandler, ScriptedFake, TurnScript
 
 __all__ = [
     "FakeGemini", "Recorded", "Usage", "Text", "FunctionCall", "Parts", "Error", "BreakStream", "Hang", "Turn",
@@ -279,13 +277,7 @@ def _outcome(turn: Turn) -> str:
 # Server
 # --------------------------------------------------------------------------------------------
 
-class _Server(FakeServer):
-    fake: FakeGemini
-
-
 class _Handler(FakeHandler):
-    server: _Server
-
     def send_bytes(self, status: int, body: bytes, content_type: str = "application/json; charset=UTF-8") -> None:
         self.send_whole(status, body, {"Content-Type": content_type})
 
@@ -297,60 +289,17 @@ class _Handler(FakeHandler):
         self.wfile.flush()
 
 
-class FakeGemini:
+class FakeGemini(ScriptedFake[Turn, Recorded]):
     """``with FakeGemini() as fake:`` serves on ``fake.url`` (the base URL, no path) until the block ends."""
 
+    handler = _Handler
+    thread_name = "fake-gemini"
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
-        self._host, self._port = host, port
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._scripts: list[_Script] = []
-        self._default = _Script(None, (Text("ok"),), None)
+        super().__init__(host, port)
         self._responses = 0
-        self.requests: list[Recorded] = []
-        self.url = ""
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> FakeGemini:
-        self._server = _Server((self._host, self._port), _Handler)
-        self._server.fake = self
-        host, port = self._server.socket.getsockname()[:2]
-        self.url = f"http://{host}:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-gemini", daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._stop.set()  # wakes hang()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
-
-    def __enter__(self) -> FakeGemini:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- configuration --------------------------------------------------------------------------
-    def script(self, match: str, *turns: Turn, usage: Usage | None = None) -> None:
-        with self._lock:
-            self._scripts.append(_Script(match, turns, usage))
-
-    def default(self, *turns: Turn) -> None:
-        with self._lock:
-            self._default = _Script(None, turns, None)
 
     # -- the record ---------------------------------------------------------------------------
-    def requests_for(self, match: str) -> list[Recorded]:
-        with self._lock:
-            return [r for r in self.requests if match in first_user_text(r.body)]
-
     @property
     def model_requests(self) -> list[Recorded]:
         """Recorded generateContent / streamGenerateContent calls (not countTokens, not 404s)."""
@@ -361,12 +310,6 @@ class FakeGemini:
     def _sleep(self, seconds: float) -> bool:
         """Sleep unless the fake is closing; False when interrupted."""
         return not self._stop.wait(seconds) if seconds > 0 else True
-
-    def _handle(self, h: _Handler) -> None:
-        try:
-            self._handle_inner(h)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout, OSError):
-            h.close_connection = True
 
     def _handle_inner(self, h: _Handler) -> None:
         split = urlsplit(h.path)
@@ -488,3 +431,15 @@ class FakeGemini:
             event_usage = dict(usage)
         return {"candidates": [candidate], "usageMetadata": event_usage, "modelVersion": reply["modelVersion"],
                 "responseId": reply["responseId"]}
+
+    # -- what runner.testing.scripted.ScriptedFake asks of a fake ---------------------------------------------------
+    def new_script(self, match: str | None, turns: tuple[Turn, ...], usage: Usage | None) -> _Script:
+        return _Script(match, turns, usage)
+
+    def new_text(self, text: str) -> Turn:
+        return Text(text)
+
+    def first_user_text(self, body: Any) -> str:
+        return first_user_text(body)
+
+

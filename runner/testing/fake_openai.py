@@ -71,14 +71,12 @@ Semantics
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Union
 from urllib.parse import urlsplit
 
-from runner.testing.scripted import FakeHandler, FakeServer, TurnScript
+from runner.testing.scripted import FakeHandler, ScriptedFake, TurnScript
 
 __all__ = [
     "FakeOpenAI", "Recorded", "Usage", "Text", "FunctionCall", "Items", "Error", "BreakStream", "Hang", "Failed",
@@ -349,13 +347,7 @@ def _outcome(turn: Turn) -> str:
 # Server
 # --------------------------------------------------------------------------------------------
 
-class _Server(FakeServer):
-    fake: FakeOpenAI
-
-
 class _Handler(FakeHandler):
-    server: _Server
-
     def send_bytes(self, status: int, body: bytes, headers: dict[str, str]) -> None:
         self.send_whole(status, body, headers)
 
@@ -388,61 +380,17 @@ class _Stream:
         self.n += 1
 
 
-class FakeOpenAI:
+class FakeOpenAI(ScriptedFake[Turn, Recorded]):
     """``with FakeOpenAI() as fake:`` serves the Responses API on ``fake.url`` until the block ends."""
 
+    handler = _Handler
+    thread_name = "fake-openai"
+
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
-        self._host, self._port = host, port
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._scripts: list[_Script] = []
-        self._default = _Script(None, (Text("ok"),), None)
+        super().__init__(host, port)
         self._ids = {"resp": 0, "msg": 0, "fc": 0, "call": 0, "req": 0}
-        self.requests: list[Recorded] = []
-        self.url = ""
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> FakeOpenAI:
-        self._server = _Server((self._host, self._port), _Handler)
-        self._server.fake = self
-        host, port = self._server.socket.getsockname()[:2]
-        self.url = f"http://{host}:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-openai", daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._stop.set()  # wakes hang()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- configuration --------------------------------------------------------------------------
-    def script(self, match: str, *turns: Turn, usage: Usage | None = None) -> None:
-        with self._lock:
-            self._scripts.append(_Script(match, turns, usage))
-
-    def default(self, *turns: Turn) -> None:
-        with self._lock:
-            self._default = _Script(None, turns, None)
 
     # -- what was asked -------------------------------------------------------------------------
-    def requests_for(self, match: str) -> list[Recorded]:
-        """The recorded requests whose first user text contains ``match``."""
-        with self._lock:
-            return [r for r in self.requests if match in first_user_text(r.body)]
-
     @property
     def response_requests(self) -> list[Recorded]:
         """Recorded ``POST /v1/responses`` calls."""
@@ -454,12 +402,6 @@ class FakeOpenAI:
         with self._lock:
             self._ids[kind] += 1
             return f"{kind}_fake_{self._ids[kind]:06d}"
-
-    def _handle(self, h: _Handler) -> None:
-        try:
-            self._handle_inner(h)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout, OSError):
-            h.close_connection = True
 
     def _handle_inner(self, h: _Handler) -> None:
         parts = urlsplit(h.path)
@@ -577,6 +519,16 @@ class FakeOpenAI:
                 _stream_call(out, index, item)
         out.send("response.completed", response=response)
         h.end_stream()
+
+    # -- what runner.testing.scripted.ScriptedFake asks of a fake ---------------------------------------------------
+    def new_script(self, match: str | None, turns: tuple[Turn, ...], usage: Usage | None) -> _Script:
+        return _Script(match, turns, usage)
+
+    def new_text(self, text: str) -> Turn:
+        return Text(text)
+
+    def first_user_text(self, body: Any) -> str:
+        return first_user_text(body)
 
 
 def _stream_message(out: _Stream, index: int, item: dict[str, Any]) -> None:

@@ -6,8 +6,9 @@ fake keeps its own API's answers."""
 from __future__ import annotations
 
 import socket
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 TurnT = TypeVar("TurnT")
 
@@ -122,3 +123,84 @@ class FakeHandler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+RecordT = TypeVar("RecordT")
+
+
+class ScriptedFake(Generic[TurnT, RecordT]):
+    """A fake API's life and scripts: ``with Fake() as fake:`` serves on ``fake.url`` until the block ends.
+    A subclass names its handler (`handler`), its thread (`thread_name`), how a script is made (`new_script`) and
+    what a request's first user text is (`first_user_text`), and answers each request in `_handle_inner`."""
+
+    handler: type[FakeHandler]
+    thread_name = "fake-api"
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self._host, self._port = host, port
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._scripts: list[TurnScript[TurnT]] = []
+        self._default = self.new_script(None, (self.new_text("ok"),), None)
+        self.requests: list[RecordT] = []
+        self.url = ""
+        self._server: FakeServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- what a subclass says ---------------------------------------------------------------------------
+    def new_script(self, match: str | None, turns: tuple[TurnT, ...], usage: Any) -> TurnScript[TurnT]:
+        raise NotImplementedError
+
+    def new_text(self, text: str) -> TurnT:
+        raise NotImplementedError
+
+    def first_user_text(self, body: Any) -> str:
+        raise NotImplementedError
+
+    def _handle_inner(self, h: Any) -> None:
+        raise NotImplementedError
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> Self:
+        self._server = FakeServer((self._host, self._port), self.handler)
+        self._server.fake = self
+        host, port = self._server.socket.getsockname()[:2]  # an AF_INET address: (str, int), never bytes
+        self.url = f"http://{host}:{port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=self.thread_name, daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()  # wakes hang() and latency sleeps
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- configuration and the record -------------------------------------------------------------------
+    def script(self, match: str, *turns: TurnT, usage: Any = None) -> None:
+        with self._lock:
+            self._scripts.append(self.new_script(match, turns, usage))
+
+    def default(self, *turns: TurnT) -> None:
+        with self._lock:
+            self._default = self.new_script(None, turns, None)
+
+    def requests_for(self, match: str) -> list[RecordT]:
+        """The recorded requests whose first user text contains ``match``."""
+        with self._lock:
+            return [r for r in self.requests if match in self.first_user_text(getattr(r, "body", None))]
+
+    def _handle(self, h: FakeHandler) -> None:
+        try:
+            self._handle_inner(h)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, socket.timeout, OSError):
+            h.close_connection = True
