@@ -161,7 +161,6 @@ def test_a_session_that_outlives_its_bound_is_a_timeout(host: AgentCliHost, fake
     obs = run(host, spec(prompt, timeout_s=6))
     assert obs.error_kind == "timeout" and obs.bounds_hit == ["timeout"]
     assert obs.fired() == [] and obs.final_answer is None
-    assert obs.duration_s < 15
 
 
 def test_the_surface_audit_lists_exactly_the_librarys_skills(host: AgentCliHost) -> None:
