@@ -51,16 +51,11 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def serve_fake(latency: float, skill_name: str = SKILL) -> None:
     """Subprocess entry: serve until stdin closes; `dump` prints and forgets the recorded requests."""
-    from runner.testing import fake_anthropic
     from runner.testing.fake_anthropic import FakeAnthropic, first_user_text, skill, text
 
-    # http.server writes a response's headers and body separately; with Nagle's algorithm the body
-    # then waits for the client's delayed ACK (~40 ms a request, measured). The real API has no such
-    # stall, so the benchmark's fake sends with TCP_NODELAY.
-    fake_anthropic._Handler.disable_nagle_algorithm = True
-    # socketserver listens with a backlog of 5: a burst of 16 new connections loses SYNs, and each
-    # lost one costs the client a 1 s retransmission (measured). The real API's backlog is not 5.
-    fake_anthropic._Server.request_queue_size = 128
+    # The fake sends with TCP_NODELAY and listens with a backlog of 128 (runner.testing.scripted): with
+    # Nagle's algorithm a body waits ~40 ms for the client's delayed ACK, and socketserver's backlog of 5 loses
+    # SYNs in a burst of 16 connections (1 s retransmissions), neither of which the real API does (measured).
     with FakeAnthropic() as fake:
         fake.default(skill(skill_name), text("The postmortem is written."))
         fake.set_latency(latency)
